@@ -1,0 +1,298 @@
+"""The Memory backend: maps keyed by physical identity, one global ``next_seq`` (000 §7).
+
+Retirement deletes every value and list of exactly that scope in the same synchronous
+application as its sibling writes (RETIRE-2); a later write under the same ID simply recreates
+state.  Commits are serialised by a FIFO lock: the Python spelling of the seeds' commit queue
+(LIFE-1, spec/python-mapping.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from impl.stats import MESSAGE_TYPE, add_usage
+from impl.validation import (
+    check_list_query,
+    check_name,
+    check_references,
+    check_session_id,
+    check_shape,
+    stop_page,
+)
+from models.addresses import ListAddress, ValueAddress
+from models.errors import ClosedError, usage
+from models.protocols import Clock
+from models.records import (
+    Committed,
+    EntryRecord,
+    ListElement,
+    Order,
+    Snapshot,
+    Stats,
+    UsageRecord,
+    ValueKey,
+    ValueRecord,
+)
+from models.scope import SESSION, Scope, scope_id_of
+from models.writes import (
+    AnyWrite,
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    InsertEntry,
+    InsertUsage,
+    RetireScope,
+    SetValue,
+    Write,
+)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@attrs.define
+class MemoryState:
+    """Everything one Memory Session holds; it outlives its open handles (REPO-2)."""
+
+    next_seq: int = 1
+    entries: dict[str, EntryRecord] = attrs.field(factory=dict)
+    usage: dict[str, UsageRecord] = attrs.field(factory=dict)
+    values: dict[ValueKey, ValueRecord] = attrs.field(factory=dict)
+    lists: dict[ValueKey, list[ListElement]] = attrs.field(factory=dict)
+    stats: Stats = Stats()
+
+
+class MemoryStorage:
+    """One open Memory Session."""
+
+    def __init__(self, session_id: str, state: MemoryState, clock: Clock) -> None:
+        self._session_id = session_id
+        self._state = state
+        self._clock = clock
+        self._queue = threading.Lock()
+        self._sealed = False
+        self._closed = False
+        self.on_close: list[Any] = []
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def commit(self, writes: Sequence[Write[Any]]) -> tuple[Committed, ...]:
+        if self._sealed:
+            raise ClosedError()
+        checked = check_shape(writes)
+        with self._queue:
+            if self._closed:  # pragma: no cover - sealed is set before closed
+                raise ClosedError()
+            state = self._state
+            check_references(checked.writes, self._id_exists, state.entries.__contains__)
+            if not checked.writes:
+                return ()
+            timestamp = self._clock()
+            committed = tuple(
+                Committed(state.next_seq + index, timestamp, write)
+                for index, write in enumerate(checked.writes)
+            )
+            for item in committed:
+                self._apply(item)
+            state.next_seq += len(committed)
+            return committed
+
+    def _id_exists(self, ident: str) -> bool:
+        return ident in self._state.entries or ident in self._state.usage
+
+    def _apply(self, item: Committed) -> None:
+        state, write, seq = self._state, item.write, item.seq
+        if isinstance(write, SetValue):
+            state.values[_key(write.address)] = ValueRecord(seq, write.value_json)
+        elif isinstance(write, DeleteValue):
+            state.values.pop(_key(write.address), None)
+        elif isinstance(write, AppendList):
+            element = ListElement(seq, write.element_json, write.tag)
+            state.lists.setdefault(_key(write.address), []).append(element)
+        elif isinstance(write, DeleteList):
+            state.lists.pop(_key(write.address), None)
+        elif isinstance(write, InsertEntry):
+            state.entries[write.id] = EntryRecord(
+                write.id, write.parent_id, write.type, write.payload_json, seq, item.timestamp
+            )
+            if write.type == MESSAGE_TYPE:
+                state.stats = attrs.evolve(state.stats, message_count=state.stats.message_count + 1)
+        elif isinstance(write, InsertUsage):
+            state.usage[write.id] = UsageRecord(
+                write.id,
+                write.usage_json,
+                write.entry_id,
+                write.adjustment,
+                write.details_json,
+                seq,
+                item.timestamp,
+            )
+            state.stats = attrs.evolve(state.stats, usage=add_usage(state.stats.usage, write.usage))
+        elif isinstance(write, RetireScope):  # RETIRE-2: exactly this scope, nothing else
+            retired = write.retired.id
+            for mapping in (state.values, state.lists):
+                for key in [k for k in mapping if k[0] == retired]:
+                    del mapping[key]
+        else:  # pragma: no cover - check_shape admits only the write types above
+            raise AssertionError(write)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._sealed:
+            raise ClosedError()
+
+    def get_value(self, address: ValueAddress[Any, Scope]) -> ValueRecord | None:
+        self._check_open()
+        if not isinstance(address, ValueAddress):
+            raise usage("invalid_query", f"not a value address: {address!r}")
+        return self._state.values.get(_key(address))
+
+    def scan_values(
+        self, namespace: str, prefix: str = "", scope: Scope | None = None
+    ) -> tuple[tuple[str, ValueRecord], ...]:
+        self._check_open()
+        check_name("namespace", namespace)
+        check_name("prefix", prefix)
+        scope_id = scope_id_of(SESSION if scope is None else scope)
+        rows = [
+            (key[2], record)
+            for key, record in self._state.values.items()
+            if key[0] == scope_id and key[1] == namespace and key[2].startswith(prefix)
+        ]
+        return tuple(sorted(rows, key=lambda row: row[0]))
+
+    def read_list(
+        self,
+        address: ListAddress[Any, Scope],
+        *,
+        cursor: int | None = None,
+        order: Order = "asc",
+        limit: int | None = None,
+        stop_at_tag: str | None = None,
+    ) -> tuple[ListElement, ...]:
+        self._check_open()
+        if not isinstance(address, ListAddress):
+            raise usage("invalid_query", f"not a list address: {address!r}")
+        query = check_list_query(cursor, order, limit, stop_at_tag)
+        elements = self._state.lists.get(_key(address), [])
+        if query.order == "asc":
+            picked = [e for e in elements if query.cursor is None or e.seq > query.cursor]
+        else:
+            picked = [e for e in reversed(elements) if query.cursor is None or e.seq < query.cursor]
+        return tuple(stop_page(picked[: query.limit], query.stop_at_tag))
+
+    def get_entry(self, entry_id: str) -> EntryRecord | None:
+        self._check_open()
+        return self._state.entries.get(entry_id)
+
+    def get_usage(self, usage_id: str) -> UsageRecord | None:
+        self._check_open()
+        return self._state.usage.get(usage_id)
+
+    def stats(self) -> Stats:
+        self._check_open()
+        return self._state.stats
+
+    def snapshot(self) -> Snapshot:
+        self._check_open()
+        state = self._state
+        return Snapshot(
+            entries=tuple(sorted(state.entries.values(), key=lambda r: r.seq)),
+            usage=tuple(sorted(state.usage.values(), key=lambda r: r.seq)),
+            values=tuple(sorted(state.values.items(), key=lambda kv: Snapshot.sort_key(kv[0]))),
+            lists=tuple(
+                sorted(
+                    ((k, tuple(v)) for k, v in state.lists.items() if v),
+                    key=lambda kv: Snapshot.sort_key(kv[0]),
+                )
+            ),
+            stats=state.stats,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Seal at once, then wait for admitted commits to finish (LIFE-1); idempotent."""
+        self._sealed = True
+        with self._queue:
+            if not self._closed:
+                self._closed = True
+                for callback in self.on_close:
+                    callback(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._sealed
+
+
+def _key(address: ValueAddress[Any, Any] | ListAddress[Any, Any]) -> ValueKey:
+    return (address.scope_id, address.namespace, address.key)
+
+
+class MemoryRepository:
+    """Memory Sessions by id; state survives close and reopen of a Session (REPO-2)."""
+
+    def __init__(self, clock: Clock = wall_clock_ms) -> None:
+        self._clock = clock
+        self._sessions: dict[str, MemoryState] = {}
+        self._open: dict[str, MemoryStorage] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("repository is closed")
+
+    def create(self, session_id: str) -> MemoryStorage:
+        check_session_id(session_id)
+        with self._lock:
+            self._check()
+            if session_id in self._sessions:
+                raise usage("already_exists", f"session {session_id!r} already exists (REPO-1)")
+            self._sessions[session_id] = MemoryState()
+            return self._track(session_id)
+
+    def open(self, session_id: str) -> MemoryStorage:
+        check_session_id(session_id)
+        with self._lock:
+            self._check()
+            if session_id not in self._sessions:
+                raise usage("not_found", f"no session {session_id!r}")
+            if session_id in self._open:
+                raise usage("already_open", f"session {session_id!r} is already open (REPO-4)")
+            return self._track(session_id)
+
+    def _track(self, session_id: str) -> MemoryStorage:
+        storage = MemoryStorage(session_id, self._sessions[session_id], self._clock)
+        storage.on_close.append(lambda _: self._open.pop(session_id, None))
+        self._open[session_id] = storage
+        return storage
+
+    def list(self) -> list[str]:
+        self._check()
+        return sorted(self._sessions)
+
+    def delete(self, session_id: str) -> None:
+        check_session_id(session_id)
+        with self._lock:
+            self._check()
+            if session_id in self._open:
+                raise usage("already_open", f"close session {session_id!r} before deleting it")
+            if self._sessions.pop(session_id, None) is None:
+                raise usage("not_found", f"no session {session_id!r}")
+
+    def close(self) -> None:
+        self._closed = True
+        for storage in list(self._open.values()):
+            storage.close()

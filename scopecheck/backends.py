@@ -1,0 +1,72 @@
+"""How a machine gets a backend: a named factory of *worlds*.
+
+A world is one storage location (an in-memory registry, a temp directory, a fake filesystem).
+``repository()`` opens a Repository over it; ``restart()`` simulates a process restart — close
+everything and open a fresh Repository over the same location — which for Memory keeps the
+same registry.  Third-party backends provide the same two callables (see ``scopecheck
+validate``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import attrs
+
+from models.protocols import Clock, Repository
+
+
+class World(Protocol):
+    def repository(self) -> Repository:
+        """The currently open repository over this location."""
+        ...
+
+    def restart(self) -> Repository:
+        """Close every handle, then open a new repository over the same location."""
+        ...
+
+    def cleanup(self) -> None:
+        """Release the location (delete temp files)."""
+        ...
+
+
+@attrs.frozen
+class Backend:
+    """A backend under test: ``new_world(clock)`` makes a fresh, empty location."""
+
+    name: str
+    new_world: Callable[[Clock], World]
+    description: str = ""
+    #: Whether ``restart()`` preserves state (False for a process-local Memory registry only if
+    #: the backend chooses so; the bundled Memory world keeps its registry across restarts).
+    durable: bool = True
+
+
+class MemoryWorld:
+    def __init__(self, clock: Clock) -> None:
+        from impl.memory import MemoryRepository
+
+        self._repo = MemoryRepository(clock)
+
+    def repository(self) -> Repository:
+        return self._repo
+
+    def restart(self) -> Repository:
+        from impl.memory import MemoryRepository
+
+        old = self._repo
+        old.close()
+        fresh = MemoryRepository(old._clock)
+        fresh._sessions = old._sessions  # the registry is the "disk" of the Memory backend
+        self._repo = fresh
+        return fresh
+
+    def cleanup(self) -> None:
+        self._repo.close()
+
+
+MEMORY = Backend("memory", MemoryWorld, "in-process maps (impl/memory.py)")
+
+#: Bundled backends by name; SQLite and JSONL register themselves here as they land.
+BUNDLED: dict[str, Backend] = {"memory": MEMORY}
