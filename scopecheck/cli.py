@@ -86,8 +86,10 @@ def fuzz(
         try:
             chosen[name] = resolve_backend(name)  # bundled, or a catalogue mutant by name
         except ScopecheckError:
-            fail(f"unknown backend {name!r}; choose from {', '.join(sorted(BUNDLED))} "
-                 "(or a mutant name from 'scopecheck mutants')")
+            fail(
+                f"unknown backend {name!r}; choose from {', '.join(sorted(BUNDLED))} "
+                "(or a mutant name from 'scopecheck mutants')"
+            )
     per_backend = DEFAULT_BUDGET if budget is None else budget
     if not per_backend > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
