@@ -177,12 +177,11 @@ class Operation:
         return {
             "status": self.status,
             "response": self.response,
+            "responses": self.responses,
             "tools": {
                 inv: {"name": t.name, "status": t.status, "memos": list(t.memo_names)}
                 for inv, t in self.tools.items()
             },
-            "settled": list(self.settled),
-            "superseded": list(self.superseded),
         }
 
 
@@ -226,7 +225,7 @@ class ProgressJob:
     """
 
     op: str
-    kind: Literal["frame", "checkpoint", "memo"]
+    kind: Literal["frame", "checkpoint", "memo", "reset"]
     target: str
     tx: Tx
     payload: Any
@@ -646,6 +645,17 @@ class Lifecycle:
             (snapshot, memo),
         )
 
+    def reset_job(self, lane: str, invocation: str) -> ProgressJob:
+        """Safe replay's checkpoint reset: an ephemeral-only delete, legal because its
+        transaction holds no session write (000 §5.2); fenced like any progress."""
+        op = self._need(lane)
+        if invocation not in op.tools:
+            raise LifecycleError(f"no tool {invocation!r}")
+        address = pending_tool_output(op.id, invocation, scoped=self.scoped)
+        return ProgressJob(
+            op.id, "reset", invocation, Tx("reset", op.id, (delete_value(address),)), None
+        )
+
     def memo_job(self, lane: str, invocation: str, name: str, memo: Any) -> ProgressJob:
         op = self._need(lane)
         if invocation not in op.tools:
@@ -679,6 +689,8 @@ class Lifecycle:
             op.checkpoints[job.target] = snapshot
             if memo is not None:
                 op.memos[(job.target, memo[0])] = memo[1]
+        elif job.kind == "reset":
+            op.checkpoints.pop(job.target, None)
         else:
             assert job.name is not None
             op.memos[(job.target, job.name)] = job.payload

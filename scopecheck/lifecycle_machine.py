@@ -48,6 +48,7 @@ LANES = ("a", "b")
 DELTAS = ("He", "llo", " wörld", "\u2028", "")
 TOOLS = ("bash", "read")
 MEMO_NAMES = ("cursor", "bytes")
+PROGRESS_KINDS = ("frame", "checkpoint", "memo", "reset")
 
 lanes = st.sampled_from(LANES)
 
@@ -124,6 +125,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.retired: Counter[str] = Counter()
         self.queued: list[ProgressJob] = []
         self.ticks = 0
+        self.commits = 0
 
     def clock(self) -> int:
         return self.now
@@ -137,6 +139,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         """Check the transaction's shape (OP-1), then commit it to model and backend; the
         harness's transactions are always valid, so both must accept it."""
         check_transaction_shape(tx)
+        self.commits += 1
         self.now += 1
         writes = list(tx.writes)
         expected = outcome(lambda: self.ref.commit(writes, self.now))
@@ -220,6 +223,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         )
         self._deliver(job)
 
+    @rule(lane=lanes, index=st.integers(0, 1))
+    def safe_replay_reset(self, lane: str, index: int) -> None:
+        """The ephemeral-only checkpoint delete of safe replay stays legal (OP-11)."""
+        invocation = self._tool(lane, index)
+        if invocation is not None:
+            self._deliver(self.life.reset_job(lane, invocation))
+
     @rule(lane=lanes, index=st.integers(0, 1), name=st.sampled_from(MEMO_NAMES))
     def memo(self, lane: str, index: int, name: str) -> None:
         invocation = self._tool(lane, index)
@@ -255,7 +265,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # -- late progress (fencing) -----------------------------------------------------------
 
-    @rule(lane=lanes, kind=st.sampled_from(("frame", "checkpoint", "memo")))
+    @rule(lane=lanes, kind=st.sampled_from(PROGRESS_KINDS))
     def queue_progress(self, lane: str, kind: str) -> None:
         """A streaming/tool job captures a progress write that has not committed yet."""
         try:
@@ -268,13 +278,15 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.ticks += 1
                 if kind == "checkpoint":
                     job = self.life.checkpoint_job(lane, invocation, {"text": "late"}, None)
+                elif kind == "reset":
+                    job = self.life.reset_job(lane, invocation)
                 else:
                     job = self.life.memo_job(lane, invocation, "cursor", self.ticks)
         except LifecycleError:
             return
         self.queued.append(job)
 
-    @rule(lane=lanes, kind=st.sampled_from(("frame", "checkpoint", "memo")))
+    @rule(lane=lanes, kind=st.sampled_from(PROGRESS_KINDS))
     def late_progress(self, lane: str, kind: str) -> None:
         """The 000 §2.2 race in one step: a job is queued, the operation reaches terminal
         (retiring its scope), then the job reaches the commit line (OP-7)."""
@@ -289,11 +301,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         longer current) the fence drops them and nothing is written (OP-7)."""
         jobs, self.queued = self.queued, []
         for job in jobs:
-            before = self.ref.snapshot()
+            before, commits = self.ref.snapshot(), self.commits
             self._deliver(job)
             if job.op in self.life.terminated:
                 after = self.store.snapshot()
-                if after != before or scoped_keys(after, job.op):
+                if self.commits != commits or after != before or scoped_keys(after, job.op):
                     raise OpsViolation(
                         f"a {job.kind} job of {job.op!r} committed after its terminal "
                         f"retirement: {job.tx.writes!r} (000 §2.2)"

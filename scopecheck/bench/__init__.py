@@ -60,7 +60,16 @@ def bench_machine(runs: int) -> dict[str, Any]:
     }
 
 
-BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {"machine": bench_machine}
+def bench_size(runs: int) -> dict[str, Any]:
+    from scopecheck.bench.size import bench_size as run
+
+    return run(runs)
+
+
+BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "machine": bench_machine,
+    "size": bench_size,
+}
 
 
 def render(which: str, result: dict[str, Any]) -> None:

@@ -99,8 +99,8 @@ class RecoveryReadsResidue(Lifecycle):
         result = super().recover(reader)
         for op_id, found in result.items():
             state = reader.get_value(operation_state(op_id))
-            settled = [] if state is None else state.value.get("settled", [])
-            if found["response"] is None and settled:
-                page = reader.read_list(pending_assistant_frames(op_id, settled[-1]))
+            count = 0 if state is None else state.value.get("responses", 0)
+            if found["response"] is None and count:
+                page = reader.read_list(pending_assistant_frames(op_id, f"{op_id}.r{count}"))
                 found["frames"] = [element.value for element in page]
         return result
