@@ -556,7 +556,8 @@ class Lifecycle:
             raise LifecycleError("no running tool has an unknown outcome")
         for inv in running:
             op.tools[inv].status = "unknown"
-        op.status = "recovering"
+        if op.status == "active":  # a cancellation already decided stays the outcome
+            op.status = "recovering"
         return self._session(
             "recover_unknown", op.id, [set_value(operation_state(op.id), op.state_json())]
         )

@@ -50,7 +50,8 @@ TOOLS = ("bash", "read")
 MEMO_NAMES = ("cursor", "bytes")
 PROGRESS_KINDS = ("frame", "checkpoint", "memo", "reset")
 
-lanes = st.sampled_from(LANES)
+#: A lane index, resolved among the lanes where a step applies (see ``_pick``).
+indexes = st.integers(0, len(LANES) - 1)
 
 
 class OpsViolation(AssertionError):
@@ -165,133 +166,183 @@ class LifecycleMachine(RuleBasedStateMachine):
         if tx is not None:
             self._commit(tx)
 
+    # -- which lanes a step applies to ------------------------------------------------------
+    #
+    # Rules take a lane *index* into the lanes where the step applies, and a precondition keeps
+    # Hypothesis from choosing a step that applies nowhere: almost every drawn step then does
+    # something, and printed programs stay deterministic (the index is resolved the same way).
+
+    def _idle(self) -> list[str]:
+        return [n for n in LANES if self.life.active(n) is None]
+
+    def _active(self) -> list[str]:
+        return [n for n in LANES if self.life.active(n) is not None]
+
+    def _streaming(self) -> list[str]:
+        return [n for n in LANES if (op := self.life.active(n)) is not None and op.response]
+
+    def _not_streaming(self) -> list[str]:
+        return [n for n in LANES if (op := self.life.active(n)) is not None and not op.response]
+
+    def _with_tools(self) -> list[str]:
+        return [n for n in LANES if self.life.running_tools(n)]
+
+    @staticmethod
+    def _pick(lanes_: list[str], index: int) -> str:
+        return lanes_[index % len(lanes_)]
+
     # -- session-scoped steps --------------------------------------------------------------
 
-    @rule(lane=lanes)
-    def start(self, lane: str) -> None:
+    @precondition(lambda self: bool(self._idle()))
+    @rule(lane=indexes)
+    def start(self, lane: int) -> None:
         """Session-scoped acceptance (OP-2)."""
-        self._step(lambda: self.life.start(lane))
+        name = self._pick(self._idle(), lane)
+        self._step(lambda: self.life.start(name))
 
-    @rule(lane=lanes)
-    def prepare(self, lane: str) -> None:
-        self._step(lambda: self.life.prepare(lane))
+    @precondition(lambda self: bool(self._active()))
+    @rule(lane=indexes)
+    def prepare(self, lane: int) -> None:
+        name = self._pick(self._active(), lane)
+        self._step(lambda: self.life.prepare(name))
 
-    @rule(lane=lanes)
-    def begin_response(self, lane: str) -> None:
-        self._step(lambda: self.life.begin_response(lane))
+    @precondition(lambda self: bool(self._not_streaming()))
+    @rule(lane=indexes)
+    def begin_response(self, lane: int) -> None:
+        name = self._pick(self._not_streaming(), lane)
+        self._step(lambda: self.life.begin_response(name))
 
-    @rule(lane=lanes, deltas=st.lists(st.sampled_from(DELTAS), min_size=1, max_size=3))
-    def frames(self, lane: str, deltas: list[str]) -> None:
+    @precondition(lambda self: bool(self._streaming()))
+    @rule(lane=indexes, deltas=st.lists(st.sampled_from(DELTAS), min_size=1, max_size=3))
+    def frames(self, lane: int, deltas: list[str]) -> None:
         """One append per frame, each its own ephemeral transaction (OP-2)."""
+        name = self._pick(self._streaming(), lane)
         for delta in deltas:
-            try:
-                job = self.life.frame_job(lane, delta)
-            except LifecycleError:
-                return
-            self._deliver(job)
+            self._deliver(self.life.frame_job(name, delta))
 
-    @rule(lane=lanes, supersede=st.booleans())
-    def settle(self, lane: str, supersede: bool) -> None:
+    @precondition(lambda self: bool(self._streaming()))
+    @rule(lane=indexes, supersede=st.booleans())
+    def settle(self, lane: int, supersede: bool) -> None:
         """Settle or supersede: session-only, frames stay as residue (OP-5)."""
+        name = self._pick(self._streaming(), lane)
         if supersede:
-            self._step(lambda: self.life.supersede_response(lane))
+            self._step(lambda: self.life.supersede_response(name))
         else:
-            self._step(lambda: self.life.settle_response(lane))
+            self._step(lambda: self.life.settle_response(name))
 
+    @precondition(lambda self: bool(self._active()))
     @rule(
-        lane=lanes,
-        name=st.sampled_from(TOOLS),
+        lane=indexes,
+        tool=st.sampled_from(TOOLS),
         memos=st.sampled_from(((), MEMO_NAMES[:1], MEMO_NAMES)),
     )
-    def start_tool(self, lane: str, name: str, memos: tuple[str, ...]) -> None:
-        self._step(lambda: self.life.start_tool(lane, name, memos))
+    def start_tool(self, lane: int, tool: str, memos: tuple[str, ...]) -> None:
+        name = self._pick(self._active(), lane)
+        self._step(lambda: self.life.start_tool(name, tool, memos))
 
-    def _tool(self, lane: str, index: int) -> str | None:
-        running = self.life.running_tools(lane)
-        return running[index % len(running)] if running else None
+    def _tool(self, lane: int, index: int) -> tuple[str, str]:
+        name = self._pick(self._with_tools(), lane)
+        running = self.life.running_tools(name)
+        return name, running[index % len(running)]
 
-    @rule(lane=lanes, index=st.integers(0, 1), memo=st.booleans())
-    def checkpoint(self, lane: str, index: int, memo: bool) -> None:
+    @precondition(lambda self: bool(self._with_tools()))
+    @rule(lane=indexes, index=indexes, memo=st.booleans())
+    def checkpoint(self, lane: int, index: int, memo: bool) -> None:
         """Whole-snapshot checkpoint, with a memo in the same transaction or not (OP-2)."""
-        invocation = self._tool(lane, index)
-        if invocation is None:
-            return
+        name, invocation = self._tool(lane, index)
         self.ticks += 1
         snapshot = {"text": f"out{self.ticks}", "bytes": self.ticks}
         job = self.life.checkpoint_job(
-            lane, invocation, snapshot, ("cursor", self.ticks) if memo else None
+            name, invocation, snapshot, ("cursor", self.ticks) if memo else None
         )
         self._deliver(job)
 
-    @rule(lane=lanes, index=st.integers(0, 1))
-    def safe_replay_reset(self, lane: str, index: int) -> None:
+    @precondition(lambda self: bool(self._with_tools()))
+    @rule(lane=indexes, index=indexes)
+    def safe_replay_reset(self, lane: int, index: int) -> None:
         """The ephemeral-only checkpoint delete of safe replay stays legal (OP-11)."""
-        invocation = self._tool(lane, index)
-        if invocation is not None:
-            self._deliver(self.life.reset_job(lane, invocation))
+        name, invocation = self._tool(lane, index)
+        self._deliver(self.life.reset_job(name, invocation))
 
-    @rule(lane=lanes, index=st.integers(0, 1), name=st.sampled_from(MEMO_NAMES))
-    def memo(self, lane: str, index: int, name: str) -> None:
-        invocation = self._tool(lane, index)
-        if invocation is None:
-            return
+    @precondition(lambda self: bool(self._with_tools()))
+    @rule(lane=indexes, index=indexes, memo=st.sampled_from(MEMO_NAMES))
+    def memo(self, lane: int, index: int, memo: str) -> None:
+        name, invocation = self._tool(lane, index)
         self.ticks += 1
-        self._deliver(self.life.memo_job(lane, invocation, name, {"n": self.ticks}))
+        self._deliver(self.life.memo_job(name, invocation, memo, {"n": self.ticks}))
 
-    @rule(lane=lanes, index=st.integers(0, 1))
-    def tool_outcome(self, lane: str, index: int) -> None:
+    @precondition(lambda self: bool(self._with_tools()))
+    @rule(lane=indexes, index=indexes)
+    def tool_outcome(self, lane: int, index: int) -> None:
         """outcome_ready: session-only, checkpoint and memos stay as residue (OP-5)."""
-        invocation = self._tool(lane, index)
-        if invocation is not None:
-            self._step(lambda: self.life.tool_outcome(lane, invocation))
+        name, invocation = self._tool(lane, index)
+        self._step(lambda: self.life.tool_outcome(name, invocation))
 
-    @rule(lane=lanes)
-    def cancel(self, lane: str) -> None:
+    @precondition(lambda self: bool(self._active()))
+    @rule(lane=indexes)
+    def cancel(self, lane: int) -> None:
         """A cancellation decision never retires (OP-9)."""
-        self._step(lambda: self.life.cancel(lane))
+        name = self._pick(self._active(), lane)
+        self._step(lambda: self.life.cancel(name))
 
-    @rule(lane=lanes)
-    def recover_unknown(self, lane: str) -> None:
+    @precondition(lambda self: bool(self._with_tools()))
+    @rule(lane=indexes)
+    def recover_unknown(self, lane: int) -> None:
         """Unknown-outcome recovery never retires (OP-9)."""
-        self._step(lambda: self.life.recover_unknown(lane))
+        name = self._pick(self._with_tools(), lane)
+        self._step(lambda: self.life.recover_unknown(name))
 
-    @rule(lane=lanes, outcome=st.sampled_from(TERMINAL_OUTCOMES[:3]))
-    def terminal(self, lane: str, outcome: Any) -> None:
+    @precondition(lambda self: bool(self._active()))
+    @rule(lane=indexes, outcome=st.sampled_from(TERMINAL_OUTCOMES[:3]))
+    def terminal(self, lane: int, outcome: Any) -> None:
         """Terminal cleanup with exactly one retirement (OP-3, OP-4)."""
-        op = self.life.active(lane)
-        self._step(lambda: self.life.terminal(lane, outcome))
-        if op is not None:
-            self._check_terminated(op.id)
+        name = self._pick(self._active(), lane)
+        op = self.life.active(name)
+        assert op is not None
+        self._step(lambda: self.life.terminal(name, outcome))
+        self._check_terminated(op.id)
 
     # -- late progress (fencing) -----------------------------------------------------------
 
-    @rule(lane=lanes, kind=st.sampled_from(PROGRESS_KINDS))
-    def queue_progress(self, lane: str, kind: str) -> None:
+    def _capture(self, name: str, kind: str) -> ProgressJob | None:
         """A streaming/tool job captures a progress write that has not committed yet."""
-        try:
-            if kind == "frame":
-                job = self.life.frame_job(lane, "late")
-            else:
-                invocation = self._tool(lane, 0)
-                if invocation is None:
-                    return
-                self.ticks += 1
-                if kind == "checkpoint":
-                    job = self.life.checkpoint_job(lane, invocation, {"text": "late"}, None)
-                elif kind == "reset":
-                    job = self.life.reset_job(lane, invocation)
-                else:
-                    job = self.life.memo_job(lane, invocation, "cursor", self.ticks)
-        except LifecycleError:
-            return
-        self.queued.append(job)
+        op = self.life.active(name)
+        if op is None:
+            return None
+        if kind == "frame":
+            return self.life.frame_job(name, "late") if op.response else None
+        running = self.life.running_tools(name)
+        if not running:
+            return None
+        self.ticks += 1
+        if kind == "checkpoint":
+            return self.life.checkpoint_job(name, running[0], {"text": "late"}, None)
+        if kind == "reset":
+            return self.life.reset_job(name, running[0])
+        return self.life.memo_job(name, running[0], "cursor", self.ticks)
 
-    @rule(lane=lanes, kind=st.sampled_from(PROGRESS_KINDS))
-    def late_progress(self, lane: str, kind: str) -> None:
+    @precondition(lambda self: bool(self._active()))
+    @rule(lane=indexes, kind=st.sampled_from(PROGRESS_KINDS))
+    def queue_progress(self, lane: int, kind: str) -> None:
+        job = self._capture(self._pick(self._active(), lane), kind)
+        if job is not None:
+            self.queued.append(job)
+
+    @precondition(lambda self: bool(self._streaming() or self._with_tools()))
+    @rule(lane=indexes, kind=st.sampled_from(PROGRESS_KINDS))
+    def late_progress(self, lane: int, kind: str) -> None:
         """The 000 §2.2 race in one step: a job is queued, the operation reaches terminal
         (retiring its scope), then the job reaches the commit line (OP-7)."""
-        self.queue_progress(lane, kind)
-        self.terminal(lane, "completed")
+        name = self._pick(sorted(set(self._streaming()) | set(self._with_tools())), lane)
+        job = self._capture(name, kind) or self._capture(
+            name, "frame" if kind != "frame" else "memo"
+        )
+        assert job is not None
+        self.queued.append(job)
+        op = self.life.active(name)
+        assert op is not None
+        self._step(lambda: self.life.terminal(name, "completed"))
+        self._check_terminated(op.id)
         self.deliver_queued()
 
     @precondition(lambda self: bool(self.queued))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import orjson
@@ -52,8 +53,8 @@ class WorkloadParams:
     lanes: int = 1
     corpus: str | None = None
 
-    def scaled(self, **changes: int) -> WorkloadParams:
-        return attrs.evolve(self, **changes)  # type: ignore[misc]
+    def scaled(self, **changes: Any) -> WorkloadParams:
+        return attrs.evolve(self, **changes)
 
 
 SEED = WorkloadParams()
