@@ -18,7 +18,7 @@ from models.writes import (
     insert_usage,
     set_value,
 )
-from tests.conformance.conftest import lists_of, values_of
+from scopecheck.conformance.helpers import lists_of, values_of
 
 
 def code_of(call: Any) -> str:
