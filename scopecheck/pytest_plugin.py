@@ -1,6 +1,6 @@
 """pytest plugin: run the conformance suite and the machine against a third-party backend::
 
-    pytest --scopecheck-backend=PATH_OR_MODULE:FACTORY --pyargs scopecheck.conformance
+pytest --scopecheck-backend=PATH_OR_MODULE:FACTORY --pyargs scopecheck.conformance
 """
 
 from __future__ import annotations

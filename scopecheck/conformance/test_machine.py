@@ -35,4 +35,4 @@ MACHINE_RULES = (
 def test_machine_agrees_with_the_model(backend: Backend) -> None:
     """Every result, error code and the complete logical state equal the model's, every step,
     across close/reopen and restarts (the active Hypothesis profile sets the budget)."""
-    run_state_machine_as_test(make_machine(backend), settings=settings())
+    run_state_machine_as_test(make_machine(backend), settings=settings())  # type: ignore[no-untyped-call]
