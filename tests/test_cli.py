@@ -165,3 +165,30 @@ def test_example_adapter_stays_short() -> None:
     """A dict-backed adapter needs fewer than 150 lines (issue 8 target)."""
     lines = (ROOT / "examples" / "good_backend.py").read_text().splitlines()
     assert len(lines) < 150, len(lines)
+
+
+@pytest.mark.rule("STATS-3")
+def test_fuzz_workers_spread_backends_over_xdist(tmp_path: Path) -> None:
+    """``--workers 2`` fuzzes two backends in parallel and aggregates both reports."""
+    result = scopecheck(
+        "fuzz",
+        "--backend",
+        "memory",
+        "--backend",
+        "memory-stats-count-scoped",
+        "--workers",
+        "2",
+        "--budget",
+        "3",
+        "--seed",
+        "1",
+        "--json",
+        "--failures-dir",
+        str(tmp_path),
+    )
+    assert result.returncode == 1, result.stderr
+    data = orjson.loads(result.stdout)
+    assert data["backends"]["memory"]["failures"] == 0
+    assert data["backends"]["memory"]["steps"] > 0
+    assert data["backends"]["memory-stats-count-scoped"]["failures"] == 1
+    assert len(list(tmp_path.glob("*.json"))) == 1
