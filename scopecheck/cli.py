@@ -62,6 +62,13 @@ def cli() -> None:
 @click.option(
     "--failures-dir", default=DEFAULT_FAILURES, show_default=True, help="Where reproducer files go."
 )
+@click.option(
+    "--workers",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Fuzz backends in parallel on N pytest-xdist workers.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of a table.")
 def fuzz(
     backends: tuple[str, ...],
@@ -69,6 +76,7 @@ def fuzz(
     seed: int | None,
     profile: str | None,
     failures_dir: str,
+    workers: int,
     as_json: bool,
 ) -> None:
     """Run the stateful machine against each backend for a time budget."""
@@ -95,6 +103,8 @@ def fuzz(
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
     if profile is not None and profile not in PROFILES:
         fail(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    if workers < 1:
+        fail(f"--workers must be at least 1 (got {workers})")
     chosen_seed = seed if seed is not None else int(time.time()) % 1_000_000
     settings = load_profile(profile)
     profile_name = profile or "dev"
@@ -108,7 +118,13 @@ def fuzz(
         console=console,
         transient=False,
     ) as progress:
-        for name in names:
+        if workers > 1:
+            from scopecheck.parallel import fuzz_in_workers
+
+            reports = fuzz_in_workers(
+                names, per_backend, chosen_seed, profile_name, Path(failures_dir), workers, progress
+            )
+        for name in names if workers == 1 else ():
             task = progress.add_task("", total=per_backend, name=name, steps=0, failures=0)
 
             def update(report: BackendReport, task: Any = task) -> None:
@@ -182,6 +198,52 @@ def replay(file: str) -> None:
     click.echo(text)
     click.echo("Still failing." if still else "Fixed: the recorded steps pass.")
     sys.exit(1 if still else 0)
+
+
+# -- validate -------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("factory")
+@click.option(
+    "--budget", type=float, default=DEFAULT_BUDGET, show_default=True, help="Machine seconds."
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Base seed of the machine rounds."
+)
+@click.option(
+    "--failures-dir", default=DEFAULT_FAILURES, show_default=True, help="Where reproducer files go."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json: bool) -> None:
+    """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend."""
+    from rich.console import Console
+
+    from scopecheck.validate import validate as run_validate
+
+    if not budget > 0:
+        fail(f"--budget must be a positive number of seconds (got {budget:g})")
+    console = Console(stderr=True, quiet=as_json)
+    with console.status(f"validating {factory}: machine ({budget:g}s), then conformance…"):
+        verdict = run_validate(factory, budget, Path(failures_dir), seed)
+    if as_json:
+        emit_json(verdict.as_json())
+    else:
+        out = Console()
+        if verdict.passed:
+            out.print(
+                f"[green]PASSED[/] {verdict.backend}: machine {verdict.machine_steps} steps, "
+                f"{verdict.conformance_tests} conformance tests, {verdict.seconds:.1f}s"
+            )
+        else:
+            out.print(
+                f"[red]FAILED[/] {verdict.backend}: {len(verdict.failures)} failing checks "
+                f"({verdict.seconds:.1f}s)"
+            )
+            for failure in verdict.failures:
+                out.print(f"  {failure['rule'] or '(no rule)'}: {failure.get('error', '')}")
+                out.print(f"    rerun: {failure['reproducer']}", soft_wrap=True)
+    sys.exit(0 if verdict.passed else 1)
 
 
 # -- mutants --------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def failure_program(exc: BaseException) -> str:
     return "\n".join(
         note
         for note in notes
-        if note.startswith(("state", "scopes_", "lists_", "@reproduce"))
+        if note.startswith(("state", "scopes_", "lists_", "@reproduce", "Draw "))
         or "reproduce_failure" in note
     )
 

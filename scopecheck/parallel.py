@@ -1,0 +1,104 @@
+"""``scopecheck fuzz --workers N``: one pytest-xdist run whose items fuzz one backend each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from scopecheck.fuzz import BackendReport
+
+
+def fuzz_in_workers(
+    names: list[str],
+    budget: float,
+    seed: int,
+    profile: str,
+    failures_dir: Path,
+    workers: int,
+    progress: Any,
+) -> dict[str, BackendReport]:
+    """Run ``scopecheck.fuzz_worker`` under ``pytest -n workers`` and collect the reports."""
+    import scopecheck.fuzz_worker as worker_module
+
+    tasks = {n: progress.add_task("", total=budget, name=n, steps=0, failures=0) for n in names}
+    with tempfile.TemporaryDirectory(prefix="scopecheck-fuzz-") as scratch:
+        env = {
+            **os.environ,
+            "SCOPECHECK_FUZZ_BACKENDS": ",".join(names),
+            "SCOPECHECK_FUZZ_DIR": scratch,
+            "SCOPECHECK_FUZZ_BUDGET": str(budget),
+            "SCOPECHECK_FUZZ_SEED": str(seed),
+            "SCOPECHECK_FUZZ_FAILURES": str(failures_dir.resolve()),
+            "SCOPECHECK_PROFILE": profile,
+            "PYTHONPATH": os.pathsep.join(
+                filter(
+                    None,
+                    [
+                        str(Path(worker_module.__file__).resolve().parent.parent),
+                        os.environ.get("PYTHONPATH"),
+                    ],
+                )
+            ),
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            str(workers),
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            "--rootdir",
+            scratch,
+            worker_module.__file__,
+        ]
+        with subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch
+        ) as child:
+            while child.poll() is None:
+                time.sleep(0.5)
+                _refresh(Path(scratch), tasks, progress, budget)
+            output = child.stdout.read().decode() if child.stdout else ""
+        reports = _refresh(Path(scratch), tasks, progress, budget)
+    missing = [n for n in names if n not in reports]
+    if missing:
+        raise RuntimeError(f"workers produced no report for {missing}: {output[-2000:]}")
+    return reports
+
+
+def _refresh(
+    scratch: Path, tasks: dict[str, Any], progress: Any, budget: float
+) -> dict[str, BackendReport]:
+    reports: dict[str, BackendReport] = {}
+    for name, task in tasks.items():
+        path = scratch / f"{name}.json"
+        try:
+            data = orjson.loads(path.read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            continue
+        report = BackendReport(
+            data["examples"],
+            data["steps"],
+            data["crash_states"],
+            data["failures"],
+            data["seconds"],
+            list(data["reproducers"]),
+        )
+        reports[name] = report
+        progress.update(
+            task,
+            completed=budget if data["done"] else min(data["seconds"], budget),
+            steps=report.steps,
+            failures=report.failures,
+        )
+    return reports
