@@ -295,6 +295,7 @@ def compare(backend: str, params: WorkloadParams) -> dict[str, Any]:
         "scoped_sidecar_final_bytes": final_sidecar,
         "unscoped_main_bytes": unscoped_main,
         "ratio": round(unscoped_main / scoped_main, 1) if scoped_main else None,
+        "scoped_main_bytes_per_op": round(scoped_main / max(params.ops, 1)),
         "scoped_peak_bytes": scoped.peak_bytes,
         "unscoped_peak_bytes": unscoped.peak_bytes,
         "format4_estimate": {
