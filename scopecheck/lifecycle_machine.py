@@ -279,6 +279,35 @@ class LifecycleMachine(RuleBasedStateMachine):
         self._step(lambda: self.life.tool_outcome(name, invocation))
 
     @precondition(lambda self: bool(self._active()))
+    @rule(lane=indexes, count=st.integers(1, 3), memo=st.booleans())
+    def tool_burst(self, lane: int, count: int, memo: bool) -> None:
+        """A running tool streams: start one if none runs, then ``count`` checkpoints (so
+        recovery after close/fault often has a checkpoint and memo to restore)."""
+        name = self._pick(self._active(), lane)
+        if not self.life.running_tools(name):
+            self._step(lambda: self.life.start_tool(name, "bash", MEMO_NAMES[:1]))
+        invocation = self.life.running_tools(name)[-1]
+        for _ in range(count):
+            self.ticks += 1
+            snapshot = {"text": f"burst{self.ticks}", "bytes": self.ticks}
+            job = self.life.checkpoint_job(
+                name, invocation, snapshot, ("cursor", self.ticks) if memo else None
+            )
+            self._deliver(job)
+
+    @precondition(lambda self: bool(self._active()))
+    @rule(lane=indexes, deltas=st.lists(st.sampled_from(DELTAS), min_size=1, max_size=4))
+    def stream_burst(self, lane: int, deltas: list[str]) -> None:
+        """The assistant streams: begin a response if none is streaming, then frames."""
+        name = self._pick(self._active(), lane)
+        op = self.life.active(name)
+        assert op is not None
+        if op.response is None:
+            self._step(lambda: self.life.begin_response(name))
+        for delta in deltas:
+            self._deliver(self.life.frame_job(name, delta))
+
+    @precondition(lambda self: bool(self._active()))
     @rule(lane=indexes)
     def cancel(self, lane: int) -> None:
         """A cancellation decision never retires (OP-9)."""
@@ -402,6 +431,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.store = self.repo.open(SID)
         self._recover_and_check("a fault")
 
+    @precondition(lambda self: bool(self._active()))
     @rule()
     def recover(self) -> None:
         """Recovery on a live handle reads only current addresses (OP-8)."""
