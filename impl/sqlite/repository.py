@@ -356,9 +356,12 @@ class SqliteContainerRepository(_Base):
             with translate(self.path):
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
-                    if self._conn.execute(
-                        "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
-                    ).fetchone() is None:
+                    if (
+                        self._conn.execute(
+                            "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
+                        ).fetchone()
+                        is None
+                    ):
                         raise usage("not_found", f"no session {session_id!r}")
                     for table in TABLES:
                         self._conn.execute(
