@@ -130,6 +130,10 @@ def translate(path: str) -> Iterator[None]:
         ) from exc
     except apsw.Error as exc:
         raise StorageIOError("io_error", f"SQLite failed on {path}: {exc}", path=path) from exc
+    except UnicodeDecodeError as exc:  # a damaged page that still parses as a b-tree
+        raise CorruptError(
+            "corrupt", f"{path} holds text that is not UTF-8 ({exc})", path=path
+        ) from exc
 
 
 def connect(

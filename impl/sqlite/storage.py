@@ -154,11 +154,33 @@ class SqliteStorage:
         conn.execute("BEGIN IMMEDIATE")
         try:
             committed = self._commit_in_transaction(writes)
-            conn.execute("COMMIT")
         except BaseException:
             self._rollback()
             raise
+        try:
+            conn.execute("COMMIT")
+        except apsw.Error:
+            self._rollback()
+            if self._committed_anyway(committed[-1].seq + 1):
+                return committed
+            raise
         return committed
+
+    def _committed_anyway(self, expected_next_seq: int) -> bool:
+        """Whether a COMMIT that raised had in fact committed (CRASH-SQL-4).
+
+        An I/O error in the automatic checkpoint that follows a durable commit surfaces from
+        the COMMIT statement through APSW, although the transaction is in the WAL and visible.
+        ``next_seq`` is only ever advanced by a commit of this Session, so reading it tells the
+        two apart; if even that read fails, the commit is reported as failed (never acked).
+        """
+        try:
+            row = self._conn.execute(
+                "SELECT next_seq FROM sessions WHERE session_id = ?", (self._session_id,)
+            ).fetchone()
+        except apsw.Error:
+            return False
+        return row is not None and row[0] == expected_next_seq
 
     def _rollback(self) -> None:
         with contextlib.suppress(apsw.Error):
