@@ -40,7 +40,6 @@ from models.records import (
 )
 from models.scope import SESSION, Scope, scope_id_of
 from models.writes import (
-    AnyWrite,
     AppendList,
     DeleteList,
     DeleteValue,
@@ -56,7 +55,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@attrs.define
+@attrs.define(eq=False)
 class MemoryState:
     """Everything one Memory Session holds; it outlives its open handles (REPO-2)."""
 
@@ -65,7 +64,7 @@ class MemoryState:
     usage: dict[str, UsageRecord] = attrs.field(factory=dict)
     values: dict[ValueKey, ValueRecord] = attrs.field(factory=dict)
     lists: dict[ValueKey, list[ListElement]] = attrs.field(factory=dict)
-    stats: Stats = Stats()
+    stats: Stats = attrs.field(factory=Stats)
 
 
 class MemoryStorage:
@@ -76,6 +75,8 @@ class MemoryStorage:
         self._state = state
         self._clock = clock
         self._queue = threading.Lock()
+        self._admission = threading.Condition()
+        self._in_flight = 0
         self._sealed = False
         self._closed = False
         self.on_close: list[Any] = []
@@ -87,25 +88,42 @@ class MemoryStorage:
     # -- writes ----------------------------------------------------------------------------
 
     def commit(self, writes: Sequence[Write[Any]]) -> tuple[Committed, ...]:
-        if self._sealed:
-            raise ClosedError()
+        """Admit (or refuse, once sealed), then run in FIFO order under the queue (LIFE-1)."""
+        with self._admission:
+            if self._sealed:
+                raise ClosedError()
+            self._in_flight += 1
+        try:
+            return self._run_commit(writes)
+        finally:
+            with self._admission:
+                self._in_flight -= 1
+                self._admission.notify_all()
+
+    def _run_commit(self, writes: Sequence[Write[Any]]) -> tuple[Committed, ...]:
         checked = check_shape(writes)
         with self._queue:
-            if self._closed:  # pragma: no cover - sealed is set before closed
-                raise ClosedError()
             state = self._state
             check_references(checked.writes, self._id_exists, state.entries.__contains__)
             if not checked.writes:
                 return ()
             timestamp = self._clock()
+            first = self._first_seq(checked.scope_id)
             committed = tuple(
-                Committed(state.next_seq + index, timestamp, write)
+                Committed(first + index, timestamp, write)
                 for index, write in enumerate(checked.writes)
             )
             for item in committed:
                 self._apply(item)
-            state.next_seq += len(committed)
+            self._advance(checked.scope_id, len(committed))
             return committed
+
+    def _first_seq(self, scope_id: str | None) -> int:
+        """One global counter for every scope (SEQ-1); no per-scope counters exist."""
+        return self._state.next_seq
+
+    def _advance(self, scope_id: str | None, count: int) -> None:
+        self._state.next_seq += count
 
     def _id_exists(self, ident: str) -> bool:
         return ident in self._state.entries or ident in self._state.usage
@@ -138,13 +156,17 @@ class MemoryStorage:
                 item.timestamp,
             )
             state.stats = attrs.evolve(state.stats, usage=add_usage(state.stats.usage, write.usage))
-        elif isinstance(write, RetireScope):  # RETIRE-2: exactly this scope, nothing else
-            retired = write.retired.id
-            for mapping in (state.values, state.lists):
-                for key in [k for k in mapping if k[0] == retired]:
-                    del mapping[key]
+        elif isinstance(write, RetireScope):
+            self._retire(write.retired.id)
         else:  # pragma: no cover - check_shape admits only the write types above
             raise AssertionError(write)
+
+    def _retire(self, scope_id: str) -> None:
+        """Delete every value and list of exactly this scope, nothing else (RETIRE-2)."""
+        state = self._state
+        for mapping in (state.values, state.lists):
+            for key in [k for k in mapping if k[0] == scope_id]:
+                del mapping[key]
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -224,12 +246,14 @@ class MemoryStorage:
 
     def close(self) -> None:
         """Seal at once, then wait for admitted commits to finish (LIFE-1); idempotent."""
-        self._sealed = True
-        with self._queue:
-            if not self._closed:
-                self._closed = True
-                for callback in self.on_close:
-                    callback(self)
+        with self._admission:
+            self._sealed = True
+            self._admission.wait_for(lambda: self._in_flight == 0)
+            if self._closed:
+                return
+            self._closed = True
+        for callback in self.on_close:
+            callback(self)
 
     @property
     def closed(self) -> bool:
@@ -243,9 +267,14 @@ def _key(address: ValueAddress[Any, Any] | ListAddress[Any, Any]) -> ValueKey:
 class MemoryRepository:
     """Memory Sessions by id; state survives close and reopen of a Session (REPO-2)."""
 
-    def __init__(self, clock: Clock = wall_clock_ms) -> None:
+    #: The handle class; the mutant catalogue substitutes broken subclasses here.
+    storage_class: type[MemoryStorage] = MemoryStorage
+
+    def __init__(
+        self, clock: Clock = wall_clock_ms, sessions: dict[str, MemoryState] | None = None
+    ) -> None:
         self._clock = clock
-        self._sessions: dict[str, MemoryState] = {}
+        self._sessions: dict[str, MemoryState] = {} if sessions is None else sessions
         self._open: dict[str, MemoryStorage] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -274,7 +303,7 @@ class MemoryRepository:
             return self._track(session_id)
 
     def _track(self, session_id: str) -> MemoryStorage:
-        storage = MemoryStorage(session_id, self._sessions[session_id], self._clock)
+        storage = self.storage_class(session_id, self._sessions[session_id], self._clock)
         storage.on_close.append(lambda _: self._open.pop(session_id, None))
         self._open[session_id] = storage
         return storage
@@ -296,3 +325,9 @@ class MemoryRepository:
         self._closed = True
         for storage in list(self._open.values()):
             storage.close()
+
+    def reopened(self) -> MemoryRepository:
+        """A new repository over the same registry: the Memory form of a process restart."""
+        self.close()
+        fresh = type(self)(self._clock, self._sessions)
+        return fresh

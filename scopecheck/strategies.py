@@ -1,0 +1,166 @@
+"""Hypothesis strategies for the contract's values, shared by every machine and test.
+
+Pools are small on purpose: a handful of scope IDs, namespaces, keys and entry ids makes
+collisions common — write → retire → reuse cycles, equal addresses in different scopes,
+duplicate ids and unknown parents all appear within a few steps.  Values come from a fixed pool
+of awkward JSON (``-0.0``, ``2**53``, ``true`` next to ``1``, non-ASCII text, nesting): each draw
+is one choice, which keeps the machines fast.  Payload encoding itself is tested with full
+recursive JSON strategies in ``tests/test_payload.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from models.addresses import ListAddress, ValueAddress, value, value_list
+from models.scope import SESSION, EphemeralScope, Scope, ephemeral_scope
+from models.writes import (
+    AnyWrite,
+    append_list,
+    delete_list,
+    delete_value,
+    insert_entry,
+    insert_usage,
+    retire_scope,
+    set_value,
+)
+
+SCOPE_IDS = ("op1", "op2", "../ü")
+NAMESPACES = ("app", "pi.pending.tool_output")
+KEYS = ("k", "")
+ENTRY_IDS = ("e1", "e2", "e3", "e4", "e5")
+USAGE_IDS = ("u1", "u2", "e1")
+TAGS = ("base", "x")
+
+JSON_POOL: tuple[Any, ...] = (
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    2**53,
+    1.5,
+    -0.0,
+    1e-7,
+    "",
+    "ü\u2028",
+    [],
+    [1, "a", None],
+    {},
+    {"a": {"b": [True, 1]}},
+)
+
+scope_ids = st.sampled_from(SCOPE_IDS)
+EPHEMERAL = tuple(ephemeral_scope(i) for i in SCOPE_IDS)
+ephemeral_scopes = st.sampled_from(EPHEMERAL)
+ALL_SCOPES: tuple[Scope, ...] = (SESSION, *EPHEMERAL)
+any_scopes: st.SearchStrategy[Scope] = st.sampled_from(ALL_SCOPES)
+
+json_values = st.sampled_from(JSON_POOL)
+json_scalars = json_values
+tags = st.sampled_from((None, None, *TAGS))
+
+
+def _values_in(scopes: tuple[Scope, ...]) -> tuple[ValueAddress[Any, Any], ...]:
+    return tuple(value(n, k, s) for s in scopes for n in NAMESPACES for k in KEYS)
+
+
+def _lists_in(scopes: tuple[Scope, ...]) -> tuple[ListAddress[Any, Any], ...]:
+    return tuple(value_list(n, k, s) for s in scopes for n in NAMESPACES for k in KEYS)
+
+
+def value_addresses(scopes: tuple[Scope, ...] = ALL_SCOPES) -> st.SearchStrategy[Any]:
+    return st.sampled_from(_values_in(scopes))
+
+
+def list_addresses(scopes: tuple[Scope, ...] = ALL_SCOPES) -> st.SearchStrategy[Any]:
+    return st.sampled_from(_lists_in(scopes))
+
+
+_SCOPED: dict[Scope, st.SearchStrategy[AnyWrite]] = {}
+
+
+def scoped_writes(scope: Scope) -> st.SearchStrategy[AnyWrite]:
+    """Value and list writes in exactly ``scope`` (cached: building strategies is costly)."""
+    cached = _SCOPED.get(scope)
+    if cached is None:
+        values_at = value_addresses((scope,))
+        lists_at = list_addresses((scope,))
+        cached = _SCOPED[scope] = st.one_of(
+            st.builds(set_value, values_at, json_values),
+            st.builds(delete_value, values_at),
+            st.builds(append_list, lists_at, json_values, tags),
+            st.builds(delete_list, lists_at),
+        )
+    return cached
+
+
+USAGE_POOL = (
+    {"input": 10, "output": 5},
+    {"input": 1, "output": 2, "cacheRead": 3, "totalTokens": 6, "cost": {"total": 0.1}},
+    {"input": 0, "output": 7, "cost": {"input": 0.3, "total": 0.7}},
+)
+ENTRY_PAYLOADS: tuple[dict[str, Any], ...] = ({}, {"text": "hi"}, {"message": {"role": "user", "content": "ü"}})
+
+entry_writes = st.builds(
+    insert_entry,
+    st.sampled_from(ENTRY_IDS),
+    st.sampled_from((None, None, *ENTRY_IDS)),
+    st.sampled_from(("message", "message", "custom")),
+    st.sampled_from(ENTRY_PAYLOADS),
+)
+usage_writes = st.builds(
+    insert_usage,
+    st.sampled_from(USAGE_IDS),
+    st.sampled_from(USAGE_POOL),
+    st.sampled_from((None, *ENTRY_IDS[:2])),
+    st.booleans(),
+)
+
+session_writes: st.SearchStrategy[AnyWrite] = st.one_of(
+    scoped_writes(SESSION), entry_writes, usage_writes
+)
+
+
+@st.composite
+def ephemeral_transactions(draw: st.DrawFn) -> list[AnyWrite]:
+    """One to three value/list writes, all in one ephemeral scope."""
+    scope: EphemeralScope = draw(ephemeral_scopes)
+    return draw(st.lists(scoped_writes(scope), min_size=1, max_size=3))
+
+
+_any_list_address = list_addresses()
+_tagged_elements = st.lists(st.tuples(json_values, tags), min_size=1, max_size=5)
+_junk = st.sampled_from(("set k=1", None, 42, {"kind": "value"}))
+_kinds = st.sampled_from(("mixed", "two_ids", "not_a_write", "retire_plus_ephemeral"))
+
+
+@st.composite
+def list_batches(draw: st.DrawFn) -> list[AnyWrite]:
+    """Several appends to one list in any scope (with tags), so pages and stops are exercised."""
+    address = draw(_any_list_address)
+    return [append_list(address, element, tag) for element, tag in draw(_tagged_elements)]
+
+
+@st.composite
+def mixed_transactions(draw: st.DrawFn) -> list[Any]:
+    """A transaction that breaks TX-1..TX-3 in one of four ways (placed anywhere)."""
+    kind = draw(_kinds)
+    first: EphemeralScope = draw(ephemeral_scopes)
+    eph = draw(scoped_writes(first))
+    if kind == "mixed":
+        other: Any = draw(session_writes)
+    elif kind == "two_ids":
+        second = EPHEMERAL[(EPHEMERAL.index(first) + 1) % len(EPHEMERAL)]
+        other = draw(scoped_writes(second))
+    elif kind == "not_a_write":
+        other = draw(_junk)
+    else:
+        other = retire_scope(draw(ephemeral_scopes))
+    items = [eph, other]
+    if draw(st.booleans()):
+        items.reverse()
+    return items
