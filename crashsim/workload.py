@@ -5,9 +5,8 @@ session transactions (entries, usage rows, session values and lists, retirements
 ephemeral transactions (value/list writes in one scope), with scope IDs reused after retirement
 and some payloads large enough to span several database pages.
 
-Expected states come from replaying committed transactions on an independent implementation.
-Until the lead's reference model (``models/reference.py``) lands this is the Memory backend;
-:func:`expected_snapshot` is the one place to switch.  Timestamps depend only on the index of a
+Expected states come from replaying committed transactions on the reference model
+(``models/reference.py``), never on a backend.  Timestamps depend only on the index of a
 transaction in the workload (:class:`StepClock`), so a replay that skips a failed transaction
 still agrees with the backend on every other one.
 """
@@ -133,48 +132,35 @@ def run(storage: Storage, workload: Sequence[Transaction], clock: StepClock) -> 
         storage.commit(writes)
 
 
+def _reference_session() -> Any:
+    from models.reference import ReferenceRepository
+
+    return ReferenceRepository().create("expected")
+
+
 def expected_snapshot(workload: Sequence[Transaction], indices: Iterable[int]) -> Snapshot:
     """The state after committing exactly ``workload[i] for i in indices``, in that order;
     a transaction the replay rejects (its parent entry was skipped) changes nothing.
 
-    Computed on the Memory backend (an independent implementation sharing no code with SQLite
-    but the validation helpers); switch to ``models.reference`` when it lands.
+    Computed by the reference model (``models.reference``, a fold over the committed log that
+    shares no code with the backends) with the per-index timestamps of :class:`StepClock`.
     """
-    from impl.memory import MemoryRepository
-
-    clock = StepClock()
-    repo = MemoryRepository(clock)
-    storage = repo.create("expected")
+    session = _reference_session()
     for index in indices:
-        clock.at(index)
         try:
-            storage.commit(workload[index])
+            session.commit(workload[index], StepClock().at(index).now)
         except UsageError as exc:  # depends on a skipped transaction: rejected, no change
             if exc.code not in ("unknown_reference", "duplicate_id"):
                 raise
-    return storage.snapshot()
+    snapshot: Snapshot = session.snapshot()
+    return snapshot
 
 
 def prefix_snapshots(workload: Sequence[Transaction]) -> list[Snapshot]:
     """``result[n]`` is the state after the first ``n`` transactions (n = 0..len)."""
-    from impl.memory import MemoryRepository
-
-    clock = StepClock()
-    repo = MemoryRepository(clock)
-    storage = repo.create("expected")
-    states = [storage.snapshot()]
+    session = _reference_session()
+    states = [session.snapshot()]
     for index, writes in enumerate(workload):
-        clock.at(index)
-        storage.commit(writes)
-        states.append(storage.snapshot())
+        session.commit(writes, StepClock().at(index).now)
+        states.append(session.snapshot())
     return states
-
-
-def describe(snapshot: Snapshot, candidates: Sequence[Snapshot]) -> dict[str, Any]:
-    """A short diff summary for a failure report."""
-    return {
-        "entries": len(snapshot.entries),
-        "values": len(snapshot.values),
-        "lists": len(snapshot.lists),
-        "candidate_entries": [len(c.entries) for c in candidates],
-    }
