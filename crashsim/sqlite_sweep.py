@@ -129,13 +129,23 @@ class RunOutcome:
     problems: list[str]
 
 
+def scratch_dir() -> str | None:
+    """A RAM-backed temp dir when there is one: crash images are simulated, so the scratch
+    files need no real disk (``SCOPECHECK_SCRATCH`` overrides)."""
+    chosen = os.environ.get("SCOPECHECK_SCRATCH")
+    if chosen:
+        return chosen
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
 class _Sandbox:
     """Three temp dirs: ``work`` (the recorded run), ``check`` (reopened images), base files."""
 
     def __init__(self, layout: Layout, cls: type[Any] | None) -> None:
         self.layout = layout
         self.cls = cls
-        self.top = tempfile.mkdtemp(prefix="scopecheck-crash-")
+        self.top = tempfile.mkdtemp(prefix="scopecheck-crash-", dir=scratch_dir())
         self.work = os.path.join(self.top, "work")
         self.check = os.path.join(self.top, "check")
         os.mkdir(self.work)
@@ -265,6 +275,10 @@ def _reopen_snapshot(box: _Sandbox, root: str) -> tuple[Snapshot | None, str | N
     try:
         storage = repo.open(SESSION_ID)
         snap = storage.snapshot()
+        # the checked copy is thrown away: skip the checkpoint a last close would run
+        storage.connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+        if hasattr(repo, "connection"):
+            repo.connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         storage.close()
         return snap, None
     except ScopecheckError as exc:

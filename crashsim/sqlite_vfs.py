@@ -85,10 +85,13 @@ class RecordingVFS(apsw.VFS):
     Register it with a unique ``name``; call :meth:`unregister` when done.
     """
 
-    def __init__(self, name: str, *, count_reads: bool = False) -> None:
+    def __init__(self, name: str, *, count_reads: bool = False, real_sync: bool = False) -> None:
         super().__init__(name, "")
         self.vfs_name = name
         self.count_reads = count_reads
+        #: Durability is simulated from the trace, so a real fsync of the scratch directory
+        #: buys nothing; ``True`` passes syncs through (for runs on a real disk).
+        self.real_sync = real_sync
         self.calls: list[IOCall] = []
         self.plan = FaultPlan()
         self.recording = True
@@ -143,7 +146,8 @@ class RecordingFile(apsw.VFSFile):
 
     def xSync(self, flags: int) -> None:
         self._vfs.call("sync", self._path)
-        super().xSync(flags)
+        if self._vfs.real_sync:
+            super().xSync(flags)
 
     def xTruncate(self, newsize: int) -> None:
         self._vfs.call("truncate", self._path, size=newsize)

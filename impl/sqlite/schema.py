@@ -14,8 +14,7 @@ checkpoints and could lose the latest acknowledged commits.  The crash sweeps
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import apsw
 
@@ -107,33 +106,42 @@ PRAGMA user_version = {SCHEMA_VERSION};
 TABLES: Final = ("sessions", "entries", "usage_ledger", "scalar_values", "list_values")
 
 
-@contextlib.contextmanager
-def translate(path: str) -> Iterator[None]:
+class translate:
     """Turn APSW errors into scopecheck errors with stable codes (ERR-1, SQLITE-9).
 
-    Our own errors and BaseExceptions (a simulated crash) pass through untouched.
+    Our own errors and BaseExceptions (a simulated crash) pass through untouched.  A class,
+    not ``@contextmanager``: it wraps every read and commit, so its cost matters.
     """
-    try:
-        yield
-    except ScopecheckError:
-        raise
-    except (apsw.BusyError, apsw.LockedError) as exc:
-        raise StorageIOError(
-            "locked",
-            f"database {path} is locked by another writer; retry later or raise the busy "
-            f"timeout ({exc})",
-            path=path,
-        ) from exc
-    except (apsw.CorruptError, apsw.NotADBError, apsw.FormatError) as exc:
-        raise CorruptError(
-            "corrupt", f"{path} is not a valid SQLite database ({exc})", path=path
-        ) from exc
-    except apsw.Error as exc:
-        raise StorageIOError("io_error", f"SQLite failed on {path}: {exc}", path=path) from exc
-    except UnicodeDecodeError as exc:  # a damaged page that still parses as a b-tree
-        raise CorruptError(
-            "corrupt", f"{path} holds text that is not UTF-8 ({exc})", path=path
-        ) from exc
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+        if exc is None or isinstance(exc, ScopecheckError):
+            return
+        path = self.path
+        if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+            raise StorageIOError(
+                "locked",
+                f"database {path} is locked by another writer; retry later or raise the busy "
+                f"timeout ({exc})",
+                path=path,
+            ) from exc
+        if isinstance(exc, (apsw.CorruptError, apsw.NotADBError, apsw.FormatError)):
+            raise CorruptError(
+                "corrupt", f"{path} is not a valid SQLite database ({exc})", path=path
+            ) from exc
+        if isinstance(exc, apsw.Error):
+            raise StorageIOError("io_error", f"SQLite failed on {path}: {exc}", path=path) from exc
+        if isinstance(exc, UnicodeDecodeError):  # a damaged page that still parses
+            raise CorruptError(
+                "corrupt", f"{path} holds text that is not UTF-8 ({exc})", path=path
+            ) from exc
 
 
 def connect(

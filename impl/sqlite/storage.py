@@ -73,6 +73,11 @@ _TOTAL_FIELDS = (
     "cost_total",
 )
 _SESSION_COLUMNS = ("next_seq", "message_count", *TOKEN_COLUMNS, *COST_COLUMNS)
+_SELECT_SESSION = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE session_id = ?"
+_ADVANCE_SEQ = "UPDATE sessions SET next_seq = ?, message_count = ? WHERE session_id = ?"
+_ADVANCE_ALL = (
+    f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in _SESSION_COLUMNS)} WHERE session_id = ?"
+)
 
 
 def scope_column(scope_id: str | None) -> str:
@@ -190,31 +195,28 @@ class SqliteStorage:
     def _commit_in_transaction(self, writes: tuple[AnyWrite, ...]) -> tuple[Committed, ...]:
         row = self._session_row()
         next_seq, message_count = row[0], row[1]
-        totals = decode_stats(row[1:]).usage
         check_references(writes, self._id_exists, self._entry_exists)
-        if not writes:
-            return ()
         timestamp = self._clock()
         committed = tuple(
             Committed(next_seq + index, timestamp, write) for index, write in enumerate(writes)
         )
+        totals: UsageTotals | None = None
         for index, item in enumerate(committed):
             write = item.write
             self._apply(item)
             if isinstance(write, InsertEntry) and write.type == MESSAGE_TYPE:
                 message_count += 1
             elif isinstance(write, InsertUsage):
-                totals = add_usage(totals, write.usage)
+                if totals is None:
+                    totals = decode_stats(row[1:]).usage
+                totals = add_usage(totals, write.usage)  # in seq order (SQLITE-13)
             if self.after_write is not None:
                 self.after_write(index, write)
         self._advance(next_seq, self._seqs_consumed(writes), message_count, totals)
         return committed
 
     def _session_row(self) -> tuple[Any, ...]:
-        row = self._conn.execute(
-            f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE session_id = ?",
-            (self._session_id,),
-        ).fetchone()
+        row = self._conn.execute(_SELECT_SESSION, (self._session_id,)).fetchone()
         if row is None:
             raise CorruptError(
                 "not_found",
@@ -229,14 +231,16 @@ class SqliteStorage:
         return len(writes)
 
     def _advance(
-        self, next_seq: int, consumed: int, message_count: int, totals: UsageTotals
+        self, next_seq: int, consumed: int, message_count: int, totals: UsageTotals | None
     ) -> None:
-        assignments = ", ".join(f"{c} = ?" for c in _SESSION_COLUMNS)
+        """Store the new ``next_seq``, message count and (if changed) usage totals."""
+        if totals is None:
+            self._conn.execute(_ADVANCE_SEQ, (next_seq + consumed, message_count, self._session_id))
+            return
         values = [getattr(totals, f) for f in _TOTAL_FIELDS]
         stored = [_store_int(v) for v in values[:5]] + [float(v) for v in values[5:]]
         self._conn.execute(
-            f"UPDATE sessions SET {assignments} WHERE session_id = ?",
-            (next_seq + consumed, message_count, *stored, self._session_id),
+            _ADVANCE_ALL, (next_seq + consumed, message_count, *stored, self._session_id)
         )
 
     def _id_exists(self, ident: str) -> bool:
