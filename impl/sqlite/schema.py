@@ -159,7 +159,7 @@ def connect(
     (SQLITE-9).  Returns a connection whose database either holds our schema or is empty (only
     when ``create``), in which case the caller initialises it in its own transaction.
     """
-    flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOMUTEX
+    flags = apsw.SQLITE_OPEN_READWRITE
     if create:
         flags |= apsw.SQLITE_OPEN_CREATE
     with translate(path):

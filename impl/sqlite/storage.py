@@ -123,7 +123,9 @@ class SqliteStorage:
         self._conn = conn
         self._path = path
         self._clock = clock
-        self._queue = threading.Lock()
+        #: Serialises commits, reads and close on the one connection (re-entrant so a test
+        #: hook inside a commit may read).
+        self._queue = threading.RLock()
         self._sealed = False
         self._closed = False
         self._on_close = on_close
@@ -349,6 +351,11 @@ class SqliteStorage:
         if self._sealed:
             raise ClosedError()
 
+    def _check_live(self) -> None:
+        """Under the lock: the connection was not closed while this read waited."""
+        if self._closed:
+            raise ClosedError()
+
     #: Point read of one scalar: exact session, scope, namespace and key (SQLITE-2).
     POINT_READ_SQL = (
         "SELECT seq, value FROM scalar_values "
@@ -359,7 +366,8 @@ class SqliteStorage:
         self._check_open()
         if not isinstance(address, ValueAddress):
             raise usage("invalid_query", f"not a value address: {address!r}")
-        with translate(self._path):
+        with self._queue, translate(self._path):
+            self._check_live()
             row = self._point_read(address)
         return None if row is None else ValueRecord(row[0], _blob(row[1]))
 
@@ -378,7 +386,8 @@ class SqliteStorage:
         check_name("prefix", prefix)
         scope_id = scope_column(scope_id_of(SESSION if scope is None else scope))
         result: list[tuple[str, ValueRecord]] = []
-        with translate(self._path):
+        with self._queue, translate(self._path):
+            self._check_live()
             for key, seq, text in self._conn.execute(
                 "SELECT key, seq, value FROM scalar_values WHERE session_id = ? AND scope_id = ? "
                 "AND namespace = ? AND key >= ? ORDER BY key",
@@ -422,7 +431,8 @@ class SqliteStorage:
             params.append(query.cursor)
         params.append(query.limit)
         sql = self.list_page_sql(query.order, query.cursor is not None)
-        with translate(self._path):
+        with self._queue, translate(self._path):
+            self._check_live()
             page = [
                 ListElement(seq, _blob(text), tag)
                 for seq, text, tag in self._conn.execute(sql, params)
@@ -431,7 +441,8 @@ class SqliteStorage:
 
     def get_entry(self, entry_id: str) -> EntryRecord | None:
         self._check_open()
-        with translate(self._path):
+        with self._queue, translate(self._path):
+            self._check_live()
             row = self._conn.execute(
                 "SELECT id, parent_id, type, payload, seq, timestamp FROM entries "
                 "WHERE session_id = ? AND id = ?",
@@ -441,7 +452,8 @@ class SqliteStorage:
 
     def get_usage(self, usage_id: str) -> UsageRecord | None:
         self._check_open()
-        with translate(self._path):
+        with self._queue, translate(self._path):
+            self._check_live()
             row = self._conn.execute(
                 "SELECT id, usage, entry_id, adjustment, details, seq, timestamp "
                 "FROM usage_ledger WHERE session_id = ? AND id = ?",
@@ -451,13 +463,15 @@ class SqliteStorage:
 
     def stats(self) -> Stats:
         self._check_open()
-        with translate(self._path):
+        with self._queue, translate(self._path):
+            self._check_live()
             return decode_stats(self._session_row()[1:])
 
     def snapshot(self) -> Snapshot:
         """The complete logical state, read in one transaction so it is consistent."""
         self._check_open()
         with self._queue, translate(self._path):
+            self._check_live()
             conn, sid = self._conn, (self._session_id,)
             conn.execute("BEGIN")
             try:
