@@ -121,6 +121,9 @@ class SqliteStorage:
     ) -> None:
         self._session_id = session_id
         self._conn = conn
+        #: One cursor for the write path (no result iteration there): cheaper than a fresh
+        #: cursor per statement.
+        self._cur = conn.cursor()
         self._path = path
         self._clock = clock
         #: Serialises commits, reads and close on the one connection (re-entrant so a test
@@ -157,15 +160,15 @@ class SqliteStorage:
     def _commit_locked(self, writes: tuple[AnyWrite, ...]) -> tuple[Committed, ...]:
         if not writes:  # an empty commit consumes no seq and touches nothing (SEQ-4)
             return ()
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        cur = self._cur
+        cur.execute("BEGIN IMMEDIATE")
         try:
             committed = self._commit_in_transaction(writes)
         except BaseException:
             self._rollback()
             raise
         try:
-            conn.execute("COMMIT")
+            cur.execute("COMMIT")
         except apsw.Error:
             self._rollback()
             if self._committed_anyway(committed[-1].seq + 1):
@@ -218,7 +221,9 @@ class SqliteStorage:
         return committed
 
     def _session_row(self) -> tuple[Any, ...]:
-        row = self._conn.execute(_SELECT_SESSION, (self._session_id,)).fetchone()
+        # fetchall, not fetchone: a statement left unfinished would pin a read snapshot
+        rows = self._cur.execute(_SELECT_SESSION, (self._session_id,)).fetchall()
+        row = rows[0] if rows else None
         if row is None:
             raise CorruptError(
                 "not_found",
@@ -237,30 +242,30 @@ class SqliteStorage:
     ) -> None:
         """Store the new ``next_seq``, message count and (if changed) usage totals."""
         if totals is None:
-            self._conn.execute(_ADVANCE_SEQ, (next_seq + consumed, message_count, self._session_id))
+            self._cur.execute(_ADVANCE_SEQ, (next_seq + consumed, message_count, self._session_id))
             return
         values = [getattr(totals, f) for f in _TOTAL_FIELDS]
         stored = [_store_int(v) for v in values[:5]] + [float(v) for v in values[5:]]
-        self._conn.execute(
+        self._cur.execute(
             _ADVANCE_ALL, (next_seq + consumed, message_count, *stored, self._session_id)
         )
 
     def _id_exists(self, ident: str) -> bool:
-        return self._conn.execute(
+        return self._cur.execute(
             "SELECT EXISTS(SELECT 1 FROM entries WHERE session_id = ?1 AND id = ?2) "
             "OR EXISTS(SELECT 1 FROM usage_ledger WHERE session_id = ?1 AND id = ?2)",
             (self._session_id, ident),
-        ).fetchone() == (1,)
+        ).fetchall() == [(1,)]
 
     def _entry_exists(self, ident: str) -> bool:
-        return self._conn.execute(
+        return self._cur.execute(
             "SELECT EXISTS(SELECT 1 FROM entries WHERE session_id = ? AND id = ?)",
             (self._session_id, ident),
-        ).fetchone() == (1,)
+        ).fetchall() == [(1,)]
 
     def _apply(self, item: Committed) -> None:
         write, seq, sid = item.write, item.seq, self._session_id
-        execute = self._conn.execute
+        execute = self._cur.execute
         if isinstance(write, SetValue):
             a = write.address
             execute(

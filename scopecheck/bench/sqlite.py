@@ -235,7 +235,40 @@ def bench_sqlite(quick: bool = False) -> dict[str, Any]:
     examples = 10 if quick else 40
     for name in ("sqlite", "sqlite-shared", "memory"):
         result[f"machine_steps_per_s_{name}"] = round(_machine_steps(name, examples), 1)
+    result.update(_mutant_catch_seconds())
     return result
+
+
+def _mutant_catch_seconds() -> dict[str, Any]:
+    """Seconds until each planted SQLite bug is caught (None if it was not)."""
+    from hypothesis import Phase, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from scopecheck.machine import make_machine
+    from scopecheck.mutants.sqlite import MUTANTS, crash_check
+
+    figures: dict[str, Any] = {}
+    chosen = settings(
+        max_examples=1000,
+        database=None,
+        deadline=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        stateful_step_count=40,
+    )
+    for mutant in MUTANTS:
+        started = time.perf_counter()
+        caught = False
+        if mutant.caught_by == "crash":
+            caught = bool(crash_check(mutant).failures)
+        else:
+            try:
+                run_state_machine_as_test(make_machine(mutant.backend()), settings=chosen)  # type: ignore[no-untyped-call]
+            except AssertionError:
+                caught = True
+        elapsed = time.perf_counter() - started
+        figures[f"catch_s_{mutant.name}"] = round(elapsed, 2) if caught else None
+    return figures
 
 
 if __name__ == "__main__":  # pragma: no cover - manual run
