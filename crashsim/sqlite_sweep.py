@@ -142,10 +142,10 @@ def scratch_dir() -> str | None:
 class _Sandbox:
     """Three temp dirs: ``work`` (the recorded run), ``check`` (reopened images), base files."""
 
-    def __init__(self, layout: Layout, cls: type[Any] | None) -> None:
+    def __init__(self, layout: Layout, cls: type[Any] | None, *, ram: bool = True) -> None:
         self.layout = layout
         self.cls = cls
-        self.top = tempfile.mkdtemp(prefix="scopecheck-crash-", dir=scratch_dir())
+        self.top = tempfile.mkdtemp(prefix="scopecheck-crash-", dir=scratch_dir() if ram else None)
         self.work = os.path.join(self.top, "work")
         self.check = os.path.join(self.top, "check")
         os.mkdir(self.work)
@@ -542,7 +542,7 @@ def sigkill_sweep(
     rng = random.Random(seed)
     project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for trial in range(trials):
-        box = _Sandbox(layout, None)
+        box = _Sandbox(layout, None, ram=False)  # a real disk directory
         try:
             env = dict(
                 os.environ, PYTHONPATH=project + os.pathsep + os.environ.get("PYTHONPATH", "")

@@ -9,6 +9,7 @@ validate``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -82,12 +83,13 @@ class SqliteWorld:
         if repository_class is None:
             repository_class = SqliteContainerRepository if shared else SqliteRepository
         self._cls = repository_class
-        self.root = tempfile.mkdtemp(prefix="scopecheck-sqlite-")
+        # $SCOPECHECK_SCRATCH (e.g. /dev/shm) puts fuzzing worlds on a RAM disk: restart()
+        # only needs close/reopen, not power-loss durability (the crash sweeps cover that).
+        scratch = os.environ.get("SCOPECHECK_SCRATCH") or None
+        self.root = tempfile.mkdtemp(prefix="scopecheck-sqlite-", dir=scratch)
         self._repo = self._new()
 
     def _new(self) -> Any:
-        import os
-
         target = os.path.join(self.root, "sessions.sqlite") if self._shared else self.root
         return self._cls(target, self._clock)
 
