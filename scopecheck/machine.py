@@ -103,7 +103,13 @@ class StorageMachine(RuleBasedStateMachine):
 
     @initialize(target=scopes, scope=sx.ephemeral_scopes)
     def first_scope(self, scope: EphemeralScope) -> EphemeralScope:
+        """Seed the scope bundle so retirement rules are enabled from the first step."""
         return scope
+
+    @initialize(target=lists, address=sx.list_addresses())
+    def first_list(self, address: Any) -> Any:
+        """Seed the list bundle so list reads are enabled from the first step."""
+        return address
 
     @rule(sid=st.sampled_from(SESSION_IDS), writes=st.lists(sx.session_writes, max_size=3))
     def commit_session(self, sid: str, writes: list[Any]) -> None:
@@ -138,6 +144,14 @@ class StorageMachine(RuleBasedStateMachine):
         writes.insert(min(position, len(writes)), retire_scope(scope))
         if twice:
             writes.append(retire_scope(scope))
+        self._commit(sid, writes)
+
+    @rule(sid=st.sampled_from(SESSION_IDS), scope=scopes, data=st.data())
+    def retire_then_reuse(self, sid: str, scope: EphemeralScope, data: st.DataObject) -> None:
+        """Retire a scope, then write under the same ID at once: a new lifetime starts empty
+        and nothing from before the retirement comes back (RETIRE-3, RETIRE-4)."""
+        self._commit(sid, [retire_scope(scope)])
+        writes = data.draw(st.lists(sx.scoped_writes(scope), min_size=1, max_size=3), "reuse")
         self._commit(sid, writes)
 
     @rule(sid=st.sampled_from(SESSION_IDS), writes=sx.mixed_transactions())
