@@ -593,3 +593,39 @@ def sigkill_sweep(
             box.cleanup()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def explore(
+    *,
+    layout: Layout = "per-file",
+    budget: float = 10.0,
+    seed: int = 0,
+    repository_class: type[Any] | None = None,
+) -> SweepReport:
+    """Crash sweeps over fresh random workloads until ``budget`` seconds are spent: the SQLite
+    half of ``scopecheck fuzz``'s crash injection.  Failures name the workload seed."""
+    total = SweepReport("explore", layout)
+    started = time.perf_counter()
+    round_number = 0
+    while time.perf_counter() - started < budget:
+        workload_seed = seed + round_number
+        workload = make_workload(workload_seed, transactions=6, big_every=3)
+        report = crash_sweep(
+            workload,
+            layout=layout,
+            repository_class=repository_class,
+            variants=2,
+            seed=workload_seed,
+            stride=1 + round_number % 2,
+        )
+        total.io_calls += report.io_calls
+        total.fault_points += report.fault_points
+        total.states += report.states
+        total.failures.extend(
+            attrs.evolve(f, sweep=f"crash(workload seed {workload_seed})") for f in report.failures
+        )
+        round_number += 1
+        if total.failures:
+            break
+    total.seconds = time.perf_counter() - started
+    return total

@@ -12,6 +12,7 @@ import pytest
 
 from crashsim.sqlite_sweep import (
     crash_sweep,
+    explore,
     io_error_sweep,
     recovery_io_sweep,
     sigkill_sweep,
@@ -206,3 +207,11 @@ def test_commit_reported_failed_by_checkpoint_io_error_is_acknowledged(tmp_path:
     assert apsw.Connection(str(tmp_path / "s.sqlite")).execute(
         "SELECT next_seq FROM sessions"
     ).fetchone() == (3,)
+
+
+@pytest.mark.rule("CRASH-SQL-1", "CRASH-SQL-3")
+def test_explore_runs_crash_sweeps_over_fresh_workloads_for_a_budget() -> None:
+    """The budgeted explorer behind fuzzing finds nothing on the real backend."""
+    report = explore(budget=1.0, seed=7, layout="shared")
+    assert report.states > 0
+    assert report.ok, [str(f) for f in report.failures[:3]]

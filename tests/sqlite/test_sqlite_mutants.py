@@ -9,7 +9,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.machine import make_machine
-from scopecheck.mutants.sqlite import MUTANTS, SqliteMutant, crash_check
+from scopecheck.mutants.sqlite import MUTANTS, SqliteMutant, crash_check, crash_result
 from scopecheck.profiles import register_profiles
 
 MACHINE = [m for m in MUTANTS if m.caught_by == "machine"]
@@ -46,6 +46,8 @@ def test_machine_catches_planted_sqlite_bug(mutant: SqliteMutant) -> None:
 def test_crash_sweep_catches_planted_sqlite_bug(mutant: SqliteMutant) -> None:
     report = crash_check(mutant)
     assert report.failures, report.summary()
+    result = crash_result(mutant)  # the catalogue-style report with a reproducer line
+    assert result.caught and "crash_check(BY_NAME[" in result.program
 
 
 def test_crash_sweep_passes_the_real_backend_on_the_mutant_workload() -> None:
