@@ -32,7 +32,7 @@ from impl.validation import (
     stop_page,
 )
 from models.addresses import ListAddress, ValueAddress
-from models.errors import ClosedError, CorruptError, usage
+from models.errors import ClosedError, UsageError, usage
 from models.protocols import Clock
 from models.records import (
     Committed,
@@ -225,7 +225,7 @@ class SqliteStorage:
         rows = self._cur.execute(_SELECT_SESSION, (self._session_id,)).fetchall()
         row = rows[0] if rows else None
         if row is None:
-            raise CorruptError(
+            raise UsageError(
                 "not_found",
                 f"session row {self._session_id!r} vanished from {self._path}; it was deleted "
                 "by another process",
