@@ -629,3 +629,106 @@ def explore(
             break
     total.seconds = time.perf_counter() - started
     return total
+
+
+def delete_crash_sweep(
+    *, variants: int = 3, seed: int = 0, repository_class: type[Any] | None = None
+) -> SweepReport:
+    """Container layout: crash at every I/O call of ``delete`` of a Session holding session
+    and scoped rows (SQLITE-12, CRASH-SQL-3).  After any crash the victim is either listed
+    with its whole state (never after an acknowledged delete) or gone with no row left in any
+    table, and the other Session is untouched."""
+    report = SweepReport("delete-crash", "shared")
+    started = time.perf_counter()
+    victim_workload = make_workload(seed, transactions=5, big_every=2)
+    victim_state = prefix_snapshots(victim_workload)[-1]
+    empty_state = prefix_snapshots([])[0]
+    rng = random.Random(seed)
+    box = _Sandbox("shared", None)
+    try:
+        clock = StepClock()
+        repo = open_repository("shared", box.work, None, clock)
+        victim = repo.create("victim")
+        for index, writes in enumerate(victim_workload):
+            clock.at(index)
+            victim.commit(writes)
+        repo.close()
+        box.base = read_tree(box.work)
+        with _vfs() as vfs:
+            plan_count = None
+            k = 0
+            while plan_count is None or k < plan_count:
+                box.restore()
+                vfs.reset(FaultPlan(k if plan_count is not None else None, "crash"))
+                acked = False
+                deleting: Any = None
+                try:
+                    deleting = open_repository(
+                        "shared", box.work, repository_class, StepClock(), vfs.vfs_name
+                    )
+                    deleting.delete("victim")
+                    acked = True
+                    deleting.close()
+                except SimulatedCrash:
+                    pass
+                finally:
+                    if deleting is not None:
+                        deleting.abandon()
+                        _close_quietly(deleting.connection)
+                if plan_count is None:
+                    plan_count = len(vfs.calls)
+                    report.io_calls = plan_count
+                    continue
+                report.fault_points += 1
+                files = disk_model(box.base, vfs.calls)
+                for image in post_crash_images(files, rng, variants):
+                    report.states += 1
+                    problem = _check_delete_image(box, image, acked, victim_state, empty_state)
+                    if problem is not None:
+                        report.failures.append(
+                            SweepFailure(report.sweep, k, image.label, int(acked), problem)
+                        )
+                k += 1
+    finally:
+        box.cleanup()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _check_delete_image(
+    box: _Sandbox, image: Image, acked: bool, victim_state: Snapshot, empty_state: Snapshot
+) -> str | None:
+    materialise(image, box.work, box.check)
+    try:
+        repo = open_repository("shared", box.check, None, StepClock())
+    except ScopecheckError as exc:
+        return f"container open failed: {exc}"
+    try:
+        listed = repo.list()
+        survivor = repo.open(SESSION_ID)
+        if survivor.snapshot() != empty_state:
+            return "the other Session changed"
+        survivor.close()
+        if "victim" in listed:
+            if acked:
+                return "an acknowledged delete came back"
+            victim = repo.open("victim")
+            if victim.snapshot() != victim_state:
+                return "the victim survived with part of its rows"
+            victim.close()
+            return None
+        leftovers = [
+            table
+            for table in ("entries", "usage_ledger", "scalar_values", "list_values")
+            if repo.connection.execute(
+                f"SELECT count(*) FROM {table} WHERE session_id = 'victim'"
+            ).fetchone()
+            != (0,)
+        ]
+        return f"deleted victim left rows in {leftovers}" if leftovers else None
+    except ScopecheckError as exc:
+        return f"reopen failed: {exc}"
+    finally:
+        with contextlib.suppress(ScopecheckError):
+            repo.connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+            repo.close()

@@ -196,3 +196,23 @@ def test_repository_lifecycle_errors(make_repo: Any) -> None:
     expect_code("not_found", repo.delete, "nope")
     repo.close()
     expect_code("closed", repo.list)
+
+
+@pytest.mark.rule("SQLITE-10", "SQLITE-12")
+def test_create_ignores_sidecars_left_by_a_delete_interrupted_after_the_main_file(
+    tmp_path: Path,
+) -> None:
+    """A crash between unlinking the database and its -wal leaves a stale -wal; creating the
+    same id again must not replay it into the new Session."""
+    repo = SqliteRepository(tmp_path)
+    storage = repo.create("s")
+    storage.commit([set_value(value("app", "old"), "stale")])
+    wal = (tmp_path / "s.sqlite-wal").read_bytes()  # holds the commit (not checkpointed)
+    assert wal
+    storage.close()
+    repo.delete("s")
+    (tmp_path / "s.sqlite-wal").write_bytes(wal)  # as if the delete died before the -wal
+    fresh = repo.create("s")
+    assert fresh.get_value(value("app", "old")) is None
+    assert fresh.commit([set_value(value("app", "new"), 1)])[0].seq == 1
+    repo.close()

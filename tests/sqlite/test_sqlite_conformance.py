@@ -143,3 +143,25 @@ def test_registered_world_restart_preserves_state(name: str) -> None:
         assert repo.list() == ["s"]
     finally:
         world.cleanup()
+
+
+@pytest.mark.rule("SQLITE-13", "SQLITE-2")
+def test_scan_order_and_prefixes_match_memory_for_awkward_keys(make_repo: Any) -> None:
+    """Code-point order (Python str order) equals SQLite's UTF-8 byte order, prefixes are not
+    LIKE patterns, and scans stay inside their scope."""
+    keys = ["", "a", "a%", "a_", "ab", "b", "\x7f", "é", "\uffff", "\U00010000", "~", "A"]
+    scope = ephemeral_scope("s1")
+    clock = StepClock()
+    memory = MemoryRepository(clock).create("s")
+    sqlite = make_repo(clock).create("s")
+    for writes in (
+        [set_value(value("ns", key), key) for key in keys],
+        [set_value(value("ns", key, scope), key) for key in keys[:4]],
+    ):
+        assert sqlite.commit(writes) == memory.commit(writes)
+    for prefix in ("", "a", "a%", "a_", "\uffff", "\U00010000", "zz"):
+        for chosen in (None, scope):
+            assert sqlite.scan_values("ns", prefix, chosen) == memory.scan_values(
+                "ns", prefix, chosen
+            )
+    assert [k for k, _ in sqlite.scan_values("ns")] == sorted(keys)

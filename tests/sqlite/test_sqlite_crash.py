@@ -12,6 +12,7 @@ import pytest
 
 from crashsim.sqlite_sweep import (
     crash_sweep,
+    delete_crash_sweep,
     explore,
     io_error_sweep,
     recovery_io_sweep,
@@ -215,3 +216,24 @@ def test_explore_runs_crash_sweeps_over_fresh_workloads_for_a_budget() -> None:
     report = explore(budget=1.0, seed=7, layout="shared")
     assert report.states > 0
     assert report.ok, [str(f) for f in report.failures[:3]]
+
+
+class DeleteTableByTable(SqliteContainerRepository):
+    """Negative control: each table's rows deleted in its own autocommit statement."""
+
+    def delete(self, session_id: str) -> None:
+        for table in ("list_values", "scalar_values", "usage_ledger", "entries", "sessions"):
+            self.connection.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+
+
+@pytest.mark.rule("SQLITE-12", "CRASH-SQL-3")
+def test_crash_during_container_delete_leaves_all_or_nothing() -> None:
+    """A crash at any I/O call of deleting a Session with scoped rows leaves it whole or gone
+    (never listed after an acknowledged delete, no orphan rows), the other Session intact."""
+    assert_clean(delete_crash_sweep(seed=3))
+
+
+@pytest.mark.rule("CRASH-SQL-6", "SQLITE-12")
+def test_delete_crash_sweep_catches_a_non_atomic_delete() -> None:
+    report = delete_crash_sweep(seed=3, repository_class=DeleteTableByTable)
+    assert report.failures, report.summary()
