@@ -70,12 +70,15 @@ class SweepFailure:
     image: str
     acked: int
     problem: str
+    #: A Python expression that reruns exactly this fault point (empty when not replayable).
+    reproducer: str = ""
 
     def __str__(self) -> str:
-        return (
+        text = (
             f"{self.sweep}: fault at I/O call {self.fault_at}, image {self.image!r}, "
             f"{self.acked} commits acknowledged: {self.problem}"
         )
+        return text + (f"\n  reproduce: {self.reproducer}" if self.reproducer else "")
 
 
 @attrs.define
@@ -318,13 +321,19 @@ def crash_sweep(
     autocheckpoint: int = 8,
     max_failures: int = 50,
     crashes: bool = True,
+    only: int | None = None,
+    workload_label: str = "",
 ) -> SweepReport:
     """Crash at every ``stride``-th I/O call, check every post-crash image (CRASH-SQL-1..3);
-    ``crashes=False`` checks only the no-crash power-loss images."""
+    ``crashes=False`` checks only the no-crash power-loss images; ``only=k`` replays the one
+    fault point *k* (the images drawn for a point depend only on ``seed`` and *k*).
+
+    ``workload_label`` is a Python expression rebuilding ``workload`` (e.g.
+    ``make_workload(3, 6, 3)``); with it every failure carries a one-line reproducer.
+    """
     report = SweepReport("crash" if crashes else "power-loss", layout)
     started = time.perf_counter()
     expected = prefix_snapshots(workload)
-    rng = random.Random(seed)
     restart_at = len(workload) // 2
     box = _Sandbox(layout, repository_class)
     try:
@@ -340,7 +349,8 @@ def crash_sweep(
             if clean.problems or clean.crashed or len(clean.acked) != len(workload):
                 raise AssertionError(f"fault-free run failed: {clean.problems}")
             report.io_calls = len(clean.calls)
-            for k in range(0, report.io_calls if crashes else 0, stride):
+            points = range(0, report.io_calls if crashes else 0, stride)
+            for k in points if only is None else [only]:
                 outcome = run_workload(
                     box,
                     vfs,
@@ -354,14 +364,28 @@ def crash_sweep(
                 candidates = [expected[acked]]
                 if acked < len(workload):
                     candidates.append(expected[acked + 1])
+                rng = random.Random(seed * 1_000_003 + k)
+                before = len(report.failures)
                 for image in post_crash_images(disk_model(box.base, outcome.calls), rng, variants):
                     _check_image(box, image, candidates, report, k, acked)
+                if workload_label:
+                    replay = (
+                        f"crash_sweep({workload_label}, layout={layout!r}, seed={seed}, "
+                        f"variants={variants}, autocheckpoint={autocheckpoint}, only={k})"
+                    )
+                    report.failures[before:] = [
+                        attrs.evolve(f, reproducer=replay) for f in report.failures[before:]
+                    ]
                 if len(report.failures) >= max_failures:
                     break
+            if only is not None:
+                report.seconds = time.perf_counter() - started
+                return report
             # No crash at all: power is lost after the last acknowledged commit (before the
             # final close), and after the close.
             assert clean.before_close is not None
             for cut, label in ((clean.before_close, "power-loss"), (len(clean.calls), "closed")):
+                rng = random.Random(seed * 1_000_003 - cut)
                 files = disk_model(box.base, clean.calls[:cut])
                 report.fault_points += 1
                 for image in post_crash_images(files, rng, variants):
@@ -617,6 +641,7 @@ def explore(
             variants=2,
             seed=workload_seed,
             stride=1 + round_number % 2,
+            workload_label=f"make_workload({workload_seed}, transactions=6, big_every=3)",
         )
         total.io_calls += report.io_calls
         total.fault_points += report.fault_points

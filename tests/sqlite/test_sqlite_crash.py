@@ -237,3 +237,22 @@ def test_crash_during_container_delete_leaves_all_or_nothing() -> None:
 def test_delete_crash_sweep_catches_a_non_atomic_delete() -> None:
     report = delete_crash_sweep(seed=3, repository_class=DeleteTableByTable)
     assert report.failures, report.summary()
+
+
+@pytest.mark.rule("CRASH-SQL-1", "CRASH-SQL-6")
+def test_a_crash_failure_carries_a_reproducer_that_replays_the_same_images() -> None:
+    """A failure names its fault point, and ``only=k`` redraws exactly the same images."""
+    first = crash_sweep(
+        WORKLOAD,
+        repository_class=SyncOff,
+        seed=4,
+        max_failures=1,
+        workload_label="make_workload(11, transactions=6, big_every=3)",
+    )
+    failure = first.failures[0]
+    assert f"only={failure.fault_at}" in failure.reproducer
+    again = crash_sweep(WORKLOAD, repository_class=SyncOff, seed=4, only=failure.fault_at)
+    assert again.fault_points == 1
+    assert [f.image for f in again.failures] == [
+        f.image for f in first.failures if f.fault_at == failure.fault_at
+    ]
