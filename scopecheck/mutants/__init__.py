@@ -90,7 +90,9 @@ def failure_program(exc: BaseException) -> str:
     for sub in getattr(exc, "exceptions", ()):
         notes.extend(getattr(sub, "__notes__", []))
     return "\n".join(
-        note for note in notes if note.startswith(("state", "scopes_", "lists_", "@reproduce"))
+        note
+        for note in notes
+        if note.startswith(("state", "scopes_", "lists_", "@reproduce"))
         or "reproduce_failure" in note
     )
 

@@ -13,7 +13,6 @@ from models.writes import AppendList, SetValue, Write
 from scopecheck.backends import Backend, MemoryWorld
 from scopecheck.mutants import Mutant, register
 
-
 #: Extra per-Session state a mutant keeps (MemoryState is slotted; the real backend needs none).
 _EXTRA: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
@@ -24,7 +23,9 @@ def _extra(storage: MemoryStorage, name: str) -> dict[Any, Any]:
 
 
 def _memory_backend(name: str, storage: type[MemoryStorage]) -> Backend:
-    repo_class = type(f"{storage.__name__}Repository", (MemoryRepository,), {"storage_class": storage})
+    repo_class = type(
+        f"{storage.__name__}Repository", (MemoryRepository,), {"storage_class": storage}
+    )
     world_class = type(f"{storage.__name__}World", (MemoryWorld,), {"repository_class": repo_class})
     return Backend(f"memory[{name}]", world_class, f"Memory with {name}")
 
@@ -62,8 +63,15 @@ class RetireLeavesLists(MemoryStorage):
 
 @_mutant("memory-stop-at-tag-past-limit", "stop_at_tag searches past the page limit (LIST-5)")
 class StopAtTagPastLimit(MemoryStorage):
-    def read_list(self, address: Any, *, cursor: Any = None, order: Order = "asc",
-                  limit: Any = None, stop_at_tag: Any = None) -> tuple[ListElement, ...]:
+    def read_list(
+        self,
+        address: Any,
+        *,
+        cursor: Any = None,
+        order: Order = "asc",
+        limit: Any = None,
+        stop_at_tag: Any = None,
+    ) -> tuple[ListElement, ...]:
         query = check_list_query(cursor, order, limit, stop_at_tag)
         whole = super().read_list(address, cursor=cursor, order=order, limit=10_000)
         if query.stop_at_tag is not None:
@@ -126,8 +134,15 @@ class EmptyCommitConsumesSeq(MemoryStorage):
 
 @_mutant("memory-inclusive-cursor", "the list cursor is inclusive instead of exclusive (LIST-2)")
 class InclusiveCursor(MemoryStorage):
-    def read_list(self, address: Any, *, cursor: Any = None, order: Order = "asc",
-                  limit: Any = None, stop_at_tag: Any = None) -> tuple[ListElement, ...]:
+    def read_list(
+        self,
+        address: Any,
+        *,
+        cursor: Any = None,
+        order: Order = "asc",
+        limit: Any = None,
+        stop_at_tag: Any = None,
+    ) -> tuple[ListElement, ...]:
         if isinstance(cursor, int) and not isinstance(cursor, bool) and cursor >= 0:
             cursor = cursor - 1 if order == "asc" else cursor + 1
             cursor = max(cursor, 0)
