@@ -9,8 +9,9 @@ validate``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
@@ -65,9 +66,71 @@ class MemoryWorld:
 
 MEMORY = Backend("memory", MemoryWorld, "in-process maps (impl/memory.py)")
 
-#: Bundled backends by name; SQLite and JSONL register themselves here as they land.
-BUNDLED: dict[str, Backend] = {"memory": MEMORY}
 
+class SqliteWorld:
+    """A temp directory holding per-file databases or one container file (impl/sqlite/).
+
+    ``repository_class`` lets planted bugs (scopecheck/mutants/sqlite.py) reuse the world.
+    """
+
+    def __init__(self, clock: Clock, shared: bool = False, repository_class: Any = None) -> None:
+        import tempfile
+
+        from impl.sqlite import SqliteContainerRepository, SqliteRepository
+
+        self._clock = clock
+        self._shared = shared
+        if repository_class is None:
+            repository_class = SqliteContainerRepository if shared else SqliteRepository
+        self._cls = repository_class
+        # $SCOPECHECK_SCRATCH (e.g. /dev/shm) puts fuzzing worlds on a RAM disk: restart()
+        # only needs close/reopen, not power-loss durability (the crash sweeps cover that).
+        scratch = os.environ.get("SCOPECHECK_SCRATCH") or None
+        self.root = tempfile.mkdtemp(prefix="scopecheck-sqlite-", dir=scratch)
+        self._repo = self._new()
+
+    def _new(self) -> Any:
+        target = os.path.join(self.root, "sessions.sqlite") if self._shared else self.root
+        return self._cls(target, self._clock)
+
+    def repository(self) -> Repository:
+        result: Repository = self._repo
+        return result
+
+    def restart(self) -> Repository:
+        self._repo.close()
+        self._repo = self._new()
+        result: Repository = self._repo
+        return result
+
+    def cleanup(self) -> None:
+        import shutil
+
+        try:
+            self._repo.close()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _sqlite_world(clock: Clock) -> World:
+    return SqliteWorld(clock)
+
+
+def _sqlite_shared_world(clock: Clock) -> World:
+    return SqliteWorld(clock, shared=True)
+
+
+SQLITE = Backend("sqlite", _sqlite_world, "one SQLite file per Session via APSW (impl/sqlite/)")
+SQLITE_SHARED = Backend(
+    "sqlite-shared", _sqlite_shared_world, "many Sessions in one SQLite container file via APSW"
+)
+
+#: Bundled backends by name; JSONL registers itself here as it lands.
+BUNDLED: dict[str, Backend] = {
+    "memory": MEMORY,
+    "sqlite": SQLITE,
+    "sqlite-shared": SQLITE_SHARED,
+}
 
 def resolve_backend(name: str) -> Backend:
     """A bundled backend or a catalogue mutant by name; ``UsageError(not_found)`` otherwise."""

@@ -1,0 +1,20 @@
+"""One Hypothesis test class per bundled backend's machine, for long coverage-guided runs::
+
+    timeout -s INT 3600 hypothesis fuzz --no-dashboard -n 2 -- scopecheck/fuzz_targets.py
+
+HypoFuzz runs ``@given``-style tests, so each machine is exposed as its ``TestCase``.  Findings
+land in the shared example database and the next ``pytest`` or ``scopecheck fuzz`` replays them.
+Not collected by the normal test run (no ``test_`` prefix in the file name).
+"""
+
+from __future__ import annotations
+
+from scopecheck.backends import BUNDLED
+from scopecheck.machine import make_machine
+from scopecheck.profiles import load_profile
+
+load_profile()
+
+for _name, _backend in sorted(BUNDLED.items()):
+    _machine = make_machine(_backend)
+    globals()[f"Test{_machine.__name__}"] = _machine.TestCase

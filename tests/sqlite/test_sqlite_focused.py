@@ -1,0 +1,270 @@
+"""The SQLite focused tests of seed 000 §9.4, one test per bullet (plus close relatives)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from impl.sqlite import SqliteStorage
+from models.addresses import value, value_list
+from models.scope import ephemeral_scope
+from models.writes import (
+    AnyWrite,
+    RetireScope,
+    append_list,
+    insert_entry,
+    retire_scope,
+    set_value,
+)
+
+OP = ephemeral_scope("op-1")
+OTHER = ephemeral_scope("op-2")
+
+
+def raw(storage: SqliteStorage, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in storage.connection.execute(sql, params)]
+
+
+def seed_scoped_state(storage: SqliteStorage) -> None:
+    storage.commit(
+        [
+            set_value(value("pi.op.state", "k", OP), {"step": 1}),
+            append_list(value_list("pi.frames", "r", OP), "frame-1", tag="t"),
+            append_list(value_list("pi.frames", "r", OP), "frame-2"),
+        ]
+    )
+    storage.commit([set_value(value("pi.op.state", "k", OTHER), "other")])
+    storage.commit([set_value(value("pi.op.state", "k"), "session")])
+
+
+def next_seq(storage: SqliteStorage) -> int:
+    rows = raw(storage, "SELECT next_seq FROM sessions WHERE session_id = ?", storage.session_id)
+    result: int = rows[0][0]
+    return result
+
+
+@pytest.mark.rule("SQLITE-1", "SQLITE-2")
+def test_schema_and_query_helpers_include_scope_id_and_list_rows_preserve_nullable_tags(
+    make_repo: Any,
+) -> None:
+    """Both value tables are WITHOUT ROWID with scope_id in the key; tags round-trip or NULL."""
+    storage = make_repo().create("s")
+    for table, key in (
+        ("scalar_values", ["session_id", "scope_id", "namespace", "key"]),
+        ("list_values", ["session_id", "scope_id", "namespace", "key", "seq"]),
+    ):
+        sql = raw(storage, "SELECT sql FROM sqlite_schema WHERE name = ?", table)[0][0]
+        assert "WITHOUT ROWID" in sql
+        columns = raw(storage, f"PRAGMA table_xinfo({table})")
+        pk = [
+            name
+            for _, name, _, _, _, pk_index, _ in sorted(columns, key=lambda c: c[5])
+            if pk_index
+        ]
+        assert pk == key
+    assert "scope_id" in SqliteStorage.POINT_READ_SQL
+    for order in ("asc", "desc"):
+        for with_cursor in (False, True):
+            assert "scope_id = ?" in SqliteStorage.list_page_sql(order, with_cursor)  # type: ignore[arg-type]
+    seed_scoped_state(storage)
+    rows = raw(
+        storage,
+        "SELECT scope_id, value, tag FROM list_values WHERE session_id = 's' ORDER BY seq",
+    )
+    assert rows == [("op-1", '"frame-1"', "t"), ("op-1", '"frame-2"', None)]
+    scopes = raw(storage, "SELECT scope_id FROM scalar_values ORDER BY scope_id")
+    assert scopes == [("",), ("op-1",), ("op-2",)]
+    page = storage.read_list(value_list("pi.frames", "r", OP))
+    assert [(e.value, e.tag) for e in page] == [("frame-1", "t"), ("frame-2", None)]
+
+
+@pytest.mark.rule("SQLITE-3")
+def test_one_transaction_atomically_deletes_scoped_rows_and_writes_terminal_main_state(
+    make_repo: Any,
+) -> None:
+    """Retirement plus terminal session writes commit as one: scoped rows gone, main state in."""
+    storage = make_repo().create("s")
+    seed_scoped_state(storage)
+    storage.commit(
+        [
+            insert_entry("e1", None, "message"),
+            retire_scope(OP),
+            set_value(value("pi.result", "op-1"), "ok"),
+        ]
+    )
+    assert raw(storage, "SELECT count(*) FROM scalar_values WHERE scope_id = 'op-1'") == [(0,)]
+    assert raw(storage, "SELECT count(*) FROM list_values WHERE scope_id = 'op-1'") == [(0,)]
+    assert storage.get_value(value("pi.op.state", "k", OTHER)) is not None
+    assert storage.get_value(value("pi.op.state", "k")) is not None
+    result = storage.get_value(value("pi.result", "op-1"))
+    assert result is not None and result.value == "ok"
+    assert storage.get_entry("e1") is not None
+
+
+class Injected(Exception):
+    """The failure forced inside the commit transaction."""
+
+
+@pytest.mark.rule("SQLITE-4", "SQLITE-3")
+def test_forced_failure_after_scope_deletion_rolls_back_deletion_and_siblings(
+    make_repo: Any,
+) -> None:
+    """A failure raised inside the transaction, after the scoped DELETEs ran, restores every
+    scoped row and drops every sibling write; next_seq does not move."""
+    storage = make_repo().create("s")
+    seed_scoped_state(storage)
+    before = storage.snapshot()
+    seq_before = next_seq(storage)
+    seen: list[int] = []
+
+    def fail_after_retire(index: int, write: AnyWrite) -> None:
+        if isinstance(write, RetireScope):
+            # the deletion is visible inside the transaction before we fail
+            seen.append(
+                raw(storage, "SELECT count(*) FROM list_values WHERE scope_id='op-1'")[0][0]
+            )
+            raise Injected("after scope deletion")
+
+    storage.after_write = fail_after_retire
+    with pytest.raises(Injected):
+        storage.commit(
+            [insert_entry("e1", None, "message"), retire_scope(OP), set_value(value("app", "x"), 1)]
+        )
+    assert seen == [0]
+    storage.after_write = None
+    assert storage.snapshot() == before
+    assert next_seq(storage) == seq_before
+    assert storage.get_entry("e1") is None
+    assert len(storage.read_list(value_list("pi.frames", "r", OP))) == 2
+    # the handle stays usable and allocates the seq the failed commit did not consume
+    assert storage.commit([retire_scope(OP)])[0].seq == seq_before
+
+
+@pytest.mark.rule("SQLITE-7")
+def test_reuse_after_retirement_recreates_rows_under_same_scope_id(make_repo: Any) -> None:
+    """A write after retirement is a new lifetime under the same scope_id; old rows stay gone."""
+    storage = make_repo().create("s")
+    seed_scoped_state(storage)
+    storage.commit([retire_scope(OP)])
+    (committed,) = storage.commit([append_list(value_list("pi.frames", "r", OP), "new")])
+    page = storage.read_list(value_list("pi.frames", "r", OP))
+    assert [(e.seq, e.value) for e in page] == [(committed.seq, "new")]
+    assert storage.get_value(value("pi.op.state", "k", OP)) is None
+    assert raw(storage, "SELECT scope_id, value FROM list_values") == [("op-1", '"new"')]
+
+
+@pytest.mark.rule("SQLITE-5")
+def test_sessions_next_seq_advances_for_retirement(make_repo: Any) -> None:
+    """Each retirement consumes one seq from sessions.next_seq, with or without scoped rows."""
+    storage = make_repo().create("s")
+    seed_scoped_state(storage)
+    start = next_seq(storage)
+    committed = storage.commit([retire_scope(OP), retire_scope(ephemeral_scope("never-used"))])
+    assert [c.seq for c in committed] == [start, start + 1]
+    assert next_seq(storage) == start + 2
+    (later,) = storage.commit([set_value(value("pi.op.state", "k", OP), 1)])
+    assert later.seq == start + 2
+
+
+def plan(storage: SqliteStorage, sql: str, params: list[Any]) -> list[str]:
+    return [row[3] for row in storage.connection.execute("EXPLAIN QUERY PLAN " + sql, params)]
+
+
+@pytest.mark.rule("SQLITE-6", "SQLITE-2")
+@pytest.mark.parametrize("order", ["asc", "desc"])
+@pytest.mark.parametrize("with_cursor", [False, True], ids=["no-cursor", "cursor"])
+def test_list_paging_plan_uses_scoped_primary_key_without_temp_btree(
+    make_repo: Any, order: str, with_cursor: bool
+) -> None:
+    """EXPLAIN QUERY PLAN of the page query: one primary-key SEARCH on exact scope, no sort."""
+    storage = make_repo().create("s")
+    for scope in (None, OP, OTHER):
+        address = value_list("l", "k") if scope is None else value_list("l", "k", scope)
+        storage.commit(
+            [append_list(address, n, tag="t" if n % 5 == 0 else None) for n in range(30)]
+        )
+    storage.connection.execute("ANALYZE")
+    sql = SqliteStorage.list_page_sql(order, with_cursor)  # type: ignore[arg-type]
+    params: list[Any] = ["s", "op-1", "l", "k", *([40] if with_cursor else []), 10]
+    details = plan(storage, sql, params)
+    assert len(details) == 1, details
+    assert details[0].startswith("SEARCH list_values USING PRIMARY KEY")
+    bound = "seq>?" if order == "asc" else "seq<?"
+    expected = "(session_id=? AND scope_id=? AND namespace=? AND key=?"
+    assert expected + (f" AND {bound})" if with_cursor else ")") in details[0]
+    assert not any("TEMP B-TREE" in d for d in details)
+    page = storage.read_list(
+        value_list("l", "k", OP),
+        cursor=40 if with_cursor else None,
+        order=order,
+        limit=10,  # type: ignore[arg-type]
+        stop_at_tag="t",
+    )
+    assert page and all(e.seq > 30 for e in page) and page[-1].tag == "t"
+
+
+@pytest.mark.rule("SQLITE-2", "SQLITE-3")
+def test_point_read_and_retirement_plans_use_primary_key(make_repo: Any) -> None:
+    storage = make_repo().create("s")
+    seed_scoped_state(storage)
+    point = plan(storage, SqliteStorage.POINT_READ_SQL, ["s", "op-1", "pi.op.state", "k"])
+    assert point == [
+        "SEARCH scalar_values USING PRIMARY KEY "
+        "(session_id=? AND scope_id=? AND namespace=? AND key=?)"
+    ]
+    for table in ("scalar_values", "list_values"):
+        details = plan(
+            storage, f"DELETE FROM {table} WHERE session_id = ? AND scope_id = ?", ["s", "op-1"]
+        )
+        assert details == [f"SEARCH {table} USING PRIMARY KEY (session_id=? AND scope_id=?)"]
+
+
+@pytest.mark.rule("SQLITE-10", "SQLITE-11", "SQLITE-2")
+def test_per_file_and_container_layouts_isolate_session_and_scope_ids(make_repo: Any) -> None:
+    """Two Sessions using equal namespaces, keys and scope IDs never see each other's rows,
+    and retiring a scope in one leaves the same scope ID in the other alone."""
+    repo = make_repo()
+    one, two = repo.create("one"), repo.create("two")
+    for storage, tag in ((one, "1"), (two, "2")):
+        storage.commit(
+            [set_value(value("ns", "k", OP), tag), append_list(value_list("l", "k", OP), tag)]
+        )
+        storage.commit([set_value(value("ns", "k"), "main-" + tag)])
+    one.commit([retire_scope(OP)])
+    assert one.get_value(value("ns", "k", OP)) is None
+    record = two.get_value(value("ns", "k", OP))
+    assert record is not None and record.value == "2"
+    assert [e.value for e in two.read_list(value_list("l", "k", OP))] == ["2"]
+    main = one.get_value(value("ns", "k"))
+    assert main is not None and main.value == "main-1"
+    assert one.scan_values("ns", scope=OTHER) == ()
+    assert [k for k, _ in two.scan_values("ns", scope=OP)] == ["k"]
+    assert one.commit([set_value(value("ns", "z"), 0)])[0].seq == 5
+    assert two.commit([set_value(value("ns", "z"), 0)])[0].seq == 4
+
+
+@pytest.mark.rule("SQLITE-12")
+def test_session_deletion_removes_scoped_rows_and_files(make_repo: Any, layout: str) -> None:
+    """Deleting a Session removes all its rows in every scope (or its files), nothing else.
+    (Fork exclusion of scoped rows is rule SQLITE-15, a gap until fork lands.)"""
+    repo = make_repo()
+    doomed, kept = repo.create("doomed"), repo.create("kept")
+    for storage in (doomed, kept):
+        seed_scoped_state(storage)
+        storage.commit([insert_entry("e1", None, "message")])
+    kept_before = kept.snapshot()
+    doomed.close()
+    repo.delete("doomed")
+    assert repo.list() == ["kept"]
+    if layout == "shared":
+        for table in ("sessions", "entries", "usage_ledger", "scalar_values", "list_values"):
+            assert raw(kept, f"SELECT count(*) FROM {table} WHERE session_id = 'doomed'") == [(0,)]
+    else:
+        assert sorted(n for n in os.listdir(repo.root) if n.startswith("doomed")) == []
+    assert kept.snapshot() == kept_before
+    fresh = repo.create("doomed")
+    assert (
+        fresh.snapshot().values == () and fresh.commit([set_value(value("a", "b"), 1)])[0].seq == 1
+    )
