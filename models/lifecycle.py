@@ -25,7 +25,7 @@ The shape follows the seeds:
 session scope, with explicit deletes at settle, supersede, outcome and terminal (the pre-scope
 cleanup of 002 §5), and no retirement — the baseline of ``scopecheck bench size``.
 
-Rules: OP-1..OP-12 (spec/rules/ops.toml).
+Rules: OP-1..OP-18 (spec/rules/ops.toml).
 """
 
 from __future__ import annotations
