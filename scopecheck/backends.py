@@ -10,7 +10,7 @@ validate``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
@@ -68,5 +68,68 @@ class MemoryWorld:
 
 MEMORY = Backend("memory", MemoryWorld, "in-process maps (impl/memory.py)")
 
-#: Bundled backends by name; SQLite and JSONL register themselves here as they land.
-BUNDLED: dict[str, Backend] = {"memory": MEMORY}
+
+class JsonlWorld:
+    """A JSONL repository over a fresh real temp directory (default) or a pyfakefs filesystem.
+
+    ``restart()`` closes every handle and opens a new repository over the same directory, so
+    every reopen goes through the nine open stages (JSONL-7).  ``repository_class`` lets a
+    planted bug (``scopecheck.mutants.jsonl``) run in the same world.
+    """
+
+    def __init__(
+        self, clock: Clock, *, fake: bool = False, repository_class: type[Any] | None = None
+    ) -> None:
+        import tempfile
+
+        from impl.fs import OsFileSystem
+        from impl.jsonl import JsonlRepository
+
+        self._clock = clock
+        self._class = repository_class or JsonlRepository
+        self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+        if fake:
+            from pyfakefs.fake_filesystem import FakeFilesystem
+            from pyfakefs.fake_os import FakeOsModule
+
+            self.fake_filesystem: Any = FakeFilesystem()
+            self.fs = OsFileSystem(FakeOsModule(self.fake_filesystem))
+            self.root = "/sessions"
+        else:
+            self._tempdir = tempfile.TemporaryDirectory(prefix="scopecheck-jsonl-")
+            self.fs = OsFileSystem()
+            self.root = self._tempdir.name
+        self._repo = self._new()
+
+    def _new(self) -> Repository:
+        repo: Repository = self._class(self.root, self.fs, self._clock, cwd="/scopecheck")
+        return repo
+
+    def repository(self) -> Repository:
+        return self._repo
+
+    def restart(self) -> Repository:
+        self._repo.close()
+        self._repo = self._new()
+        return self._repo
+
+    def cleanup(self) -> None:
+        self._repo.close()
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
+
+
+def _jsonl_fake_world(clock: Clock) -> World:
+    return JsonlWorld(clock, fake=True)
+
+
+JSONL = Backend(
+    "jsonl", JsonlWorld, "format-4 main log + scope sidecars in a temp dir (impl/jsonl)"
+)
+JSONL_FAKEFS = Backend(
+    "jsonl-fakefs", _jsonl_fake_world, "the JSONL backend on a pyfakefs filesystem"
+)
+
+#: Bundled backends by name; SQLite registers itself here as it lands.
+BUNDLED: dict[str, Backend] = {"memory": MEMORY, "jsonl": JSONL, "jsonl-fakefs": JSONL_FAKEFS}
