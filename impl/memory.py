@@ -56,7 +56,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@attrs.define
+@attrs.define(eq=False)
 class MemoryState:
     """Everything one Memory Session holds; it outlives its open handles (REPO-2)."""
 
@@ -98,14 +98,22 @@ class MemoryStorage:
             if not checked.writes:
                 return ()
             timestamp = self._clock()
+            first = self._first_seq(checked.scope_id)
             committed = tuple(
-                Committed(state.next_seq + index, timestamp, write)
+                Committed(first + index, timestamp, write)
                 for index, write in enumerate(checked.writes)
             )
             for item in committed:
                 self._apply(item)
-            state.next_seq += len(committed)
+            self._advance(checked.scope_id, len(committed))
             return committed
+
+    def _first_seq(self, scope_id: str | None) -> int:
+        """One global counter for every scope (SEQ-1); no per-scope counters exist."""
+        return self._state.next_seq
+
+    def _advance(self, scope_id: str | None, count: int) -> None:
+        self._state.next_seq += count
 
     def _id_exists(self, ident: str) -> bool:
         return ident in self._state.entries or ident in self._state.usage
@@ -138,13 +146,17 @@ class MemoryStorage:
                 item.timestamp,
             )
             state.stats = attrs.evolve(state.stats, usage=add_usage(state.stats.usage, write.usage))
-        elif isinstance(write, RetireScope):  # RETIRE-2: exactly this scope, nothing else
-            retired = write.retired.id
-            for mapping in (state.values, state.lists):
-                for key in [k for k in mapping if k[0] == retired]:
-                    del mapping[key]
+        elif isinstance(write, RetireScope):
+            self._retire(write.retired.id)
         else:  # pragma: no cover - check_shape admits only the write types above
             raise AssertionError(write)
+
+    def _retire(self, scope_id: str) -> None:
+        """Delete every value and list of exactly this scope, nothing else (RETIRE-2)."""
+        state = self._state
+        for mapping in (state.values, state.lists):
+            for key in [k for k in mapping if k[0] == scope_id]:
+                del mapping[key]
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -243,9 +255,14 @@ def _key(address: ValueAddress[Any, Any] | ListAddress[Any, Any]) -> ValueKey:
 class MemoryRepository:
     """Memory Sessions by id; state survives close and reopen of a Session (REPO-2)."""
 
-    def __init__(self, clock: Clock = wall_clock_ms) -> None:
+    #: The handle class; the mutant catalogue substitutes broken subclasses here.
+    storage_class: type[MemoryStorage] = MemoryStorage
+
+    def __init__(
+        self, clock: Clock = wall_clock_ms, sessions: dict[str, MemoryState] | None = None
+    ) -> None:
         self._clock = clock
-        self._sessions: dict[str, MemoryState] = {}
+        self._sessions: dict[str, MemoryState] = {} if sessions is None else sessions
         self._open: dict[str, MemoryStorage] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -274,7 +291,7 @@ class MemoryRepository:
             return self._track(session_id)
 
     def _track(self, session_id: str) -> MemoryStorage:
-        storage = MemoryStorage(session_id, self._sessions[session_id], self._clock)
+        storage = self.storage_class(session_id, self._sessions[session_id], self._clock)
         storage.on_close.append(lambda _: self._open.pop(session_id, None))
         self._open[session_id] = storage
         return storage
@@ -296,3 +313,9 @@ class MemoryRepository:
         self._closed = True
         for storage in list(self._open.values()):
             storage.close()
+
+    def reopened(self) -> MemoryRepository:
+        """A new repository over the same registry: the Memory form of a process restart."""
+        self.close()
+        fresh = type(self)(self._clock, self._sessions)
+        return fresh

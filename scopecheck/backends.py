@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from impl.memory import MemoryRepository
 from models.protocols import Clock, Repository
 
 
@@ -44,23 +45,19 @@ class Backend:
 
 
 class MemoryWorld:
-    def __init__(self, clock: Clock) -> None:
-        from impl.memory import MemoryRepository
+    """A Memory registry; it survives ``restart()`` (the registry plays the disk)."""
 
-        self._repo = MemoryRepository(clock)
+    repository_class: type[MemoryRepository] = MemoryRepository
+
+    def __init__(self, clock: Clock) -> None:
+        self._repo = self.repository_class(clock)
 
     def repository(self) -> Repository:
         return self._repo
 
     def restart(self) -> Repository:
-        from impl.memory import MemoryRepository
-
-        old = self._repo
-        old.close()
-        fresh = MemoryRepository(old._clock)
-        fresh._sessions = old._sessions  # the registry is the "disk" of the Memory backend
-        self._repo = fresh
-        return fresh
+        self._repo = self._repo.reopened()
+        return self._repo
 
     def cleanup(self) -> None:
         self._repo.close()

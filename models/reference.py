@@ -1,0 +1,422 @@
+"""The reference model: every observation is a query over the log of committed transactions.
+
+This is the oracle the machines compare every backend with.  It is written differently from the
+backends on purpose (BRIEF "The model is the oracle"):
+
+* nothing is ever deleted — the model keeps the full history of every address and the latest
+  retirement sequence of every scope, and *computes* what is live: a scoped record is live iff
+  its seq is above its scope's latest retirement (RETIRE-3, 000 §2.2), a list element iff it is
+  above both that boundary and the list's latest whole-list delete;
+* its checks are its own code, not ``impl/validation.py``;
+* ``state_at(k)`` folds only the first ``k`` transactions, which is what crash checking needs
+  ("the recovered state equals the model after some prefix").
+
+It imports only the contract vocabulary of ``models`` (tests/test_layering.py enforces this).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from models.addresses import ListAddress, ValueAddress
+from models.errors import ClosedError, usage
+from models.records import (
+    DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
+    Committed,
+    EntryRecord,
+    ListElement,
+    Snapshot,
+    Stats,
+    UsageRecord,
+    UsageTotals,
+    ValueKey,
+    ValueRecord,
+)
+from models.scope import EphemeralScope, Scope, SessionScope
+from models.writes import (
+    AnyWrite,
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    InsertEntry,
+    InsertUsage,
+    RetireScope,
+    SetValue,
+)
+
+_VALUE_WRITES = (SetValue, DeleteValue)
+_LIST_WRITES = (AppendList, DeleteList)
+_ALL_WRITES = (*_VALUE_WRITES, *_LIST_WRITES, InsertEntry, InsertUsage, RetireScope)
+
+
+@attrs.frozen
+class Transaction:
+    """One committed transaction: its first seq, its timestamp and its writes in order."""
+
+    first_seq: int
+    timestamp: int
+    writes: tuple[AnyWrite, ...]
+
+    @property
+    def seqs(self) -> range:
+        return range(self.first_seq, self.first_seq + len(self.writes))
+
+    def committed(self) -> tuple[Committed, ...]:
+        return tuple(
+            Committed(self.first_seq + i, self.timestamp, w) for i, w in enumerate(self.writes)
+        )
+
+
+@attrs.define
+class _Fold:
+    """The accumulator of the fold.  Histories only grow (see module docstring)."""
+
+    next_seq: int = 1
+    history: dict[ValueKey, list[tuple[int, AnyWrite]]] = attrs.field(factory=dict)
+    retired_at: dict[str, int] = attrs.field(factory=dict)
+    entries: list[EntryRecord] = attrs.field(factory=list)
+    usage_rows: list[UsageRecord] = attrs.field(factory=list)
+
+    def step(self, tx: Transaction) -> None:
+        for seq, write in zip(tx.seqs, tx.writes, strict=True):
+            if isinstance(write, (*_VALUE_WRITES, *_LIST_WRITES)):
+                a = write.address
+                kind = "v" if isinstance(write, _VALUE_WRITES) else "l"
+                self.history.setdefault((a.scope_id, kind + a.namespace, a.key), []).append(
+                    (seq, write)
+                )
+            elif isinstance(write, RetireScope):
+                self.retired_at[write.retired.id] = seq
+            elif isinstance(write, InsertEntry):
+                self.entries.append(
+                    EntryRecord(
+                        write.id, write.parent_id, write.type, write.payload_json, seq, tx.timestamp
+                    )
+                )
+            elif isinstance(write, InsertUsage):
+                self.usage_rows.append(
+                    UsageRecord(
+                        write.id,
+                        write.usage_json,
+                        write.entry_id,
+                        write.adjustment,
+                        write.details_json,
+                        seq,
+                        tx.timestamp,
+                    )
+                )
+        self.next_seq = tx.first_seq + len(tx.writes)
+
+    # -- queries over the accumulated history ---------------------------------------------
+
+    def boundary(self, scope_id: str | None) -> int:
+        """Latest retirement seq of a scope; 0 for the session scope or a never-retired one."""
+        return 0 if scope_id is None else self.retired_at.get(scope_id, 0)
+
+    def current_value(self, scope_id: str | None, namespace: str, key: str) -> ValueRecord | None:
+        events = self.history.get((scope_id, "v" + namespace, key), [])
+        floor = self.boundary(scope_id)
+        live = [(seq, w) for seq, w in events if seq > floor]
+        if not live:
+            return None
+        seq, last = live[-1]
+        return ValueRecord(seq, last.value_json) if isinstance(last, SetValue) else None
+
+    def surviving(self, scope_id: str | None, namespace: str, key: str) -> list[ListElement]:
+        events = self.history.get((scope_id, "l" + namespace, key), [])
+        floor = self.boundary(scope_id)
+        for seq, write in events:
+            if isinstance(write, DeleteList) and seq > floor:
+                floor = seq
+        return [
+            ListElement(seq, w.element_json, w.tag)
+            for seq, w in events
+            if isinstance(w, AppendList) and seq > floor
+        ]
+
+
+def fold(log: Iterable[Transaction]) -> _Fold:
+    """Left fold of the transaction log into the accumulator."""
+    acc = _Fold()
+    for tx in log:
+        acc.step(tx)
+    return acc
+
+
+def _scope_id(scope: Scope | None) -> str | None:
+    if scope is None or isinstance(scope, SessionScope):
+        return None
+    if isinstance(scope, EphemeralScope):
+        return scope.id
+    raise usage("invalid_scope", f"not a scope: {scope!r}")
+
+
+class ReferenceSession:
+    """The model of one open Session handle over a shared, growing log."""
+
+    def __init__(self, session_id: str, log: list[Transaction]) -> None:
+        self.session_id = session_id
+        self.log = log
+        self._acc = fold(log)
+        self._folded = len(log)
+        self.closed = False
+
+    # The accumulator is refreshed lazily so several handles over one log stay consistent.
+    def _state(self) -> _Fold:
+        if self._folded != len(self.log):
+            for tx in self.log[self._folded :]:
+                self._acc.step(tx)
+            self._folded = len(self.log)
+        return self._acc
+
+    def state_at(self, prefix: int) -> Snapshot:
+        """The snapshot after the first ``prefix`` committed transactions (crash oracle)."""
+        return _snapshot(fold(self.log[:prefix]))
+
+    # -- commit ----------------------------------------------------------------------------
+
+    def commit(self, writes: object, timestamp: int) -> tuple[Committed, ...]:
+        if self.closed:
+            raise ClosedError()
+        items = self._admissible(writes)
+        self._check_ids(items)
+        if not items:
+            return ()
+        tx = Transaction(self._state().next_seq, timestamp, tuple(items))
+        self.log.append(tx)
+        return tx.committed()
+
+    @staticmethod
+    def _admissible(writes: object) -> list[AnyWrite]:
+        """TX-1..TX-3, in the order TX-5 fixes: item types first, then the one-scope rule."""
+        if isinstance(writes, (str, bytes)) or not isinstance(writes, Sequence):
+            raise usage("invalid_transaction", "a transaction is a list of writes")
+        for index, item in enumerate(writes):
+            if not isinstance(item, _ALL_WRITES):
+                raise usage("invalid_transaction", f"item {index} is not a write", index=index)
+        ephemeral_ids = {
+            w.address.scope_id
+            for w in writes
+            if isinstance(w, (*_VALUE_WRITES, *_LIST_WRITES)) and w.address.scope_id is not None
+        }
+        if len(ephemeral_ids) > 1:
+            raise usage("invalid_transaction", "two ephemeral scope IDs in one transaction")
+        if ephemeral_ids:
+            for item in writes:
+                session_scoped = not isinstance(item, (*_VALUE_WRITES, *_LIST_WRITES)) or (
+                    item.address.scope_id is None
+                )
+                if session_scoped:
+                    raise usage("invalid_transaction", "session and ephemeral writes mixed")
+        return list(writes)
+
+    def _check_ids(self, items: list[AnyWrite]) -> None:
+        """WRITE-5/WRITE-6 in write order; a duplicate id is reported before a bad reference."""
+        state = self._state()
+        taken = {e.id for e in state.entries} | {u.id for u in state.usage_rows}
+        entry_ids = {e.id for e in state.entries}
+        for index, item in enumerate(items):
+            if not isinstance(item, (InsertEntry, InsertUsage)):
+                continue
+            if item.id in taken:
+                raise usage("duplicate_id", f"id {item.id!r} is taken", index=index)
+            ref = item.parent_id if isinstance(item, InsertEntry) else item.entry_id
+            if ref is not None and ref not in entry_ids:
+                raise usage("unknown_reference", f"{ref!r} is not an earlier entry", index=index)
+            taken.add(item.id)
+            if isinstance(item, InsertEntry):
+                entry_ids.add(item.id)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _open(self) -> _Fold:
+        if self.closed:
+            raise ClosedError()
+        return self._state()
+
+    def get_value(self, address: ValueAddress[Any, Scope]) -> ValueRecord | None:
+        state = self._open()
+        if not isinstance(address, ValueAddress):
+            raise usage("invalid_query", "not a value address")
+        return state.current_value(address.scope_id, address.namespace, address.key)
+
+    def scan_values(
+        self, namespace: str, prefix: str = "", scope: Scope | None = None
+    ) -> tuple[tuple[str, ValueRecord], ...]:
+        state = self._open()
+        for name in (namespace, prefix):
+            if not isinstance(name, str) or "\x00" in name:
+                raise usage("invalid_address", "bad namespace or prefix")
+        scope_id = _scope_id(scope)
+        found = []
+        for sid, tagged_ns, key in state.history:
+            if sid == scope_id and tagged_ns == "v" + namespace and key.startswith(prefix):
+                record = state.current_value(sid, namespace, key)
+                if record is not None:
+                    found.append((key, record))
+        found.sort(key=lambda row: [ord(ch) for ch in row[0]])
+        return tuple(found)
+
+    def read_list(
+        self,
+        address: ListAddress[Any, Scope],
+        *,
+        cursor: object = None,
+        order: object = "asc",
+        limit: object = None,
+        stop_at_tag: object = None,
+    ) -> tuple[ListElement, ...]:
+        state = self._open()
+        if not isinstance(address, ListAddress):
+            raise usage("invalid_query", "not a list address")
+        # LIST-2..LIST-5, checked in this order: cursor, order, limit, stop_at_tag.
+        if cursor is not None and (type(cursor) is not int or cursor < 0):
+            raise usage("invalid_query", "bad cursor")
+        if order not in ("asc", "desc"):
+            raise usage("invalid_query", "bad order")
+        if limit is not None and (type(limit) is not int or limit <= 0):
+            raise usage("invalid_query", "bad limit")
+        if stop_at_tag is not None and (type(stop_at_tag) is not str or stop_at_tag == ""):
+            raise usage("invalid_query", "bad stop_at_tag")
+        page_size = DEFAULT_LIST_LIMIT if limit is None else min(int(limit), MAX_LIST_LIMIT)
+        elements = state.surviving(address.scope_id, address.namespace, address.key)
+        if order == "desc":
+            elements = sorted(elements, key=lambda e: -e.seq)
+            if cursor is not None:
+                elements = [e for e in elements if e.seq < cursor]
+        elif cursor is not None:
+            elements = [e for e in elements if e.seq > cursor]
+        page: list[ListElement] = []
+        for element in elements:
+            if len(page) == page_size:
+                break
+            page.append(element)
+            if stop_at_tag is not None and element.tag == stop_at_tag:
+                break
+        return tuple(page)
+
+    def get_entry(self, entry_id: str) -> EntryRecord | None:
+        return next((e for e in self._open().entries if e.id == entry_id), None)
+
+    def get_usage(self, usage_id: str) -> UsageRecord | None:
+        return next((u for u in self._open().usage_rows if u.id == usage_id), None)
+
+    def stats(self) -> Stats:
+        return _stats(self._open())
+
+    def snapshot(self) -> Snapshot:
+        return _snapshot(self._open())
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _stats(state: _Fold) -> Stats:
+    """STATS-1/STATS-2: a second fold, over entries and usage rows only, in seq order."""
+    messages = sum(1 for e in state.entries if e.type == "message")
+    tokens = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
+    costs = {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0}
+    for row in state.usage_rows:
+        data = row.usage
+        for name in tokens:
+            tokens[name] += data.get(name, 0)
+        cost = data.get("cost") or {}
+        for name in costs:
+            costs[name] += cost.get(name, 0)
+    return Stats(
+        messages,
+        UsageTotals(
+            input=tokens["input"],
+            output=tokens["output"],
+            cache_read=tokens["cacheRead"],
+            cache_write=tokens["cacheWrite"],
+            total_tokens=tokens["totalTokens"],
+            cost_input=costs["input"],
+            cost_output=costs["output"],
+            cost_cache_read=costs["cacheRead"],
+            cost_cache_write=costs["cacheWrite"],
+            cost_total=costs["total"],
+        ),
+    )
+
+
+def _snapshot(state: _Fold) -> Snapshot:
+    values: list[tuple[ValueKey, ValueRecord]] = []
+    lists: list[tuple[ValueKey, tuple[ListElement, ...]]] = []
+    for sid, tagged_ns, key in state.history:
+        namespace = tagged_ns[1:]
+        if tagged_ns[0] == "v":
+            record = state.current_value(sid, namespace, key)
+            if record is not None:
+                values.append(((sid, namespace, key), record))
+        else:
+            survivors = state.surviving(sid, namespace, key)
+            if survivors:
+                lists.append(((sid, namespace, key), tuple(survivors)))
+    values.sort(key=lambda kv: Snapshot.sort_key(kv[0]))
+    lists.sort(key=lambda kv: Snapshot.sort_key(kv[0]))
+    return Snapshot(
+        entries=tuple(state.entries),
+        usage=tuple(state.usage_rows),
+        values=tuple(values),
+        lists=tuple(lists),
+        stats=_stats(state),
+    )
+
+
+class ReferenceRepository:
+    """The model of a repository: one transaction log per Session id (REPO-*)."""
+
+    def __init__(self) -> None:
+        self.logs: dict[str, list[Transaction]] = {}
+        self.open_handles: dict[str, ReferenceSession] = {}
+
+    @staticmethod
+    def _check_id(session_id: object) -> str:
+        if isinstance(session_id, str) and session_id != "" and "\x00" not in session_id:
+            try:
+                session_id.encode("utf-8")
+                return session_id
+            except UnicodeEncodeError:
+                pass
+        raise usage("invalid_session_id", f"bad session id {session_id!r}")
+
+    def create(self, session_id: str) -> ReferenceSession:
+        self._check_id(session_id)
+        if session_id in self.logs:
+            raise usage("already_exists", "exists")
+        self.logs[session_id] = []
+        return self._handle(session_id)
+
+    def open(self, session_id: str) -> ReferenceSession:
+        self._check_id(session_id)
+        if session_id not in self.logs:
+            raise usage("not_found", "missing")
+        if session_id in self.open_handles:
+            raise usage("already_open", "open")
+        return self._handle(session_id)
+
+    def _handle(self, session_id: str) -> ReferenceSession:
+        handle = ReferenceSession(session_id, self.logs[session_id])
+        self.open_handles[session_id] = handle
+        return handle
+
+    def close_session(self, session_id: str) -> None:
+        handle = self.open_handles.pop(session_id, None)
+        if handle is not None:
+            handle.close()
+
+    def list(self) -> list[str]:
+        return sorted(self.logs)
+
+    def delete(self, session_id: str) -> None:
+        self._check_id(session_id)
+        if session_id in self.open_handles:
+            raise usage("already_open", "open")
+        if session_id not in self.logs:
+            raise usage("not_found", "missing")
+        del self.logs[session_id]

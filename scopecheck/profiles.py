@@ -1,0 +1,57 @@
+"""Hypothesis settings profiles: ``dev`` (default), ``ci``, ``nightly`` and ``mutants``.
+
+Pick one with ``SCOPECHECK_PROFILE=ci`` or ``scopecheck fuzz --profile ci``.  The failing-example
+database is Hypothesis's directory database under ``.hypothesis/`` (override the path with
+``SCOPECHECK_DB``), so failures found in one run are replayed first in the next.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+PROFILES = ("dev", "ci", "nightly", "mutants")
+ENV_VAR = "SCOPECHECK_PROFILE"
+
+_QUIET_CHECKS = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+
+
+def _database() -> DirectoryBasedExampleDatabase:
+    return DirectoryBasedExampleDatabase(os.environ.get("SCOPECHECK_DB", ".hypothesis/examples"))
+
+
+def register_profiles() -> None:
+    base: dict[str, Any] = {
+        "deadline": None,
+        "suppress_health_check": _QUIET_CHECKS,
+        "print_blob": True,
+        "stateful_step_count": 40,
+    }
+    settings.register_profile("dev", max_examples=40, database=_database(), **base)
+    settings.register_profile("ci", max_examples=120, database=_database(), **base)
+    settings.register_profile(
+        "nightly", max_examples=5000, database=_database(), **{**base, "stateful_step_count": 80}
+    )
+    # Planted-bug runs: no database (a mutant's failure must not leak into real runs), no
+    # explicit replay, a fixed search so the catalogue's verdicts are reproducible.
+    settings.register_profile(
+        "mutants",
+        max_examples=400,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate, Phase.target, Phase.shrink],
+        **base,
+    )
+
+
+def load_profile(name: str | None = None) -> settings:
+    """Load ``name`` (or ``$SCOPECHECK_PROFILE``, default ``dev``) and return its settings."""
+    register_profiles()
+    chosen = name or os.environ.get(ENV_VAR, "dev")
+    if chosen not in PROFILES:
+        raise ValueError(f"unknown profile {chosen!r}; choose one of {', '.join(PROFILES)}")
+    settings.load_profile(chosen)
+    return settings.get_profile(chosen)
