@@ -373,9 +373,10 @@ class TracingFileSystem:
     that completed are traced, failed ones are traced as ``("!" + op, path)``.
     """
 
-    def __init__(self, inner: FileSystem, fault: FaultHook = None) -> None:
+    def __init__(self, inner: FileSystem, fault: FaultHook = None, *, record: bool = True) -> None:
         self.inner = inner
         self.fault = fault
+        self.record = record
         self.trace: list[tuple[str, str]] = []
 
     def _maybe_fail(self, op: str, path: str) -> Any:
@@ -386,11 +387,13 @@ class TracingFileSystem:
             return None
         if isinstance(injected, tuple):
             return injected
-        self.trace.append(("!" + op, path))
+        if self.record:
+            self.trace.append(("!" + op, path))
         raise fs_error(op, path, injected)
 
     def _done(self, op: str, path: str) -> None:
-        self.trace.append((op, path))
+        if self.record:
+            self.trace.append((op, path))
 
     def read_bytes(self, path: str) -> bytes:
         self._maybe_fail("read", path)
@@ -416,7 +419,8 @@ class TracingFileSystem:
         if partial is not None:
             error, count = partial
             self.inner.append(handle, data[:count])
-            self.trace.append(("!append", handle.path))
+            if self.record:
+                self.trace.append(("!append", handle.path))
             raise fs_error("append", handle.path, error, written=count)
         self.inner.append(handle, data)
         self._done("append", handle.path)

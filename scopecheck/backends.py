@@ -75,11 +75,16 @@ class JsonlWorld:
     """
 
     def __init__(
-        self, clock: Clock, *, fake: bool = False, repository_class: type[Any] | None = None
+        self,
+        clock: Clock,
+        *,
+        fake: bool = False,
+        repository_class: type[Any] | None = None,
+        fault: Any = None,
     ) -> None:
         import tempfile
 
-        from impl.fs import OsFileSystem
+        from impl.fs import FileSystem, OsFileSystem, TracingFileSystem
         from impl.jsonl import JsonlRepository
 
         self._clock = clock
@@ -90,12 +95,14 @@ class JsonlWorld:
             from pyfakefs.fake_os import FakeOsModule
 
             self.fake_filesystem: Any = FakeFilesystem()
-            self.fs = OsFileSystem(FakeOsModule(self.fake_filesystem))
+            self.fs: FileSystem = OsFileSystem(FakeOsModule(self.fake_filesystem))
             self.root = "/sessions"
         else:
             self._tempdir = tempfile.TemporaryDirectory(prefix="scopecheck-jsonl-")
             self.fs = OsFileSystem()
             self.root = self._tempdir.name
+        if fault is not None:
+            self.fs = TracingFileSystem(self.fs, fault, record=False)
         self._repo = self._new()
 
     def _new(self) -> Repository:
@@ -121,6 +128,25 @@ def _jsonl_fake_world(clock: Clock) -> World:
     return JsonlWorld(clock, fake=True)
 
 
+class EveryOtherUnlinkFails:
+    """Fault hook: every second sidecar unlink fails with EACCES, so retired sidecars survive
+    their retirement and reopen must bound them by the retirement seq (JSONL-9, JSONL-16)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, op: str, path: str) -> OSError | None:
+        if op == "unlink" and path.endswith(".scope"):
+            self.count += 1
+            if self.count % 2:
+                return PermissionError(13, "injected: sidecar unlink refused")
+        return None
+
+
+def _jsonl_unlink_fails_world(clock: Clock) -> World:
+    return JsonlWorld(clock, fake=True, fault=EveryOtherUnlinkFails())
+
+
 JSONL = Backend(
     "jsonl", JsonlWorld, "format-4 main log + scope sidecars in a temp dir (impl/jsonl)"
 )
@@ -128,5 +154,16 @@ JSONL_FAKEFS = Backend(
     "jsonl-fakefs", _jsonl_fake_world, "the JSONL backend on a pyfakefs filesystem"
 )
 
+JSONL_UNLINK_FAILS = Backend(
+    "jsonl-unlink-fails",
+    _jsonl_unlink_fails_world,
+    "JSONL on pyfakefs where every second sidecar unlink fails (retired sidecars survive)",
+)
+
 #: Bundled backends by name; SQLite registers itself here as it lands.
-BUNDLED: dict[str, Backend] = {"memory": MEMORY, "jsonl": JSONL, "jsonl-fakefs": JSONL_FAKEFS}
+BUNDLED: dict[str, Backend] = {
+    "memory": MEMORY,
+    "jsonl": JSONL,
+    "jsonl-fakefs": JSONL_FAKEFS,
+    "jsonl-unlink-fails": JSONL_UNLINK_FAILS,
+}

@@ -6,7 +6,7 @@ open stages many times (JSONL-7, JSONL-8, JSONL-16, JSONL-17).
 
 import pytest
 
-from scopecheck.backends import JSONL, JSONL_FAKEFS
+from scopecheck.backends import JSONL, JSONL_FAKEFS, JSONL_UNLINK_FAILS
 from scopecheck.machine import make_machine
 
 _RULES = (
@@ -19,3 +19,5 @@ JsonlFakefsMachine = make_machine(JSONL_FAKEFS)
 
 TestJsonlMachine = pytest.mark.rule(*_RULES)(JsonlMachine.TestCase)
 TestJsonlFakefsMachine = pytest.mark.rule(*_RULES)(JsonlFakefsMachine.TestCase)
+JsonlUnlinkFailsMachine = make_machine(JSONL_UNLINK_FAILS)
+TestJsonlUnlinkFailsMachine = pytest.mark.rule(*_RULES)(JsonlUnlinkFailsMachine.TestCase)
