@@ -234,26 +234,71 @@ def decode_transaction(line: bytes) -> list[dict[str, Any]]:
     raise BadRecord("a transaction line must be a JSON object or array")
 
 
-_VALUE_KEYS = {
-    ("value", "set"): frozenset({"kind", "op", "seq", "namespace", "key", "value"}),
-    ("value", "delete"): frozenset({"kind", "op", "seq", "namespace", "key"}),
-    ("list", "append"): frozenset({"kind", "op", "seq", "namespace", "key", "value"}),
-    ("list", "delete"): frozenset({"kind", "op", "seq", "namespace", "key"}),
+_BASE = ("kind", "op", "seq", "namespace", "key")
+
+
+def _shapes(op_keys: tuple[str, ...], scoped: bool, tagged: bool) -> tuple[frozenset[str], ...]:
+    keys = frozenset(_BASE + op_keys + (("scopeId",) if scoped else ()))
+    return (keys, keys | {"tag"}) if tagged else (keys,)
+
+
+#: The exact key sets a value/list record may have, by (kind, op), for main and sidecar.
+_MAIN_SHAPES = {
+    ("value", "set"): _shapes(("value",), False, False),
+    ("value", "delete"): _shapes((), False, False),
+    ("list", "append"): _shapes(("value",), False, True),
+    ("list", "delete"): _shapes((), False, False),
+}
+_SIDE_SHAPES = {
+    ("value", "set"): _shapes(("value",), True, False),
+    ("value", "delete"): _shapes((), True, False),
+    ("list", "append"): _shapes(("value",), True, True),
+    ("list", "delete"): _shapes((), True, False),
 }
 _USAGE_REQUIRED = frozenset({"kind", "id", "usage", "adjustment", "seq", "timestamp"})
 _USAGE_ALLOWED = _USAGE_REQUIRED | {"entryId", "details"}
+_RETIRE_KEYS = frozenset({"kind", "op", "seq", "scopeId"})
 
 
 def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
     """Validate one record's shape; returns its seq.
 
     ``sidecar_scope`` is ``None`` for the main log (no scoped value/list records, JSONL-2) or
-    the sidecar's scope ID (only value/list records of exactly that scope, 000 §6.1).
+    the sidecar's scope ID (only value/list records of exactly that scope, 000 §6.1).  The
+    common shapes are checked with one key-set comparison each, since open runs this on every
+    record.
     """
     seq = rec.get("seq")
     if type(seq) is not int or seq < 1:
         raise BadRecord(f"record seq must be a positive int (got {seq!r})")
     kind = rec.get("kind")
+    if kind == "value" or kind == "list":
+        op = rec.get("op")
+        table = _MAIN_SHAPES if sidecar_scope is None else _SIDE_SHAPES
+        shapes = table.get((kind, op)) if type(op) is str else None
+        if shapes is None:
+            if sidecar_scope is None and "scopeId" in rec:
+                raise BadRecord("a scoped value/list record may not appear in the main log")
+            raise BadRecord(f"unknown {kind} op {op!r}")
+        if rec.keys() not in shapes:
+            if sidecar_scope is None and "scopeId" in rec:
+                raise BadRecord("a scoped value/list record may not appear in the main log")
+            raise BadRecord(
+                f"{kind} {op} record has keys {sorted(rec)}, expected {sorted(shapes[0])}"
+                + (" (+ tag)" if len(shapes) > 1 else "")
+            )
+        if type(rec["namespace"]) is not str or type(rec["key"]) is not str:
+            raise BadRecord(f"{kind} record namespace and key must be str")
+        if sidecar_scope is not None and rec["scopeId"] != sidecar_scope:
+            raise BadRecord(
+                f"record scopeId {rec['scopeId']!r} does not match the sidecar's "
+                f"{sidecar_scope!r}"
+            )
+        if "tag" in rec:
+            tag = rec["tag"]
+            if type(tag) is not str or not tag:
+                raise BadRecord("list tag must be a non-empty str")
+        return seq
     if kind == "entry":
         if sidecar_scope is not None:
             raise BadRecord("an entry record may not appear in a scope sidecar")
@@ -267,54 +312,25 @@ def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
             raise BadRecord("entry record needs str id, str|null parentId, str type, int "
                             "timestamp")
         return seq
-    if kind == "value" or kind == "list":
-        op = rec.get("op")
-        allowed = _VALUE_KEYS.get((kind, op)) if isinstance(op, str) else None
-        if allowed is None:
-            raise BadRecord(f"unknown {kind} op {op!r}")
-        keys: set[str] = set(rec.keys() - allowed)
-        scope_id = rec.get("scopeId")
-        if sidecar_scope is None:
-            if "scopeId" in rec:
-                raise BadRecord("a scoped value/list record may not appear in the main log")
-        else:
-            if scope_id != sidecar_scope:
-                raise BadRecord(
-                    f"record scopeId {scope_id!r} does not match the sidecar's {sidecar_scope!r}"
-                )
-            keys.discard("scopeId")
-        if kind == "list" and op == "append" and "tag" in rec:
-            tag = rec["tag"]
-            if type(tag) is not str or not tag:
-                raise BadRecord("list tag must be a non-empty str")
-            keys.discard("tag")
-        if keys:
-            raise BadRecord(f"{kind} record has unknown keys {sorted(keys)}")
-        if len(allowed) != len(rec.keys() & allowed):
-            raise BadRecord(f"{kind} {op} record misses {sorted(allowed - rec.keys())}")
-        if type(rec["namespace"]) is not str or type(rec["key"]) is not str:
-            raise BadRecord(f"{kind} record namespace and key must be str")
-        return seq
     if kind == "usage":
         if sidecar_scope is not None:
             raise BadRecord("a usage record may not appear in a scope sidecar")
         present = rec.keys()
         if not present >= _USAGE_REQUIRED or not present <= _USAGE_ALLOWED:
             raise BadRecord(f"usage record has keys {sorted(present)}")
-        entry_id = rec.get("entryId")
         if (
             type(rec["id"]) is not str
             or type(rec["usage"]) is not dict
             or type(rec["adjustment"]) is not bool
             or type(rec["timestamp"]) is not int
-            or ("entryId" in rec and type(entry_id) is not str)
+            or ("entryId" in rec and type(rec["entryId"]) is not str)
         ):
             raise BadRecord("usage record field types are wrong")
         return seq
     if kind == "scope":
         if sidecar_scope is not None:
             raise BadRecord("a retirement record may not appear in a scope sidecar")
-        if rec.get("op") != "retire" or set(rec) != {"kind", "op", "seq", "scopeId"}:
+        if rec.get("op") != "retire" or rec.keys() != _RETIRE_KEYS:
             raise BadRecord("scope record must be exactly {kind, op: retire, seq, scopeId}")
         if type(rec["scopeId"]) is not str or not rec["scopeId"]:
             raise BadRecord("retirement scopeId must be a non-empty str")

@@ -13,6 +13,7 @@ Subclasses in ``scopecheck/mutants/jsonl.py`` override the small hook methods
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import threading
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ from impl.jsonl.codec import (
 )
 from impl.jsonl.load import SessionLoad, load_session
 from impl.memory import MemoryState, MemoryStorage, wall_clock_ms
-from impl.stats import MESSAGE_TYPE, add_usage
+from impl.stats import MESSAGE_TYPE, add_usages
 from impl.validation import check_references, check_session_id, check_shape
 from models.errors import ClosedError, StorageIOError, usage
 from models.protocols import Clock
@@ -64,7 +65,7 @@ def replay(state: MemoryState, load: SessionLoad) -> None:
     """
     values, lists, entries, usage_rows = state.values, state.lists, state.entries, state.usage
     message_count = state.stats.message_count
-    totals = state.stats.usage
+    usage_values: list[dict[str, Any]] = []
     for scope_id, tx in load.retained:
         for rec in tx.records:
             kind = rec["kind"]
@@ -99,8 +100,9 @@ def replay(state: MemoryState, load: SessionLoad) -> None:
                     None if "details" not in rec else _dumps(details), rec["seq"],
                     rec["timestamp"],
                 )
-                totals = add_usage(totals, rec["usage"])
+                usage_values.append(rec["usage"])
             # kind == "scope": a boundary only (see docstring)
+    totals = add_usages(state.stats.usage, usage_values)
     state.stats = attrs.evolve(state.stats, message_count=message_count, usage=totals)
     state.next_seq = load.next_seq
 
@@ -351,7 +353,21 @@ class JsonlRepository:
 
     def _load(self, main: str, session_id: str) -> JsonlStorage:
         """Open stages 1–9 (000 §6.3): plan read-only, fail on corruption before touching
-        anything, then repair torn tails, replay, and remove dead sidecars."""
+        anything, then repair torn tails, replay, and remove dead sidecars.
+
+        The cyclic garbage collector is paused while loading: replay allocates one object per
+        record and none of them form cycles, and repeated full collections over a growing heap
+        would make open time superlinear in file size.
+        """
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._load_files(main, session_id)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _load_files(self, main: str, session_id: str) -> JsonlStorage:
         fs = self._fs
         load = self._load_plan(main, session_id)
         load.raise_if_corrupt()

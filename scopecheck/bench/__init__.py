@@ -1,0 +1,1 @@
+"""Benchmarks: commands that print figures from one run, never timed assertions (STYLE)."""

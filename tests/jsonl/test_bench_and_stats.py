@@ -1,0 +1,45 @@
+"""The JSONL benchmark runs and reports its figures (no timing assertions), and the batched
+usage sum used by replay agrees with the one-row-at-a-time sum bit for bit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from impl.stats import add_usage, add_usages
+from models.records import UsageTotals
+from scopecheck.bench.jsonl import bench_jsonl
+
+
+def test_bench_jsonl_reports_open_ratio_and_commit_rate() -> None:
+    """A tiny run returns every figure the issue asks for."""
+    report = bench_jsonl(repeat=1, commits=5, sizes=(50_000,))
+    figures = report["open"]["50000B"]
+    assert set(figures) >= {"parse_mb_s", "open_mb_s", "ratio", "bytes"}
+    assert figures["bytes"] >= 50_000 and figures["ratio"] > 0
+    assert report["commits"]["main_commits_per_s"] > 0
+    assert report["commits"]["sidecar_commits_per_s"] > 0
+
+
+numbers = st.integers(-1000, 1000) | st.floats(-1e6, 1e6, allow_nan=False)
+usage_rows = st.fixed_dictionaries(
+    {},
+    optional={
+        "input": st.integers(0, 10**6),
+        "output": st.integers(0, 10**6),
+        "totalTokens": st.integers(0, 10**6),
+        "cost": st.fixed_dictionaries({}, optional={"input": numbers, "total": numbers}),
+    },
+)
+
+
+@settings(max_examples=50)
+@given(rows=st.lists(usage_rows, max_size=8))
+def test_add_usages_equals_folding_add_usage(rows: list[dict[str, Any]]) -> None:
+    """Replay's batched sum is exactly the commit path's fold (STATS-1)."""
+    folded = UsageTotals()
+    for row in rows:
+        folded = add_usage(folded, row)
+    assert add_usages(UsageTotals(), rows) == folded
