@@ -40,7 +40,6 @@ from models.records import (
 )
 from models.scope import SESSION, Scope, scope_id_of
 from models.writes import (
-    AnyWrite,
     AppendList,
     DeleteList,
     DeleteValue,
@@ -65,7 +64,7 @@ class MemoryState:
     usage: dict[str, UsageRecord] = attrs.field(factory=dict)
     values: dict[ValueKey, ValueRecord] = attrs.field(factory=dict)
     lists: dict[ValueKey, list[ListElement]] = attrs.field(factory=dict)
-    stats: Stats = Stats()
+    stats: Stats = attrs.field(factory=Stats)
 
 
 class MemoryStorage:
@@ -76,6 +75,8 @@ class MemoryStorage:
         self._state = state
         self._clock = clock
         self._queue = threading.Lock()
+        self._admission = threading.Condition()
+        self._in_flight = 0
         self._sealed = False
         self._closed = False
         self.on_close: list[Any] = []
@@ -87,12 +88,21 @@ class MemoryStorage:
     # -- writes ----------------------------------------------------------------------------
 
     def commit(self, writes: Sequence[Write[Any]]) -> tuple[Committed, ...]:
-        if self._sealed:
-            raise ClosedError()
+        """Admit (or refuse, once sealed), then run in FIFO order under the queue (LIFE-1)."""
+        with self._admission:
+            if self._sealed:
+                raise ClosedError()
+            self._in_flight += 1
+        try:
+            return self._run_commit(writes)
+        finally:
+            with self._admission:
+                self._in_flight -= 1
+                self._admission.notify_all()
+
+    def _run_commit(self, writes: Sequence[Write[Any]]) -> tuple[Committed, ...]:
         checked = check_shape(writes)
         with self._queue:
-            if self._closed:  # pragma: no cover - sealed is set before closed
-                raise ClosedError()
             state = self._state
             check_references(checked.writes, self._id_exists, state.entries.__contains__)
             if not checked.writes:
@@ -236,12 +246,14 @@ class MemoryStorage:
 
     def close(self) -> None:
         """Seal at once, then wait for admitted commits to finish (LIFE-1); idempotent."""
-        self._sealed = True
-        with self._queue:
-            if not self._closed:
-                self._closed = True
-                for callback in self.on_close:
-                    callback(self)
+        with self._admission:
+            self._sealed = True
+            self._admission.wait_for(lambda: self._in_flight == 0)
+            if self._closed:
+                return
+            self._closed = True
+        for callback in self.on_close:
+            callback(self)
 
     @property
     def closed(self) -> bool:

@@ -10,8 +10,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from models.addresses import ListAddress, ValueAddress
-from models.records import Committed, EntryRecord, ListElement, Order, Snapshot, Stats, UsageRecord
-from models.records import ValueRecord
+from models.records import (
+    Committed,
+    EntryRecord,
+    ListElement,
+    Order,
+    Snapshot,
+    Stats,
+    UsageRecord,
+    ValueRecord,
+)
 from models.scope import Scope
 from models.writes import Write
 

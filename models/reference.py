@@ -163,6 +163,7 @@ class ReferenceSession:
         self.log = log
         self._acc = fold(log)
         self._folded = len(log)
+        self._snapshot: tuple[int, Snapshot] | None = None
         self.closed = False
 
     # The accumulator is refreshed lazily so several handles over one log stay consistent.
@@ -309,7 +310,10 @@ class ReferenceSession:
         return _stats(self._open())
 
     def snapshot(self) -> Snapshot:
-        return _snapshot(self._open())
+        state = self._open()
+        if self._snapshot is None or self._snapshot[0] != len(self.log):
+            self._snapshot = (len(self.log), _snapshot(state))
+        return self._snapshot[1]
 
     def close(self) -> None:
         self.closed = True

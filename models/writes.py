@@ -10,7 +10,7 @@ state (000 §2.3).  Two different ephemeral IDs share one static type and are ca
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 import attrs
 
@@ -214,8 +214,13 @@ Write: TypeAlias = WriteBase[Sc]
 """Any write whose static scope is ``Sc``; entry/usage/retire writes are ``Write[SessionScope]``."""
 
 AnyWrite: TypeAlias = (
-    SetValue[Any] | DeleteValue[Any] | AppendList[Any] | DeleteList[Any]
-    | InsertEntry | InsertUsage | RetireScope
+    SetValue[Any]
+    | DeleteValue[Any]
+    | AppendList[Any]
+    | DeleteList[Any]
+    | InsertEntry
+    | InsertUsage
+    | RetireScope
 )
 WRITE_TYPES = (SetValue, DeleteValue, AppendList, DeleteList, InsertEntry, InsertUsage, RetireScope)
 

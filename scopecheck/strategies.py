@@ -2,7 +2,10 @@
 
 Pools are small on purpose: a handful of scope IDs, namespaces, keys and entry ids makes
 collisions common — write → retire → reuse cycles, equal addresses in different scopes,
-duplicate ids and unknown parents all appear within a few steps.
+duplicate ids and unknown parents all appear within a few steps.  Values come from a fixed pool
+of awkward JSON (``-0.0``, ``2**53``, ``true`` next to ``1``, non-ASCII text, nesting): each draw
+is one choice, which keeps the machines fast.  Payload encoding itself is tested with full
+recursive JSON strategies in ``tests/test_payload.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from models.writes import (
     delete_value,
     insert_entry,
     insert_usage,
+    retire_scope,
     set_value,
 )
 
@@ -30,72 +34,89 @@ ENTRY_IDS = ("e1", "e2", "e3", "e4", "e5")
 USAGE_IDS = ("u1", "u2", "e1")
 TAGS = ("base", "x")
 
+JSON_POOL: tuple[Any, ...] = (
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    2**53,
+    1.5,
+    -0.0,
+    1e-7,
+    "",
+    "ü\u2028",
+    [],
+    [1, "a", None],
+    {},
+    {"a": {"b": [True, 1]}},
+)
+
 scope_ids = st.sampled_from(SCOPE_IDS)
-ephemeral_scopes = scope_ids.map(ephemeral_scope)
-any_scopes: st.SearchStrategy[Scope] = st.one_of(st.just(SESSION), ephemeral_scopes)
+EPHEMERAL = tuple(ephemeral_scope(i) for i in SCOPE_IDS)
+ephemeral_scopes = st.sampled_from(EPHEMERAL)
+ALL_SCOPES: tuple[Scope, ...] = (SESSION, *EPHEMERAL)
+any_scopes: st.SearchStrategy[Scope] = st.sampled_from(ALL_SCOPES)
 
-json_scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**53), 2**53),
-    st.floats(allow_nan=False, allow_infinity=False, width=64),
-    st.text(max_size=6),
-)
-json_values: st.SearchStrategy[Any] = st.recursive(
-    json_scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=5,
-)
+json_values = st.sampled_from(JSON_POOL)
+json_scalars = json_values
+tags = st.sampled_from((None, None, *TAGS))
 
 
-def value_addresses(scopes: st.SearchStrategy[Scope] = any_scopes) -> st.SearchStrategy[Any]:
-    return st.builds(value, st.sampled_from(NAMESPACES), st.sampled_from(KEYS), scopes)
+def _values_in(scopes: tuple[Scope, ...]) -> tuple[ValueAddress[Any, Any], ...]:
+    return tuple(value(n, k, s) for s in scopes for n in NAMESPACES for k in KEYS)
 
 
-def list_addresses(scopes: st.SearchStrategy[Scope] = any_scopes) -> st.SearchStrategy[Any]:
-    return st.builds(value_list, st.sampled_from(NAMESPACES), st.sampled_from(KEYS), scopes)
+def _lists_in(scopes: tuple[Scope, ...]) -> tuple[ListAddress[Any, Any], ...]:
+    return tuple(value_list(n, k, s) for s in scopes for n in NAMESPACES for k in KEYS)
+
+
+def value_addresses(scopes: tuple[Scope, ...] = ALL_SCOPES) -> st.SearchStrategy[Any]:
+    return st.sampled_from(_values_in(scopes))
+
+
+def list_addresses(scopes: tuple[Scope, ...] = ALL_SCOPES) -> st.SearchStrategy[Any]:
+    return st.sampled_from(_lists_in(scopes))
+
+
+_SCOPED: dict[Scope, st.SearchStrategy[AnyWrite]] = {}
 
 
 def scoped_writes(scope: Scope) -> st.SearchStrategy[AnyWrite]:
-    """Value and list writes in exactly ``scope``."""
-    fixed = st.just(scope)
-    values_at: st.SearchStrategy[ValueAddress[Any, Any]] = value_addresses(fixed)
-    lists_at: st.SearchStrategy[ListAddress[Any, Any]] = list_addresses(fixed)
-    return st.one_of(
-        st.builds(set_value, values_at, json_values),
-        st.builds(delete_value, values_at),
-        st.builds(append_list, lists_at, json_values, st.none() | st.sampled_from(TAGS)),
-        st.builds(append_list, lists_at, json_values, st.sampled_from(TAGS)),
-        st.builds(delete_list, lists_at),
-    )
+    """Value and list writes in exactly ``scope`` (cached: building strategies is costly)."""
+    cached = _SCOPED.get(scope)
+    if cached is None:
+        values_at = value_addresses((scope,))
+        lists_at = list_addresses((scope,))
+        cached = _SCOPED[scope] = st.one_of(
+            st.builds(set_value, values_at, json_values),
+            st.builds(delete_value, values_at),
+            st.builds(append_list, lists_at, json_values, tags),
+            st.builds(delete_list, lists_at),
+        )
+    return cached
 
 
-usages = st.fixed_dictionaries(
-    {"input": st.integers(0, 1000), "output": st.integers(0, 1000)},
-    optional={
-        "cacheRead": st.integers(0, 100),
-        "totalTokens": st.integers(0, 2000),
-        "cost": st.fixed_dictionaries(
-            {"total": st.floats(0, 5, allow_nan=False)},
-            optional={"input": st.floats(0, 1, allow_nan=False)},
-        ),
-    },
+USAGE_POOL = (
+    {"input": 10, "output": 5},
+    {"input": 1, "output": 2, "cacheRead": 3, "totalTokens": 6, "cost": {"total": 0.1}},
+    {"input": 0, "output": 7, "cost": {"input": 0.3, "total": 0.7}},
 )
+ENTRY_PAYLOADS: tuple[dict[str, Any], ...] = ({}, {"text": "hi"}, {"message": {"role": "user", "content": "ü"}})
 
 entry_writes = st.builds(
     insert_entry,
     st.sampled_from(ENTRY_IDS),
-    st.none() | st.sampled_from(ENTRY_IDS),
-    st.sampled_from(("message", "message", "custom", "model_change")),
-    st.fixed_dictionaries({}, optional={"text": st.text(max_size=5)}),
+    st.sampled_from((None, None, *ENTRY_IDS)),
+    st.sampled_from(("message", "message", "custom")),
+    st.sampled_from(ENTRY_PAYLOADS),
 )
 usage_writes = st.builds(
     insert_usage,
     st.sampled_from(USAGE_IDS),
-    usages,
-    st.none() | st.sampled_from(ENTRY_IDS),
+    st.sampled_from(USAGE_POOL),
+    st.sampled_from((None, *ENTRY_IDS[:2])),
     st.booleans(),
 )
 
@@ -106,37 +127,38 @@ session_writes: st.SearchStrategy[AnyWrite] = st.one_of(
 
 @st.composite
 def ephemeral_transactions(draw: st.DrawFn) -> list[AnyWrite]:
-    """One to four value/list writes, all in one ephemeral scope."""
+    """One to three value/list writes, all in one ephemeral scope."""
     scope: EphemeralScope = draw(ephemeral_scopes)
-    return draw(st.lists(scoped_writes(scope), min_size=1, max_size=4))
+    return draw(st.lists(scoped_writes(scope), min_size=1, max_size=3))
+
+
+_any_list_address = list_addresses()
+_tagged_elements = st.lists(st.tuples(json_values, tags), min_size=1, max_size=5)
+_junk = st.sampled_from(("set k=1", None, 42, {"kind": "value"}))
+_kinds = st.sampled_from(("mixed", "two_ids", "not_a_write", "retire_plus_ephemeral"))
 
 
 @st.composite
 def list_batches(draw: st.DrawFn) -> list[AnyWrite]:
     """Several appends to one list in any scope (with tags), so pages and stops are exercised."""
-    address = draw(list_addresses())
-    elements = draw(
-        st.lists(st.tuples(json_scalars, st.none() | st.sampled_from(TAGS)), min_size=1, max_size=6)
-    )
-    return [append_list(address, element, tag) for element, tag in elements]
+    address = draw(_any_list_address)
+    return [append_list(address, element, tag) for element, tag in draw(_tagged_elements)]
 
 
 @st.composite
 def mixed_transactions(draw: st.DrawFn) -> list[Any]:
     """A transaction that breaks TX-1..TX-3 in one of four ways (placed anywhere)."""
-    kind = draw(st.sampled_from(("mixed", "two_ids", "not_a_write", "retire_plus_ephemeral")))
+    kind = draw(_kinds)
     first: EphemeralScope = draw(ephemeral_scopes)
     eph = draw(scoped_writes(first))
     if kind == "mixed":
         other: Any = draw(session_writes)
     elif kind == "two_ids":
-        second = draw(ephemeral_scopes.filter(lambda s: s != first))
+        second = EPHEMERAL[(EPHEMERAL.index(first) + 1) % len(EPHEMERAL)]
         other = draw(scoped_writes(second))
     elif kind == "not_a_write":
-        other = draw(st.sampled_from(("set k=1", None, 42, {"kind": "value"})))
+        other = draw(_junk)
     else:
-        from models.writes import retire_scope
-
         other = retire_scope(draw(ephemeral_scopes))
     items = [eph, other]
     if draw(st.booleans()):
