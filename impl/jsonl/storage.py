@@ -141,13 +141,11 @@ class JsonlStorage(MemoryStorage):
 
     # -- commit ------------------------------------------------------------------------------
 
-    def commit(self, writes: Sequence[Write[Any]]) -> tuple[Committed, ...]:
-        if self._sealed:
-            raise ClosedError()
+    def _run_commit(self, writes: Sequence[Write[Any]]) -> tuple[Committed, ...]:
+        """Runs inside Memory's admission bookkeeping (seal, drain on close; LIFE-1): validate,
+        write the one line durably, then apply (JSONL-3, JSONL-10)."""
         checked = check_shape(writes)
         with self._queue:
-            if self._closed:  # pragma: no cover - sealed is set before closed
-                raise ClosedError()
             if self._unusable is not None:
                 raise StorageIOError(
                     "unusable",
@@ -159,8 +157,9 @@ class JsonlStorage(MemoryStorage):
             if not checked.writes:
                 return ()
             timestamp = self._clock()
+            first = self._first_seq(checked.scope_id)
             committed = tuple(
-                Committed(state.next_seq + index, timestamp, write)
+                Committed(first + index, timestamp, write)
                 for index, write in enumerate(checked.writes)
             )
             line = encode_transaction(committed)
@@ -175,7 +174,7 @@ class JsonlStorage(MemoryStorage):
     def _apply_all(self, committed: tuple[Committed, ...]) -> None:
         for item in committed:
             self._apply(item)
-        self._state.next_seq += len(committed)
+        self._advance(None, len(committed))
 
     def _append_main_then_cleanup(
         self, line: bytes, committed: tuple[Committed, ...], retired: list[str]
