@@ -1,0 +1,120 @@
+"""The catalogue of planted bugs: deliberately broken backends the machines must catch.
+
+Each :class:`Mutant` names the mistake the seeds warn about, in one line, and builds a
+:class:`~scopecheck.backends.Backend` whose code has exactly that mistake.  ``scopecheck mutants``
+runs each through the machine (or the crash explorer, for ``caught_by="crash"``) with the
+derandomised ``mutants`` profile and reports whether, how fast and how small it was caught; the
+test suite asserts every entry is caught (BRIEF "Prove the checks can fail").
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+
+import attrs
+from hypothesis import settings as Settings
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import run_state_machine_as_test
+
+from scopecheck.backends import Backend
+
+_MODULES = ("scopecheck.mutants.memory", "scopecheck.mutants.sqlite", "scopecheck.mutants.jsonl")
+
+
+@attrs.frozen
+class Mutant:
+    name: str
+    backend: str
+    description: str
+    make: Callable[[], Backend]
+    caught_by: str = "machine"
+
+
+@attrs.frozen
+class MutantResult:
+    name: str
+    backend: str
+    description: str
+    caught: bool
+    seconds: float
+    steps: int | None
+    program: str
+    error: str
+
+
+CATALOGUE: dict[str, Mutant] = {}
+
+
+def register(mutant: Mutant) -> Mutant:
+    if mutant.name in CATALOGUE:  # pragma: no cover - catalogue definition error
+        raise ValueError(f"duplicate mutant name {mutant.name!r}")
+    CATALOGUE[mutant.name] = mutant
+    return mutant
+
+
+def all_mutants(backend: str | None = None) -> list[Mutant]:
+    """Every registered mutant (optionally of one backend), in registration order."""
+    for module in _MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    return [m for m in CATALOGUE.values() if backend is None or m.backend == backend]
+
+
+_NOT_STEPS = ("state.teardown()", "state.same_state()")
+
+
+def count_steps(program: str) -> int:
+    """Rule calls in a printed falsifying program (not setup, invariant checks or teardown)."""
+    return sum(
+        1
+        for line in program.splitlines()
+        if "state." in line and not line.startswith("state =") and line.strip() not in _NOT_STEPS
+    )
+
+
+def failure_program(exc: BaseException) -> str:
+    """The falsifying program Hypothesis attached to ``exc`` (or to its sub-exceptions)."""
+    notes = list(getattr(exc, "__notes__", []))
+    for sub in getattr(exc, "exceptions", ()):
+        notes.extend(getattr(sub, "__notes__", []))
+    return "\n".join(
+        note for note in notes if note.startswith(("state", "scopes_", "lists_", "@reproduce"))
+        or "reproduce_failure" in note
+    )
+
+
+def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult:
+    """Run the machine against ``mutant`` until it fails or the budget is spent."""
+    from scopecheck.machine import make_machine
+    from scopecheck.profiles import load_profile
+
+    chosen = settings or load_profile("mutants")
+    machine = make_machine(mutant.make())
+    lines: list[object] = []
+    start = time.perf_counter()
+    error = ""
+    caught = False
+    program = ""
+    with with_reporter(lines.append):
+        try:
+            run_state_machine_as_test(machine, settings=chosen)  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            caught = True
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            program = failure_program(exc)
+    seconds = time.perf_counter() - start
+    return MutantResult(
+        mutant.name,
+        mutant.backend,
+        mutant.description,
+        caught,
+        round(seconds, 3),
+        count_steps(program) if caught else None,
+        program,
+        error,
+    )
