@@ -149,8 +149,13 @@ class FileSystem(Protocol):
 class OsFileSystem:
     """:class:`FileSystem` over an ``os``-like module (real :mod:`os` or pyfakefs's fake)."""
 
-    def __init__(self, os_module: ModuleType | Any = os) -> None:
+    def __init__(self, os_module: ModuleType | Any = os, *, sync: bool = True) -> None:
+        """``sync=False`` turns ``fsync``/``fsync_file``/``fsync_dir`` into no-ops at the OS
+        level, for filesystems with no durability model (pyfakefs: fsync does nothing there
+        anyway).  The calls still happen on this object, so a tracer or crash simulator
+        wrapping it sees every one of them."""
         self.os = os_module
+        self.sync = sync
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -161,7 +166,11 @@ class OsFileSystem:
         except OSError as exc:
             raise fs_error("read", path, exc) from exc
         try:
-            chunks: list[bytes] = []
+            size = o.fstat(fd).st_size
+            first = o.read(fd, size + 1 if size else 1 << 16)
+            if len(first) <= size:  # the common case: the whole file in one read
+                return first
+            chunks = [first]
             while True:
                 chunk = o.read(fd, 1 << 22)
                 if not chunk:
@@ -202,6 +211,8 @@ class OsFileSystem:
 
     def fsync(self, handle: AppendFile) -> None:
         _check_handle(handle)
+        if not self.sync:
+            return
         try:
             self.os.fsync(handle.fd)
         except OSError as exc:
@@ -230,6 +241,8 @@ class OsFileSystem:
         self._fsync_path(path, "fsync_dir")
 
     def _fsync_path(self, path: str, op: str) -> None:
+        if not self.sync:
+            return
         o = self.os
         try:
             fd = o.open(path, o.O_RDONLY)

@@ -95,7 +95,8 @@ class JsonlWorld:
             from pyfakefs.fake_os import FakeOsModule
 
             self.fake_filesystem: Any = FakeFilesystem()
-            self.fs: FileSystem = OsFileSystem(FakeOsModule(self.fake_filesystem))
+            # pyfakefs has no durability model; fsync calls stay visible on the FS object.
+            self.fs: FileSystem = OsFileSystem(FakeOsModule(self.fake_filesystem), sync=False)
             self.root = "/sessions"
         else:
             self._tempdir = tempfile.TemporaryDirectory(prefix="scopecheck-jsonl-")

@@ -342,9 +342,12 @@ class JsonlRepository:
             self._check()
             if session_id in self._open:
                 raise usage("already_open", f"session {session_id!r} is already open (REPO-4)")
-            if not self._fs.exists(main):
-                raise usage("not_found", f"no session {session_id!r}")
-            storage = self._load(main, session_id)
+            try:
+                storage = self._load(main, session_id)
+            except StorageIOError as exc:
+                if fs_code(exc) == "not_found" and exc.details.get("path") == main:
+                    raise usage("not_found", f"no session {session_id!r}") from None
+                raise
             return self._track(session_id, storage)
 
     def _load_plan(self, main: str, session_id: str) -> SessionLoad:
@@ -381,9 +384,6 @@ class JsonlRepository:
             data = join_lines(rewritten)
             publish(fs, main, data)
             main_size = len(data)
-        main_temp = layout.temp_path(main)
-        if fs.exists(main_temp):
-            fs.remove(main_temp, force=True)
         # Stage 3 repair and stage 9: torn live sidecars republished, dead ones removed (JSONL-16).
         on_disk: set[str] = set()
         removed = False
@@ -447,6 +447,7 @@ class JsonlRepository:
                 raise
             fs.fsync_dir(self._root)
             fs.remove(layout.scopes_dir(main), recursive=True, force=True)
+            fs.remove(layout.temp_path(main), force=True)  # a publish interrupted by a crash
             fs.fsync_dir(self._root)
 
     def close(self) -> None:

@@ -8,7 +8,9 @@ through the codec (no fsync per line, so building is quick), then in the same ru
 * ``open_mb_s`` — ``JsonlRepository.open`` (all nine stages, replay into resident state);
 * ``ratio`` — ``open_mb_s / parse_mb_s`` (issue 4 target: at least 0.5);
 
-and ``commits_per_s`` with fsync on, for main-log and sidecar commits, on a real temp dir.
+and ``commits_per_s`` with fsync on, for main-log and sidecar commits, on a real temp dir, and
+machine steps/s on JSONL (real disk and pyfakefs) and Memory next to the trivial machine
+(issue 4 target: pyfakefs at least 0.25 of trivial).
 Figures are medians of ``repeat`` runs.  Nothing here asserts on time.
 """
 
@@ -171,6 +173,36 @@ def measure_commits(count: int = 200) -> dict[str, Any]:
     }
 
 
+def measure_fuzz(examples: int = 30, backends: tuple[str, ...] = ("jsonl", "jsonl-fakefs", "memory")
+                 ) -> dict[str, Any]:
+    """Machine steps per second per backend next to the trivial machine, in the same run."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from scopecheck.backends import BUNDLED
+    from scopecheck.bench.trivial import TrivialMachine
+    from scopecheck.machine import make_machine
+
+    chosen = settings(
+        max_examples=examples, stateful_step_count=40, database=None, deadline=None,
+        derandomize=True, suppress_health_check=list(HealthCheck),
+    )
+    figures: dict[str, Any] = {}
+    machines: list[tuple[str, Any]] = [("trivial", TrivialMachine)]
+    machines += [(name, make_machine(BUNDLED[name])) for name in backends]
+    for name, machine in machines:
+        machine.steps_run = 0
+        start = time.perf_counter()
+        run_state_machine_as_test(machine, settings=chosen)  # type: ignore[no-untyped-call]
+        seconds = time.perf_counter() - start
+        figures[name] = {"steps": machine.steps_run,
+                         "steps_per_s": round(machine.steps_run / seconds, 1)}
+    trivial = figures["trivial"]["steps_per_s"]
+    for name in backends:
+        figures[name]["vs_trivial"] = round(figures[name]["steps_per_s"] / trivial, 3)
+    return figures
+
+
 def _label(size: int) -> str:
     return f"{size // MB}MB" if size % MB == 0 else f"{size}B"
 
@@ -180,10 +212,12 @@ def bench_jsonl(
     repeat: int = 3,
     commits: int = 200,
     sizes: tuple[int, ...] | None = None,
+    fuzz_examples: int = 30,
 ) -> dict[str, Any]:
     """Run every JSONL benchmark once and return the figures (see module docstring).
 
-    ``sizes`` (bytes) overrides the default 1 MB and 10 MB (plus 100 MB with ``large``).
+    ``sizes`` (bytes) overrides the default 1 MB and 10 MB (plus 100 MB with ``large``);
+    ``fuzz_examples=0`` skips the machine steps/s figures.
     """
     if sizes is None:
         sizes = (1 * MB, 10 * MB) + ((100 * MB,) if large else ())
@@ -196,6 +230,7 @@ def bench_jsonl(
         },
         "open": {_label(size): measure_open(size, repeat) for size in sizes},
         "commits": measure_commits(commits),
+        "fuzz": measure_fuzz(fuzz_examples) if fuzz_examples else None,
     }
 
 

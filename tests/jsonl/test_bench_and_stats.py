@@ -15,7 +15,7 @@ from scopecheck.bench.jsonl import bench_jsonl
 
 def test_bench_jsonl_reports_open_ratio_and_commit_rate() -> None:
     """A tiny run returns every figure the issue asks for."""
-    report = bench_jsonl(repeat=1, commits=5, sizes=(50_000,))
+    report = bench_jsonl(repeat=1, commits=5, sizes=(50_000,), fuzz_examples=0)
     figures = report["open"]["50000B"]
     assert set(figures) >= {"parse_mb_s", "open_mb_s", "ratio", "bytes"}
     assert figures["bytes"] >= 50_000 and figures["ratio"] > 0
@@ -43,3 +43,11 @@ def test_add_usages_equals_folding_add_usage(rows: list[dict[str, Any]]) -> None
     for row in rows:
         folded = add_usage(folded, row)
     assert add_usages(UsageTotals(), rows) == folded
+
+
+def test_measure_fuzz_reports_steps_per_second() -> None:
+    """The fuzz figures name each machine's steps/s and the ratio to the trivial machine."""
+    from scopecheck.bench.jsonl import measure_fuzz
+
+    figures = measure_fuzz(examples=2, backends=("jsonl-fakefs",))
+    assert figures["trivial"]["steps"] > 0 and figures["jsonl-fakefs"]["vs_trivial"] > 0
