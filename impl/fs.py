@@ -167,7 +167,7 @@ class OsFileSystem:
             raise fs_error("read", path, exc) from exc
         try:
             size = o.fstat(fd).st_size
-            first = o.read(fd, size + 1 if size else 1 << 16)
+            first: bytes = o.read(fd, size + 1 if size else 1 << 16)
             if len(first) <= size:  # the common case: the whole file in one read
                 return first
             chunks = [first]
