@@ -397,7 +397,11 @@ class JsonlRepository:
                 fs.unlink(scan.path)
                 removed = True
             except StorageIOError:
-                on_disk.add(scope_id)  # retried on the next open; contents stay bounded
+                # Retried on the next open; its contents stay bounded by the retirement.  A
+                # later reuse appends to this file, so a torn tail must go first (JSONL-18).
+                on_disk.add(scope_id)
+                if scan.torn is not None:
+                    publish(fs, scan.path, join_lines(scan.lines))
         for temp in load.temps:
             try:
                 fs.unlink(temp)

@@ -424,3 +424,22 @@ def test_close_reopen_preserves_active_operation_progress_and_does_not_retire_it
     assert reopened.snapshot() == expected
     assert sidecar_files(root) == ["s.jsonl.scopes/scope-op-A.scope"]
     reopened.commit([delete_list(value_list("pi.pending.assistant_frame", "op-A:r1", A))])
+
+
+@pytest.mark.rule("JSONL-18", "JSONL-16")
+def test_undeletable_retired_sidecar_with_torn_tail_is_repaired_before_reuse(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """A retired sidecar that cannot be unlinked loses its torn tail at open, so a reuse that
+    appends to the same file never follows a partial line."""
+    storage = make_repo(fault=unlink_fails).create("s")
+    storage.commit([set_value(value("v", "k", A), 1)])
+    storage.commit([retire_scope(A)])
+    storage.close()
+    with open(sidecar(root, "s", "op-A"), "ab") as handle:
+        handle.write(b'{"kind":"value","op":"se')
+    reopened = make_repo(fault=unlink_fails).open("s")
+    reopened.commit([set_value(value("v", "k", A), 2)])
+    expected = reopened.snapshot()
+    reopened.close()
+    assert make_repo(fault=unlink_fails).open("s").snapshot() == expected
