@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno as errno_mod
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -149,24 +149,42 @@ class FileSystem(Protocol):
 class OsFileSystem:
     """:class:`FileSystem` over an ``os``-like module (real :mod:`os` or pyfakefs's fake)."""
 
-    def __init__(self, os_module: ModuleType | Any = os, *, sync: bool = True) -> None:
+    def __init__(
+        self,
+        os_module: ModuleType | Any = os,
+        *,
+        sync: bool = True,
+        reader: Callable[[str], bytes] | None = None,
+    ) -> None:
         """``sync=False`` turns ``fsync``/``fsync_file``/``fsync_dir`` into no-ops at the OS
         level, for filesystems with no durability model (pyfakefs: fsync does nothing there
         anyway).  The calls still happen on this object, so a tracer or crash simulator
-        wrapping it sees every one of them."""
+        wrapping it sees every one of them.  ``reader`` replaces the open/read/close of
+        :meth:`read_bytes` (reads change nothing, so a crash simulator loses nothing): over
+        pyfakefs, :func:`pyfakefs_reader` is about 15 times faster than the fake ``os.open``.
+        """
         self.os = os_module
         self.sync = sync
+        self.reader = reader
 
     # -- reading -----------------------------------------------------------------------------
 
     def read_bytes(self, path: str) -> bytes:
+        if self.reader is not None:
+            try:
+                return self.reader(path)
+            except OSError as exc:
+                raise fs_error("read", path, exc) from exc
         o = self.os
         try:
             fd = o.open(path, o.O_RDONLY)
         except OSError as exc:
             raise fs_error("read", path, exc) from exc
         try:
-            size = o.fstat(fd).st_size
+            info = o.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):  # pyfakefs says EBADF here, Linux EISDIR on read
+                raise IsADirectoryError(errno_mod.EISDIR, "Is a directory", path)
+            size = info.st_size
             first: bytes = o.read(fd, size + 1 if size else 1 << 16)
             if len(first) <= size:  # the common case: the whole file in one read
                 return first
@@ -335,6 +353,19 @@ class OsFileSystem:
             return False
         except OSError as exc:
             raise fs_error("is_dir", path, exc) from exc
+
+
+def pyfakefs_reader(fake_filesystem: Any) -> Callable[[str], bytes]:
+    """A fast whole-file reader for :class:`OsFileSystem` over a pyfakefs filesystem."""
+
+    def read(path: str) -> bytes:
+        target = fake_filesystem.resolve(path)
+        if stat.S_ISDIR(target.st_mode):
+            raise IsADirectoryError(errno_mod.EISDIR, "Is a directory", path)
+        contents = target.byte_contents
+        return bytes(contents) if contents else b""
+
+    return read
 
 
 def _check_handle(handle: AppendFile) -> None:

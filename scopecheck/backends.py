@@ -84,7 +84,7 @@ class JsonlWorld:
     ) -> None:
         import tempfile
 
-        from impl.fs import FileSystem, OsFileSystem, TracingFileSystem
+        from impl.fs import FileSystem, OsFileSystem, TracingFileSystem, pyfakefs_reader
         from impl.jsonl import JsonlRepository
 
         self._clock = clock
@@ -96,7 +96,11 @@ class JsonlWorld:
 
             self.fake_filesystem: Any = FakeFilesystem()
             # pyfakefs has no durability model; fsync calls stay visible on the FS object.
-            self.fs: FileSystem = OsFileSystem(FakeOsModule(self.fake_filesystem), sync=False)
+            self.fs: FileSystem = OsFileSystem(
+                FakeOsModule(self.fake_filesystem),
+                sync=False,
+                reader=pyfakefs_reader(self.fake_filesystem),
+            )
             self.root = "/sessions"
         else:
             self._tempdir = tempfile.TemporaryDirectory(prefix="scopecheck-jsonl-")

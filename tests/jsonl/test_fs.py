@@ -9,18 +9,19 @@ import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.fake_os import FakeOsModule
 
-from impl.fs import OsFileSystem, fs_code, split_lines
+from impl.fs import OsFileSystem, fs_code, pyfakefs_reader, split_lines
 from models.errors import StorageIOError
 
 
-@pytest.fixture(params=["real", "fake"])
+@pytest.fixture(params=["real", "fake", "fake-fast-reader"])
 def fs_root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[OsFileSystem, str]]:
     if request.param == "real":
         yield OsFileSystem(), str(tmp_path)
     else:
         fake = FakeFilesystem()
         fake.create_dir("/root")
-        yield OsFileSystem(FakeOsModule(fake)), "/root"
+        reader = pyfakefs_reader(fake) if request.param == "fake-fast-reader" else None
+        yield OsFileSystem(FakeOsModule(fake), reader=reader), "/root"
 
 
 def test_line_reader_reports_unterminated_tail(fs_root: tuple[OsFileSystem, str]) -> None:
@@ -88,3 +89,8 @@ def test_errors_carry_codes(fs_root: tuple[OsFileSystem, str]) -> None:
     with pytest.raises(StorageIOError) as info:
         fs.open_append(root + "/d")
     assert fs_code(info.value) == "is_directory"
+    with pytest.raises(StorageIOError) as info:
+        fs.read_bytes(root + "/d")
+    assert fs_code(info.value) == "is_directory"
+    fs.write_file(root + "/empty", b"")
+    assert fs.read_bytes(root + "/empty") == b""
