@@ -8,9 +8,12 @@ catches each (``caught_by``):
   ``jsonl-cleanup-deletes-reused``;
 * ``machine`` on the ``jsonl-unlink-fails`` world (a retired sidecar must survive its
   retirement for the boundary to matter): ``jsonl-replay-ignores-boundary``;
-* ``crash`` only — the end state without a crash is correct, so only the crash simulator (or a
-  focused test that shapes the files a crash leaves, ``tests/jsonl/test_mutants_jsonl.py``)
-  tells them apart: ``jsonl-unlink-before-retire-durable``, ``jsonl-torn-tail-kept``.
+* ``crash`` only — the end state without a crash is correct, so the machine cannot see them;
+  the process-crash sweep (``tests/jsonl/test_crash_sweep.py``: crash before every mutating
+  file operation and in the middle of every append, on a real directory) and the crash
+  emulations in ``tests/jsonl/test_mutants_jsonl.py`` catch both today, and the pyfakefs crash
+  simulator (power loss, unsynced data) should too: ``jsonl-unlink-before-retire-durable``,
+  ``jsonl-torn-tail-kept``.
 """
 
 from __future__ import annotations
