@@ -172,3 +172,19 @@ BUNDLED: dict[str, Backend] = {
     "jsonl-fakefs": JSONL_FAKEFS,
     "jsonl-unlink-fails": JSONL_UNLINK_FAILS,
 }
+
+
+def resolve_backend(name: str) -> Backend:
+    """A bundled backend or a catalogue mutant by name; ``UsageError(not_found)`` otherwise."""
+    from models.errors import UsageError
+
+    if name in BUNDLED:
+        return BUNDLED[name]
+    from scopecheck.mutants import all_mutants
+
+    for mutant in all_mutants():
+        made = mutant.make()
+        if name in (mutant.name, made.name):
+            return made
+    known = ", ".join(sorted(BUNDLED))
+    raise UsageError("not_found", f"unknown backend {name!r}; bundled backends are: {known}")

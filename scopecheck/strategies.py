@@ -103,7 +103,11 @@ USAGE_POOL = (
     {"input": 1, "output": 2, "cacheRead": 3, "totalTokens": 6, "cost": {"total": 0.1}},
     {"input": 0, "output": 7, "cost": {"input": 0.3, "total": 0.7}},
 )
-ENTRY_PAYLOADS: tuple[dict[str, Any], ...] = ({}, {"text": "hi"}, {"message": {"role": "user", "content": "ü"}})
+ENTRY_PAYLOADS: tuple[dict[str, Any], ...] = (
+    {},
+    {"text": "hi"},
+    {"message": {"role": "user", "content": "ü"}},
+)
 
 entry_writes = st.builds(
     insert_entry,

@@ -1,1 +1,89 @@
-"""Benchmarks: commands that print figures from one run, never timed assertions (STYLE)."""
+"""``scopecheck bench``: benchmarks report figures (medians of several runs in one process);
+they never assert on time."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import settings as Settings
+from hypothesis.stateful import run_state_machine_as_test
+
+
+def environment() -> dict[str, Any]:
+    import hypothesis
+
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "hypothesis": hypothesis.__version__,
+        "cpus": __import__("os").cpu_count(),
+    }
+
+
+def machine_rate(machine: Any, settings: Settings) -> float:
+    """Steps per second of one run of ``machine`` (steps counted by its invariant)."""
+    machine.steps_run = machine.examples_run = 0
+    start = time.perf_counter()
+    run_state_machine_as_test(machine, settings=settings)  # type: ignore[no-untyped-call]
+    return float(machine.steps_run / (time.perf_counter() - start))
+
+
+def bench_machine(runs: int) -> dict[str, Any]:
+    """Memory machine steps/s next to the trivial dict machine, interleaved in one process."""
+    from scopecheck.backends import BUNDLED
+    from scopecheck.bench.trivial import TrivialMachine
+    from scopecheck.machine import make_machine
+    from scopecheck.profiles import load_profile
+
+    settings = Settings(load_profile("mutants"), max_examples=150)
+    backends = {name: make_machine(b) for name, b in BUNDLED.items()}
+    rates: dict[str, list[float]] = {"trivial": [], **{name: [] for name in backends}}
+    for _ in range(runs):
+        rates["trivial"].append(machine_rate(TrivialMachine, settings))
+        for name, machine in backends.items():
+            rates[name].append(machine_rate(machine, settings))
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    return {
+        "benchmark": "machine",
+        "environment": environment(),
+        "runs": runs,
+        "steps_per_second": {name: round(v, 1) for name, v in medians.items()},
+        "all_runs": {name: [round(v, 1) for v in values] for name, values in rates.items()},
+        "ratio_to_trivial": {
+            name: round(medians[name] / medians["trivial"], 3) for name in backends
+        },
+    }
+
+
+BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {"machine": bench_machine}
+
+
+def render(which: str, result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    env = result.get("environment", {})
+    console.print(f"[dim]{' · '.join(f'{k} {v}' for k, v in env.items())}[/]")
+    if which == "machine":
+        table = Table(title=f"machine steps/s (median of {result['runs']})")
+        for column in ("machine", "steps/s", "ratio to trivial", "runs"):
+            table.add_column(column)
+        for name, rate in result["steps_per_second"].items():
+            ratio = result["ratio_to_trivial"].get(name)
+            table.add_row(
+                name,
+                f"{rate:,.0f}",
+                "-" if ratio is None else f"{ratio:.0%}",
+                ", ".join(f"{v:,.0f}" for v in result["all_runs"][name]),
+            )
+        console.print(table)
+    else:
+        from rich.pretty import pprint
+
+        pprint(result)

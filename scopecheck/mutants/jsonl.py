@@ -3,7 +3,7 @@
 Each is a small subclass of the real repository or storage overriding one hook.  Which check
 catches each (``caught_by``):
 
-* ``machine`` on the ``jsonl`` world (restart / close-and-reopen rules replay the files):
+* ``machine`` on the ``jsonl-fakefs`` world (restart / close-and-reopen replay the files):
   ``jsonl-high-water-ignores-retired``, ``jsonl-sidecar-listed``,
   ``jsonl-cleanup-deletes-reused``;
 * ``machine`` on the ``jsonl-unlink-fails`` world (a retired sidecar must survive its
@@ -38,10 +38,9 @@ def _repository(
 
 def _backend(name: str, repo: type[JsonlRepository], *, unlink_fails: bool = False) -> Backend:
     def world(clock: Any) -> JsonlWorld:
-        if unlink_fails:
-            return JsonlWorld(clock, fake=True, repository_class=repo,
-                              fault=EveryOtherUnlinkFails())
-        return JsonlWorld(clock, repository_class=repo)
+        # pyfakefs: the same code paths as a real directory, without temp-dir churn per example.
+        fault = EveryOtherUnlinkFails() if unlink_fails else None
+        return JsonlWorld(clock, fake=True, repository_class=repo, fault=fault)
 
     return Backend(f"jsonl[{name}]", world, f"JSONL with {name}")
 

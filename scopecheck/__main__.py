@@ -1,0 +1,3 @@
+from scopecheck.cli import main
+
+main()

@@ -1,0 +1,308 @@
+"""The ``scopecheck`` command line.
+
+Quiet when all is well, precise when not: a user mistake prints one line and exits 2
+(ERR-4), a found bug prints the shrunk program and the command that replays it and exits 1.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+import orjson
+
+from models.errors import ScopecheckError
+
+DEFAULT_BUDGET = 20.0
+DEFAULT_FAILURES = ".scopecheck/failures"
+
+
+class UserMistake(click.ClickException):
+    """A mistake on the command line: one line, exit 2."""
+
+    exit_code = 2
+
+
+def fail(message: str) -> NoReturn:
+    raise UserMistake(message)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="scopecheck")
+def cli() -> None:
+    """Model-check scoped session storage backends against the reference model."""
+
+
+# -- fuzz -----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--backend",
+    "backends",
+    multiple=True,
+    help="Backend to fuzz (repeatable; default: all bundled).",
+)
+@click.option(
+    "--budget", type=float, default=None, help=f"Seconds per backend (default {DEFAULT_BUDGET:g})."
+)
+@click.option("--seed", type=int, default=None, help="Base seed (default: derived from the clock).")
+@click.option(
+    "--profile",
+    default=None,
+    help="Hypothesis profile: dev, ci, nightly (default $SCOPECHECK_PROFILE or dev).",
+)
+@click.option(
+    "--failures-dir", default=DEFAULT_FAILURES, show_default=True, help="Where reproducer files go."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of a table.")
+def fuzz(
+    backends: tuple[str, ...],
+    budget: float | None,
+    seed: int | None,
+    profile: str | None,
+    failures_dir: str,
+    as_json: bool,
+) -> None:
+    """Run the stateful machine against each backend for a time budget."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from scopecheck.backends import BUNDLED, Backend, resolve_backend
+    from scopecheck.fuzz import BackendReport, fuzz_backend
+    from scopecheck.profiles import PROFILES, load_profile
+
+    names = list(backends) or sorted(BUNDLED)
+    chosen: dict[str, Backend] = {}
+    for name in names:
+        try:
+            chosen[name] = resolve_backend(name)  # bundled, or a catalogue mutant by name
+        except ScopecheckError:
+            fail(f"unknown backend {name!r}; choose from {', '.join(sorted(BUNDLED))} "
+                 "(or a mutant name from 'scopecheck mutants')")
+    per_backend = DEFAULT_BUDGET if budget is None else budget
+    if not per_backend > 0:
+        fail(f"--budget must be a positive number of seconds (got {budget:g})")
+    if profile is not None and profile not in PROFILES:
+        fail(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    chosen_seed = seed if seed is not None else int(time.time()) % 1_000_000
+    settings = load_profile(profile)
+    profile_name = profile or "dev"
+    console = Console(stderr=True, quiet=as_json)
+    reports: dict[str, BackendReport] = {}
+    with Progress(
+        TextColumn("{task.fields[name]:<14}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[steps]:>8} steps {task.fields[failures]} failures"),
+        console=console,
+        transient=False,
+    ) as progress:
+        for name in names:
+            task = progress.add_task("", total=per_backend, name=name, steps=0, failures=0)
+
+            def update(report: BackendReport, task: Any = task) -> None:
+                progress.update(
+                    task,
+                    completed=min(report.seconds, per_backend),
+                    steps=report.steps,
+                    failures=report.failures,
+                )
+
+            reports[name] = fuzz_backend(
+                chosen[name],
+                budget=per_backend,
+                seed=chosen_seed,
+                settings=settings,
+                failures_dir=Path(failures_dir),
+                profile=profile_name,
+                on_progress=update,
+            )
+            progress.update(task, completed=per_backend)
+    total_failures = sum(r.failures for r in reports.values())
+    if as_json:
+        emit_json(
+            {
+                "backends": {n: r.as_json() for n, r in reports.items()},
+                "failures": total_failures,
+                "seed": chosen_seed,
+            }
+        )
+    else:
+        table = Table(title=f"scopecheck fuzz (seed {chosen_seed}, profile {profile_name})")
+        for column in ("backend", "examples", "steps", "crash states", "failures", "steps/s"):
+            table.add_column(column, justify="left" if column == "backend" else "right")
+        for name, r in reports.items():
+            table.add_row(
+                name,
+                str(r.examples),
+                str(r.steps),
+                str(r.crash_states),
+                f"[red]{r.failures}[/]" if r.failures else "0",
+                f"{r.steps_per_second:,.0f}",
+            )
+        Console().print(table)
+    for report in reports.values():
+        for path in report.reproducers:
+            record = orjson.loads(Path(path).read_bytes())
+            click.echo(
+                f"\nFailure on {record['backend']}: {record['error'].splitlines()[0]}", err=True
+            )
+            click.echo(record["program"], err=True)
+            click.echo(f"Replay it with: scopecheck replay {path}", err=True)
+    sys.exit(1 if total_failures else 0)
+
+
+# -- replay ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("file")
+def replay(file: str) -> None:
+    """Re-run a saved failure exactly; exit 1 while it still fails, 0 once fixed."""
+    from scopecheck.replay import load_reproducer, replay_machine
+
+    record = load_reproducer(file)
+    if record["kind"] != "machine":
+        fail(
+            f"{file}: reproducer kind {record['kind']!r} is replayed by 'scopecheck crash --replay'"
+        )
+    click.echo(f"Replaying {record['backend']} (seed {record['seed']}):")
+    still, text = replay_machine(record)
+    click.echo(text)
+    click.echo("Still failing." if still else "Fixed: the recorded steps pass.")
+    sys.exit(1 if still else 0)
+
+
+# -- mutants --------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--backend", default=None, help="Only mutants of this backend.")
+@click.option("--name", "names", multiple=True, help="Only these mutants (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def mutants(backend: str | None, names: tuple[str, ...], as_json: bool) -> None:
+    """Run every planted bug through the machine and report whether it was caught."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from scopecheck.mutants import all_mutants, run_mutant
+
+    chosen = all_mutants(backend)
+    if names:
+        known = {m.name for m in chosen}
+        missing = [n for n in names if n not in known]
+        if missing:
+            fail(f"unknown mutant {missing[0]!r}; run 'scopecheck mutants --json' to list them")
+        chosen = [m for m in chosen if m.name in names]
+    if not chosen:
+        fail(f"no mutants for backend {backend!r}")
+    console = Console(stderr=True, quiet=as_json)
+    results = []
+    for mutant in chosen:
+        with console.status(f"{mutant.name}…"):
+            results.append(run_mutant(mutant))
+        r = results[-1]
+        console.print(
+            f"{'[green]caught[/]' if r.caught else '[red]MISSED[/]'} {r.name} "
+            f"({r.seconds:.1f}s, {r.steps} steps)"
+        )
+    if as_json:
+        emit_json(
+            {
+                "mutants": [
+                    {
+                        "name": r.name,
+                        "backend": r.backend,
+                        "description": r.description,
+                        "caught": r.caught,
+                        "seconds": r.seconds,
+                        "steps": r.steps,
+                    }
+                    for r in results
+                ]
+            }
+        )
+    else:
+        table = Table(title="planted bugs")
+        for column in ("mutant", "backend", "caught", "seconds", "steps", "description"):
+            table.add_column(column)
+        for r in results:
+            table.add_row(
+                r.name,
+                r.backend,
+                "yes" if r.caught else "[red]NO[/]",
+                f"{r.seconds:.1f}",
+                str(r.steps),
+                r.description,
+            )
+        Console().print(table)
+    sys.exit(0 if all(r.caught for r in results) else 1)
+
+
+# -- rules ----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rules(as_json: bool) -> None:
+    """Every spec rule with the tests that cover it, then the uncovered ones."""
+    from scopecheck.rules import rules_command
+
+    sys.exit(rules_command(as_json))
+
+
+# -- bench ----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("which", required=False, default="machine")
+@click.option(
+    "--runs", type=int, default=3, show_default=True, help="Repetitions (the median is reported)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def bench(which: str, runs: int, as_json: bool) -> None:
+    """Benchmarks (figures, never assertions): machine, …"""
+    from scopecheck.bench import BENCHMARKS
+
+    if which not in BENCHMARKS:
+        fail(f"unknown benchmark {which!r}; choose from {', '.join(sorted(BENCHMARKS))}")
+    if runs < 1:
+        fail("--runs must be at least 1")
+    result = BENCHMARKS[which](runs)
+    if as_json:
+        emit_json(result)
+    else:
+        from scopecheck.bench import render
+
+        render(which, result)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: click in non-standalone mode so every mistake is one line and exit 2."""
+    try:
+        cli.main(args=argv, prog_name="scopecheck", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - depends on click
+        click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+        sys.exit(2)
+    except click.UsageError as exc:
+        click.echo(f"scopecheck: error: {exc.format_message()}", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        click.echo(f"scopecheck: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("scopecheck: aborted", err=True)
+        sys.exit(130)
+    except ScopecheckError as exc:
+        click.echo(f"scopecheck: error: {exc}", err=True)
+        sys.exit(2 if exc.code != "corrupt" else 1)
+    sys.exit(0)

@@ -1,0 +1,118 @@
+"""Time-boxed fuzzing of one or more backends: rounds of the machine under fixed seeds.
+
+A run is a sequence of rounds; round ``i`` uses seed ``seed + i`` and ``examples_per_round``
+examples, so any failing round is reproducible from the seed alone, and the saved reproducer
+holds Hypothesis's exact choice sequence (``@reproduce_failure`` blob) besides.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+from hypothesis import seed as hypothesis_seed
+from hypothesis import settings as Settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from scopecheck.backends import Backend
+from scopecheck.machine import StorageMachine, make_machine
+from scopecheck.mutants import failure_program
+
+
+@attrs.define
+class BackendReport:
+    """What one backend's fuzzing did; the JSON shape of issue 2 §8."""
+
+    examples: int = 0
+    steps: int = 0
+    crash_states: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+    reproducers: list[str] = attrs.field(factory=list)
+
+    @property
+    def steps_per_second(self) -> float:
+        return round(self.steps / self.seconds, 1) if self.seconds else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "examples": self.examples,
+            "steps": self.steps,
+            "crash_states": self.crash_states,
+            "failures": self.failures,
+            "steps_per_second": self.steps_per_second,
+            "reproducers": self.reproducers,
+        }
+
+
+def reproduce_blob(program: str) -> tuple[str, str] | None:
+    """``(version, blob)`` from the ``@reproduce_failure(...)`` hint Hypothesis printed."""
+    marker = "@reproduce_failure("
+    start = program.find(marker)
+    if start < 0:
+        return None
+    inner = program[start + len(marker) : program.index(")", start)]
+    version, blob = (part.strip() for part in inner.split(",", 1))
+    return version.strip("'\""), blob
+
+
+def save_reproducer(directory: Path, record: dict[str, Any]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in record["backend"])
+    path = directory / f"{safe.strip('-')}-{stamp}-seed{record['seed']}.json"
+    path.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
+    return path
+
+
+def fuzz_backend(
+    backend: Backend,
+    *,
+    budget: float,
+    seed: int,
+    settings: Settings,
+    failures_dir: Path,
+    profile: str,
+    examples_per_round: int = 10,
+    on_progress: Callable[[BackendReport], None] | None = None,
+) -> BackendReport:
+    """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails."""
+    report = BackendReport()
+    machine: type[StorageMachine] = make_machine(backend)
+    round_settings = Settings(settings, max_examples=examples_per_round)
+    started = time.perf_counter()
+    round_index = 0
+    while time.perf_counter() - started < budget:
+        round_seed = seed + round_index
+        round_index += 1
+        machine.examples_run = machine.steps_run = 0
+        try:
+            run_state_machine_as_test(  # type: ignore[no-untyped-call]
+                hypothesis_seed(round_seed)(machine), settings=round_settings
+            )
+        except Exception as exc:
+            report.failures += 1
+            program = failure_program(exc)
+            record = {
+                "kind": "machine",
+                "backend": backend.name,
+                "seed": round_seed,
+                "profile": profile,
+                "examples_per_round": examples_per_round,
+                "error": f"{type(exc).__name__}: {exc}",
+                "program": program,
+                "reproduce": reproduce_blob(program),
+            }
+            report.reproducers.append(str(save_reproducer(failures_dir, record)))
+            break
+        finally:
+            report.examples += machine.examples_run
+            report.steps += machine.steps_run
+            report.seconds = time.perf_counter() - started
+            if on_progress is not None:
+                on_progress(report)
+    return report

@@ -1,0 +1,56 @@
+"""Replay a saved failure exactly (``scopecheck replay FILE``).
+
+A machine reproducer holds Hypothesis's choice sequence (the ``@reproduce_failure`` blob), so
+the replay runs the very same steps; exit status 1 means the bug is still there, 0 that it is
+gone.  Crash reproducers (crash point, fault) are replayed by ``crashsim``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import reproduce_failure
+from hypothesis import seed as hypothesis_seed
+from hypothesis import settings as Settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from models.errors import UsageError
+from scopecheck.backends import Backend, resolve_backend
+from scopecheck.machine import make_machine
+from scopecheck.mutants import failure_program
+from scopecheck.profiles import load_profile
+
+
+def load_reproducer(path: str) -> dict[str, Any]:
+    try:
+        record = orjson.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise UsageError("not_found", f"no reproducer file at {path}") from None
+    except (orjson.JSONDecodeError, IsADirectoryError, PermissionError) as exc:
+        raise UsageError("invalid_payload", f"{path} is not a reproducer file: {exc}") from None
+    if not isinstance(record, dict) or "kind" not in record or "backend" not in record:
+        raise UsageError("invalid_payload", f"{path} is not a reproducer file (no kind/backend)")
+    return record
+
+
+def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
+    """Re-run a machine failure; returns ``(still_failing, program_or_message)``."""
+    backend: Backend = resolve_backend(record["backend"])
+    machine = make_machine(backend)
+    settings = Settings(
+        load_profile(record.get("profile", "dev")),
+        max_examples=record.get("examples_per_round", 10),
+        database=None,
+    )
+    target: Any = hypothesis_seed(record["seed"])(machine)
+    if record.get("reproduce"):
+        version, blob = record["reproduce"]
+        target = reproduce_failure(version, ast.literal_eval(blob))(target)
+    try:
+        run_state_machine_as_test(target, settings=settings)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        return True, failure_program(exc) + f"\n{type(exc).__name__}: {exc}"
+    return False, "the recorded steps now pass"

@@ -1,0 +1,102 @@
+"""The command line as a user drives it: subprocesses, exit codes, one-line mistakes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scopecheck(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scopecheck", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+@pytest.mark.rule("ERR-4")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("fuzz", "--backend", "nope"),
+        ("fuzz", "--budget", "0"),
+        ("fuzz", "--budget", "soon"),
+        ("fuzz", "--profile", "weekly"),
+        ("replay", "/nonexistent/file.json"),
+        ("frobnicate",),
+        ("mutants", "--name", "nope"),
+        ("bench", "nope"),
+    ],
+)
+def test_user_mistakes_print_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    """No traceback: one ``scopecheck: error:`` line on stderr and status 2."""
+    result = scopecheck(*args)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("scopecheck: error: "), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.rule("ERR-4")
+def test_malformed_reproducer_file_is_a_user_mistake(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = scopecheck("replay", str(bad))
+    assert result.returncode == 2 and "not a reproducer file" in result.stderr
+
+
+@pytest.mark.rule("LIFE-2")
+def test_fuzz_json_summary_parses_and_passes(tmp_path: Path) -> None:
+    """``fuzz --json`` prints the documented shape and exits 0 on a correct backend."""
+    result = scopecheck(
+        "fuzz",
+        "--backend",
+        "memory",
+        "--budget",
+        "2",
+        "--seed",
+        "7",
+        "--json",
+        "--failures-dir",
+        str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    data = orjson.loads(result.stdout)
+    report = data["backends"]["memory"]
+    assert data["failures"] == 0
+    assert report["steps"] > 0 and report["examples"] > 0 and report["steps_per_second"] > 0
+    assert set(report) >= {"examples", "steps", "crash_states", "failures", "steps_per_second"}
+
+
+@pytest.mark.rule("ARCH-2", "RETIRE-2")
+def test_found_bug_saves_a_reproducer_that_replays_to_the_same_failure(tmp_path: Path) -> None:
+    """A planted bug makes fuzz exit 1 with a replay command; replay fails the same way."""
+    result = scopecheck(
+        "fuzz",
+        "--backend",
+        "memory-retire-leaves-lists",
+        "--budget",
+        "60",
+        "--seed",
+        "3",
+        "--failures-dir",
+        str(tmp_path),
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Replay it with: scopecheck replay" in result.stderr
+    assert "state.retire(" in result.stderr
+    (saved,) = tmp_path.glob("*.json")
+    replayed = scopecheck("replay", str(saved))
+    assert replayed.returncode == 1
+    assert "Still failing." in replayed.stdout
+    assert "lists: model=()" in replayed.stdout
