@@ -28,15 +28,15 @@ from impl.jsonl.codec import (
     encode_header,
     encode_scope_header,
     encode_transaction,
-    entry_payload_json,
 )
+from impl.jsonl.lazy import LazyRecords, build_entry, build_usage, build_value
 from impl.jsonl.load import SessionLoad, load_session
 from impl.memory import MemoryState, MemoryStorage, wall_clock_ms
 from impl.stats import MESSAGE_TYPE, add_usages
 from impl.validation import check_references, check_session_id, check_shape
 from models.errors import ClosedError, StorageIOError, usage
 from models.protocols import Clock
-from models.records import Committed, EntryRecord, ListElement, UsageRecord, ValueRecord
+from models.records import Committed, ListElement
 from models.writes import RetireScope, Write
 
 _dumps = orjson.dumps
@@ -57,31 +57,42 @@ def publish(fs: FileSystem, path: str, data: bytes) -> None:
     fs.fsync_dir(os.path.dirname(path))
 
 
+def resident_state() -> MemoryState:
+    """An empty resident state whose entry, usage and value maps build records lazily."""
+    return MemoryState(
+        entries=LazyRecords(build_entry),
+        usage=LazyRecords(build_usage),
+        values=LazyRecords(build_value),
+    )
+
+
 def replay(state: MemoryState, load: SessionLoad) -> None:
-    """Fold the retained transactions into ``state`` in global order (stage 7).
+    """Fold the retained transactions into ``state`` (from :func:`resident_state`) in global
+    order (stage 7).
 
     Retirement records are *boundaries* here, not deletions: the records they end were already
-    left out by stage 6 (000 §6.3), so replay never needs to apply them.
+    left out by stage 6 (000 §6.3), so replay never needs to apply them.  Entries, usage rows
+    and values are kept as their decoded dicts until first read (:mod:`impl.jsonl.lazy`).
     """
     values, lists, entries, usage_rows = state.values, state.lists, state.entries, state.usage
+    assert isinstance(values, LazyRecords) and isinstance(entries, LazyRecords)
+    assert isinstance(usage_rows, LazyRecords)
+    put_value, put_entry, put_usage = values.put_raw, entries.put_raw, usage_rows.put_raw
+    drop_value = values.pop_raw
     message_count = state.stats.message_count
     usage_values: list[dict[str, Any]] = []
     for scope_id, tx in load.retained:
         for rec in tx.records:
             kind = rec["kind"]
             if kind == "entry":
-                entries[rec["id"]] = EntryRecord(
-                    rec["id"], rec["parentId"], rec["type"], entry_payload_json(rec),
-                    rec["seq"], rec["timestamp"],
-                )
+                put_entry(rec["id"], rec)
                 if rec["type"] == MESSAGE_TYPE:
                     message_count += 1
             elif kind == "value":
-                key = (scope_id, rec["namespace"], rec["key"])
                 if rec["op"] == "set":
-                    values[key] = ValueRecord(rec["seq"], _dumps(rec["value"]))
+                    put_value((scope_id, rec["namespace"], rec["key"]), rec)
                 else:
-                    values.pop(key, None)
+                    drop_value((scope_id, rec["namespace"], rec["key"]))
             elif kind == "list":
                 key = (scope_id, rec["namespace"], rec["key"])
                 if rec["op"] == "append":
@@ -94,12 +105,7 @@ def replay(state: MemoryState, load: SessionLoad) -> None:
                 else:
                     lists.pop(key, None)
             elif kind == "usage":
-                details = rec.get("details")
-                usage_rows[rec["id"]] = UsageRecord(
-                    rec["id"], _dumps(rec["usage"]), rec.get("entryId"), rec["adjustment"],
-                    None if "details" not in rec else _dumps(details), rec["seq"],
-                    rec["timestamp"],
-                )
+                put_usage(rec["id"], rec)
                 usage_values.append(rec["usage"])
             # kind == "scope": a boundary only (see docstring)
     totals = add_usages(state.stats.usage, usage_values)
@@ -411,7 +417,7 @@ class JsonlRepository:
         if removed:
             with contextlib.suppress(StorageIOError):
                 fs.fsync_dir(layout.scopes_dir(main))
-        state = MemoryState()
+        state = resident_state()
         replay(state, load)
         return self.storage_class(
             fs, main, session_id, header, state, self._clock, main_size, on_disk

@@ -51,3 +51,23 @@ def test_measure_fuzz_reports_steps_per_second() -> None:
 
     figures = measure_fuzz(examples=2, backends=("jsonl-fakefs",))
     assert figures["trivial"]["steps"] > 0 and figures["jsonl-fakefs"]["vs_trivial"] > 0
+
+
+def test_lazy_records_never_hand_out_raw_dicts() -> None:
+    """Every read path of the lazy resident maps returns built records (JSONL-7)."""
+    from impl.jsonl.lazy import LazyRecords, build_value
+    from models.records import ValueRecord
+
+    lazy: LazyRecords[str, ValueRecord] = LazyRecords(build_value)
+    for name in "abcde":
+        lazy.put_raw(name, {"seq": ord(name), "value": [name]})
+    lazy.pop_raw("e")
+    assert lazy["a"] == ValueRecord(97, b'["a"]')
+    assert lazy.get("b") == ValueRecord(98, b'["b"]') and lazy.get("zz") is None
+    assert lazy.pop("c") == ValueRecord(99, b'["c"]') and "c" not in lazy
+    assert list(lazy.items()) == [
+        ("a", ValueRecord(97, b'["a"]')),
+        ("b", ValueRecord(98, b'["b"]')),
+        ("d", ValueRecord(100, b'["d"]')),
+    ]
+    assert all(isinstance(v, ValueRecord) for v in lazy.values())
