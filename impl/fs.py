@@ -10,6 +10,22 @@ policy lives in the backend and is written down in ``spec/rules/jsonl.toml`` (JS
 or pyfakefs's ``FakeOsModule`` so a whole session can live on a fake filesystem
 (``OsFileSystem(FakeOsModule(fake_fs))``) without patching globals.
 
+For the crash simulator, the mutating operations and what each one changes:
+
+=================  ===========================================================================
+``write_file``     create/truncate a file and write all bytes (unsynced until ``fsync_file``)
+``open_append``    open an existing file for appending (no change on disk)
+``append``         append bytes at the end (unsynced until ``fsync``); may be torn
+``truncate``       cut an open file back to a size (the JSONL failed-append undo)
+``fsync``          make an open file's data durable
+``fsync_file``     make a closed file's data durable (opened read-only for the call)
+``fsync_dir``      make a directory's entries (create/rename/unlink) durable
+``rename``         atomically replace the target with the source (durable after fsync_dir)
+``unlink``         remove a file (durable after fsync_dir)
+``create_dir``     create a directory and missing parents
+``remove``         remove a file or a tree (``force``: missing is fine)
+=================  ===========================================================================
+
 Every failure is a :class:`~models.errors.StorageIOError` with code ``io_error``; its
 ``details`` carry ``fs_code`` (one of :data:`FS_CODES`, the seeds' FileSystem error codes plus
 ``no_space`` and ``exists``), ``op``, ``path`` and ``errno``.
