@@ -3,11 +3,13 @@
 Resident state is the Memory backend's (the seeds' JSONL storage also projects into the shared
 in-memory state); what this module adds is the durable log: every acknowledged commit is one
 fsynced line in exactly one file (JSONL-3, JSONL-10), reopen replays the files through the nine
-stages of 000 §6.3 (JSONL-7), and retirement cleanup runs on the commit queue after the main
-transaction is durable (JSONL-8, JSONL-9).  All I/O goes through :mod:`impl.fs`.
+stages of 000 §6.3 with the high-water mark taken before anything is ignored (JSONL-7, JSONL-8),
+and retirement cleanup runs on the commit queue after the main transaction is durable
+(JSONL-9, JSONL-16).  All I/O goes through :mod:`impl.fs`.
 
 Subclasses in ``scopecheck/mutants/jsonl.py`` override the small hook methods
-(``_load``, ``_cleanup_retired``, ``_append_main_then_cleanup``) to plant known bugs.
+(``_load_plan``, ``_cleanup_retired``, ``_append_main_then_cleanup``, ``list``) to plant known
+bugs.
 """
 
 from __future__ import annotations
