@@ -18,6 +18,7 @@ import orjson
 from impl.fs import AppendFile, DirEntry, FileSystem, Lines, OsFileSystem
 from impl.jsonl import layout
 from impl.jsonl.load import FileScan, SessionLoad, load_session
+from impl.jsonl.storage import replay, resident_state
 from models.errors import ScopecheckError, StorageIOError, usage
 
 
@@ -123,7 +124,20 @@ def inspect_session(path: str, fs: FileSystem | None = None) -> dict[str, Any]:
             if rec["kind"] == "scope":
                 retirements.setdefault(rec["scopeId"], []).append(rec["seq"])
     repairs: list[str] = []
+    state_summary: dict[str, Any] | None = None
     if not load.errors:
+        state = resident_state()
+        replay(state, load)  # in memory only: what open would hold
+        live_scopes = sorted({k[0] for k in [*state.values, *state.lists] if k[0] is not None})
+        state_summary = {
+            "entries": len(state.entries),
+            "usage_rows": len(state.usage),
+            "values": len(state.values),
+            "lists": len(state.lists),
+            "list_elements": sum(len(v) for v in state.lists.values()),
+            "message_count": state.stats.message_count,
+            "scopes_with_state": live_scopes,
+        }
         if load.main.torn is not None:
             repairs.append(f"republish {main} without its torn line {load.main.torn.line} "
                            f"(header nextSeq {load.next_seq})")
@@ -145,6 +159,7 @@ def inspect_session(path: str, fs: FileSystem | None = None) -> dict[str, Any]:
         "high_water": load.high_water,
         "next_seq": load.next_seq,
         "retained_transactions": len(load.retained),
+        "state": state_summary,
         "temp_files": list(load.temps),
         "unrelated_files": list(load.unrelated),
         "problems": [
@@ -168,6 +183,12 @@ def render(report: dict[str, Any]) -> str:
     out.append(f"high-water mark: {report['high_water']}   next seq on open: "
                f"{report['next_seq']}   retained transactions: "
                f"{report['retained_transactions']}")
+    if report["state"]:
+        st = report["state"]
+        out.append(f"state on open: {st['entries']} entries ({st['message_count']} messages), "
+                   f"{st['usage_rows']} usage rows, {st['values']} values, {st['lists']} lists "
+                   f"({st['list_elements']} elements); scopes with state: "
+                   f"{', '.join(repr(s) for s in st['scopes_with_state']) or 'none'}")
     if report["retirements"]:
         out.append("retirements (latest is the boundary):")
         for scope_id, seqs in sorted(report["retirements"].items()):

@@ -84,6 +84,10 @@ def test_inspect_reports_boundaries_live_and_retired_records_and_high_water(
     assert files["op-A"]["live"] is False and files["op/B"]["live"] is True
     assert files["op/B"]["transactions"][0]["status"] == "live"
     assert report["live_scopes"] == ["op/B"]
+    assert report["state"] == {
+        "entries": 1, "usage_rows": 0, "values": 2, "lists": 0, "list_elements": 0,
+        "message_count": 1, "scopes_with_state": ["op/B"],
+    }
     assert report["open"] == "succeeds"
     assert any("remove" in r and "scope-op-A.scope" in r for r in report["repairs_on_open"])
     text = render(report)
