@@ -443,3 +443,42 @@ def test_undeletable_retired_sidecar_with_torn_tail_is_repaired_before_reuse(
     expected = reopened.snapshot()
     reopened.close()
     assert make_repo(fault=unlink_fails).open("s").snapshot() == expected
+
+
+@pytest.mark.rule("JSONL-6", "JSONL-16")
+def test_malformed_line_inside_a_retired_lifetime_does_not_fail_open(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """A damaged line followed by records at or before the retirement is provably retired; the
+    open succeeds and the dead sidecar is removed (000 §6.3: only *active* sidecars fail)."""
+    storage = make_repo(fault=unlink_fails).create("s")
+    for n in range(3):
+        storage.commit([set_value(value("v", "k", A), n)])
+    storage.commit([retire_scope(A)])
+    storage.close()
+    path = sidecar(root, "s", "op-A")
+    content = lines(path)
+    content[1] = b"garbage"
+    with open(path, "wb") as handle:
+        handle.write(b"\n".join(content) + b"\n")
+    reopened = make_repo().open("s")
+    assert reopened.get_value(value("v", "k", A)) is None
+    assert sidecar_files(root) == []
+
+
+@pytest.mark.rule("JSONL-16", "JSONL-13")
+def test_unrelated_and_temp_files_in_the_scopes_directory_are_ignored_or_cleaned(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """Foreign names are left alone, interrupted sidecar temp files are removed, and neither
+    becomes a sidecar."""
+    storage = make_repo().create("s")
+    storage.commit([set_value(value("v", "k", A), 1)])
+    storage.close()
+    scopes = os.path.join(root, "s.jsonl.scopes")
+    for name, data in (("notes.txt", b"x"), ("scope-%zz.scope", b"{"), ("scope-B.scope.tmp", b"{")):
+        with open(os.path.join(scopes, name), "wb") as handle:
+            handle.write(data)
+    reopened = make_repo().open("s")
+    assert reopened.get_value(value("v", "k", A)).value == 1  # type: ignore[union-attr]
+    assert sorted(os.listdir(scopes)) == ["notes.txt", "scope-%zz.scope", "scope-op-A.scope"]
