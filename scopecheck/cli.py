@@ -86,8 +86,10 @@ def fuzz(
         try:
             chosen[name] = resolve_backend(name)  # bundled, or a catalogue mutant by name
         except ScopecheckError:
-            fail(f"unknown backend {name!r}; choose from {', '.join(sorted(BUNDLED))} "
-                 "(or a mutant name from 'scopecheck mutants')")
+            fail(
+                f"unknown backend {name!r}; choose from {', '.join(sorted(BUNDLED))} "
+                "(or a mutant name from 'scopecheck mutants')"
+            )
     per_backend = DEFAULT_BUDGET if budget is None else budget
     if not per_backend > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
@@ -180,6 +182,52 @@ def replay(file: str) -> None:
     click.echo(text)
     click.echo("Still failing." if still else "Fixed: the recorded steps pass.")
     sys.exit(1 if still else 0)
+
+
+# -- validate -------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("factory")
+@click.option(
+    "--budget", type=float, default=DEFAULT_BUDGET, show_default=True, help="Machine seconds."
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Base seed of the machine rounds."
+)
+@click.option(
+    "--failures-dir", default=DEFAULT_FAILURES, show_default=True, help="Where reproducer files go."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json: bool) -> None:
+    """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend."""
+    from rich.console import Console
+
+    from scopecheck.validate import validate as run_validate
+
+    if not budget > 0:
+        fail(f"--budget must be a positive number of seconds (got {budget:g})")
+    console = Console(stderr=True, quiet=as_json)
+    with console.status(f"validating {factory}: machine ({budget:g}s), then conformance…"):
+        verdict = run_validate(factory, budget, Path(failures_dir), seed)
+    if as_json:
+        emit_json(verdict.as_json())
+    else:
+        out = Console()
+        if verdict.passed:
+            out.print(
+                f"[green]PASSED[/] {verdict.backend}: machine {verdict.machine_steps} steps, "
+                f"{verdict.conformance_tests} conformance tests, {verdict.seconds:.1f}s"
+            )
+        else:
+            out.print(
+                f"[red]FAILED[/] {verdict.backend}: {len(verdict.failures)} failing checks "
+                f"({verdict.seconds:.1f}s)"
+            )
+            for failure in verdict.failures:
+                out.print(f"  {failure['rule'] or '(no rule)'}: {failure.get('error', '')}")
+                out.print(f"    rerun: {failure['reproducer']}", soft_wrap=True)
+    sys.exit(0 if verdict.passed else 1)
 
 
 # -- mutants --------------------------------------------------------------------------------

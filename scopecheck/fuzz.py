@@ -79,6 +79,7 @@ def fuzz_backend(
     profile: str,
     examples_per_round: int = 10,
     on_progress: Callable[[BackendReport], None] | None = None,
+    spec: str | None = None,
 ) -> BackendReport:
     """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails."""
     report = BackendReport()
@@ -100,6 +101,7 @@ def fuzz_backend(
             record = {
                 "kind": "machine",
                 "backend": backend.name,
+                "spec": spec,
                 "seed": round_seed,
                 "profile": profile,
                 "examples_per_round": examples_per_round,

@@ -103,7 +103,13 @@ class StorageMachine(RuleBasedStateMachine):
 
     @initialize(target=scopes, scope=sx.ephemeral_scopes)
     def first_scope(self, scope: EphemeralScope) -> EphemeralScope:
+        """Seed the scope bundle so retirement rules are enabled from the first step."""
         return scope
+
+    @initialize(target=lists, address=sx.list_addresses())
+    def first_list(self, address: Any) -> Any:
+        """Seed the list bundle so list reads are enabled from the first step."""
+        return address
 
     @rule(sid=st.sampled_from(SESSION_IDS), writes=st.lists(sx.session_writes, max_size=3))
     def commit_session(self, sid: str, writes: list[Any]) -> None:
@@ -138,6 +144,14 @@ class StorageMachine(RuleBasedStateMachine):
         writes.insert(min(position, len(writes)), retire_scope(scope))
         if twice:
             writes.append(retire_scope(scope))
+        self._commit(sid, writes)
+
+    @rule(sid=st.sampled_from(SESSION_IDS), scope=scopes, data=st.data())
+    def retire_then_reuse(self, sid: str, scope: EphemeralScope, data: st.DataObject) -> None:
+        """Retire a scope, then write under the same ID at once: a new lifetime starts empty
+        and nothing from before the retirement comes back (RETIRE-3, RETIRE-4)."""
+        self._commit(sid, [retire_scope(scope)])
+        writes = data.draw(st.lists(sx.scoped_writes(scope), min_size=1, max_size=3), "reuse")
         self._commit(sid, writes)
 
     @rule(sid=st.sampled_from(SESSION_IDS), writes=sx.mixed_transactions())
@@ -256,6 +270,38 @@ class StorageMachine(RuleBasedStateMachine):
             actual = self.stores[sid].snapshot()
             if expected != actual:
                 raise MismatchError(describe_difference(sid, expected, actual))
+
+
+#: The spec rules each machine step checks, so a failure can name the rule it broke.
+STEP_RULES: dict[str, tuple[str, ...]] = {
+    "first_scope": ("SCOPE-1",),
+    "first_list": ("LIST-1",),
+    "commit_session": ("TX-6", "SEQ-1", "WRITE-5", "WRITE-6"),
+    "commit_ephemeral": ("TX-3", "SEQ-1", "ADDR-1"),
+    "append_batch": ("LIST-1", "SEQ-1"),
+    "retire": ("RETIRE-1", "RETIRE-2", "RETIRE-5"),
+    "retire_then_reuse": ("RETIRE-3", "RETIRE-4"),
+    "commit_invalid": ("TX-1", "TX-2", "TX-3", "TX-4"),
+    "get_value": ("ADDR-1", "WRITE-2"),
+    "scan_values": ("LIST-9",),
+    "read_list": ("LIST-2", "LIST-3", "LIST-4", "LIST-5"),
+    "read_page": ("LIST-5",),
+    "get_entry_and_usage": ("WRITE-5",),
+    "close_and_reopen": ("LIFE-1", "LIFE-2", "REPO-2"),
+    "restart": ("REPO-2", "SEQ-7"),
+    "repository_misuse": ("REPO-1", "REPO-3", "REPO-4", "REPO-6"),
+}
+
+
+def rules_of_program(program: str) -> tuple[str, ...]:
+    """The spec rules of the last step in a printed failing program (empty if unknown)."""
+    for line in reversed(program.splitlines()):
+        if "state." not in line or line.strip() in ("state.teardown()", "state.same_state()"):
+            continue
+        name = line.split("state.", 1)[1].split("(", 1)[0]
+        if name in STEP_RULES:
+            return STEP_RULES[name]
+    return ()
 
 
 def describe_difference(sid: str, expected: Any, actual: Any) -> str:

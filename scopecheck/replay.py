@@ -38,7 +38,12 @@ def load_reproducer(path: str) -> dict[str, Any]:
 
 def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
     """Re-run a machine failure; returns ``(still_failing, program_or_message)``."""
-    backend: Backend = resolve_backend(record["backend"])
+    if record.get("spec"):
+        from scopecheck.adapters import load_backend
+
+        backend: Backend = load_backend(record["spec"])
+    else:
+        backend = resolve_backend(record["backend"])
     machine = make_machine(backend)
     settings = Settings(
         load_profile(record.get("profile", "dev")),

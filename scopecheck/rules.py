@@ -229,7 +229,9 @@ def load_rules(root: Path) -> tuple[Rule, ...]:
 # -- collecting the tests ---------------------------------------------------------------------
 
 
-def collect_tests(root: Path, paths: Iterable[str] = ("tests",)) -> Collection:
+def collect_tests(
+    root: Path, paths: Iterable[str] = ("tests", "scopecheck/conformance")
+) -> Collection:
     """Collect ``paths`` (relative to ``root``) with pytest in a subprocess and return each test
     with the rule ids it cites (SPEC-3).  A subprocess keeps the test modules out of this
     process and uses the project's own pytest configuration."""

@@ -53,6 +53,16 @@ JSON_POOL: tuple[Any, ...] = (
     {"a": {"b": [True, 1]}},
 )
 
+
+def pick(pool: tuple[Any, ...]) -> st.SearchStrategy[Any]:
+    """One element of a large fixed pool: a single integer choice that shrinks to index 0.
+
+    ``sampled_from`` would do the same but renders the whole pool in its repr, which
+    Hypothesis computes for large pools at a noticeable cost per run.
+    """
+    return st.integers(0, len(pool) - 1).map(pool.__getitem__)
+
+
 scope_ids = st.sampled_from(SCOPE_IDS)
 EPHEMERAL = tuple(ephemeral_scope(i) for i in SCOPE_IDS)
 ephemeral_scopes = st.sampled_from(EPHEMERAL)
@@ -83,18 +93,28 @@ def list_addresses(scopes: tuple[Scope, ...] = ALL_SCOPES) -> st.SearchStrategy[
 _SCOPED: dict[Scope, st.SearchStrategy[AnyWrite]] = {}
 
 
+def write_pool(scope: Scope) -> tuple[AnyWrite, ...]:
+    """Every value/list write in ``scope`` over the pools, simplest first (shrinks to them).
+
+    Drawing a whole write from this pool is a single choice, which keeps the machine's cost per
+    step close to Hypothesis's own; printed programs show the writes' constructor reprs.
+    """
+    values_at = _values_in((scope,))
+    lists_at = _lists_in((scope,))
+    pool: list[AnyWrite] = []
+    for item in JSON_POOL:
+        pool.extend(set_value(a, item) for a in values_at)
+        pool.extend(append_list(a, item, tag) for a in lists_at for tag in (None, *TAGS))
+    pool.extend(delete_value(a) for a in values_at)
+    pool.extend(delete_list(a) for a in lists_at)
+    return tuple(pool)
+
+
 def scoped_writes(scope: Scope) -> st.SearchStrategy[AnyWrite]:
     """Value and list writes in exactly ``scope`` (cached: building strategies is costly)."""
     cached = _SCOPED.get(scope)
     if cached is None:
-        values_at = value_addresses((scope,))
-        lists_at = list_addresses((scope,))
-        cached = _SCOPED[scope] = st.one_of(
-            st.builds(set_value, values_at, json_values),
-            st.builds(delete_value, values_at),
-            st.builds(append_list, lists_at, json_values, tags),
-            st.builds(delete_list, lists_at),
-        )
+        cached = _SCOPED[scope] = pick(write_pool(scope))
     return cached
 
 
@@ -109,19 +129,23 @@ ENTRY_PAYLOADS: tuple[dict[str, Any], ...] = (
     {"message": {"role": "user", "content": "ü"}},
 )
 
-entry_writes = st.builds(
-    insert_entry,
-    st.sampled_from(ENTRY_IDS),
-    st.sampled_from((None, None, *ENTRY_IDS)),
-    st.sampled_from(("message", "message", "custom")),
-    st.sampled_from(ENTRY_PAYLOADS),
+entry_writes = pick(
+    tuple(
+        insert_entry(ident, parent, kind, payload)
+        for parent in (None, *ENTRY_IDS)
+        for ident in ENTRY_IDS
+        for kind in ("message", "custom")
+        for payload in ENTRY_PAYLOADS
+    )
 )
-usage_writes = st.builds(
-    insert_usage,
-    st.sampled_from(USAGE_IDS),
-    st.sampled_from(USAGE_POOL),
-    st.sampled_from((None, *ENTRY_IDS[:2])),
-    st.booleans(),
+usage_writes = pick(
+    tuple(
+        insert_usage(ident, row, entry, adjustment)
+        for entry in (None, *ENTRY_IDS[:2])
+        for ident in USAGE_IDS
+        for row in USAGE_POOL
+        for adjustment in (False, True)
+    )
 )
 
 session_writes: st.SearchStrategy[AnyWrite] = st.one_of(

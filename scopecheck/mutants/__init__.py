@@ -77,13 +77,22 @@ def count_steps(program: str) -> int:
     )
 
 
+def is_check_failure(exc: BaseException) -> bool:
+    """True iff ``exc`` (or every member of an exception group) is an assertion failure."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_check_failure(sub) for sub in exc.exceptions)
+    return isinstance(exc, AssertionError)
+
+
 def failure_program(exc: BaseException) -> str:
     """The falsifying program Hypothesis attached to ``exc`` (or to its sub-exceptions)."""
     notes = list(getattr(exc, "__notes__", []))
     for sub in getattr(exc, "exceptions", ()):
         notes.extend(getattr(sub, "__notes__", []))
     return "\n".join(
-        note for note in notes if note.startswith(("state", "scopes_", "lists_", "@reproduce"))
+        note
+        for note in notes
+        if note.startswith(("state", "scopes_", "lists_", "@reproduce"))
         or "reproduce_failure" in note
     )
 
@@ -104,7 +113,9 @@ def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult
         try:
             run_state_machine_as_test(machine, settings=chosen)  # type: ignore[no-untyped-call]
         except Exception as exc:
-            caught = True
+            # Only a check failing counts; a mutant that merely crashes the machine is a
+            # broken catalogue entry, not a caught bug.
+            caught = is_check_failure(exc)
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             program = failure_program(exc)
     seconds = time.perf_counter() - start

@@ -18,7 +18,7 @@ from models.writes import (
     insert_usage,
     set_value,
 )
-from tests.conformance.conftest import lists_of, values_of
+from scopecheck.conformance.helpers import lists_of, values_of
 
 
 def code_of(call: Any) -> str:
@@ -411,5 +411,5 @@ def test_invalid_session_ids_reject(repo: Any, bad: Any) -> None:
 def test_list_returns_exactly_the_sessions_sorted(repo: Any) -> None:
     """list() is sorted and holds nothing but Session ids."""
     for sid in ("b", "a", "c"):
-        repo.create(sid).commit([set_value(value("x", "", None), 1)])
+        repo.create(sid).commit([set_value(value("x"), 1)])
     assert repo.list() == ["a", "b", "c"]

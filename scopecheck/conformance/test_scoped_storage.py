@@ -19,7 +19,7 @@ from models.writes import (
     retire_scope,
     set_value,
 )
-from tests.conformance.conftest import lists_of, values_of
+from scopecheck.conformance.helpers import lists_of, values_of
 
 OP = ephemeral_scope("op-1")
 OTHER = ephemeral_scope("op-2")

@@ -1,0 +1,124 @@
+"""Loading a third-party backend from ``PATH_OR_MODULE:FACTORY``.
+
+The factory is a callable ``make_backend(clock) -> Repository`` that returns a fresh, empty
+repository each time it is called (``clock()`` gives commit timestamps in Unix ms).  If the
+repository has a ``reopen()`` method returning a new repository over the same data, the machine
+uses it to simulate a process restart; otherwise a restart closes every open handle and keeps
+the same repository object.  A module attribute that already is a
+:class:`~scopecheck.backends.Backend` is used as it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from models.errors import UsageError
+from models.protocols import Clock, Repository, Storage
+from scopecheck.backends import Backend
+
+
+class _Tracking:
+    """Wraps a user repository to remember open handles, so a restart can close them."""
+
+    def __init__(self, repo: Any) -> None:
+        self.inner = repo
+        self.handles: list[Storage] = []
+
+    def create(self, session_id: str) -> Storage:
+        handle: Storage = self.inner.create(session_id)
+        self.handles.append(handle)
+        return handle
+
+    def open(self, session_id: str) -> Storage:
+        handle: Storage = self.inner.open(session_id)
+        self.handles.append(handle)
+        return handle
+
+    def list(self) -> list[str]:
+        return list(self.inner.list())
+
+    def delete(self, session_id: str) -> None:
+        self.inner.delete(session_id)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class AdapterWorld:
+    """A World over a user factory (see the module docstring)."""
+
+    def __init__(self, factory: Any, clock: Clock) -> None:
+        self._repo = _Tracking(factory(clock))
+
+    def repository(self) -> Repository:
+        return self._repo
+
+    def restart(self) -> Repository:
+        for handle in self._repo.handles:
+            handle.close()
+        reopen = getattr(self._repo.inner, "reopen", None)
+        inner = reopen() if callable(reopen) else self._repo.inner
+        self._repo = _Tracking(inner)
+        return self._repo
+
+    def cleanup(self) -> None:
+        close = getattr(self._repo.inner, "close", None)
+        if callable(close):
+            close()
+
+
+def _import_target(target: str) -> Any:
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target)
+        if not path.is_file():
+            raise UsageError("not_found", f"no Python file at {target}")
+        name = f"scopecheck_user_{abs(hash(str(path.resolve())))}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise UsageError("not_found", f"cannot import {target}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise UsageError("invalid_payload", f"importing {target} failed: {exc!r}") from None
+        return module
+    try:
+        return importlib.import_module(target)
+    except ImportError as exc:
+        raise UsageError("not_found", f"cannot import module {target!r}: {exc}") from None
+    except Exception as exc:
+        raise UsageError("invalid_payload", f"importing {target} failed: {exc!r}") from None
+
+
+def load_backend(spec: str) -> Backend:
+    """``PATH_OR_MODULE:FACTORY`` → a :class:`Backend`; a ``UsageError`` says what is wrong."""
+    target, sep, attribute = spec.rpartition(":")
+    if not sep or not target or not attribute or len(target) == 1:  # "C:" is a drive, not a split
+        raise UsageError(
+            "invalid_payload",
+            f"backend must look like PATH_OR_MODULE:FACTORY (got {spec!r}), "
+            "e.g. examples/good_backend.py:make_backend",
+        )
+    module = _import_target(target)
+    factory = getattr(module, attribute, None)
+    if factory is None:
+        raise UsageError("not_found", f"{target} has no attribute {attribute!r}")
+    if isinstance(factory, Backend):
+        return factory
+    if not callable(factory):
+        raise UsageError("invalid_payload", f"{spec} is not callable")
+    try:  # fail early, with one line, if the factory itself is broken
+        probe = factory(lambda: 0)
+        close = getattr(probe, "close", None)
+        if callable(close):
+            close()
+    except Exception as exc:
+        raise UsageError("invalid_payload", f"factory {spec} raised {exc!r}") from None
+    name = Path(target).stem if target.endswith(".py") else target.rsplit(".", 1)[-1]
+    return Backend(name, lambda clock: AdapterWorld(factory, clock), f"user backend {spec}")

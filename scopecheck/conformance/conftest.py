@@ -1,0 +1,55 @@
+"""Fixtures that run one test body on every backend under test.
+
+``backend`` is parametrised with the backends named by ``--scopecheck-backend`` (the pytest
+plugin, ``scopecheck.pytest_plugin``) or, without that option, with every bundled backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from models.protocols import Repository, Storage
+from scopecheck.backends import BUNDLED, Backend, World
+from scopecheck.conformance.helpers import Clock
+from scopecheck.profiles import load_profile
+
+load_profile()
+
+
+def selected_backends(config: pytest.Config) -> list[Backend]:
+    from scopecheck.adapters import load_backend
+
+    specs = config.getoption("scopecheck_backend", default=None) or []
+    if specs:
+        return [load_backend(spec) for spec in specs]
+    return [BUNDLED[name] for name in sorted(BUNDLED)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        chosen = selected_backends(metafunc.config)
+        metafunc.parametrize("backend", chosen, ids=[b.name for b in chosen])
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def world(backend: Backend, clock: Clock) -> Iterator[World]:
+    made = backend.new_world(clock)
+    yield made
+    made.cleanup()
+
+
+@pytest.fixture
+def repo(world: World) -> Repository:
+    return world.repository()
+
+
+@pytest.fixture
+def storage(repo: Repository) -> Storage:
+    return repo.create("session")

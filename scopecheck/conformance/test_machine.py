@@ -1,0 +1,38 @@
+"""The stateful machine on each backend under test (model vs. backend after every step)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from scopecheck.backends import Backend
+from scopecheck.machine import make_machine
+
+MACHINE_RULES = (
+    "SCOPE-1",
+    "TX-1",
+    "TX-2",
+    "TX-3",
+    "TX-4",
+    "SEQ-1",
+    "SEQ-2",
+    "SEQ-7",
+    "RETIRE-2",
+    "RETIRE-3",
+    "RETIRE-4",
+    "LIST-2",
+    "LIST-3",
+    "LIST-5",
+    "STATS-1",
+    "LIFE-2",
+    "REPO-2",
+    "REPO-4",
+)
+
+
+@pytest.mark.rule(*MACHINE_RULES)
+def test_machine_agrees_with_the_model(backend: Backend) -> None:
+    """Every result, error code and the complete logical state equal the model's, every step,
+    across close/reopen and restarts (the active Hypothesis profile sets the budget)."""
+    run_state_machine_as_test(make_machine(backend), settings=settings())  # type: ignore[no-untyped-call]

@@ -1,0 +1,36 @@
+"""pytest plugin: run the conformance suite and the machine against a third-party backend::
+
+pytest --scopecheck-backend=PATH_OR_MODULE:FACTORY --pyargs scopecheck.conformance
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("scopecheck")
+    group.addoption(
+        "--scopecheck-backend",
+        action="append",
+        dest="scopecheck_backend",
+        default=[],
+        metavar="PATH_OR_MODULE:FACTORY",
+        help="Backend factory to check (repeatable); default: the bundled backends.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from scopecheck.profiles import load_profile
+
+    load_profile()
+    specs = config.getoption("scopecheck_backend") or []
+    if specs:
+        from models.errors import ScopecheckError
+        from scopecheck.adapters import load_backend
+
+        for spec in specs:
+            try:
+                load_backend(spec)
+            except ScopecheckError as exc:
+                raise pytest.UsageError(f"--scopecheck-backend: {exc}") from None

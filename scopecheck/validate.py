@@ -1,0 +1,129 @@
+"""``scopecheck validate PATH_OR_MODULE:FACTORY``: the machine and the conformance suite
+against a backend that lives outside this project.
+
+The machine runs in-process for the time budget (its failure is saved as a reproducer file that
+``scopecheck replay`` reruns); the conformance suite runs in a pytest subprocess with the
+plugin, and each failing test is reported with the spec rules it checks and the command that
+reruns it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+
+from scopecheck.adapters import load_backend
+from scopecheck.fuzz import fuzz_backend
+from scopecheck.machine import rules_of_program
+
+REPORT_ENV = "SCOPECHECK_VALIDATE_REPORT"
+
+
+@attrs.define
+class Verdict:
+    backend: str
+    passed: bool = True
+    failures: list[dict[str, Any]] = attrs.field(factory=list)
+    machine_steps: int = 0
+    conformance_tests: int = 0
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "passed": self.passed,
+            "failures": self.failures,
+            "machine_steps": self.machine_steps,
+            "conformance_tests": self.conformance_tests,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def run_conformance(spec: str) -> tuple[int, list[dict[str, Any]]]:
+    """Run the conformance modules (not the machine) against ``spec`` in a subprocess."""
+    import scopecheck.conformance
+
+    suite = Path(scopecheck.conformance.__file__).resolve().parent
+    root = suite.parent.parent
+    with tempfile.TemporaryDirectory(prefix="scopecheck-validate-") as scratch:
+        out = Path(scratch) / "report.json"
+        env = {**os.environ, REPORT_ENV: str(out)}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "scopecheck.pytest_plugin",
+            "-p",
+            "scopecheck.validate_report",
+            "-p",
+            "no:cacheprovider",
+            f"--scopecheck-backend={spec}",
+            "--rootdir",
+            str(suite),
+            "-o",
+            "addopts=",
+            str(suite / "test_scoped_storage.py"),
+            str(suite / "test_storage_cases.py"),
+        ]
+        subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if not out.exists():
+            return 0, [
+                {"rule": None, "reproducer": " ".join(command), "error": "pytest did not run"}
+            ]
+        data = orjson.loads(out.read_bytes())
+    failures = []
+    for test in data["failed"]:
+        rerun = (
+            f"pytest -p scopecheck.pytest_plugin --scopecheck-backend={spec} "
+            f"'{suite / test['nodeid']}'"
+        )
+        for rule in test["rules"] or [None]:
+            failures.append(
+                {"rule": rule, "reproducer": rerun, "test": test["nodeid"], "error": test["error"]}
+            )
+    return data["ran"], failures
+
+
+def validate(spec: str, budget: float, failures_dir: Path, seed: int) -> Verdict:
+    import time
+
+    from scopecheck.profiles import load_profile
+
+    started = time.perf_counter()
+    backend = load_backend(spec)
+    verdict = Verdict(backend.name)
+    report = fuzz_backend(
+        backend,
+        budget=budget,
+        seed=seed,
+        settings=load_profile("ci"),
+        failures_dir=failures_dir,
+        profile="ci",
+        spec=spec,
+    )
+    verdict.machine_steps = report.steps
+    for path in report.reproducers:
+        record = orjson.loads(Path(path).read_bytes())
+        for rule in rules_of_program(record["program"]) or (None,):
+            verdict.failures.append(
+                {
+                    "rule": rule,
+                    "reproducer": f"scopecheck replay {path}",
+                    "error": record["error"].splitlines()[0],
+                }
+            )
+    verdict.conformance_tests, conformance_failures = run_conformance(spec)
+    verdict.failures.extend(conformance_failures)
+    verdict.passed = not verdict.failures
+    verdict.seconds = time.perf_counter() - started
+    return verdict
