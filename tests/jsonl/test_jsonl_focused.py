@@ -17,7 +17,7 @@ import pytest
 
 from impl.jsonl.load import load_session
 from models.addresses import value, value_list
-from models.errors import CorruptError
+from models.errors import CorruptError, StorageIOError
 from models.scope import ephemeral_scope
 from models.writes import (
     append_list,
@@ -482,3 +482,31 @@ def test_unrelated_and_temp_files_in_the_scopes_directory_are_ignored_or_cleaned
     reopened = make_repo().open("s")
     assert reopened.get_value(value("v", "k", A)).value == 1  # type: ignore[union-attr]
     assert sorted(os.listdir(scopes)) == ["notes.txt", "scope-%zz.scope", "scope-op-A.scope"]
+
+
+@pytest.mark.rule("JSONL-15")
+def test_scope_directory_cleanup_failure_rejects_delete_after_the_main_file_is_gone(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """delete() reports a failed .scopes removal; the Session is gone from list() and a later
+    create() of the same id clears the leftovers (000 §6.5)."""
+
+    armed = False
+
+    def remove_fails(op: str, path: str) -> OSError | None:
+        if armed and op == "remove" and path.endswith(".scopes"):
+            return PermissionError(13, "injected: rmtree refused")
+        return None
+
+    repo = make_repo(fault=remove_fails)
+    storage = repo.create("s")
+    storage.commit([set_value(value("v", "k", A), 1)])
+    storage.close()
+    armed = True
+    with pytest.raises(StorageIOError) as info:
+        repo.delete("s")
+    assert info.value.details["op"] == "remove"
+    assert repo.list() == []
+    assert sidecar_files(root) == ["s.jsonl.scopes/scope-op-A.scope"]
+    fresh = make_repo().create("s")
+    assert fresh.snapshot().values == () and sidecar_files(root) == []
