@@ -16,6 +16,7 @@ import itertools
 from typing import Any, Literal
 
 import attrs
+import orjson
 
 from impl.fs import FileSystem, Lines, fs_code
 from impl.jsonl import layout
@@ -106,13 +107,27 @@ def scan_lines(
         return scan
     previous = 0
     txs = scan.txs
+    append = txs.append
+    loads = orjson.loads
+    check = check_record
     for index in range(1, len(complete)):
         try:
-            records = decode_transaction(complete[index])
-            seqs = [check_record(rec, scope_id) for rec in records]
-            for a, b in itertools.pairwise(seqs):
-                if b != a + 1:
-                    raise BadRecord(f"seqs inside one transaction must be consecutive ({seqs})")
+            # The common case, one write per line, without the generic decoder's call.
+            try:
+                obj = loads(complete[index])
+            except orjson.JSONDecodeError as exc:
+                raise BadRecord(f"not JSON: {exc}") from None
+            if type(obj) is dict:
+                records = [obj]
+                seqs = [check(obj, scope_id)]
+            else:
+                records = decode_transaction(complete[index])
+                seqs = [check(rec, scope_id) for rec in records]
+                for a, b in itertools.pairwise(seqs):
+                    if b != a + 1:
+                        raise BadRecord(
+                            f"seqs inside one transaction must be consecutive ({seqs})"
+                        )
             if seqs[0] <= previous:
                 raise BadRecord(
                     f"seq {seqs[0]} does not follow the previous transaction's seq {previous}"
@@ -123,7 +138,7 @@ def scan_lines(
             scan.malformed_at.append((problem, len(txs)))
             continue
         previous = seqs[-1]
-        txs.append(Tx(index + 1, seqs, records))
+        append(Tx(index + 1, seqs, records))
     return scan
 
 
