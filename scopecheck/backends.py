@@ -67,6 +67,106 @@ class MemoryWorld:
 MEMORY = Backend("memory", MemoryWorld, "in-process maps (impl/memory.py)")
 
 
+class JsonlWorld:
+    """A JSONL repository over a fresh real temp directory (default) or a pyfakefs filesystem.
+
+    ``restart()`` closes every handle and opens a new repository over the same directory, so
+    every reopen goes through the nine open stages (JSONL-7).  ``repository_class`` lets a
+    planted bug (``scopecheck.mutants.jsonl``) run in the same world.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        fake: bool = False,
+        repository_class: type[Any] | None = None,
+        fault: Any = None,
+    ) -> None:
+        import tempfile
+
+        from impl.fs import FileSystem, OsFileSystem, TracingFileSystem, pyfakefs_reader
+        from impl.jsonl import JsonlRepository
+
+        self._clock = clock
+        self._class = repository_class or JsonlRepository
+        self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+        if fake:
+            from pyfakefs.fake_filesystem import FakeFilesystem
+            from pyfakefs.fake_os import FakeOsModule
+
+            self.fake_filesystem: Any = FakeFilesystem()
+            # pyfakefs has no durability model; fsync calls stay visible on the FS object.
+            self.fs: FileSystem = OsFileSystem(
+                FakeOsModule(self.fake_filesystem),
+                sync=False,
+                reader=pyfakefs_reader(self.fake_filesystem),
+            )
+            self.root = "/sessions"
+        else:
+            self._tempdir = tempfile.TemporaryDirectory(prefix="scopecheck-jsonl-")
+            self.fs = OsFileSystem()
+            self.root = self._tempdir.name
+        if fault is not None:
+            self.fs = TracingFileSystem(self.fs, fault, record=False)
+        self._repo = self._new()
+
+    def _new(self) -> Repository:
+        repo: Repository = self._class(self.root, self.fs, self._clock, cwd="/scopecheck")
+        return repo
+
+    def repository(self) -> Repository:
+        return self._repo
+
+    def restart(self) -> Repository:
+        self._repo.close()
+        self._repo = self._new()
+        return self._repo
+
+    def cleanup(self) -> None:
+        self._repo.close()
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
+
+
+def _jsonl_fake_world(clock: Clock) -> World:
+    return JsonlWorld(clock, fake=True)
+
+
+class EveryOtherUnlinkFails:
+    """Fault hook: every second sidecar unlink fails with EACCES, so retired sidecars survive
+    their retirement and reopen must bound them by the retirement seq (JSONL-9, JSONL-16)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, op: str, path: str) -> OSError | None:
+        if op == "unlink" and path.endswith(".scope"):
+            self.count += 1
+            if self.count % 2:
+                return PermissionError(13, "injected: sidecar unlink refused")
+        return None
+
+
+def _jsonl_unlink_fails_world(clock: Clock) -> World:
+    return JsonlWorld(clock, fake=True, fault=EveryOtherUnlinkFails())
+
+
+JSONL = Backend(
+    "jsonl", JsonlWorld, "format-4 main log + scope sidecars in a temp dir (impl/jsonl)"
+)
+JSONL_FAKEFS = Backend(
+    "jsonl-fakefs", _jsonl_fake_world, "the JSONL backend on a pyfakefs filesystem"
+)
+
+JSONL_UNLINK_FAILS = Backend(
+    "jsonl-unlink-fails",
+    _jsonl_unlink_fails_world,
+    "JSONL on pyfakefs where every second sidecar unlink fails (retired sidecars survive)",
+)
+
+
 class SqliteWorld:
     """A temp directory holding per-file databases or one container file (impl/sqlite/).
 
@@ -128,21 +228,30 @@ SQLITE_SHARED = Backend(
 #: Bundled backends by name; JSONL registers itself here as it lands.
 BUNDLED: dict[str, Backend] = {
     "memory": MEMORY,
+    "jsonl": JSONL,
     "sqlite": SQLITE,
     "sqlite-shared": SQLITE_SHARED,
 }
+"""The backends ``scopecheck fuzz`` and the conformance suite run by default."""
+
+EXTRA: dict[str, Backend] = {
+    "jsonl-fakefs": JSONL_FAKEFS,
+    "jsonl-unlink-fails": JSONL_UNLINK_FAILS,
+}
+"""More worlds of the bundled backends, by name (``scopecheck fuzz --backend jsonl-fakefs``)."""
+
 
 def resolve_backend(name: str) -> Backend:
     """A bundled backend or a catalogue mutant by name; ``UsageError(not_found)`` otherwise."""
     from models.errors import UsageError
 
-    if name in BUNDLED:
-        return BUNDLED[name]
+    if name in BUNDLED or name in EXTRA:
+        return BUNDLED.get(name) or EXTRA[name]
     from scopecheck.mutants import all_mutants
 
     for mutant in all_mutants():
         made = mutant.make()
         if name in (mutant.name, made.name):
             return made
-    known = ", ".join(sorted(BUNDLED))
+    known = ", ".join(sorted(BUNDLED) + sorted(EXTRA))
     raise UsageError("not_found", f"unknown backend {name!r}; bundled backends are: {known}")

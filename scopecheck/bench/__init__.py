@@ -60,7 +60,17 @@ def bench_machine(runs: int) -> dict[str, Any]:
     }
 
 
-BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {"machine": bench_machine}
+def bench_jsonl_figures(runs: int) -> dict[str, Any]:
+    """JSONL open/replay vs plain orjson parsing, commits/s with fsync, machine steps/s."""
+    from scopecheck.bench.jsonl import bench_jsonl
+
+    return {"benchmark": "jsonl", **bench_jsonl(repeat=runs)}
+
+
+BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "machine": bench_machine,
+    "jsonl": bench_jsonl_figures,
+}
 
 
 def render(which: str, result: dict[str, Any]) -> None:

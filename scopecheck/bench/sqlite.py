@@ -246,9 +246,7 @@ def bench_sqlite(quick: bool = False) -> dict[str, Any]:
         os.environ["SCOPECHECK_SCRATCH"] = "/dev/shm"  # worlds on a RAM disk
         try:
             for name in ("sqlite", "sqlite-shared"):
-                result[f"machine_steps_per_s_{name}_ram"] = round(
-                    _machine_steps(name, examples), 1
-                )
+                result[f"machine_steps_per_s_{name}_ram"] = round(_machine_steps(name, examples), 1)
         finally:
             del os.environ["SCOPECHECK_SCRATCH"]
     result.update(_mutant_catch_seconds())

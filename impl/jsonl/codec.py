@@ -1,0 +1,347 @@
+"""The format-4 line codec: headers and transaction lines (REFERENCE §1, 000 §6.1–§6.2).
+
+One physical line per transaction: a transaction of one write is that write's JSON object, two
+or more writes are one JSON array (JSONL-3).  Key names and order follow REFERENCE §1 plus the
+Step 1 additions: ``scopeId`` on scoped value/list records (sidecars only), ``tag`` on list
+appends, and the main-log retirement record ``{kind:"scope", op:"retire", seq, scopeId}``.
+Usage rows additionally carry ``timestamp`` because our contract's usage record returns one.
+
+Payloads are spliced in as the exact canonical bytes the write froze, and decoding re-encodes
+them with orjson, which gives back the same bytes (JSONL-4); so a value read after reopen is byte
+for byte the value committed.
+
+Decoding is strict (004's fail-closed decoders): an unknown kind, a missing or mistyped field or
+an unexpected key makes the line corrupt.  :class:`BadRecord` carries the reason; the loader adds
+the file and the 1-based line (JSONL-6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from models.records import Committed
+from models.writes import (
+    RESERVED_ENTRY_KEYS,
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    InsertEntry,
+    InsertUsage,
+    RetireScope,
+    SetValue,
+)
+
+FORMAT_VERSION = 4
+STORAGE_VERSION = 1
+
+_dumps = orjson.dumps
+_Fragment = orjson.Fragment
+
+
+class BadRecord(Exception):
+    """A line or record that is not valid format-4 content (the loader turns it into
+    ``CorruptError(corrupt)`` with the file and line)."""
+
+
+# -- headers -------------------------------------------------------------------------------
+
+
+def encode_header(
+    session_id: str,
+    created_at: int,
+    cwd: str,
+    *,
+    parent_session_id: str | None = None,
+    next_seq: int | None = None,
+) -> bytes:
+    """The main-file header line (no newline).  ``nextSeq`` only on whole-file rewrites."""
+    header: dict[str, Any] = {
+        "v": FORMAT_VERSION,
+        "kind": "header",
+        "id": session_id,
+        "storageVersion": STORAGE_VERSION,
+        "createdAt": created_at,
+        "cwd": cwd,
+    }
+    if parent_session_id is not None:
+        header["parentSessionId"] = parent_session_id
+    if next_seq is not None:
+        header["nextSeq"] = next_seq
+    return _dumps(header)
+
+
+_HEADER_KEYS = frozenset(
+    {"v", "kind", "id", "storageVersion", "createdAt", "cwd", "parentSessionId", "nextSeq"}
+)
+
+
+def decode_header(line: bytes, session_id: str) -> dict[str, Any]:
+    """Check a main header line: exact kind/version, identity ``session_id`` (JSONL-5)."""
+    obj = _loads(line)
+    if not isinstance(obj, dict):
+        raise BadRecord("missing header: line 1 is not a header object")
+    if obj.get("type") == "session":
+        raise BadRecord("legacy v3 session file: not supported yet (see spec JSONL gaps)")
+    if obj.get("kind") != "header":
+        raise BadRecord('missing header: line 1 has no kind "header"')
+    if obj.get("v") != FORMAT_VERSION or obj.get("storageVersion") != STORAGE_VERSION:
+        raise BadRecord(
+            f"unsupported header version v={obj.get('v')!r} "
+            f"storageVersion={obj.get('storageVersion')!r} (expected 4 and 1)"
+        )
+    extra = set(obj) - _HEADER_KEYS
+    if extra:
+        raise BadRecord(f"header has unknown keys {sorted(extra)}")
+    if obj.get("id") != session_id:
+        raise BadRecord(f"header names session {obj.get('id')!r}, expected {session_id!r}")
+    if not _is_int(obj.get("createdAt")) or not isinstance(obj.get("cwd"), str):
+        raise BadRecord("header createdAt must be an int and cwd a str")
+    if "nextSeq" in obj and (not _is_int(obj["nextSeq"]) or obj["nextSeq"] < 1):
+        raise BadRecord("header nextSeq must be a positive int")
+    parent = obj.get("parentSessionId")
+    if "parentSessionId" in obj and not isinstance(parent, str):
+        raise BadRecord("header parentSessionId must be a str")
+    return obj
+
+
+def encode_scope_header(session_id: str, scope_id: str) -> bytes:
+    """The exact sidecar header of 000 §6.1 (no newline)."""
+    return _dumps(
+        {
+            "v": FORMAT_VERSION,
+            "kind": "scope_header",
+            "sessionId": session_id,
+            "scopeId": scope_id,
+            "storageVersion": STORAGE_VERSION,
+        }
+    )
+
+
+def decode_scope_header(line: bytes, session_id: str, scope_id: str) -> dict[str, Any]:
+    """Validate a sidecar header: exact keys and identity (JSONL-5, 000 §6.1)."""
+    obj = _loads(line)
+    if not isinstance(obj, dict) or obj.get("kind") != "scope_header":
+        raise BadRecord("missing scope header: line 1 is not a scope_header object")
+    if set(obj) != {"v", "kind", "sessionId", "scopeId", "storageVersion"}:
+        raise BadRecord(
+            f"scope header has keys {sorted(obj)}, expected exactly v, kind, "
+            "sessionId, scopeId, storageVersion"
+        )
+    if obj["v"] != FORMAT_VERSION or obj["storageVersion"] != STORAGE_VERSION:
+        raise BadRecord("unsupported scope header version (expected v 4, storageVersion 1)")
+    if obj["sessionId"] != session_id:
+        raise BadRecord(f"scope header names session {obj['sessionId']!r}, expected {session_id!r}")
+    if obj["scopeId"] != scope_id:
+        raise BadRecord(
+            f"scope header names scope {obj['scopeId']!r}, but the file name says {scope_id!r}"
+        )
+    return obj
+
+
+# -- transactions: encoding ----------------------------------------------------------------
+
+
+def encode_write(item: Committed) -> bytes:
+    """One committed write as its JSON object (no newline)."""
+    write, seq = item.write, item.seq
+    if isinstance(write, InsertEntry):
+        head = _dumps(
+            {"kind": "entry", "id": write.id, "parentId": write.parent_id, "type": write.type}
+        )
+        payload = write.payload_json
+        middle = b"," + payload[1:-1] if payload != b"{}" else b""
+        return head[:-1] + middle + b',"seq":%d,"timestamp":%d}' % (seq, item.timestamp)
+    if isinstance(write, InsertUsage):
+        row: dict[str, Any] = {
+            "kind": "usage",
+            "id": write.id,
+            "usage": _Fragment(write.usage_json),
+        }
+        if write.entry_id is not None:
+            row["entryId"] = write.entry_id
+        row["adjustment"] = write.adjustment
+        if write.details_json is not None:
+            row["details"] = _Fragment(write.details_json)
+        row["seq"] = seq
+        row["timestamp"] = item.timestamp
+        return _dumps(row)
+    if isinstance(write, RetireScope):
+        return _dumps({"kind": "scope", "op": "retire", "seq": seq, "scopeId": write.retired.id})
+    if isinstance(write, (SetValue, DeleteValue)):
+        obj: dict[str, Any] = {
+            "kind": "value",
+            "op": "set" if isinstance(write, SetValue) else "delete",
+            "seq": seq,
+            "namespace": write.address.namespace,
+            "key": write.address.key,
+        }
+        if isinstance(write, SetValue):
+            obj["value"] = _Fragment(write.value_json)
+    elif isinstance(write, (AppendList, DeleteList)):
+        obj = {
+            "kind": "list",
+            "op": "append" if isinstance(write, AppendList) else "delete",
+            "seq": seq,
+            "namespace": write.address.namespace,
+            "key": write.address.key,
+        }
+        if isinstance(write, AppendList):
+            obj["value"] = _Fragment(write.element_json)
+            if write.tag is not None:
+                obj["tag"] = write.tag
+    else:  # pragma: no cover - check_shape admits only the write types above
+        raise AssertionError(write)
+    scope_id = write.address.scope_id
+    if scope_id is not None:
+        obj["scopeId"] = scope_id
+    return _dumps(obj)
+
+
+def encode_transaction(items: Sequence[Committed]) -> bytes:
+    """One transaction as one line *with* its newline: an object, or an array for ≥ 2 writes."""
+    if len(items) == 1:
+        return encode_write(items[0]) + b"\n"
+    return b"[" + b",".join(encode_write(item) for item in items) + b"]\n"
+
+
+# -- transactions: decoding ----------------------------------------------------------------
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise BadRecord(f"not JSON: {exc}") from None
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def decode_transaction(line: bytes) -> list[dict[str, Any]]:
+    """Parse one transaction line into its records (not yet checked: see :func:`check_record`)."""
+    return transaction_records(_loads(line))
+
+
+def transaction_records(obj: Any) -> list[dict[str, Any]]:
+    """The records of one parsed transaction line: an object, or an array of ≥ 2 objects."""
+    if type(obj) is dict:
+        return [obj]
+    if type(obj) is list:
+        if len(obj) < 2:
+            raise BadRecord("a transaction array must hold at least two writes")
+        for item in obj:
+            if type(item) is not dict:
+                raise BadRecord("a transaction array may hold only write objects")
+        return obj
+    raise BadRecord("a transaction line must be a JSON object or array")
+
+
+_BASE = ("kind", "op", "seq", "namespace", "key")
+
+
+def _shapes(op_keys: tuple[str, ...], scoped: bool, tagged: bool) -> tuple[frozenset[str], ...]:
+    keys = frozenset(_BASE + op_keys + (("scopeId",) if scoped else ()))
+    return (keys, keys | {"tag"}) if tagged else (keys,)
+
+
+#: The exact key sets a value/list record may have, by (kind, op), for main and sidecar.
+_MAIN_SHAPES = {
+    ("value", "set"): _shapes(("value",), False, False),
+    ("value", "delete"): _shapes((), False, False),
+    ("list", "append"): _shapes(("value",), False, True),
+    ("list", "delete"): _shapes((), False, False),
+}
+_SIDE_SHAPES = {
+    ("value", "set"): _shapes(("value",), True, False),
+    ("value", "delete"): _shapes((), True, False),
+    ("list", "append"): _shapes(("value",), True, True),
+    ("list", "delete"): _shapes((), True, False),
+}
+_USAGE_REQUIRED = frozenset({"kind", "id", "usage", "adjustment", "seq", "timestamp"})
+_USAGE_ALLOWED = _USAGE_REQUIRED | {"entryId", "details"}
+_RETIRE_KEYS = frozenset({"kind", "op", "seq", "scopeId"})
+
+
+def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
+    """Validate one record's shape; returns its seq.
+
+    ``sidecar_scope`` is ``None`` for the main log (no scoped value/list records, JSONL-2) or
+    the sidecar's scope ID (only value/list records of exactly that scope, 000 §6.1).  The
+    common shapes are checked with one key-set comparison each, since open runs this on every
+    record.
+    """
+    seq = rec.get("seq")
+    if type(seq) is not int or seq < 1:
+        raise BadRecord(f"record seq must be a positive int (got {seq!r})")
+    kind = rec.get("kind")
+    if kind == "value" or kind == "list":
+        op = rec.get("op")
+        table = _MAIN_SHAPES if sidecar_scope is None else _SIDE_SHAPES
+        shapes = table.get((kind, op)) if type(op) is str else None
+        if shapes is None:
+            if sidecar_scope is None and "scopeId" in rec:
+                raise BadRecord("a scoped value/list record may not appear in the main log")
+            raise BadRecord(f"unknown {kind} op {op!r}")
+        if rec.keys() not in shapes:
+            if sidecar_scope is None and "scopeId" in rec:
+                raise BadRecord("a scoped value/list record may not appear in the main log")
+            raise BadRecord(
+                f"{kind} {op} record has keys {sorted(rec)}, expected {sorted(shapes[0])}"
+                + (" (+ tag)" if len(shapes) > 1 else "")
+            )
+        if type(rec["namespace"]) is not str or type(rec["key"]) is not str:
+            raise BadRecord(f"{kind} record namespace and key must be str")
+        if sidecar_scope is not None and rec["scopeId"] != sidecar_scope:
+            raise BadRecord(
+                f"record scopeId {rec['scopeId']!r} does not match the sidecar's {sidecar_scope!r}"
+            )
+        if "tag" in rec:
+            tag = rec["tag"]
+            if type(tag) is not str or not tag:
+                raise BadRecord("list tag must be a non-empty str")
+        return seq
+    if kind == "entry":
+        if sidecar_scope is not None:
+            raise BadRecord("an entry record may not appear in a scope sidecar")
+        pid = rec.get("parentId", 0)
+        if (
+            type(rec.get("id")) is not str
+            or not (pid is None or type(pid) is str)
+            or type(rec.get("type")) is not str
+            or type(rec.get("timestamp")) is not int
+        ):
+            raise BadRecord("entry record needs str id, str|null parentId, str type, int timestamp")
+        return seq
+    if kind == "usage":
+        if sidecar_scope is not None:
+            raise BadRecord("a usage record may not appear in a scope sidecar")
+        present = rec.keys()
+        if not present >= _USAGE_REQUIRED or not present <= _USAGE_ALLOWED:
+            raise BadRecord(f"usage record has keys {sorted(present)}")
+        if (
+            type(rec["id"]) is not str
+            or type(rec["usage"]) is not dict
+            or type(rec["adjustment"]) is not bool
+            or type(rec["timestamp"]) is not int
+            or ("entryId" in rec and type(rec["entryId"]) is not str)
+        ):
+            raise BadRecord("usage record field types are wrong")
+        return seq
+    if kind == "scope":
+        if sidecar_scope is not None:
+            raise BadRecord("a retirement record may not appear in a scope sidecar")
+        if rec.get("op") != "retire" or rec.keys() != _RETIRE_KEYS:
+            raise BadRecord("scope record must be exactly {kind, op: retire, seq, scopeId}")
+        if type(rec["scopeId"]) is not str or not rec["scopeId"]:
+            raise BadRecord("retirement scopeId must be a non-empty str")
+        return seq
+    raise BadRecord(f"unknown record kind {kind!r}")
+
+
+def entry_payload_json(rec: dict[str, Any]) -> bytes:
+    """The entry payload bytes: every key but the record's own, in line order."""
+    return _dumps({k: v for k, v in rec.items() if k not in RESERVED_ENTRY_KEYS})

@@ -1,0 +1,275 @@
+"""Reading a Session from disk: the read-only part of the nine open stages of 000 §6.3.
+
+:func:`load_session` reads the main log and every matching sidecar and works out, without
+changing a byte: the transactions of each file, torn tails, corruption (file and 1-based line),
+the high-water mark from the header and *every* complete record of every file (stage 4, before
+anything is ignored), the latest retirement per scope (stage 5), which sidecar transactions are
+live (stage 6), and the retained transactions merged in global sequence order (stage 7).  The
+storage then performs the repairs this plan calls for (stages 1, 3 and 9) and replays; the
+inspector (``scopecheck inspect``) only reports it.  Keeping one reader for both means the
+inspector shows exactly what open would do.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Literal
+
+import attrs
+import orjson
+
+from impl.fs import FileSystem, Lines, fs_code
+from impl.jsonl import layout
+from impl.jsonl.codec import (
+    BadRecord,
+    check_record,
+    decode_header,
+    decode_scope_header,
+    transaction_records,
+)
+from models.errors import CorruptError, StorageIOError
+
+
+@attrs.define
+class Tx:
+    """One complete transaction line: its 1-based line number, seqs and decoded records."""
+
+    line: int
+    seqs: list[int]
+    records: list[dict[str, Any]]
+
+    @property
+    def first(self) -> int:
+        return self.seqs[0]
+
+    @property
+    def last(self) -> int:
+        return self.seqs[-1]
+
+
+@attrs.frozen
+class Problem:
+    """A torn tail (dropped on open) or a corrupt line (fails open), with file and line."""
+
+    kind: Literal["torn", "corrupt"]
+    path: str
+    line: int
+    message: str
+
+    def error(self) -> CorruptError:
+        return CorruptError(
+            "corrupt",
+            f"{self.path}:{self.line}: {self.message}; the file was left untouched — restore it "
+            "from a backup or remove the damaged line",
+            file=self.path,
+            line=self.line,
+        )
+
+
+@attrs.define
+class FileScan:
+    """What one file holds.  ``lines`` are the complete lines (header first)."""
+
+    path: str
+    scope_id: str | None
+    header: dict[str, Any] | None = None
+    txs: list[Tx] = attrs.field(factory=list)
+    lines: list[bytes] = attrs.field(factory=list)
+    torn: Problem | None = None
+    corrupt: list[Problem] = attrs.field(factory=list)
+    #: For a sidecar: malformed lines as (problem, index into txs of the next good tx).
+    malformed_at: list[tuple[Problem, int]] = attrs.field(factory=list)
+
+
+def scan_lines(path: str, lines: Lines, session_id: str, scope_id: str | None) -> FileScan:
+    """Parse a main log (``scope_id is None``) or a sidecar; never raises for bad content."""
+    scan = FileScan(path, scope_id, lines=lines.complete)
+    complete = lines.complete
+    if lines.tail is not None:
+        scan.torn = Problem(
+            "torn",
+            path,
+            len(complete) + 1,
+            f"unterminated final line ({len(lines.tail)} bytes) is dropped",
+        )
+    if not complete:
+        what = "missing header" if scope_id is None else "missing scope header"
+        detail = "unterminated" if lines.tail is not None else "empty file"
+        scan.corrupt.append(Problem("corrupt", path, 1, f"{what} ({detail})"))
+        return scan
+    try:
+        if scope_id is None:
+            scan.header = decode_header(complete[0], session_id)
+        else:
+            scan.header = decode_scope_header(complete[0], session_id, scope_id)
+    except BadRecord as exc:
+        scan.corrupt.append(Problem("corrupt", path, 1, str(exc)))
+        return scan
+    previous = 0
+    txs = scan.txs
+    append = txs.append
+    loads = orjson.loads
+    check = check_record
+    for index in range(1, len(complete)):
+        try:
+            # The common case, one write per line, without the generic decoder's call.
+            try:
+                obj = loads(complete[index])
+            except orjson.JSONDecodeError as exc:
+                raise BadRecord(f"not JSON: {exc}") from None
+            if type(obj) is dict:
+                records = [obj]
+                seqs = [check(obj, scope_id)]
+            else:
+                records = transaction_records(obj)
+                seqs = [check(rec, scope_id) for rec in records]
+                for a, b in itertools.pairwise(seqs):
+                    if b != a + 1:
+                        raise BadRecord(f"seqs inside one transaction must be consecutive ({seqs})")
+            if seqs[0] <= previous:
+                raise BadRecord(
+                    f"seq {seqs[0]} does not follow the previous transaction's seq {previous}"
+                )
+        except BadRecord as exc:
+            problem = Problem("corrupt", path, index + 1, str(exc))
+            scan.corrupt.append(problem)
+            scan.malformed_at.append((problem, len(txs)))
+            continue
+        previous = seqs[-1]
+        append(Tx(index + 1, seqs, records))
+    return scan
+
+
+@attrs.define
+class SessionLoad:
+    """The plan for opening one Session (see the module docstring)."""
+
+    session_id: str
+    main: FileScan
+    sidecars: dict[str, FileScan] = attrs.field(factory=dict)
+    #: Files in ``.scopes`` that are not sidecars of this Session (temp files included).
+    unrelated: list[str] = attrs.field(factory=list)
+    temps: list[str] = attrs.field(factory=list)
+    high_water: int = 0
+    next_seq: int = 1
+    boundaries: dict[str, int] = attrs.field(factory=dict)
+    #: Retained transactions in global order, each with its scope (``None`` = main log).
+    retained: list[tuple[str | None, Tx]] = attrs.field(factory=list)
+    #: Sidecars holding at least one record after their scope's latest retirement.
+    live: set[str] = attrs.field(factory=set)
+    errors: list[Problem] = attrs.field(factory=list)
+
+    def raise_if_corrupt(self) -> None:
+        if self.errors:
+            raise self.errors[0].error()
+
+
+def load_session(
+    fs: FileSystem,
+    main: str,
+    session_id: str,
+    *,
+    count_retired_in_high_water: bool = True,
+    keep_torn_tail: bool = False,
+    apply_boundaries: bool = True,
+) -> SessionLoad:
+    """Stages 1–8 of 000 §6.3, read-only.  Keyword flags exist only for planted bugs."""
+    lines = fs.read_lines(main)
+    if keep_torn_tail and lines.tail is not None:  # planted bug: torn tail kept as data
+        lines = Lines([*lines.complete, lines.tail], None)
+    load = SessionLoad(session_id, scan_lines(main, lines, session_id, None))
+    # Stage 2/3: discover and parse sidecars of this Session.
+    directory = layout.scopes_dir(main)
+    try:
+        entries = fs.list_dir(directory)
+    except StorageIOError as exc:
+        if fs_code(exc) != "not_found":
+            raise
+        entries = []
+    for entry in sorted(entries, key=lambda e: e.name):
+        path = f"{directory}/{entry.name}"
+        if entry.name.endswith(layout.TEMP_SUFFIX) and entry.is_file:
+            load.temps.append(path)
+            continue
+        scope_id = layout.decode_sidecar_name(entry.name) if entry.is_file else None
+        if scope_id is None:
+            load.unrelated.append(path)
+            continue
+        side_lines = fs.read_lines(path)
+        if keep_torn_tail and side_lines.tail is not None:
+            side_lines = Lines([*side_lines.complete, side_lines.tail], None)
+        load.sidecars[scope_id] = scan_lines(path, side_lines, session_id, scope_id)
+    plan(
+        load,
+        count_retired_in_high_water=count_retired_in_high_water,
+        apply_boundaries=apply_boundaries,
+    )
+    return load
+
+
+def plan(
+    load: SessionLoad, *, count_retired_in_high_water: bool = True, apply_boundaries: bool = True
+) -> None:
+    """Stages 4–8 over already-scanned files."""
+    main = load.main
+    load.errors.extend(main.corrupt)
+    # Stage 5: the latest retirement per scope, from complete main transactions.
+    boundaries = load.boundaries
+    for tx in main.txs:
+        for rec in tx.records:
+            if rec["kind"] == "scope":
+                boundaries[rec["scopeId"]] = rec["seq"]
+    # Stage 4: the high-water mark from the header and every complete record of every file.
+    high = 0
+    if main.header is not None and "nextSeq" in main.header:
+        high = main.header["nextSeq"] - 1
+    if main.txs:
+        high = max(high, main.txs[-1].last)
+    # Stage 6: retained sidecar transactions; decide which sidecars are live.
+    retained: list[tuple[str | None, Tx]] = [(None, tx) for tx in main.txs]
+    for scope_id, scan in load.sidecars.items():
+        boundary = boundaries.get(scope_id, 0) if apply_boundaries else 0
+        kept = [tx for tx in scan.txs if tx.last > boundary]
+        if scan.txs:
+            top = (
+                scan.txs[-1].last if count_retired_in_high_water else (kept[-1].last if kept else 0)
+            )
+            high = max(high, top)
+        if kept:
+            load.live.add(scope_id)
+        retained.extend((scope_id, tx) for tx in kept)
+        if scan.header is None:
+            load.errors.extend(scan.corrupt)
+            continue
+        # A malformed line is fatal unless a later good record proves it lies before the
+        # boundary (seqs grow along a file), i.e. it belongs to a retired lifetime (000 §6.3).
+        for problem, next_good in scan.malformed_at:
+            later = scan.txs[next_good:]
+            if not any(tx.last <= boundary for tx in later):
+                load.errors.append(problem)
+    if not count_retired_in_high_water:  # planted bug: retirement markers do not count either
+        high = 0
+        for owner, tx in retained:
+            if owner is not None or any(r["kind"] != "scope" for r in tx.records):
+                high = max(high, tx.last)
+    load.high_water = high
+    # Stage 7: merge by global seq; reject duplicates and interleaving transactions.
+    retained.sort(key=lambda item: item[1].first)
+    previous: tuple[str | None, Tx] | None = None
+    for item in retained:
+        if previous is not None and item[1].first <= previous[1].last:
+            where = load.sidecars[item[0]].path if item[0] is not None else main.path
+            other = load.sidecars[previous[0]].path if previous[0] is not None else main.path
+            load.errors.append(
+                Problem(
+                    "corrupt",
+                    where,
+                    item[1].line,
+                    f"seq {item[1].first} repeats or precedes seq {previous[1].last} of "
+                    f"{other}:{previous[1].line}",
+                )
+            )
+        previous = item
+    load.retained = retained
+    # Stage 8: advance to the precomputed high-water mark.
+    load.next_seq = high + 1

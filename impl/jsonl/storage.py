@@ -1,0 +1,478 @@
+"""The JSONL backend: a format-4 main log plus one sidecar file per live ephemeral scope.
+
+Resident state is the Memory backend's (the seeds' JSONL storage also projects into the shared
+in-memory state); what this module adds is the durable log: every acknowledged commit is one
+fsynced line in exactly one file (JSONL-3, JSONL-10), reopen replays the files through the nine
+stages of 000 §6.3 with the high-water mark taken before anything is ignored (JSONL-7, JSONL-8),
+and retirement cleanup runs on the commit queue after the main transaction is durable
+(JSONL-9, JSONL-16).  All I/O goes through :mod:`impl.fs`.
+
+Subclasses in ``scopecheck/mutants/jsonl.py`` override the small hook methods
+(``_load_plan``, ``_cleanup_retired``, ``_append_main_then_cleanup``, ``list``) to plant known
+bugs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import orjson
+
+from impl.fs import AppendFile, FileSystem, OsFileSystem, fs_code, join_lines
+from impl.jsonl import layout
+from impl.jsonl.codec import (
+    encode_header,
+    encode_scope_header,
+    encode_transaction,
+)
+from impl.jsonl.lazy import LazyRecords, build_entry, build_usage, build_value
+from impl.jsonl.load import SessionLoad, load_session
+from impl.memory import MemoryState, MemoryStorage, wall_clock_ms
+from impl.stats import MESSAGE_TYPE, add_usages
+from impl.validation import check_references, check_session_id, check_shape
+from models.errors import ClosedError, StorageIOError, usage
+from models.protocols import Clock
+from models.records import Committed, ListElement
+from models.writes import RetireScope, Write
+
+_dumps = orjson.dumps
+
+
+def publish(fs: FileSystem, path: str, data: bytes) -> None:
+    """Atomic publish (REFERENCE §1, JSONL-11): write ``<path>.tmp``, fsync it, rename it over
+    ``path``, fsync the directory; the temp file is removed if any step fails."""
+    temp = layout.temp_path(path)
+    try:
+        fs.write_file(temp, data)
+        fs.fsync_file(temp)
+        fs.rename(temp, path)
+    except BaseException:
+        with contextlib.suppress(StorageIOError):
+            fs.remove(temp, force=True)
+        raise
+    fs.fsync_dir(os.path.dirname(path))
+
+
+def resident_state() -> MemoryState:
+    """An empty resident state whose entry, usage and value maps build records lazily."""
+    return MemoryState(
+        entries=LazyRecords(build_entry),
+        usage=LazyRecords(build_usage),
+        values=LazyRecords(build_value),
+    )
+
+
+def replay(state: MemoryState, load: SessionLoad) -> None:
+    """Fold the retained transactions into ``state`` (from :func:`resident_state`) in global
+    order (stage 7).
+
+    Retirement records are *boundaries* here, not deletions: the records they end were already
+    left out by stage 6 (000 §6.3), so replay never needs to apply them.  Entries, usage rows
+    and values are kept as their decoded dicts until first read (:mod:`impl.jsonl.lazy`).
+    """
+    values, lists, entries, usage_rows = state.values, state.lists, state.entries, state.usage
+    assert isinstance(values, LazyRecords) and isinstance(entries, LazyRecords)
+    assert isinstance(usage_rows, LazyRecords)
+    put_value, put_entry, put_usage = values.put_raw, entries.put_raw, usage_rows.put_raw
+    drop_value = values.pop_raw
+    message_count = state.stats.message_count
+    usage_values: list[dict[str, Any]] = []
+    for scope_id, tx in load.retained:
+        for rec in tx.records:
+            kind = rec["kind"]
+            if kind == "entry":
+                put_entry(rec["id"], rec)
+                if rec["type"] == MESSAGE_TYPE:
+                    message_count += 1
+            elif kind == "value":
+                if rec["op"] == "set":
+                    put_value((scope_id, rec["namespace"], rec["key"]), rec)
+                else:
+                    drop_value((scope_id, rec["namespace"], rec["key"]))
+            elif kind == "list":
+                key = (scope_id, rec["namespace"], rec["key"])
+                if rec["op"] == "append":
+                    element = ListElement(rec["seq"], _dumps(rec["value"]), rec.get("tag"))
+                    bucket = lists.get(key)
+                    if bucket is None:
+                        lists[key] = [element]
+                    else:
+                        bucket.append(element)
+                else:
+                    lists.pop(key, None)
+            elif kind == "usage":
+                put_usage(rec["id"], rec)
+                usage_values.append(rec["usage"])
+            # kind == "scope": a boundary only (see docstring)
+    totals = add_usages(state.stats.usage, usage_values)
+    state.stats = attrs.evolve(state.stats, message_count=message_count, usage=totals)
+    state.next_seq = load.next_seq
+
+
+class JsonlStorage(MemoryStorage):
+    """One open JSONL Session.  Build through :class:`JsonlRepository`."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        main: str,
+        session_id: str,
+        header: dict[str, Any],
+        state: MemoryState,
+        clock: Clock,
+        main_size: int,
+        sidecars_on_disk: set[str],
+    ) -> None:
+        super().__init__(session_id, state, clock)
+        self._fs = fs
+        self._main = main
+        self._header = header
+        self._main_handle: AppendFile | None = None
+        self._main_size = main_size
+        self._sidecar_handles: dict[str, AppendFile] = {}
+        self._sidecar_sizes: dict[str, int] = {}
+        #: Scope IDs whose sidecar file exists on disk (live, or retired but not yet unlinked).
+        self._on_disk = set(sidecars_on_disk)
+        self._unusable: str | None = None
+        #: Cleanup failures seen by this handle: (scope ID, error); for tests and the inspector.
+        self.cleanup_failures: list[tuple[str, StorageIOError]] = []
+
+    @property
+    def path(self) -> str:
+        return self._main
+
+    # -- commit ------------------------------------------------------------------------------
+
+    def _run_commit(self, writes: Sequence[Write[Any]]) -> tuple[Committed, ...]:
+        """Runs inside Memory's admission bookkeeping (seal, drain on close; LIFE-1): validate,
+        write the one line durably, then apply (JSONL-3, JSONL-10)."""
+        checked = check_shape(writes)
+        with self._queue:
+            if self._unusable is not None:
+                raise StorageIOError(
+                    "unusable",
+                    f"this handle stopped accepting writes after a failed append "
+                    f"({self._unusable}); close it and reopen the Session (JSONL-12)",
+                )
+            state = self._state
+            check_references(checked.writes, self._id_exists, state.entries.__contains__)
+            if not checked.writes:
+                return ()
+            timestamp = self._clock()
+            first = self._first_seq(checked.scope_id)
+            committed = tuple(
+                Committed(first + index, timestamp, write)
+                for index, write in enumerate(checked.writes)
+            )
+            line = encode_transaction(committed)
+            if checked.scope_id is None:
+                retired = [w.retired.id for w in checked.writes if isinstance(w, RetireScope)]
+                self._append_main_then_cleanup(line, committed, list(dict.fromkeys(retired)))
+            else:
+                self._append_sidecar(checked.scope_id, line)
+                self._apply_all(committed)
+            return committed
+
+    def _apply_all(self, committed: tuple[Committed, ...]) -> None:
+        for item in committed:
+            self._apply(item)
+        self._advance(None, len(committed))
+
+    def _append_main_then_cleanup(
+        self, line: bytes, committed: tuple[Committed, ...], retired: list[str]
+    ) -> None:
+        """Append the main transaction durably, apply it, then clean up retired sidecars while
+        still holding the commit queue (JSONL-8, JSONL-9)."""
+        self._append_main(line)
+        self._apply_all(committed)
+        for scope_id in retired:
+            self._cleanup_retired(scope_id)
+
+    def _append_main(self, line: bytes) -> None:
+        if self._main_handle is None:
+            self._main_handle = self._fs.open_append(self._main)
+        self._main_size = self._append_durably(self._main_handle, self._main_size, line)
+
+    def _append_sidecar(self, scope_id: str, line: bytes) -> None:
+        handle = self._sidecar_handles.get(scope_id)
+        if handle is None:
+            handle = self._open_sidecar(scope_id)
+        size = self._sidecar_sizes[scope_id]
+        self._sidecar_sizes[scope_id] = self._append_durably(handle, size, line)
+
+    def _open_sidecar(self, scope_id: str) -> AppendFile:
+        """Open the scope's sidecar, creating it (header via temp + rename) if absent
+        (JSONL-2, 000 §6.1)."""
+        fs = self._fs
+        path = layout.sidecar_path(self._main, scope_id)
+        if scope_id not in self._on_disk:
+            directory = layout.scopes_dir(self._main)
+            if not fs.is_dir(directory):
+                fs.create_dir(directory, recursive=True)
+                fs.fsync_dir(os.path.dirname(directory))
+            publish(fs, path, encode_scope_header(self.session_id, scope_id) + b"\n")
+            self._on_disk.add(scope_id)
+        handle = fs.open_append(path)
+        self._sidecar_handles[scope_id] = handle
+        self._sidecar_sizes[scope_id] = fs.file_size(path)
+        return handle
+
+    def _append_durably(self, handle: AppendFile, size: int, line: bytes) -> int:
+        """Append one whole line and fsync it before the commit is acknowledged (JSONL-10).
+
+        A failed append is cut back to ``size`` so no later line can follow a partial one; if
+        that is impossible, or the fsync itself failed, the handle becomes unusable (JSONL-12).
+        """
+        fs = self._fs
+        try:
+            fs.append(handle, line)
+        except StorageIOError as exc:
+            try:
+                fs.truncate(handle, size)
+            except StorageIOError:
+                self._unusable = f"append to {handle.path} failed and could not be cut back"
+            raise exc from None
+        try:
+            fs.fsync(handle)
+        except StorageIOError as exc:
+            with contextlib.suppress(StorageIOError):
+                fs.truncate(handle, size)
+            self._unusable = f"fsync of {handle.path} failed"
+            raise exc from None
+        return size + len(line)
+
+    def _cleanup_retired(self, scope_id: str) -> None:
+        """Close and unlink a retired scope's sidecar; a failure is recorded, not raised: the
+        retirement is already committed and reopen retries the unlink (JSONL-9)."""
+        handle = self._sidecar_handles.pop(scope_id, None)
+        self._sidecar_sizes.pop(scope_id, None)
+        if handle is not None:
+            with contextlib.suppress(StorageIOError):
+                self._fs.close(handle)
+        if scope_id not in self._on_disk:
+            return
+        try:
+            self._fs.unlink(layout.sidecar_path(self._main, scope_id))
+        except StorageIOError as exc:
+            if fs_code(exc) != "not_found":
+                self.cleanup_failures.append((scope_id, exc))
+                return
+        self._on_disk.discard(scope_id)
+        try:
+            self._fs.fsync_dir(layout.scopes_dir(self._main))
+        except StorageIOError as exc:
+            self.cleanup_failures.append((scope_id, exc))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Seal, drain admitted commits, then release file handles (LIFE-1, 000 §6.5).
+
+        Closing never retires a scope: sidecars stay for the next open (JSONL-17).
+        """
+        super().close()
+        handles = [self._main_handle, *self._sidecar_handles.values()]
+        self._main_handle = None
+        self._sidecar_handles.clear()
+        for handle in handles:
+            if handle is not None:
+                with contextlib.suppress(StorageIOError):
+                    self._fs.close(handle)
+
+
+class JsonlRepository:
+    """JSONL Sessions under one root directory (REPO-*, 000 §6.5)."""
+
+    storage_class: type[JsonlStorage] = JsonlStorage
+
+    def __init__(
+        self,
+        root: str,
+        fs: FileSystem | None = None,
+        clock: Clock = wall_clock_ms,
+        cwd: str | None = None,
+    ) -> None:
+        self._fs: FileSystem = fs if fs is not None else OsFileSystem()
+        self._root = root.rstrip("/") or "/"
+        self._clock = clock
+        self._cwd = os.getcwd() if cwd is None else cwd
+        self._open: dict[str, JsonlStorage] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._fs.create_dir(self._root, recursive=True)
+
+    @property
+    def root(self) -> str:
+        return self._root
+
+    @property
+    def fs(self) -> FileSystem:
+        return self._fs
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("repository is closed")
+
+    def path_of(self, session_id: str) -> str:
+        """The main log path of ``session_id`` (validated, inside the root)."""
+        return layout.main_path(self._root, check_session_id(session_id))
+
+    def create(self, session_id: str) -> JsonlStorage:
+        """Publish a header-only main log atomically.  A leftover ``.scopes`` directory (from a
+        delete interrupted after the main file went) is removed first so its sidecars can never
+        join the new Session (JSONL-15)."""
+        main = self.path_of(session_id)
+        with self._lock:
+            self._check()
+            fs = self._fs
+            if fs.exists(main):
+                raise usage("already_exists", f"session {session_id!r} already exists (REPO-1)")
+            fs.remove(layout.scopes_dir(main), recursive=True, force=True)
+            created_at = self._clock()
+            header = encode_header(session_id, created_at, self._cwd)
+            publish(fs, main, header + b"\n")
+            state = MemoryState()
+            storage = self.storage_class(
+                fs,
+                main,
+                session_id,
+                orjson.loads(header),
+                state,
+                self._clock,
+                len(header) + 1,
+                set(),
+            )
+            return self._track(session_id, storage)
+
+    def open(self, session_id: str) -> JsonlStorage:
+        main = self.path_of(session_id)
+        with self._lock:
+            self._check()
+            if session_id in self._open:
+                raise usage("already_open", f"session {session_id!r} is already open (REPO-4)")
+            try:
+                storage = self._load(main, session_id)
+            except StorageIOError as exc:
+                if fs_code(exc) == "not_found" and exc.details.get("path") == main:
+                    raise usage("not_found", f"no session {session_id!r}") from None
+                raise
+            return self._track(session_id, storage)
+
+    def _load_plan(self, main: str, session_id: str) -> SessionLoad:
+        return load_session(self._fs, main, session_id)
+
+    def _load(self, main: str, session_id: str) -> JsonlStorage:
+        """Open stages 1–9 (000 §6.3): plan read-only, fail on corruption before touching
+        anything, then repair torn tails, replay, and remove dead sidecars.
+
+        The cyclic garbage collector is paused while loading: replay allocates one object per
+        record and none of them form cycles, and repeated full collections over a growing heap
+        would make open time superlinear in file size.
+        """
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._load_files(main, session_id)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _load_files(self, main: str, session_id: str) -> JsonlStorage:
+        fs = self._fs
+        load = self._load_plan(main, session_id)
+        load.raise_if_corrupt()
+        assert load.main.header is not None
+        header = load.main.header
+        main_size = sum(len(line) + 1 for line in load.main.lines)
+        # Stage 1 repair: republish the complete prefix (with nextSeq) before any write (JSONL-18).
+        if load.main.torn is not None:
+            header = dict(header)
+            header["nextSeq"] = load.next_seq
+            rewritten = [_dumps(header), *load.main.lines[1:]]
+            data = join_lines(rewritten)
+            publish(fs, main, data)
+            main_size = len(data)
+        # Stage 3 repair and stage 9: torn live sidecars republished, dead ones removed (JSONL-16).
+        on_disk: set[str] = set()
+        removed = False
+        for scope_id, scan in load.sidecars.items():
+            if scope_id in load.live:
+                on_disk.add(scope_id)
+                if scan.torn is not None:
+                    publish(fs, scan.path, join_lines(scan.lines))
+                continue
+            try:
+                fs.unlink(scan.path)
+                removed = True
+            except StorageIOError:
+                # Retried on the next open; its contents stay bounded by the retirement.  A
+                # later reuse appends to this file, so a torn tail must go first (JSONL-18).
+                on_disk.add(scope_id)
+                if scan.torn is not None:
+                    publish(fs, scan.path, join_lines(scan.lines))
+        for temp in load.temps:
+            try:
+                fs.unlink(temp)
+                removed = True
+            except StorageIOError:
+                pass
+        if removed:
+            with contextlib.suppress(StorageIOError):
+                fs.fsync_dir(layout.scopes_dir(main))
+        state = resident_state()
+        replay(state, load)
+        return self.storage_class(
+            fs, main, session_id, header, state, self._clock, main_size, on_disk
+        )
+
+    def _track(self, session_id: str, storage: JsonlStorage) -> JsonlStorage:
+        storage.on_close.append(lambda _: self._open.pop(session_id, None))
+        self._open[session_id] = storage
+        return storage
+
+    def list(self) -> list[str]:
+        """Session ids of the main logs in the root: regular ``*.jsonl`` files with a canonical
+        name.  ``.scopes`` directories, sidecars and temp files never appear (JSONL-13)."""
+        self._check()
+        found = []
+        for entry in self._fs.list_dir(self._root):
+            if not entry.is_file:
+                continue
+            session_id = layout.decode_main_name(entry.name)
+            if session_id is not None:
+                found.append(session_id)
+        return sorted(found)
+
+    def delete(self, session_id: str) -> None:
+        """Remove the main file, then its ``.scopes`` directory recursively (000 §6.5)."""
+        main = self.path_of(session_id)
+        with self._lock:
+            self._check()
+            if session_id in self._open:
+                raise usage("already_open", f"close session {session_id!r} before deleting it")
+            fs = self._fs
+            try:
+                fs.unlink(main)
+            except StorageIOError as exc:
+                if fs_code(exc) == "not_found":
+                    raise usage("not_found", f"no session {session_id!r}") from None
+                raise
+            fs.fsync_dir(self._root)
+            fs.remove(layout.scopes_dir(main), recursive=True, force=True)
+            fs.remove(layout.temp_path(main), force=True)  # a publish interrupted by a crash
+            fs.fsync_dir(self._root)
+
+    def close(self) -> None:
+        self._closed = True
+        for storage in list(self._open.values()):
+            storage.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

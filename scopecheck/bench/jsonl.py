@@ -1,0 +1,267 @@
+"""JSONL benchmarks: open/replay throughput against plain orjson line parsing, commits/s.
+
+``bench_jsonl()`` builds Sessions of about 1 MB and 10 MB (100 MB with ``large=True``) straight
+through the codec (no fsync per line, so building is quick), then in the same run measures
+
+* ``parse_mb_s`` — reading the same files and ``orjson.loads`` on every line: the floor any
+  JSONL reader pays;
+* ``open_mb_s`` — ``JsonlRepository.open`` (all nine stages, replay into resident state);
+* ``ratio`` — ``open_mb_s / parse_mb_s`` (issue 4 target: at least 0.5);
+
+and ``commits_per_s`` with fsync on, for main-log and sidecar commits, on a real temp dir, and
+machine steps/s on JSONL (real disk and pyfakefs) and Memory next to the trivial machine
+(issue 4 target: pyfakefs at least 0.25 of trivial).
+Figures are medians of ``repeat`` runs.  Nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from impl.fs import OsFileSystem, split_lines
+from impl.jsonl import JsonlRepository, layout
+from impl.jsonl.codec import encode_header, encode_scope_header, encode_transaction
+from models.addresses import value, value_list
+from models.records import Committed
+from models.scope import ephemeral_scope
+from models.writes import (
+    AnyWrite,
+    append_list,
+    insert_entry,
+    insert_usage,
+    retire_scope,
+    set_value,
+)
+
+MB = 1 << 20
+
+
+def build_session(root: str, session_id: str, target_bytes: int) -> int:
+    """Write a realistic Session of about ``target_bytes`` (main + sidecars); returns bytes.
+
+    Per round: a message entry with its usage row, a lane-state value, three assistant frames
+    in the operation's scope (a sidecar), and every eight rounds the operation's retirement.
+    The last operation stays live, so its sidecar is replayed too.
+    """
+    main = layout.main_path(root, session_id)
+    sidecars: dict[str, list[bytes]] = {}
+    lines = [encode_header(session_id, 1_700_000_000_000, "/bench")]
+    seq = 1
+    size = len(lines[0]) + 1
+    parent = None
+    text = "lorem ipsum dolor sit amet " * 6
+    n = 0
+    while size < target_bytes:
+        op = ephemeral_scope(f"op-{n // 8}")
+        ts = 1_700_000_000_000 + n
+        main_writes: list[AnyWrite] = [
+            insert_entry(
+                f"e{n}",
+                parent,
+                "message",
+                {"role": "assistant", "content": [{"type": "text", "text": text}]},
+            ),
+            insert_usage(
+                f"u{n}",
+                {"input": 120, "output": 48, "totalTokens": 168, "cost": {"total": 0.0021}},
+                entry_id=f"e{n}",
+            ),
+            set_value(
+                value("pi.lane.state", "main"),
+                {"currentOperationId": op.id, "lastOperationId": None, "inbox": []},
+            ),
+        ]
+        parent = f"e{n}"
+        for batch in (
+            main_writes,
+            [
+                append_list(
+                    value_list("pi.pending.assistant_frame", f"{op.id}:r", op),
+                    {"delta": text[:60], "i": i},
+                    tag="end" if i == 2 else None,
+                )
+                for i in range(3)
+            ],
+        ):
+            committed = [Committed(seq + i, ts, w) for i, w in enumerate(batch)]
+            seq += len(committed)
+            line = encode_transaction(committed)
+            size += len(line)
+            scope_id = batch[0].address.scope_id if hasattr(batch[0], "address") else None
+            if scope_id is None:
+                lines.append(line[:-1])
+            else:
+                sidecars.setdefault(scope_id, [encode_scope_header(session_id, scope_id)])
+                sidecars[scope_id].append(line[:-1])
+        if n % 8 == 7:
+            committed = [Committed(seq, ts, retire_scope(op))]
+            seq += 1
+            line = encode_transaction(committed)
+            size += len(line)
+            lines.append(line[:-1])
+            sidecars.pop(op.id, None)  # cleanup unlinked it
+        n += 1
+    with open(main, "wb") as handle:
+        handle.write(b"\n".join(lines) + b"\n")
+    if sidecars:
+        os.makedirs(layout.scopes_dir(main), exist_ok=True)
+        for scope_id, side in sidecars.items():
+            with open(layout.sidecar_path(main, scope_id), "wb") as handle:
+                handle.write(b"\n".join(side) + b"\n")
+    return size
+
+
+def _session_files(root: str, session_id: str) -> list[str]:
+    main = layout.main_path(root, session_id)
+    directory = layout.scopes_dir(main)
+    files = [main]
+    if os.path.isdir(directory):
+        files += [os.path.join(directory, name) for name in sorted(os.listdir(directory))]
+    return files
+
+
+def _median_seconds(action: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """Median wall-clock and median CPU seconds of ``repeat`` runs (CPU time is steadier on a
+    shared machine; both are reported)."""
+    wall, cpu = [], []
+    for _ in range(repeat):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        action()
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def _plain_parse(files: list[str]) -> None:
+    fs = OsFileSystem()
+    for path in files:
+        for line in split_lines(fs.read_bytes(path)).complete:
+            orjson.loads(line)
+
+
+def measure_open(size_bytes: int, repeat: int = 3) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="scopecheck-bench-") as root:
+        actual = build_session(root, "bench", size_bytes)
+        files = _session_files(root, "bench")
+        repo = JsonlRepository(root, cwd="/bench")
+
+        def open_and_close() -> None:
+            repo.open("bench").close()
+
+        parse_s, parse_cpu = _median_seconds(lambda: _plain_parse(files), repeat)
+        open_s, open_cpu = _median_seconds(open_and_close, repeat)
+        mb = actual / MB
+        return {
+            "bytes": actual,
+            "files": len(files),
+            "parse_s": round(parse_s, 4),
+            "open_s": round(open_s, 4),
+            "parse_mb_s": round(mb / parse_s, 1),
+            "open_mb_s": round(mb / open_s, 1),
+            "ratio": round(parse_s / open_s, 3),
+            "cpu_ratio": round(parse_cpu / open_cpu, 3) if open_cpu else None,
+        }
+
+
+def measure_commits(count: int = 200) -> dict[str, Any]:
+    """Commits per second with fsync on (real temp dir), main-log and sidecar."""
+    with tempfile.TemporaryDirectory(prefix="scopecheck-bench-") as root:
+        storage = JsonlRepository(root, cwd="/bench").create("c")
+        scope = ephemeral_scope("op")
+        start = time.perf_counter()
+        for n in range(count):
+            storage.commit([set_value(value("bench", "k"), n)])
+        main_s = time.perf_counter() - start
+        start = time.perf_counter()
+        for n in range(count):
+            storage.commit([append_list(value_list("bench", "l", scope), n)])
+        side_s = time.perf_counter() - start
+        storage.close()
+    return {
+        "count": count,
+        "main_commits_per_s": round(count / main_s, 1),
+        "sidecar_commits_per_s": round(count / side_s, 1),
+    }
+
+
+def measure_fuzz(
+    examples: int = 30, backends: tuple[str, ...] = ("jsonl", "jsonl-fakefs", "memory")
+) -> dict[str, Any]:
+    """Machine steps per second per backend next to the trivial machine, in the same run."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from scopecheck.backends import resolve_backend
+    from scopecheck.bench.trivial import TrivialMachine
+    from scopecheck.machine import make_machine
+
+    chosen = settings(
+        max_examples=examples,
+        stateful_step_count=40,
+        database=None,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    figures: dict[str, Any] = {}
+    machines: list[tuple[str, Any]] = [("trivial", TrivialMachine)]
+    machines += [(name, make_machine(resolve_backend(name))) for name in backends]
+    for name, machine in machines:
+        machine.steps_run = 0
+        start = time.perf_counter()
+        run_state_machine_as_test(machine, settings=chosen)  # type: ignore[no-untyped-call]
+        seconds = time.perf_counter() - start
+        figures[name] = {
+            "steps": machine.steps_run,
+            "steps_per_s": round(machine.steps_run / seconds, 1),
+        }
+    trivial = figures["trivial"]["steps_per_s"]
+    for name in backends:
+        figures[name]["vs_trivial"] = round(figures[name]["steps_per_s"] / trivial, 3)
+    return figures
+
+
+def _label(size: int) -> str:
+    return f"{size // MB}MB" if size % MB == 0 else f"{size}B"
+
+
+def bench_jsonl(
+    large: bool = False,
+    repeat: int = 3,
+    commits: int = 200,
+    sizes: tuple[int, ...] | None = None,
+    fuzz_examples: int = 30,
+) -> dict[str, Any]:
+    """Run every JSONL benchmark once and return the figures (see module docstring).
+
+    ``sizes`` (bytes) overrides the default 1 MB and 10 MB (plus 100 MB with ``large``);
+    ``fuzz_examples=0`` skips the machine steps/s figures.
+    """
+    if sizes is None:
+        sizes = (1 * MB, 10 * MB) + ((100 * MB,) if large else ())
+    return {
+        "environment": {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "orjson": orjson.__version__,
+            "cpus": os.cpu_count(),
+        },
+        "open": {_label(size): measure_open(size, repeat) for size in sizes},
+        "commits": measure_commits(commits),
+        "fuzz": measure_fuzz(fuzz_examples) if fuzz_examples else None,
+    }
+
+
+if __name__ == "__main__":  # pragma: no cover - manual benchmark command
+    print(
+        orjson.dumps(bench_jsonl(large="--large" in sys.argv), option=orjson.OPT_INDENT_2).decode()
+    )

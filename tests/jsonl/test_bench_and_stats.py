@@ -1,0 +1,73 @@
+"""The JSONL benchmark runs and reports its figures (no timing assertions), and the batched
+usage sum used by replay agrees with the one-row-at-a-time sum bit for bit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from impl.stats import add_usage, add_usages
+from models.records import UsageTotals
+from scopecheck.bench.jsonl import bench_jsonl
+
+
+def test_bench_jsonl_reports_open_ratio_and_commit_rate() -> None:
+    """A tiny run returns every figure the issue asks for."""
+    report = bench_jsonl(repeat=1, commits=5, sizes=(50_000,), fuzz_examples=0)
+    figures = report["open"]["50000B"]
+    assert set(figures) >= {"parse_mb_s", "open_mb_s", "ratio", "bytes"}
+    assert figures["bytes"] >= 50_000 and figures["ratio"] > 0
+    assert report["commits"]["main_commits_per_s"] > 0
+    assert report["commits"]["sidecar_commits_per_s"] > 0
+
+
+numbers = st.integers(-1000, 1000) | st.floats(-1e6, 1e6, allow_nan=False)
+usage_rows = st.fixed_dictionaries(
+    {},
+    optional={
+        "input": st.integers(0, 10**6),
+        "output": st.integers(0, 10**6),
+        "totalTokens": st.integers(0, 10**6),
+        "cost": st.fixed_dictionaries({}, optional={"input": numbers, "total": numbers}),
+    },
+)
+
+
+@settings(max_examples=50)
+@given(rows=st.lists(usage_rows, max_size=8))
+def test_add_usages_equals_folding_add_usage(rows: list[dict[str, Any]]) -> None:
+    """Replay's batched sum is exactly the commit path's fold (STATS-1)."""
+    folded = UsageTotals()
+    for row in rows:
+        folded = add_usage(folded, row)
+    assert add_usages(UsageTotals(), rows) == folded
+
+
+def test_measure_fuzz_reports_steps_per_second() -> None:
+    """The fuzz figures name each machine's steps/s and the ratio to the trivial machine."""
+    from scopecheck.bench.jsonl import measure_fuzz
+
+    figures = measure_fuzz(examples=2, backends=("jsonl-fakefs",))
+    assert figures["trivial"]["steps"] > 0 and figures["jsonl-fakefs"]["vs_trivial"] > 0
+
+
+def test_lazy_records_never_hand_out_raw_dicts() -> None:
+    """Every read path of the lazy resident maps returns built records (JSONL-7)."""
+    from impl.jsonl.lazy import LazyRecords, build_value
+    from models.records import ValueRecord
+
+    lazy: LazyRecords[str, ValueRecord] = LazyRecords(build_value)
+    for name in "abcde":
+        lazy.put_raw(name, {"seq": ord(name), "value": [name]})
+    lazy.pop_raw("e")
+    assert lazy["a"] == ValueRecord(97, b'["a"]')
+    assert lazy.get("b") == ValueRecord(98, b'["b"]') and lazy.get("zz") is None
+    assert lazy.pop("c") == ValueRecord(99, b'["c"]') and "c" not in lazy
+    assert list(lazy.items()) == [
+        ("a", ValueRecord(97, b'["a"]')),
+        ("b", ValueRecord(98, b'["b"]')),
+        ("d", ValueRecord(100, b'["d"]')),
+    ]
+    assert all(isinstance(v, ValueRecord) for v in lazy.values())

@@ -1,0 +1,96 @@
+"""The filesystem layer behaves the same over the real OS and over pyfakefs (JSONL-10)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyfakefs.fake_filesystem import FakeFilesystem
+from pyfakefs.fake_os import FakeOsModule
+
+from impl.fs import OsFileSystem, fs_code, pyfakefs_reader, split_lines
+from models.errors import StorageIOError
+
+
+@pytest.fixture(params=["real", "fake", "fake-fast-reader"])
+def fs_root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[OsFileSystem, str]]:
+    if request.param == "real":
+        yield OsFileSystem(), str(tmp_path)
+    else:
+        fake = FakeFilesystem()
+        fake.create_dir("/root")
+        reader = pyfakefs_reader(fake) if request.param == "fake-fast-reader" else None
+        yield OsFileSystem(FakeOsModule(fake), reader=reader), "/root"
+
+
+def test_line_reader_reports_unterminated_tail(fs_root: tuple[OsFileSystem, str]) -> None:
+    """Complete lines end with a newline; a final fragment without one is the tail."""
+    fs, root = fs_root
+    path = root + "/f"
+    fs.write_file(path, b"a\nbb\nccc")
+    lines = fs.read_lines(path)
+    assert lines.complete == [b"a", b"bb"] and lines.tail == b"ccc"
+    assert lines.complete_size == 5
+    assert split_lines(b"a\n").tail is None
+    assert split_lines(b"").complete == []
+
+
+def test_append_truncate_fsync_rename_unlink(fs_root: tuple[OsFileSystem, str]) -> None:
+    """Each operation has exactly its one effect."""
+    fs, root = fs_root
+    path = root + "/f"
+    fs.write_file(path, b"x\n")
+    handle = fs.open_append(path)
+    fs.append(handle, b"yy\n")
+    fs.fsync(handle)
+    assert fs.file_size(path) == 5
+    fs.truncate(handle, 2)
+    fs.close(handle)
+    fs.close(handle)  # idempotent
+    assert fs.read_bytes(path) == b"x\n"
+    fs.write_file(root + "/g", b"new")
+    fs.fsync_file(root + "/g")
+    fs.rename(root + "/g", path)
+    fs.fsync_dir(root)
+    assert fs.read_bytes(path) == b"new" and not fs.exists(root + "/g")
+    fs.unlink(path)
+    assert not fs.exists(path)
+
+
+def test_directories_and_recursive_remove(fs_root: tuple[OsFileSystem, str]) -> None:
+    """create_dir is recursive; remove needs recursive for trees and force for missing paths."""
+    fs, root = fs_root
+    fs.create_dir(root + "/a/b/c")
+    fs.create_dir(root + "/a/b/c")  # exists: fine
+    fs.write_file(root + "/a/b/f", b"1")
+    names = {(e.name, e.is_dir, e.is_file) for e in fs.list_dir(root + "/a/b")}
+    assert names == {("c", True, False), ("f", False, True)}
+    with pytest.raises(StorageIOError) as info:
+        fs.remove(root + "/a")
+    assert fs_code(info.value) == "exists"
+    fs.remove(root + "/a", recursive=True)
+    assert not fs.exists(root + "/a")
+    fs.remove(root + "/a", recursive=True, force=True)
+    with pytest.raises(StorageIOError) as info:
+        fs.remove(root + "/a")
+    assert fs_code(info.value) == "not_found"
+
+
+def test_errors_carry_codes(fs_root: tuple[OsFileSystem, str]) -> None:
+    """Failures are StorageIOError(io_error) with a FileSystem code, op and path."""
+    fs, root = fs_root
+    with pytest.raises(StorageIOError) as info:
+        fs.read_bytes(root + "/missing")
+    assert info.value.code == "io_error"
+    assert info.value.details["fs_code"] == "not_found"
+    assert info.value.details["op"] == "read"
+    fs.create_dir(root + "/d")
+    with pytest.raises(StorageIOError) as info:
+        fs.open_append(root + "/d")
+    assert fs_code(info.value) == "is_directory"
+    with pytest.raises(StorageIOError) as info:
+        fs.read_bytes(root + "/d")
+    assert fs_code(info.value) == "is_directory"
+    fs.write_file(root + "/empty", b"")
+    assert fs.read_bytes(root + "/empty") == b""
