@@ -29,3 +29,26 @@ def test_lifecycle_machine_catches_planted_harness_bug(name: str) -> None:
     assert result.caught, f"{name} escaped: {result.error or 'no failure'}"
     assert result.steps is not None and result.steps <= 10, result.program
     assert "OpsViolation" in result.error or "distinct failures" in result.error, result.error
+
+
+#: Storage bugs an operation lifecycle exercises: the lifecycle machine catches them too (the
+#: storage machine remains the primary check for every storage mutant).
+STORAGE_BUGS = (
+    "memory-retire-leaves-lists",
+    "sqlite-shared-retire-leaves-lists",
+    "jsonl-replay-ignores-boundary",
+)
+
+
+@pytest.mark.rule("OP-4")
+@pytest.mark.parametrize("name", STORAGE_BUGS)
+def test_lifecycle_machine_catches_storage_bugs_a_lifecycle_exercises(name: str) -> None:
+    import attrs
+
+    from scopecheck.lifecycle_machine import make_lifecycle_machine
+
+    found = {m.name: m for m in all_mutants()}
+    if name not in found:
+        pytest.skip(f"{name} is not in this catalogue")
+    result = run_mutant(attrs.evolve(found[name], machine=make_lifecycle_machine))
+    assert result.caught, f"{name} escaped the lifecycle machine: {result.error or 'no failure'}"
