@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
-from scopecheck.backends import BUNDLED
+from scopecheck.backends import BUNDLED, EXTRA
 from scopecheck.lifecycle_machine import make_lifecycle_machine
 
 OP_RULES = (
@@ -19,8 +19,13 @@ OP_RULES = (
 )  # fmt: skip
 
 
+#: Besides the bundled backends: JSONL whose sidecar unlinks fail every second time, so retired
+#: sidecars outlive their retirement and only the retirement record bounds them (000 §2.3).
+BACKENDS = {**BUNDLED, **{k: v for k, v in EXTRA.items() if k == "jsonl-unlink-fails"}}
+
+
 def _case(name: str) -> type:
-    machine = make_lifecycle_machine(BUNDLED[name])
+    machine = make_lifecycle_machine(BACKENDS[name])
     case = machine.TestCase
     profile = settings()
     if name != "memory":
@@ -28,6 +33,6 @@ def _case(name: str) -> type:
     return pytest.mark.rule(*OP_RULES)(case)  # type: ignore[no-any-return]
 
 
-for _name in BUNDLED:
+for _name in BACKENDS:
     _words = "".join(ch if ch.isalnum() else " " for ch in _name).split()
     globals()["Test" + "".join(w.capitalize() for w in _words) + "Lifecycle"] = _case(_name)
