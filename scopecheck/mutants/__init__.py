@@ -93,17 +93,27 @@ def is_check_failure(exc: BaseException) -> bool:
     return isinstance(exc, AssertionError)
 
 
-def failure_program(exc: BaseException) -> str:
-    """The falsifying program Hypothesis attached to ``exc`` (or to its sub-exceptions)."""
-    notes = list(getattr(exc, "__notes__", []))
-    for sub in getattr(exc, "exceptions", ()):
-        notes.extend(getattr(sub, "__notes__", []))
+def _program_of(notes: list[str]) -> str:
     return "\n".join(
         note
         for note in notes
         if note.startswith(("state", "scopes_", "lists_", "@reproduce", "Draw "))
         or "reproduce_failure" in note
     )
+
+
+def failure_programs(exc: BaseException) -> list[str]:
+    """One falsifying program per distinct failure Hypothesis found (an exception group holds
+    several, each shrunk on its own)."""
+    subs = getattr(exc, "exceptions", None)
+    if subs:
+        return [program for sub in subs for program in failure_programs(sub)]
+    return [_program_of(list(getattr(exc, "__notes__", [])))]
+
+
+def failure_program(exc: BaseException) -> str:
+    """The shortest falsifying program attached to ``exc``: the reproducer to show and count."""
+    return min(failure_programs(exc), key=count_steps)
 
 
 def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult:
