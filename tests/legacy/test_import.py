@@ -231,7 +231,7 @@ def test_bad_header_fails_open(
 def test_v1_is_a_linear_chain_and_compaction_index_becomes_a_tail(
     root: Path, make_repo: RepoFactory
 ) -> None:
-    records = [
+    records: list[dict[str, Any]] = [
         {"type": "message", "message": {"role": "user", "content": "a"}},
         {"type": "message", "message": {"role": "hookMessage", "content": "h"}},
         {"type": "thinking_level_change", "thinkingLevel": "low"},
