@@ -1,0 +1,218 @@
+"""The first non-empty commit rewrites a legacy file as format 4 (LEGACY-9, LEGACY-10, JSONL-19),
+and a process crash anywhere in that first commit recovers an allowed state."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from impl.fs import OsFileSystem, TracingFileSystem
+from impl.jsonl import JsonlRepository
+from models.addresses import value, value_list
+from models.errors import StorageIOError
+from models.legacy import import_log
+from models.reference import ReferenceRepository, Transaction
+from models.records import Snapshot
+from models.scope import ephemeral_scope
+from models.writes import append_list, insert_entry, set_value
+from tests.jsonl.test_crash_sweep import CrashAt, CrashingFs, SimulatedCrash
+from tests.legacy.conftest import (
+    TRANSCRIPTS,
+    RepoFactory,
+    counter_ids,
+    install_transcript,
+    msg,
+    write_legacy,
+)
+
+SID = "legacy-1"
+OP = ephemeral_scope("op-1")
+
+
+def main_lines(root: Path, sid: str) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (root / f"{sid}.jsonl").read_bytes().splitlines()]
+
+
+@pytest.mark.rule("LEGACY-9", "JSONL-19", "JSONL-1")
+@pytest.mark.parametrize("name", TRANSCRIPTS)
+def test_first_session_write_rewrites_real_transcript_as_format_4(
+    name: str, root: Path, make_repo: RepoFactory
+) -> None:
+    sid = install_transcript(name, root)
+    fs = TracingFileSystem(OsFileSystem())
+    storage = make_repo(fs).open(sid)
+    imported = storage.snapshot()
+    assert storage.legacy is not None
+    next_seq = storage.legacy.next_seq
+    fs.trace.clear()
+    (done,) = storage.commit([insert_entry("caller", imported.entries[-1].id, "message", {})])
+    assert done.seq == next_seq
+    main = str(root / f"{sid}.jsonl")
+    ops = [op for op, path in fs.trace if path in (main, main + ".tmp")]
+    assert ops[:4] == ["write", "fsync_file", "rename", "open_append"], fs.trace
+    lines = main_lines(root, sid)
+    assert lines[0]["kind"] == "header" and lines[0]["v"] == 4
+    assert lines[0]["nextSeq"] == next_seq
+    assert [rec["seq"] for rec in lines[1:]] == list(range(1, next_seq + 1))
+    usage_rows = [rec for rec in lines if rec.get("kind") == "usage"]
+    assert len(usage_rows) == 1 and usage_rows[0]["details"] == {"source": "v3-import"}
+    assert usage_rows[0]["adjustment"] is True
+    after = storage.snapshot()
+    assert after.entries[:-1] == imported.entries and after.usage == imported.usage
+    storage.close()
+    reopened = make_repo().open(sid)
+    assert reopened.legacy is None
+    assert reopened.snapshot() == after
+
+
+@pytest.mark.rule("LEGACY-10", "JSONL-19", "JSONL-2")
+def test_first_scoped_write_rewrites_then_goes_to_its_sidecar(
+    root: Path, make_repo: RepoFactory
+) -> None:
+    sid = install_transcript("large-session", root, session_id=SID)
+    storage = make_repo().open(SID)
+    assert storage.legacy is not None
+    next_seq = storage.legacy.next_seq
+    committed = storage.commit(
+        [append_list(value_list("frames", "r", OP), "f1"), set_value(value("m", "k", OP), 1)]
+    )
+    assert [c.seq for c in committed] == [next_seq, next_seq + 1]
+    lines = main_lines(root, SID)
+    assert lines[0]["nextSeq"] == next_seq
+    assert all("scopeId" not in rec for rec in lines)
+    assert lines[-1]["seq"] == next_seq - 1
+    sidecar = root / f"{SID}.jsonl.scopes" / "scope-op-1.scope"
+    side = sidecar.read_bytes().splitlines()
+    assert len(side) == 2 and orjson.loads(side[1])[0]["seq"] == next_seq
+    expected = storage.snapshot()
+    storage.close()
+    assert make_repo().open(SID).snapshot() == expected
+
+
+@pytest.mark.rule("LEGACY-9")
+def test_failed_rewrite_leaves_the_legacy_file_and_a_later_commit_retries(
+    root: Path, make_repo: RepoFactory
+) -> None:
+    path = write_legacy(root, SID, [msg("m1", None)])
+    before = path.read_bytes()
+    failing = {"on": True}
+
+    def fault(op: str, target: str) -> OSError | None:
+        if failing["on"] and op == "rename":
+            return OSError(5, "injected")
+        return None
+
+    storage = make_repo(TracingFileSystem(OsFileSystem(), fault)).open(SID)
+    imported = storage.snapshot()
+    with pytest.raises(StorageIOError):
+        storage.commit([set_value(value("a", "b"), 1)])
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in root.iterdir()) == [f"{SID}.jsonl"]
+    assert storage.snapshot() == imported and storage.legacy is not None
+    failing["on"] = False
+    assert storage.commit([set_value(value("a", "b"), 1)])[0].seq == 3
+    assert main_lines(root, SID)[0]["nextSeq"] == 3
+
+
+# -- crash exploration ---------------------------------------------------------------------
+
+WORKLOAD: list[list[Any]] = [
+    [append_list(value_list("frames", "r", OP), "f1"), set_value(value("memo", "m", OP), 1)],
+    [set_value(value("pi.op.state", "op-1"), "running")],
+]
+
+
+def expected_states(lines: list[bytes], sid: str) -> list[Snapshot]:
+    """The model's snapshots: import, then after each workload commit (timestamps 1000)."""
+    model = ReferenceRepository()
+    log = [Transaction(c.seq, c.timestamp, (c.write,)) for c in import_log(lines, sid, counter_ids)]
+    model.logs[sid] = log
+    session = model.open(sid)
+    states = [session.snapshot()]
+    for writes in WORKLOAD:
+        session.commit(writes, 1000)
+        states.append(session.snapshot())
+    return states
+
+
+def explore(source: Path, sid: str, tmp: Path) -> tuple[int, list[str]]:
+    """Crash at every mutating operation of the first two commits (and mid-append); returns the
+    number of crash states explored and a description of each violation."""
+    lines = source.read_bytes().splitlines()
+    states = expected_states(lines, sid)
+
+    def repo_over(root: Path, fs: Any) -> JsonlRepository:
+        return JsonlRepository(str(root), fs, lambda: 1000, cwd="/t", legacy_ids=counter_ids)
+
+    def fresh(root: Path) -> None:
+        root.mkdir(parents=True)
+        shutil.copyfile(source, root / f"{sid}.jsonl")
+
+    count_root = tmp / "count"
+    fresh(count_root)
+    counter = CrashAt(10**9, False)
+    storage = repo_over(count_root, CrashingFs(OsFileSystem(sync=False), counter)).open(sid)
+    opened_at = counter.count
+    for writes in WORKLOAD:
+        storage.commit(writes)
+    total = counter.count
+    explored, failures = 0, []
+    for target in range(opened_at + 1, total + 1):
+        for torn in (False, True):
+            root = tmp / f"{target}-{torn}"
+            fresh(root)
+            crash = CrashAt(target, torn)
+            acked = 0
+            try:
+                storage = repo_over(root, CrashingFs(OsFileSystem(sync=False), crash)).open(sid)
+                for writes in WORKLOAD:
+                    storage.commit(writes)
+                    acked += 1
+            except SimulatedCrash:
+                pass
+            else:
+                continue
+            explored += 1
+            try:
+                survivor = repo_over(root, OsFileSystem()).open(sid)
+                got = survivor.snapshot()
+                if acked == 0 and got != states[0] and got != states[1]:
+                    failures.append(f"op {target} torn={torn}: not import or import+tx1")
+                if acked == 0 and got == states[1]:
+                    # committed only if the sidecar line is complete on disk
+                    side = root / f"{sid}.jsonl.scopes" / "scope-op-1.scope"
+                    if not side.exists() or len(side.read_bytes().splitlines()) < 2:
+                        failures.append(f"op {target}: caller tx visible without its line")
+                if acked >= 1 and got not in states[acked : acked + 2]:
+                    failures.append(f"op {target} torn={torn}: not an allowed prefix")
+                main = (root / f"{sid}.jsonl").read_bytes()
+                if b'"scopeId"' in main:
+                    failures.append(f"op {target}: scoped record in the main file")
+                survivor.commit([set_value(value("after", "crash"), True)])
+                after = survivor.snapshot()
+                survivor.close()
+                if repo_over(root, OsFileSystem()).open(sid).snapshot() != after:
+                    failures.append(f"op {target} torn={torn}: commit after recovery lost")
+            except Exception as exc:
+                failures.append(f"op {target} torn={torn}: {type(exc).__name__}: {exc}")
+    return explored, failures
+
+
+@pytest.mark.rule("LEGACY-10", "LEGACY-9", "LEGACY-11", "JSONL-19")
+def test_crash_anywhere_in_a_first_scoped_commit_of_a_v3_file(tmp_path: Path) -> None:
+    source = write_legacy(tmp_path / "src", SID, [msg("m1", None), msg("m2", "m1", role="x")])
+    explored, failures = explore(source, SID, tmp_path / "sweep")
+    assert failures == []
+    assert explored >= 10
+
+
+@pytest.mark.rule("LEGACY-10", "LEGACY-9", "LEGACY-11", "JSONL-19")
+def test_crash_anywhere_in_the_first_commit_of_a_real_transcript(tmp_path: Path) -> None:
+    sid = install_transcript("before-compaction", tmp_path / "src", session_id=SID)
+    explored, failures = explore(tmp_path / "src" / f"{sid}.jsonl", sid, tmp_path / "sweep")
+    assert failures == []
+    assert explored >= 10
