@@ -15,8 +15,8 @@ from impl.jsonl import JsonlRepository
 from models.addresses import value, value_list
 from models.errors import StorageIOError
 from models.legacy import import_log
-from models.reference import ReferenceRepository, Transaction
 from models.records import Snapshot
+from models.reference import ReferenceRepository, Transaction
 from models.scope import ephemeral_scope
 from models.writes import append_list, insert_entry, set_value
 from tests.jsonl.test_crash_sweep import CrashAt, CrashingFs, SimulatedCrash
@@ -73,7 +73,7 @@ def test_first_session_write_rewrites_real_transcript_as_format_4(
 def test_first_scoped_write_rewrites_then_goes_to_its_sidecar(
     root: Path, make_repo: RepoFactory
 ) -> None:
-    sid = install_transcript("large-session", root, session_id=SID)
+    install_transcript("large-session", root, session_id=SID)
     storage = make_repo().open(SID)
     assert storage.legacy is not None
     next_seq = storage.legacy.next_seq
