@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from impl.fs import OsFileSystem, TracingFileSystem
-from impl.jsonl import JsonlRepository
+from impl.jsonl import JsonlRepository, JsonlStorage
+from impl.jsonl.legacy import LegacyImport
 from models.addresses import value, value_list
 from models.errors import StorageIOError
 from models.legacy import import_log
@@ -139,14 +140,16 @@ def expected_states(lines: list[bytes], sid: str) -> list[Snapshot]:
     return states
 
 
-def explore(source: Path, sid: str, tmp: Path) -> tuple[int, list[str]]:
+def explore(
+    source: Path, sid: str, tmp: Path, repo_class: type[JsonlRepository] = JsonlRepository
+) -> tuple[int, list[str]]:
     """Crash at every mutating operation of the first two commits (and mid-append); returns the
     number of crash states explored and a description of each violation."""
     lines = source.read_bytes().splitlines()
     states = expected_states(lines, sid)
 
-    def repo_over(root: Path, fs: Any) -> JsonlRepository:
-        return JsonlRepository(str(root), fs, lambda: 1000, cwd="/t", legacy_ids=counter_ids)
+    def repo_over(root: Path, fs: Any, cls: type[JsonlRepository] = JsonlRepository) -> Any:
+        return cls(str(root), fs, lambda: 1000, cwd="/t", legacy_ids=counter_ids)
 
     def fresh(root: Path) -> None:
         root.mkdir(parents=True)
@@ -168,7 +171,8 @@ def explore(source: Path, sid: str, tmp: Path) -> tuple[int, list[str]]:
             crash = CrashAt(target, torn)
             acked = 0
             try:
-                storage = repo_over(root, CrashingFs(OsFileSystem(sync=False), crash)).open(sid)
+                crashing = CrashingFs(OsFileSystem(sync=False), crash)
+                storage = repo_over(root, crashing, repo_class).open(sid)
                 for writes in WORKLOAD:
                     storage.commit(writes)
                     acked += 1
@@ -216,3 +220,39 @@ def test_crash_anywhere_in_the_first_commit_of_a_real_transcript(tmp_path: Path)
     explored, failures = explore(tmp_path / "src" / f"{sid}.jsonl", sid, tmp_path / "sweep")
     assert failures == []
     assert explored >= 10
+
+
+# -- planted bugs the exploration must catch -------------------------------------------------
+
+
+class _UnlinkBeforeRewrite(JsonlStorage):
+    """Planted: the legacy file is removed before the format-4 file is renamed into place."""
+
+    def _upgrade_legacy(self, imported: LegacyImport) -> None:
+        self._fs.unlink(self._main)
+        super()._upgrade_legacy(imported)
+
+
+class _ScopedIntoMain(JsonlStorage):
+    """Planted: scoped transactions are appended to the main file."""
+
+    def _append_sidecar(self, scope_id: str, line: bytes) -> None:
+        self._append_main(line)
+
+
+class UnlinkBeforeRewrite(JsonlRepository):
+    storage_class = _UnlinkBeforeRewrite
+
+
+class ScopedIntoMain(JsonlRepository):
+    storage_class = _ScopedIntoMain
+
+
+@pytest.mark.rule("LEGACY-9", "LEGACY-10")
+@pytest.mark.parametrize("repo_class", [UnlinkBeforeRewrite, ScopedIntoMain])
+def test_crash_exploration_catches_planted_upgrade_bugs(
+    tmp_path: Path, repo_class: type[JsonlRepository]
+) -> None:
+    source = write_legacy(tmp_path / "src", SID, [msg("m1", None)])
+    _, failures = explore(source, SID, tmp_path / "sweep", repo_class)
+    assert failures != []
