@@ -297,7 +297,7 @@ def test_header_only_file_has_a_null_tip(root: Path, make_repo: RepoFactory) -> 
     assert storage.commit([set_value(value("a", "b"), 1)])[0].seq == 2
 
 
-@pytest.mark.rule("LEGACY-3")
+@pytest.mark.rule("LEGACY-3", "LEGACY-9")
 def test_default_ids_are_uuid7_and_fresh_per_open(root: Path) -> None:
     from impl.jsonl import JsonlRepository
 
@@ -310,3 +310,9 @@ def test_default_ids_are_uuid7_and_fresh_per_open(root: Path) -> None:
     assert all(i[14] == "7" and i[19] in "89ab" for i in ids)
     assert int(ids[0].replace("-", "")[:12], 16) == 1_735_689_601_000
     assert uuid7_ids(5, 0) != uuid7_ids(5, 0)
+    # the first commit persists the ids the open Session exposes (LEGACY-9)
+    storage = JsonlRepository(str(root)).open(SID)
+    shown = storage.snapshot()
+    storage.commit([set_value(value("a", "b"), 1)])
+    storage.close()
+    assert JsonlRepository(str(root)).open(SID).snapshot().entries == shown.entries

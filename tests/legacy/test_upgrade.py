@@ -215,8 +215,9 @@ def test_crash_anywhere_in_a_first_scoped_commit_of_a_v3_file(tmp_path: Path) ->
 
 
 @pytest.mark.rule("LEGACY-10", "LEGACY-9", "LEGACY-11", "JSONL-19")
-def test_crash_anywhere_in_the_first_commit_of_a_real_transcript(tmp_path: Path) -> None:
-    sid = install_transcript("before-compaction", tmp_path / "src", session_id=SID)
+@pytest.mark.parametrize("name", TRANSCRIPTS)
+def test_crash_anywhere_in_the_first_commit_of_a_real_transcript(tmp_path: Path, name: str) -> None:
+    sid = install_transcript(name, tmp_path / "src", session_id=SID)
     explored, failures = explore(tmp_path / "src" / f"{sid}.jsonl", sid, tmp_path / "sweep")
     assert failures == []
     assert explored >= 10
