@@ -257,3 +257,29 @@ def test_crash_exploration_catches_planted_upgrade_bugs(
     source = write_legacy(tmp_path / "src", SID, [msg("m1", None)])
     _, failures = explore(source, SID, tmp_path / "sweep", repo_class)
     assert failures != []
+
+
+@pytest.mark.rule("LEGACY-9", "LEGACY-1")
+def test_upgrade_drops_a_torn_tail_and_a_stray_scopes_directory(
+    root: Path, make_repo: RepoFactory
+) -> None:
+    path = write_legacy(root, SID, [msg("m1", None), msg("m2", "m1")])
+    path.write_bytes(path.read_bytes() + b'{"type":"message","id":"m3"')
+    stray = root / f"{SID}.jsonl.scopes"
+    stray.mkdir()
+    (stray / "scope-old.scope").write_bytes(
+        b'{"v":4,"kind":"scope_header","sessionId":"legacy-1","scopeId":"old","storageVersion":1}\n'
+        b'{"kind":"value","op":"set","seq":99,"namespace":"n","key":"k","value":1,"scopeId":"old"}\n'
+    )
+    storage = make_repo().open(SID)
+    imported = storage.snapshot()
+    assert [e.id for e in imported.entries] == ["imp-0", "imp-1"]
+    assert imported.values == tuple(v for v in imported.values if v[0][0] is None)
+    (done,) = storage.commit([set_value(value("a", "b"), 1)])
+    assert done.seq == 4  # entries 1-2, tip 3: the stray sidecar's seq 99 never counted
+    assert not stray.exists()
+    assert path.read_bytes().endswith(b"\n") and b'"m3"' not in path.read_bytes()
+    storage.close()
+    reopened = make_repo().open(SID)
+    assert reopened.snapshot().entries == imported.entries
+    assert reopened.commit([set_value(value("a", "c"), 2)])[0].seq == 5
