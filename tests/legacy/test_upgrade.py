@@ -20,7 +20,7 @@ from models.records import Snapshot
 from models.reference import ReferenceRepository, Transaction
 from models.scope import ephemeral_scope
 from models.writes import append_list, insert_entry, set_value
-from tests.jsonl.test_crash_sweep import CrashAt, CrashingFs, SimulatedCrash
+from tests.jsonl.test_crash_sweep import MUTATING, CrashAt, CrashingFs, SimulatedCrash
 from tests.legacy.conftest import (
     TRANSCRIPTS,
     RepoFactory,
@@ -140,6 +140,19 @@ def expected_states(lines: list[bytes], sid: str) -> list[Snapshot]:
     return states
 
 
+class _Recording(CrashAt):
+    """Counts like :class:`CrashAt` and remembers each mutating operation's name."""
+
+    def __init__(self, target: int, torn: bool) -> None:
+        super().__init__(target, torn)
+        self.ops: list[str] = []
+
+    def __call__(self, op: str, path: str) -> Any:
+        if op in MUTATING:
+            self.ops.append(op)
+        return super().__call__(op, path)
+
+
 def explore(
     source: Path, sid: str, tmp: Path, repo_class: type[JsonlRepository] = JsonlRepository
 ) -> tuple[int, list[str]]:
@@ -157,15 +170,18 @@ def explore(
 
     count_root = tmp / "count"
     fresh(count_root)
-    counter = CrashAt(10**9, False)
+    counter = _Recording(10**9, False)
     storage = repo_over(count_root, CrashingFs(OsFileSystem(sync=False), counter)).open(sid)
     opened_at = counter.count
     for writes in WORKLOAD:
         storage.commit(writes)
     total = counter.count
+    ops = counter.ops
     explored, failures = 0, []
     for target in range(opened_at + 1, total + 1):
         for torn in (False, True):
+            if torn and ops[target - 1] != "append":
+                continue  # only an append can be torn; the plain crash is the same state
             root = tmp / f"{target}-{torn}"
             fresh(root)
             crash = CrashAt(target, torn)
@@ -211,7 +227,7 @@ def test_crash_anywhere_in_a_first_scoped_commit_of_a_v3_file(tmp_path: Path) ->
     source = write_legacy(tmp_path / "src", SID, [msg("m1", None), msg("m2", "m1", role="x")])
     explored, failures = explore(source, SID, tmp_path / "sweep")
     assert failures == []
-    assert explored >= 10
+    assert explored >= 15  # 14 operations of the first scoped commit + its torn append, …
 
 
 @pytest.mark.rule("LEGACY-10", "LEGACY-9", "LEGACY-11", "JSONL-19")
@@ -220,7 +236,7 @@ def test_crash_anywhere_in_the_first_commit_of_a_real_transcript(tmp_path: Path,
     sid = install_transcript(name, tmp_path / "src", session_id=SID)
     explored, failures = explore(tmp_path / "src" / f"{sid}.jsonl", sid, tmp_path / "sweep")
     assert failures == []
-    assert explored >= 10
+    assert explored >= 15  # 14 operations of the first scoped commit + its torn append, …
 
 
 # -- planted bugs the exploration must catch -------------------------------------------------
