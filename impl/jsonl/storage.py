@@ -32,7 +32,9 @@ from impl.jsonl.codec import (
     encode_transaction,
 )
 from impl.jsonl.lazy import LazyRecords, build_entry, build_usage, build_value
-from impl.jsonl.load import SessionLoad, load_session
+from impl.jsonl.legacy import LegacyIds, LegacyImport, import_legacy, is_legacy_header, uuid7_ids
+from impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
+from impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
 from impl.memory import MemoryState, MemoryStorage, wall_clock_ms
 from impl.stats import MESSAGE_TYPE, add_usages
 from impl.validation import check_references, check_session_id, check_shape
@@ -142,6 +144,8 @@ class JsonlStorage(MemoryStorage):
         self._unusable: str | None = None
         #: Cleanup failures seen by this handle: (scope ID, error); for tests and the inspector.
         self.cleanup_failures: list[tuple[str, StorageIOError]] = []
+        #: An imported legacy file not yet rewritten as format 4 (LEGACY-9).
+        self.legacy: LegacyImport | None = None
 
     @property
     def path(self) -> str:
@@ -164,6 +168,8 @@ class JsonlStorage(MemoryStorage):
             check_references(checked.writes, self._id_exists, state.entries.__contains__)
             if not checked.writes:
                 return ()
+            if self.legacy is not None:
+                self._upgrade_legacy(self.legacy)
             timestamp = self._clock()
             first = self._first_seq(checked.scope_id)
             committed = tuple(
@@ -178,6 +184,19 @@ class JsonlStorage(MemoryStorage):
                 self._append_sidecar(checked.scope_id, line)
                 self._apply_all(committed)
             return committed
+
+    def _upgrade_legacy(self, imported: LegacyImport) -> None:
+        """Rewrite the legacy file as format 4 under the commit queue, before the caller's
+        transaction is appended anywhere (LEGACY-9, 000 §6.4).  A failure leaves the legacy file
+        and this handle as they were; the caller's commit fails and may be retried."""
+        data = legacy_upgrade_bytes(imported)
+        # A stray .scopes directory could otherwise join the new format-4 Session.
+        self._fs.remove(layout.scopes_dir(self._main), recursive=True, force=True)
+        publish(self._fs, self._main, data)
+        self._header = orjson.loads(data[: data.index(b"\n")])
+        self._main_size = len(data)
+        self._on_disk.clear()
+        self.legacy = None
 
     def _apply_all(self, committed: tuple[Committed, ...]) -> None:
         for item in committed:
@@ -297,8 +316,10 @@ class JsonlRepository:
         fs: FileSystem | None = None,
         clock: Clock = wall_clock_ms,
         cwd: str | None = None,
+        legacy_ids: LegacyIds = uuid7_ids,
     ) -> None:
         self._fs: FileSystem = fs if fs is not None else OsFileSystem()
+        self._legacy_ids = legacy_ids
         self._root = root.rstrip("/") or "/"
         self._clock = clock
         self._cwd = os.getcwd() if cwd is None else cwd
@@ -386,6 +407,8 @@ class JsonlRepository:
     def _load_files(self, main: str, session_id: str) -> JsonlStorage:
         fs = self._fs
         load = self._load_plan(main, session_id)
+        if load.main.header is None and load.main.lines and is_legacy_header(load.main.lines[0]):
+            return self._open_legacy(main, session_id, load.main)
         load.raise_if_corrupt()
         assert load.main.header is not None
         header = load.main.header
@@ -430,6 +453,22 @@ class JsonlRepository:
         return self.storage_class(
             fs, main, session_id, header, state, self._clock, main_size, on_disk
         )
+
+    def _open_legacy(self, main: str, session_id: str, scan: FileScan) -> JsonlStorage:
+        """A legacy v1/v2/v3 file opens read-only as its import (LEGACY-1..LEGACY-8); nothing
+        on disk changes until the first non-empty commit (LEGACY-9)."""
+        imported = import_legacy(
+            main, scan.lines, session_id, self._legacy_ids, torn=scan.torn is not None
+        )
+        load = SessionLoad(session_id, scan, next_seq=imported.next_seq)
+        load.retained = [(None, Tx(0, [r["seq"]], [r])) for r in imported.records]
+        state = resident_state()
+        replay(state, load)
+        storage = self.storage_class(
+            self._fs, main, session_id, imported.header, state, self._clock, 0, set()
+        )
+        storage.legacy = imported
+        return storage
 
     def _track(self, session_id: str, storage: JsonlStorage) -> JsonlStorage:
         storage.on_close.append(lambda _: self._open.pop(session_id, None))

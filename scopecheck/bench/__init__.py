@@ -67,9 +67,17 @@ def bench_jsonl_figures(runs: int) -> dict[str, Any]:
     return {"benchmark": "jsonl", **bench_jsonl(repeat=runs)}
 
 
+def bench_legacy_figures(runs: int) -> dict[str, Any]:
+    """Legacy import time and peak memory per real transcript; upgrade crash points."""
+    from scopecheck.bench.legacy import bench_legacy
+
+    return {"benchmark": "legacy", "environment": environment(), **bench_legacy(runs)}
+
+
 BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "machine": bench_machine,
     "jsonl": bench_jsonl_figures,
+    "legacy": bench_legacy_figures,
 }
 
 
