@@ -74,7 +74,8 @@ class Stage:
         self.source_path = source_path
         self.source_id = source_id
         self.conn = apsw.Connection(path)
-        self.conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF")
+        for pragma in ("journal_mode=OFF", "synchronous=OFF"):
+            self.conn.execute(f"PRAGMA {pragma}").fetchall()
         self.conn.execute(_STAGE_DDL)
         self.conn.execute("ATTACH DATABASE ? AS src", (source_path,))
         self.high_water = 0

@@ -18,8 +18,18 @@ _FAST = settings(
     suppress_health_check=list(HealthCheck),
 )
 
-_RULES = ("FORK-2", "FORK-3", "FORK-4", "FORK-5", "FORK-6", "FORK-7", "FORK-8", "FORK-9",
-          "FORK-10", "FORK-11")
+_RULES = (
+    "FORK-2",
+    "FORK-3",
+    "FORK-4",
+    "FORK-5",
+    "FORK-6",
+    "FORK-7",
+    "FORK-8",
+    "FORK-9",
+    "FORK-10",
+    "FORK-11",
+)
 
 
 def _case(name: str) -> type:
@@ -31,3 +41,13 @@ def _case(name: str) -> type:
 TestMemoryFork = _case("memory")
 TestSqliteFork = _case("sqlite")
 TestSqliteSharedFork = _case("sqlite-shared")
+TestJsonlFork = _case("jsonl")
+
+_LOCKSTEP = make_lockstep_machine((BUNDLED["memory"], BUNDLED["jsonl"], BUNDLED["sqlite"]))
+
+
+@pytest.mark.rule("FORK-15")
+class TestLockstepFork(_LOCKSTEP.TestCase):  # type: ignore[name-defined,misc]
+    """Memory, JSONL and SQLite on one source: identical logical destinations (001 §5)."""
+
+    settings = _FAST
