@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import os
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -60,10 +61,10 @@ def test_jsonl_torn_tail_source_is_never_repaired(tmp_path: Any) -> None:
     path = repo.path_of("src")
     with open(path, "ab") as handle:
         handle.write(b'[{"kind":"value","op":"set","seq":99,"namespace":"my-app.t","key":"","val')
-    before = open(path, "rb").read()
+    before = Path(path).read_bytes()
     indexes = _index_dirs()
     dest = repo.open(repo.fork("src", TreeFork(id="d")))
-    assert open(path, "rb").read() == before
+    assert Path(path).read_bytes() == before
     assert dest.get_value(value("my-app.t")) is None
     assert dest.commit([set_value(value("x"), 1)])[0].seq == 13  # torn seq 99 did not count
     assert not glob.glob(str(tmp_path / "*.tmp"))
@@ -94,7 +95,7 @@ def test_jsonl_destination_holds_only_current_rows_in_seq_order(tmp_path: Any) -
     storage = repo.create("src")
     _source(storage)
     repo.fork("src", TreeFork(id="d"))
-    lines = open(repo.path_of("d"), "rb").read().splitlines()
+    lines = Path(repo.path_of("d")).read_bytes().splitlines()
     header = orjson.loads(lines[0])
     assert header["parentSessionId"] == "src" and header["nextSeq"] == 13
     records = [orjson.loads(line) for line in lines[1:]]
