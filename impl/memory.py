@@ -303,7 +303,12 @@ def tip_of(value_json: bytes, branch: str) -> str | None:
     return tip
 
 
-def build_memory_fork(source: MemoryState, options: ForkOptions) -> MemoryState:
+def build_memory_fork(
+    source: MemoryState,
+    options: ForkOptions,
+    select: Callable[..., BranchTarget] = select_target,
+    driver_class: type[ForkDriver] = ForkDriver,
+) -> MemoryState:
     """The destination state of a fork of ``source`` (001 §1.1–§1.3, Memory procedure)."""
     entries = source.entries
     parent_of = _parent_of(entries)
@@ -320,12 +325,12 @@ def build_memory_fork(source: MemoryState, options: ForkOptions) -> MemoryState:
         assert tip_row is not None
         tip = tip_of(tip_row.value_json, name)
         on_tip = set(ancestry(tip, parent_of))
-        target = select_target(options, tip, parent_of, on_tip.__contains__)
+        target = select(options, tip, parent_of, on_tip.__contains__)
         members = set(ancestry(target.destination_tip, parent_of))
         copied: Callable[[str], bool] = members.__contains__
     else:
         copied = entries.__contains__
-    driver = ForkDriver(options, copied, target)
+    driver = driver_class(options, copied, target)
     dest = MemoryState(next_seq=source.next_seq)
     messages = 0
     for entry_id, record in entries.items():

@@ -35,7 +35,6 @@ from scopecheck.machine import (
     BASE_TIME,
     SESSION_IDS,
     MismatchError,
-    StorageMachine,
     describe_difference,
     outcome,
     same,
@@ -150,19 +149,140 @@ fork_options: st.SearchStrategy[ForkOptions] = st.one_of(
 )
 
 
-class ForkMachine(StorageMachine):
-    """The storage machine with harness writes and fork steps."""
+class ForkMachine(RuleBasedStateMachine):
+    """Model vs. one backend over two Sessions, with harness writes and fork steps.
 
+    Its own rule set (not the whole storage machine's), weighted towards what forks read:
+    lanes whose tips name existing entries, entry chains, application state, and forks whose
+    entry ids are drawn from the source's existing entries.
+    """
+
+    backend: ClassVar[Backend]
     forks_run: ClassVar[int] = 0
+    forks_ok: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = BASE_TIME
+        self.world: World = self.backend.new_world(self.clock)
+        self.repo: Any = self.world.repository()
+        self.model = ReferenceRepository()
+        self.stores: dict[str, Any] = {}
+        self.models: dict[str, Any] = {}
+        for sid in SESSION_IDS:
+            self.models[sid] = self.model.create(sid)
+            self.stores[sid] = self.repo.create(sid)
+
+    def clock(self) -> int:
+        return self.now
+
+    def teardown(self) -> None:
+        self.world.cleanup()
+
+    def _commit(self, sid: str, writes: list[Any]) -> None:
+        self.now += 1
+        expected = outcome(lambda: self.models[sid].commit(writes, self.now))
+        actual = outcome(lambda: self.stores[sid].commit(writes))
+        same(f"commit on {sid}", expected, actual)
+
+    def _entries(self, sid: str) -> list[str]:
+        return [e.id for e in self.models[sid].snapshot().entries]
+
+    @rule(sid=st.sampled_from(SESSION_IDS), writes=st.lists(sx.session_writes, max_size=3))
+    def commit_session(self, sid: str, writes: list[Any]) -> None:
+        self._commit(sid, writes)
+
+    @rule(sid=st.sampled_from(SESSION_IDS), writes=sx.ephemeral_transactions())
+    def commit_ephemeral(self, sid: str, writes: list[Any]) -> None:
+        """Ephemeral state, including reserved namespaces: never copied (FORK-10)."""
+        self._commit(sid, writes)
 
     @rule(sid=st.sampled_from(SESSION_IDS), writes=harness_writes())
     def commit_harness(self, sid: str, writes: list[AnyWrite]) -> None:
         """Lanes, labels, names, op/pending state, unknown reserved namespaces, app state."""
         self._commit(sid, writes)
 
+    @rule(sid=st.sampled_from(SESSION_IDS), branch=st.sampled_from(BRANCHES), data=st.data())
+    def configure_lane(self, sid: str, branch: str, data: st.DataObject) -> None:
+        """A complete lane whose tip is an existing entry (or null)."""
+        tip = data.draw(st.sampled_from([None, *self._entries(sid)]), "tip")
+        self._commit(
+            sid,
+            [
+                set_value(value("pi.branch.tip", branch), tip),
+                set_value(value("pi.lane.config", branch), data.draw(_configs, "config")),
+                set_value(value("pi.lane.state", branch), data.draw(_busy, "state")),
+            ],
+        )
+
+    @rule(
+        sid=st.sampled_from(SESSION_IDS),
+        namespace=st.sampled_from(("pi", "pi.future")),
+        dead=st.sampled_from((True, True, True, False)),
+        as_list=st.booleans(),
+    )
+    def unknown_reserved(self, sid: str, namespace: str, dead: bool, as_list: bool) -> None:
+        """State in an undeclared reserved namespace: it fails a fork only while current
+        (FORK-8); set-then-deleted history must not."""
+        if as_list:
+            writes: list[Any] = [append_list(value_list(namespace, "l"), 1)]
+            if dead:
+                writes.append(delete_list(value_list(namespace, "l")))
+        else:
+            writes = [set_value(value(namespace, "k"), 1)]
+            if dead:
+                writes.append(delete_value(value(namespace, "k")))
+        self._commit(sid, writes)
+
+    @rule(sid=st.sampled_from(SESSION_IDS), count=st.integers(1, 3), data=st.data())
+    def add_entries(self, sid: str, count: int, data: st.DataObject) -> None:
+        """A chain of new entries under an existing parent (or a new root), so trees branch."""
+        existing = self._entries(sid)
+        fresh = [e for e in sx.ENTRY_IDS if e not in existing][:count]
+        if not fresh:
+            return
+        parent = data.draw(st.sampled_from([None, *existing]), "parent")
+        writes: list[Any] = []
+        for ident in fresh:
+            kind = data.draw(st.sampled_from(("message", "custom")), "type")
+            writes.append(insert_entry(ident, parent, kind, {"text": ident}))
+            parent = ident
+        self._commit(sid, writes)
+
+    @rule(sid=st.sampled_from(SESSION_IDS), app=st.sampled_from(("my-app.state", "my-app.log")))
+    def app_write(self, sid: str, app: str) -> None:
+        self.now += 1
+        writes: list[Any] = (
+            [set_value(value(app), self.now)]
+            if app.endswith("state")
+            else [append_list(value_list(app), self.now)]
+        )
+        self._commit(sid, writes)
+
+    @rule(
+        sid=st.sampled_from(SESSION_IDS),
+        branch=st.sampled_from((*BRANCHES, "nope")),
+        position=st.sampled_from(("at", "before")),
+        dest=st.sampled_from((None, "fork1", "s1")),
+        data=st.data(),
+    )
+    def fork_branch(
+        self, sid: str, branch: str, position: Any, dest: str | None, data: st.DataObject
+    ) -> None:
+        """A branch fork at an entry drawn from the source (on or off the ancestry)."""
+        entry = data.draw(st.sampled_from([None, "e-none", *self._entries(sid)]), "entry_id")
+        self._fork(sid, BranchFork(branch, entry_id=entry, position=position, id=dest))
+
     @rule(sid=st.sampled_from(SESSION_IDS), options=fork_options)
     def fork(self, sid: str, options: ForkOptions) -> None:
         """Fork with random scope/branch/entry/position; compare the destination (FORK-*)."""
+        self._fork(sid, options)
+
+    @rule(sid=st.sampled_from(SESSION_IDS), dest=st.sampled_from((None, "fork1")))
+    def fork_tree(self, sid: str, dest: str | None) -> None:
+        self._fork(sid, TreeFork(id=dest))
+
+    def _fork(self, sid: str, options: ForkOptions) -> None:
         self.now += 1
         actual = outcome(lambda: self.repo.fork(sid, options))
         dest = actual[1] if actual[0] == "ok" else (options.id or "fork-model")
@@ -171,7 +291,26 @@ class ForkMachine(StorageMachine):
         type(self).forks_run += 1
         if actual[0] != "ok":
             return
+        type(self).forks_ok += 1
         check_destination(self.model, self.repo, dest, sid)
+
+    @rule()
+    def restart(self) -> None:
+        """Forks of closed-then-reopened sources read what reached the disk."""
+        for sid in SESSION_IDS:
+            self.model.close_session(sid)
+        self.repo = self.world.restart()
+        for sid in SESSION_IDS:
+            self.models[sid] = self.model.open(sid)
+            self.stores[sid] = self.repo.open(sid)
+
+    @invariant()
+    def same_state(self) -> None:
+        for sid in SESSION_IDS:
+            expected = self.models[sid].snapshot()
+            actual = self.stores[sid].snapshot()
+            if expected != actual:
+                raise MismatchError(describe_difference(sid, expected, actual))
 
 
 def check_destination(model: ReferenceRepository, repo: Any, dest: str, source: str) -> None:

@@ -41,10 +41,14 @@ from models.fork_policy import (
     MISSING,
     BranchTarget,
     DestValue,
+    Disposition,
     ForkDriver,
     ancestry,
     check_branch_lane,
+    classify,
+    classify_list,
     select_target,
+    unknown_namespace,
 )
 from models.records import ListElement
 
@@ -179,6 +183,16 @@ class Index:
         for ident in ids:
             self.conn.execute(f"INSERT OR IGNORE INTO {table} VALUES (?)", (ident,))
 
+    def check_namespaces(self) -> None:
+        """Fail on current state in an undeclared reserved namespace (one row per namespace)."""
+        for table, classifier, kind in (
+            ("cur", classify, "scalar"),
+            ("elems", classify_list, "list"),
+        ):
+            for (namespace,) in self.conn.execute(f"SELECT DISTINCT namespace FROM {table}"):
+                if classifier(namespace) is Disposition.UNKNOWN_RESERVED:
+                    raise unknown_namespace(namespace, kind)
+
     def lane_rows(self) -> list[tuple[str, str, int, bytes]]:
         """Current lane rows (bounded by the number of lanes)."""
         marks = ", ".join("?" for _ in LANE_NAMESPACES)
@@ -253,6 +267,9 @@ def fork_jsonl(
             def copied(entry_id: str) -> bool:
                 return index.parent_of(entry_id) is not MISSING
 
+        # Same precedence as a streaming driver: undeclared reserved state fails before the
+        # lane coherence checks of finish() (FORK-8).
+        index.check_namespaces()
         # The transformed built-ins, from the lane rows alone (bounded), written in place.
         lanes = driver_class(options, copied, target)
         for ns, key, seq, value in index.lane_rows():

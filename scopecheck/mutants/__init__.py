@@ -20,7 +20,12 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends import Backend
 
-_MODULES = ("scopecheck.mutants.memory", "scopecheck.mutants.sqlite", "scopecheck.mutants.jsonl")
+_MODULES = (
+    "scopecheck.mutants.memory",
+    "scopecheck.mutants.sqlite",
+    "scopecheck.mutants.jsonl",
+    "scopecheck.mutants.fork",
+)
 
 
 @attrs.frozen
@@ -102,6 +107,10 @@ def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult
     from scopecheck.machine import make_machine
     from scopecheck.profiles import load_profile
 
+    if mutant.caught_by.startswith("fork-"):
+        from scopecheck.mutants.fork import run_fork_mutant
+
+        return run_fork_mutant(mutant)
     chosen = settings or load_profile("mutants")
     machine = make_machine(mutant.make())
     lines: list[object] = []
