@@ -139,3 +139,13 @@ def rich_source(env: Env) -> dict[str, int]:
         set_value(value("my-app.eph", "", op), 1), append_list(value_list("pi.future", "", op), 1)
     )
     return seqs
+
+
+@pytest.fixture(autouse=True)
+def _scratch_on_ram_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite worlds on /dev/shm when available: these tests check fork logic, not power-loss
+    durability (the crash sweeps do), and fsync-bound forks are slow on a loaded machine."""
+    import os
+
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        monkeypatch.setenv("SCOPECHECK_SCRATCH", "/dev/shm")

@@ -219,3 +219,58 @@ def test_sqlite_commit_while_staging_completes_and_is_absent(
     second = repo.open(repo.fork("src", TreeFork(id="d2")))
     assert second.get_value(value("late.b")) is not None
     repo.close()
+
+
+def _with_ephemeral(storage: Any) -> None:
+    from models.scope import ephemeral_scope
+    from models.writes import retire_scope
+
+    _source(storage)
+    op1, op2 = ephemeral_scope("op1"), ephemeral_scope("op/2")
+    storage.commit([set_value(value("my-app.e", "", op1), 1)])
+    storage.commit([append_list(value_list("my-app.l", "", op2), 1)])
+    storage.commit([set_value(value("pi.lane.state", "main", op2), 1)])
+    storage.commit([retire_scope(op1)])
+
+
+@pytest.mark.rule("JSONL-20", "FORK-10")
+def test_jsonl_destination_has_no_sidecars_or_retirement_state(tmp_path: Any) -> None:
+    repo = JsonlRepository(str(tmp_path), clock=CLOCK, cwd="/")
+    storage = repo.create("src")
+    _with_ephemeral(storage)
+    for options in (TreeFork(id="t"), BranchFork("main", id="b")):
+        dest = repo.fork("src", options)
+        path = repo.path_of(dest)
+        assert not os.path.exists(path + ".scopes")
+        records = [orjson.loads(line) for line in Path(path).read_bytes().splitlines()[1:]]
+        assert all(r["kind"] in ("entry", "value", "list") for r in records)
+        assert all("scopeId" not in r for r in records)
+        assert header_next_seq(path) == 17
+    repo.close()
+
+
+def header_next_seq(path: str) -> int:
+    first = Path(path).read_bytes().split(b"\n", 1)[0]
+    return int(orjson.loads(first)["nextSeq"])
+
+
+@pytest.mark.rule("SQLITE-15", "FORK-10")
+@pytest.mark.parametrize("shared", [False, True])
+def test_sqlite_fork_copies_only_session_scope_rows(tmp_path: Any, shared: bool) -> None:
+    repo = _sqlite(tmp_path, shared)
+    storage = repo.create("src")
+    _with_ephemeral(storage)
+    for options in (TreeFork(id="t"), BranchFork("main", id="b")):
+        dest = repo.open(repo.fork("src", options))
+        conn = dest.connection
+        for table in ("scalar_values", "list_values"):
+            rows = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE session_id = ? AND scope_id <> ''",
+                (options.id,),
+            ).fetchall()
+            assert rows[0][0] == 0
+        assert conn.execute(
+            "SELECT next_seq, parent_session_id FROM sessions WHERE session_id = ?", (options.id,)
+        ).fetchall() == [(17, "src")]
+        dest.close()
+    repo.close()
