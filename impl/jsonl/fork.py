@@ -84,9 +84,12 @@ class Capture:
                     path = f"{directory}/{entry.name}"
                     self.sidecars[path] = fs.file_size(path)
 
-    def records(self, source_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    def records(
+        self, source_id: str, validate: bool = True
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
         """``(line number, record)`` of every complete line after the header; a torn final
-        line is discarded in memory (FORK-14); a malformed complete line is corruption."""
+        line is discarded in memory (FORK-14); a malformed complete line is corruption.
+        Pass 2 re-reads the same fixed prefix pass 1 validated, so it skips the checks."""
         number = 0
         for raw, complete in self.fs.iter_prefix_lines(self.main, self.size):
             number += 1
@@ -99,7 +102,8 @@ class Capture:
                     self.header = decode_header(raw, source_id)
                     continue
                 for rec in decode_transaction(raw):
-                    check_record(rec, None)
+                    if validate:
+                        check_record(rec, None)
                     yield number, rec
             except BadRecord as exc:
                 raise _corrupt(self.main, number, str(exc)) from None
@@ -129,6 +133,7 @@ class Index:
             self.conn.execute(f"PRAGMA {pragma}").fetchall()
         self.conn.execute(_INDEX_DDL)
         self.conn.execute("BEGIN")
+        self._entries: list[tuple[str, str | None]] = []
 
     def close(self) -> None:
         with contextlib.suppress(apsw.Error):
@@ -152,7 +157,15 @@ class Index:
             else:
                 ex("DELETE FROM elems WHERE namespace = ? AND key = ?", (ns, key))
         elif kind == "entry":
-            ex("INSERT OR IGNORE INTO entries VALUES (?, ?)", (rec["id"], rec["parentId"]))
+            self._entries.append((rec["id"], rec["parentId"]))
+            if len(self._entries) >= 1024:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the batched entry links (bounded: at most one batch in memory)."""
+        if self._entries:
+            self.conn.executemany("INSERT OR IGNORE INTO entries VALUES (?, ?)", self._entries)
+            self._entries.clear()
 
     def current_seq(self, ns: str, key: str) -> int | None:
         rows: list[Any] = self.conn.execute(
@@ -245,6 +258,7 @@ def fork_jsonl(
         for _, rec in capture.records(source_id):
             index.fold(rec)
             high = max(high, rec["seq"])
+        index.flush()
         hdr = capture.header
         high_water = max(hdr.get("nextSeq", 1), high + 1, capture.sidecar_high() + 1)
         # Plan: lane checks and ancestry through the index.
@@ -276,11 +290,12 @@ def fork_jsonl(
             lanes.value(None, ns, key, seq, value)
         in_place = {row.seq: row for row in lanes.finish()}
         driver = driver_class(options, copied, target)
+        tree = not isinstance(options, BranchFork)
         fs.write_file(temp, header(high_water) + b"\n")
         handle = fs.open_append(temp)
         try:
             buffer = bytearray()
-            for _, rec in capture.records(source_id):
+            for _, rec in capture.records(source_id, validate=False):
                 kind, seq = rec["kind"], rec["seq"]
                 if seq in in_place:
                     # The driver still sees the row (it returns nothing for it), so its own
@@ -289,7 +304,8 @@ def fork_jsonl(
                     buffer += _value_line(in_place.pop(seq)) + b"\n"
                     continue
                 if kind == "entry":
-                    if copied(rec["id"]):
+                    # Tree scope copies every entry of the prefix: no index lookup per entry.
+                    if tree or copied(rec["id"]):
                         buffer += orjson.dumps(rec) + b"\n"
                 elif kind == "value" and rec["op"] == "set":
                     ns, key = rec["namespace"], rec["key"]
