@@ -10,6 +10,7 @@ Not collected by the normal test run (no ``test_`` prefix in the file name).
 from __future__ import annotations
 
 from scopecheck.backends import BUNDLED
+from scopecheck.lifecycle_machine import make_lifecycle_machine
 from scopecheck.machine import make_machine
 from scopecheck.profiles import load_profile
 
@@ -18,3 +19,6 @@ load_profile()
 for _name, _backend in sorted(BUNDLED.items()):
     _machine = make_machine(_backend)
     globals()[f"Test{_machine.__name__}"] = _machine.TestCase
+    # The operation-lifecycle machine (issue 7) on the same backend.
+    _lifecycle = make_lifecycle_machine(_backend)
+    globals()[f"Test{_lifecycle.__name__}"] = _lifecycle.TestCase

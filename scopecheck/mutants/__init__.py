@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 from hypothesis import settings as Settings
@@ -24,6 +25,7 @@ _MODULES = (
     "scopecheck.mutants.memory",
     "scopecheck.mutants.sqlite",
     "scopecheck.mutants.jsonl",
+    "scopecheck.mutants.ops",
     "scopecheck.mutants.fork",
 )
 
@@ -35,6 +37,9 @@ class Mutant:
     description: str
     make: Callable[[], Backend]
     caught_by: str = "machine"
+    #: Builds the machine class for the backend; ``None`` = the storage machine.  Harness
+    #: mutants (scopecheck/mutants/ops.py) choose the lifecycle machine here.
+    machine: Callable[[Backend], Any] | None = None
 
 
 @attrs.frozen
@@ -70,7 +75,7 @@ def all_mutants(backend: str | None = None) -> list[Mutant]:
     return [m for m in CATALOGUE.values() if backend is None or m.backend == backend]
 
 
-_NOT_STEPS = ("state.teardown()", "state.same_state()")
+_NOT_STEPS = ("state.teardown()", "state.same_state()", "state.lifecycle_rules()")
 
 
 def count_steps(program: str) -> int:
@@ -112,7 +117,7 @@ def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult
 
         return run_fork_mutant(mutant)
     chosen = settings or load_profile("mutants")
-    machine = make_machine(mutant.make())
+    machine = (mutant.machine or make_machine)(mutant.make())
     lines: list[object] = []
     start = time.perf_counter()
     error = ""
