@@ -274,3 +274,13 @@ def test_sqlite_fork_copies_only_session_scope_rows(tmp_path: Any, shared: bool)
         ).fetchall() == [(17, "src")]
         dest.close()
     repo.close()
+
+
+def test_bench_fork_smoke() -> None:
+    """``scopecheck bench fork`` runs end to end (tiny sizes; the figures come from the CLI)."""
+    from scopecheck.bench.fork import bench_fork
+
+    result = bench_fork((200, 400), ("memory", "jsonl", "sqlite"))
+    for name in ("memory", "jsonl", "sqlite"):
+        assert set(result[name]["ratio_largest_to_smallest"]) == {"tree", "branch"}
+    assert result["jsonl"]["400"]["speed_vs_plain_copy"] > 0
