@@ -91,8 +91,9 @@ def _repositories(root: str) -> dict[str, Callable[[], Any]]:
     }
 
 
-def peak_of(call: Callable[[], Any]) -> tuple[int, float]:
-    """Peak traced bytes above the baseline while ``call`` runs, and its seconds."""
+def peak_of(call: Callable[[], Any]) -> tuple[int, int, float]:
+    """Peak traced bytes above the baseline while ``call`` runs, the bytes still held after
+    it returned (Memory's destination state), and its seconds."""
     gc.collect()
     tracemalloc.start()
     tracemalloc.reset_peak()
@@ -102,9 +103,9 @@ def peak_of(call: Callable[[], Any]) -> tuple[int, float]:
         call()
     finally:
         seconds = time.perf_counter() - start
-        peak = tracemalloc.get_traced_memory()[1]
+        current, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    return peak - base, seconds
+    return peak - base, max(0, current - base), seconds
 
 
 def plain_copy_seconds(path: str) -> float:
@@ -141,8 +142,13 @@ def bench_fork(
                     "branch": BranchFork("main", id=f"b{size}"),
                 }
                 for scope, option in options.items():
-                    peak, seconds = peak_of(partial(repo.fork, source, option))
-                    row[scope] = {"peak_bytes": peak, "seconds_traced": round(seconds, 3)}
+                    peak, retained, seconds = peak_of(partial(repo.fork, source, option))
+                    row[scope] = {
+                        "peak_bytes": peak,
+                        "retained_bytes": retained,
+                        "auxiliary_bytes": peak - retained,
+                        "seconds_traced": round(seconds, 3),
+                    }
                     repo.delete(option.id)
                 if name == "jsonl":
                     path = repo.path_of(source)
@@ -160,6 +166,15 @@ def bench_fork(
             per["ratio_largest_to_smallest"] = {
                 scope: round(
                     per[large][scope]["peak_bytes"] / max(1, per[small][scope]["peak_bytes"]), 3
+                )
+                for scope in ("tree", "branch")
+            }
+            # Auxiliary = peak minus what the fork left allocated (Memory's destination state).
+            per["auxiliary_ratio_largest_to_smallest"] = {
+                scope: round(
+                    per[large][scope]["auxiliary_bytes"]
+                    / max(1, per[small][scope]["auxiliary_bytes"]),
+                    3,
                 )
                 for scope in ("tree", "branch")
             }
