@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -35,6 +36,9 @@ class ReadOnlyFileSystem:
 
     def read_lines(self, path: str) -> Lines:
         return self._inner.read_lines(path)
+
+    def iter_prefix_lines(self, path: str, size: int) -> Iterator[tuple[bytes, bool]]:
+        return self._inner.iter_prefix_lines(path, size)
 
     def list_dir(self, path: str) -> list[DirEntry]:
         return self._inner.list_dir(path)

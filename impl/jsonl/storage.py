@@ -31,14 +31,17 @@ from impl.jsonl.codec import (
     encode_scope_header,
     encode_transaction,
 )
+from impl.jsonl.fork import Capture, fork_jsonl
 from impl.jsonl.lazy import LazyRecords, build_entry, build_usage, build_value
 from impl.jsonl.legacy import LegacyIds, LegacyImport, import_legacy, is_legacy_header, uuid7_ids
 from impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
 from impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
-from impl.memory import MemoryState, MemoryStorage, wall_clock_ms
+from impl.memory import MemoryState, MemoryStorage, new_fork_id, wall_clock_ms
 from impl.stats import MESSAGE_TYPE, add_usages
 from impl.validation import check_references, check_session_id, check_shape
 from models.errors import ClosedError, StorageIOError, usage
+from models.fork import ForkOptions, check_fork_options
+from models.fork_policy import ForkDriver
 from models.protocols import Clock
 from models.records import Committed, ListElement
 from models.writes import RetireScope, Write
@@ -150,6 +153,12 @@ class JsonlStorage(MemoryStorage):
     @property
     def path(self) -> str:
         return self._main
+
+    @property
+    def parent_session_id(self) -> str | None:
+        """``parentSessionId`` of the header (FORK-11), else ``None``."""
+        parent = self._header.get("parentSessionId")
+        return parent if isinstance(parent, str) else None
 
     # -- commit ------------------------------------------------------------------------------
 
@@ -474,6 +483,49 @@ class JsonlRepository:
         storage.on_close.append(lambda _: self._open.pop(session_id, None))
         self._open[session_id] = storage
         return storage
+
+    #: The fork driver class; planted bugs substitute a broken one (scopecheck/mutants/fork.py).
+    fork_driver: type[ForkDriver] = ForkDriver
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        """Fork from a fixed read-only prefix of the source (001 §1.3 JSONL, JSONL-20).
+
+        The repository lock is held throughout, reserving the destination id; when the source
+        is open here its length is captured at its commit-queue boundary (FORK-12) and later
+        source commits proceed.  The source file is never written, torn tail or not (FORK-14).
+        """
+        options = check_fork_options(options)
+        source = self.path_of(source_id)
+        dest_id = options.id if options.id is not None else new_fork_id()
+        dest = self.path_of(dest_id)
+        with self._lock:
+            self._check()
+            fs = self._fs
+            if not fs.exists(source):
+                raise usage("not_found", f"no session {source_id!r}")
+            if dest_id in self._open or fs.exists(dest):
+                raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
+            handle = self._open.get(source_id)
+            with handle._queue if handle is not None else contextlib.nullcontext():
+                capture = self.capture(source)
+            created_at = self._clock()
+            fs.remove(layout.scopes_dir(dest), recursive=True, force=True)
+
+            def header(high_water: int) -> bytes:
+                return encode_header(
+                    dest_id,
+                    created_at,
+                    self._cwd,
+                    parent_session_id=source_id,
+                    next_seq=high_water,
+                )
+
+            fork_jsonl(fs, capture, source_id, options, dest, header, self.fork_driver)
+        return dest_id
+
+    def capture(self, source: str) -> Capture:
+        """Record the fixed prefix (hook for tests that append after the boundary)."""
+        return Capture(self._fs, source)
 
     def list(self) -> list[str]:
         """Session ids of the main logs in the root: regular ``*.jsonl`` files with a canonical

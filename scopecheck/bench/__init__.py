@@ -74,10 +74,20 @@ def bench_legacy_figures(runs: int) -> dict[str, Any]:
     return {"benchmark": "legacy", "environment": environment(), **bench_legacy(runs)}
 
 
+def bench_fork_figures(runs: int) -> dict[str, Any]:
+    """Peak traced memory of tree and branch forks at 10k and 100k entries (FORK-16).
+
+    Memory is deterministic enough that ``runs`` is ignored (one run)."""
+    from scopecheck.bench.fork import bench_fork
+
+    return {"benchmark": "fork", "environment": environment(), **bench_fork()}
+
+
 BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "machine": bench_machine,
     "jsonl": bench_jsonl_figures,
     "legacy": bench_legacy_figures,
+    "fork": bench_fork_figures,
 }
 
 

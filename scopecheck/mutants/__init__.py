@@ -26,6 +26,7 @@ _MODULES = (
     "scopecheck.mutants.sqlite",
     "scopecheck.mutants.jsonl",
     "scopecheck.mutants.ops",
+    "scopecheck.mutants.fork",
 )
 
 
@@ -121,6 +122,10 @@ def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult
     from scopecheck.machine import make_machine
     from scopecheck.profiles import load_profile
 
+    if mutant.caught_by.startswith("fork-"):
+        from scopecheck.mutants.fork import run_fork_mutant
+
+        return run_fork_mutant(mutant)
     chosen = settings or load_profile("mutants")
     machine = (mutant.machine or make_machine)(mutant.make())
     lines: list[object] = []
