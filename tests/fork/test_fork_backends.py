@@ -43,6 +43,13 @@ def _source(storage: Any) -> None:
     storage.commit([delete_value(value("my-app.gone"))])
 
 
+@pytest.fixture(autouse=True)
+def private_tempdir(tmp_path_factory: Any, monkeypatch: Any) -> None:
+    """Each test gets its own temp dir, so another xdist worker's fork index never shows up in
+    a before/after comparison of ``scopecheck-fork-index-*`` directories."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("scratch")))
+
+
 def _index_dirs() -> set[str]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), "scopecheck-fork-index-*")))
 
