@@ -20,7 +20,12 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends import Backend
 
-_MODULES = ("scopecheck.mutants.memory", "scopecheck.mutants.sqlite", "scopecheck.mutants.jsonl")
+_MODULES = (
+    "scopecheck.mutants.memory",
+    "scopecheck.mutants.sqlite",
+    "scopecheck.mutants.jsonl",
+    "scopecheck.mutants.jsonl_crash",
+)
 
 
 @attrs.frozen
@@ -30,6 +35,9 @@ class Mutant:
     description: str
     make: Callable[[], Backend]
     caught_by: str = "machine"
+    #: A check other than the machine (the crash explorers, for ``caught_by="crash"``):
+    #: ``run_mutant`` calls it instead of running the machine.
+    check: Callable[[], MutantResult] | None = None
 
 
 @attrs.frozen
@@ -98,7 +106,10 @@ def failure_program(exc: BaseException) -> str:
 
 
 def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult:
-    """Run the machine against ``mutant`` until it fails or the budget is spent."""
+    """Run the machine against ``mutant`` until it fails or the budget is spent; a mutant
+    with its own ``check`` (crash-only planted bugs) is run by that check instead."""
+    if mutant.check is not None:
+        return mutant.check()
     from scopecheck.machine import make_machine
     from scopecheck.profiles import load_profile
 

@@ -204,5 +204,12 @@ def crash_result(mutant: SqliteMutant) -> MutantResult:
 
 for _mutant in MUTANTS:
     register(
-        Mutant(_mutant.name, "sqlite", _mutant.description, _mutant.backend, _mutant.caught_by)
+        Mutant(
+            _mutant.name,
+            "sqlite",
+            _mutant.description,
+            _mutant.backend,
+            _mutant.caught_by,
+            check=(lambda m=_mutant: crash_result(m)) if _mutant.caught_by == "crash" else None,
+        )
     )
