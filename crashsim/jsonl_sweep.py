@@ -30,6 +30,7 @@ import posixpath
 import random
 import re
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
@@ -38,7 +39,9 @@ import orjson
 
 from crashsim.jsonl_disk import Disk, DiskState, Op, RecordingFs
 from crashsim.jsonl_workloads import Step, Workload
-from impl.fs import OsFileSystem, pyfakefs_reader
+from pyfakefs.fake_file import FakeDirectory, FakeFile
+
+from impl.fs import DirEntry, OsFileSystem, fs_error
 from impl.jsonl import JsonlRepository, layout
 from models.addresses import value
 from models.errors import ScopecheckError, StorageIOError, UsageError
@@ -75,32 +78,157 @@ class StepClock:
         return self.now
 
 
+class FakeFs(OsFileSystem):
+    """:class:`~impl.fs.OsFileSystem` over a pyfakefs filesystem whose read-only lookups walk
+    the fake tree directly.
+
+    Through the fake ``os`` module every call normalises and resolves its path (≈0.2 ms); our
+    paths are already absolute and normal, so reads, ``exists``/``is_dir``/``file_size``,
+    ``list_dir`` and an already-present ``create_dir`` skip that.  Every mutating call still
+    goes through the fake ``os`` module unchanged.
+    """
+
+    def __init__(self, fake: Any) -> None:
+        from pyfakefs.fake_os import FakeOsModule
+
+        super().__init__(FakeOsModule(fake), sync=False, reader=self._read)
+        self.fake = fake
+
+    def _lookup(self, path: str) -> Any:
+        node = self.fake.root
+        for part in path.split("/"):
+            if not part:
+                continue
+            if not isinstance(node, FakeDirectory):
+                raise NotADirectoryError(errno.ENOTDIR, "Not a directory", path)
+            node = node.entries.get(part)
+            if node is None:
+                return None
+        return node
+
+    def _read(self, path: str) -> bytes:
+        node = self._lookup(path)
+        if node is None:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+        if isinstance(node, FakeDirectory):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+        contents = node.byte_contents
+        return bytes(contents) if contents else b""
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self._lookup(path) is not None
+        except NotADirectoryError:
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            return isinstance(self._lookup(path), FakeDirectory)
+        except NotADirectoryError:
+            return False
+
+    def file_size(self, path: str) -> int:
+        return len(self.read_bytes(path))
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        try:
+            node = self._lookup(path)
+        except NotADirectoryError as exc:
+            raise fs_error("list_dir", path, exc) from exc
+        if node is None:
+            raise fs_error("list_dir", path, FileNotFoundError(errno.ENOENT, "missing", path))
+        if not isinstance(node, FakeDirectory):
+            raise fs_error("list_dir", path, NotADirectoryError(errno.ENOTDIR, "not a dir", path))
+        return [
+            DirEntry(name, isinstance(child, FakeDirectory), not isinstance(child, FakeDirectory))
+            for name, child in node.entries.items()
+        ]
+
+    def create_dir(self, path: str, recursive: bool = True) -> None:
+        if recursive and self.is_dir(path):
+            return
+        super().create_dir(path, recursive)
+
+    # Whole-file writes, renames and unlinks of regular files act on the fake tree directly
+    # (same effect as the fake os module: same inode kept on rewrite, target replaced on
+    # rename); anything unusual falls back to the fake os module and its errors.
+    def _parent(self, path: str) -> tuple[Any, str]:
+        directory, name = posixpath.split(path)
+        try:
+            node = self._lookup(directory)
+        except NotADirectoryError:
+            return None, name
+        return (node if isinstance(node, FakeDirectory) else None), name
+
+    def write_file(self, path: str, data: bytes) -> None:
+        parent, name = self._parent(path)
+        node = parent.entries.get(name) if parent is not None else None
+        if parent is None or isinstance(node, FakeDirectory):
+            super().write_file(path, data)
+        elif node is not None:
+            node.set_contents(data)
+        else:
+            parent.add_entry(FakeFile(name, contents=data, filesystem=self.fake))
+
+    def rename(self, source: str, target: str) -> None:
+        src_dir, src_name = self._parent(source)
+        dst_dir, dst_name = self._parent(target)
+        node = src_dir.entries.get(src_name) if src_dir is not None else None
+        if node is None or dst_dir is None or isinstance(node, FakeDirectory):
+            super().rename(source, target)
+            return
+        existing = dst_dir.entries.get(dst_name)
+        if isinstance(existing, FakeDirectory):
+            super().rename(source, target)
+            return
+        if existing is not None and existing is not node:
+            dst_dir.remove_entry(dst_name)
+        del src_dir._entries[src_name]
+        node.name = dst_name
+        dst_dir._entries[dst_name] = node
+        node.parent_dir = weakref.ref(dst_dir)
+
+    def unlink(self, path: str) -> None:
+        parent, name = self._parent(path)
+        node = parent.entries.get(name) if parent is not None else None
+        if node is None or isinstance(node, FakeDirectory):
+            super().unlink(path)
+        else:
+            parent.remove_entry(name)
+
+
 class Sandbox:
     """One pyfakefs filesystem reused for every state (a fake FS cannot be copied; rebuilding
-    it from ``{path: bytes}`` is the cheap way, REFERENCE §7)."""
+    it from ``{path: bytes}`` is the cheap way, REFERENCE §7).  :meth:`load` changes only the
+    files and directories that differ from what is there."""
 
     def __init__(self) -> None:
         from pyfakefs.fake_filesystem import FakeFilesystem
-        from pyfakefs.fake_os import FakeOsModule
 
         self.fake: Any = FakeFilesystem()
-        self.fs = OsFileSystem(FakeOsModule(self.fake), sync=False, reader=pyfakefs_reader(self.fake))
+        self.fs = FakeFs(self.fake)
         self.fake.create_dir(ROOT)
 
     def load(self, state: DiskState) -> None:
-        fake = self.fake
-        if fake.exists(ROOT):
-            fake.remove_object(ROOT)
+        fake, fs = self.fake, self.fs
+        current = self.tree()
+        for path in current:
+            if path not in state.files:
+                fake.remove_object(path)
+        present = set(_dirs(fs, ROOT))
+        for directory in sorted(present - state.dirs, reverse=True):
+            if fs.is_dir(directory):
+                fake.remove_object(directory)
         for directory in sorted(state.dirs):
-            if not fake.exists(directory):
+            if directory.startswith(ROOT) and not fs.is_dir(directory):
                 fake.create_dir(directory)
         for path, data in state.files.items():
-            fake.create_file(path, contents=data)
+            if current.get(path) != data:
+                fs.write_file(path, data)
 
     def tree(self) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
-        fake = self.fake
-        for directory, _, files in fake.walk(ROOT) if hasattr(fake, "walk") else _walk(fake, ROOT):
+        for directory, _, files in _walk(self.fs, ROOT):
             for name in files:
                 path = f"{directory}/{name}"
                 found[path] = self.fs.read_bytes(path)
@@ -108,13 +236,7 @@ class Sandbox:
 
     def state(self) -> DiskState:
         files = self.tree()
-        dirs = {ROOT, *(_parents(ROOT))}
-        for path in files:
-            parent = posixpath.dirname(path)
-            while parent.startswith(ROOT) and parent not in dirs:
-                dirs.add(parent)
-                parent = posixpath.dirname(parent)
-        dirs |= set(_dirs(self.fake, ROOT))
+        dirs = {*_parents(ROOT), *_dirs(self.fs, ROOT)}
         return DiskState(files, frozenset(dirs))
 
 
@@ -127,19 +249,19 @@ def _parents(path: str) -> list[str]:
     return out
 
 
-def _walk(fake: Any, top: str) -> Iterator[tuple[str, list[str], list[str]]]:
-    if not fake.exists(top):
+def _walk(fs: FakeFs, top: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    node = fs._lookup(top)
+    if not isinstance(node, FakeDirectory):
         return
-    entries = fake.listdir(top)
-    dirs = [e for e in entries if fake.isdir(f"{top}/{e}")]
-    files = [e for e in entries if e not in dirs]
+    dirs = [n for n, c in node.entries.items() if isinstance(c, FakeDirectory)]
+    files = [n for n, c in node.entries.items() if not isinstance(c, FakeDirectory)]
     yield top, dirs, files
     for d in dirs:
-        yield from _walk(fake, f"{top}/{d}")
+        yield from _walk(fs, f"{top}/{d}")
 
 
-def _dirs(fake: Any, top: str) -> list[str]:
-    return [d for d, _, _ in _walk(fake, top)]
+def _dirs(fs: FakeFs, top: str) -> list[str]:
+    return [d for d, _, _ in _walk(fs, top)]
 
 
 @attrs.frozen
