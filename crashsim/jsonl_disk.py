@@ -291,11 +291,7 @@ class Disk:
     def strict(self) -> DiskState:
         """Power loss, strict: every unsynced byte and undurable directory entry is gone."""
         dirs = {d for d in self.ddirs if _reachable(d, self.ddirs)}
-        files = {
-            p: self.synced[i]
-            for p, i in self.dnames.items()
-            if posixpath.dirname(p) in dirs
-        }
+        files = {p: self.synced[i] for p, i in self.dnames.items() if posixpath.dirname(p) in dirs}
         return DiskState(files, frozenset(dirs))
 
     def torn_variants(self, samples: int, rng: Any) -> Iterator[tuple[str, DiskState]]:

@@ -36,11 +36,10 @@ from typing import Any, Literal
 
 import attrs
 import orjson
+from pyfakefs.fake_file import FakeDirectory, FakeFile
 
 from crashsim.jsonl_disk import Disk, DiskState, Op, RecordingFs
 from crashsim.jsonl_workloads import Step, Workload
-from pyfakefs.fake_file import FakeDirectory, FakeFile
-
 from impl.fs import DirEntry, OsFileSystem, fs_error
 from impl.jsonl import JsonlRepository, layout
 from models.addresses import value
@@ -168,7 +167,7 @@ class FakeFs(OsFileSystem):
         elif node is not None:
             node.set_contents(data)
         else:
-            parent.add_entry(FakeFile(name, contents=data, filesystem=self.fake))
+            parent.add_entry(FakeFile(name, contents=data, filesystem=self.fake))  # type: ignore[type-var]
 
     def rename(self, source: str, target: str) -> None:
         src_dir, src_name = self._parent(source)
@@ -588,7 +587,9 @@ class Checker:
             repo = self._repo(recorder)
             if SESSION not in repo.list():
                 if None not in expected:
-                    return failure("CRASH-1", "the Session vanished though its create was acknowledged")
+                    return failure(
+                        "CRASH-1", "the Session vanished though its create was acknowledged"
+                    )
                 # A later create must start empty: old sidecars never join it (CRASH-9).
                 storage = repo.create(SESSION)
                 if storage.snapshot() != model_states(_just_create())[1]:
@@ -613,7 +614,9 @@ class Checker:
         dead = dead_sidecars(box.tree())
         if dead:
             storage.close()
-            return failure("CRASH-6", f"retired sidecars left after recovery: {dead}", describe(got))
+            return failure(
+                "CRASH-6", f"retired sidecars left after recovery: {dead}", describe(got)
+            )
         # The next commit's seq is above every complete record on disk (CRASH-3).
         top = max_seq_on_disk(before)
         try:
@@ -662,7 +665,9 @@ class Checker:
                 continue  # the crash state itself
             self.states += 1
             self.box.load(inner.state)
-            label = f"recovery op {inner.op_index} ({_op_desc(ops, inner.op_index)}) {inner.variant}"
+            label = (
+                f"recovery op {inner.op_index} ({_op_desc(ops, inner.op_index)}) {inner.variant}"
+            )
             try:
                 repo = self._repo(self.box.fs)
                 if SESSION not in repo.list():
@@ -673,7 +678,9 @@ class Checker:
             except ScopecheckError as exc:
                 return failure("CRASH-5", f"{label}: reopen failed: {exc.code}: {exc}")
             if again != recovered:
-                return failure("CRASH-5", f"{label}: another state than the first recovery", describe(again))
+                return failure(
+                    "CRASH-5", f"{label}: another state than the first recovery", describe(again)
+                )
         return None
 
 
@@ -747,18 +754,29 @@ def explore_workload(
         if deadline is not None and time.perf_counter() > deadline:
             break
     report.states = checker.states
-    if faults and only is None and len(report.failures) < max_failures:
-        if deadline is None or time.perf_counter() < deadline:
-            runs, found_faults = fault_sweep(workload, repo_class, deadline=deadline)
-            report.faults = runs
-            report.failures.extend(found_faults[: max_failures - len(report.failures)])
+    in_time = deadline is None or time.perf_counter() < deadline
+    if faults and only is None and len(report.failures) < max_failures and in_time:
+        runs, found_faults = fault_sweep(workload, repo_class, deadline=deadline)
+        report.faults = runs
+        report.failures.extend(found_faults[: max_failures - len(report.failures)])
     report.seconds = time.perf_counter() - started
     return report
 
 
 # -- I/O faults without a crash ----------------------------------------------------------------
 
-MUTATING = ("write", "append", "truncate", "fsync", "fsync_file", "fsync_dir", "rename", "unlink", "create_dir", "remove")
+MUTATING = (
+    "write",
+    "append",
+    "truncate",
+    "fsync",
+    "fsync_file",
+    "fsync_dir",
+    "rename",
+    "unlink",
+    "create_dir",
+    "remove",
+)
 
 
 def _faults_for(op: str) -> list[str]:
@@ -819,8 +837,18 @@ def fault_sweep(
                 rule, text, files = problem
                 failures.append(
                     CrashFailure(
-                        workload.name, "fault", target, f"fault:{fault}", None,
-                        op.describe(), rule, text, [], None, show_files(files), {},
+                        workload.name,
+                        "fault",
+                        target,
+                        f"fault:{fault}",
+                        None,
+                        op.describe(),
+                        rule,
+                        text,
+                        [],
+                        None,
+                        show_files(files),
+                        {},
                     )
                 )
                 if len(failures) >= 5:
@@ -858,20 +886,34 @@ def _run_with_fault(
             except StorageIOError:
                 storage = repo.open(SESSION)  # the fault was transient
         elif step.op == "commit":
+            hit_before = fault.hit
             try:
-                storage.commit(step.writes)
-            except StorageIOError as exc:
-                if fault.hit == "unlink":
-                    return "CRASH-10", f"a failed sidecar unlink rejected the commit: {exc}", box.tree()
-                if exc.code == "unusable" or fault.hit is not None:
-                    # The failed commit must be invisible on this handle, or the handle refuses.
-                    ok = _handle_matches(storage, session)
-                    if ok is False:
-                        return "CRASH-12", "after a failed commit the handle is silently wrong", box.tree()
+                try:
+                    storage.commit(step.writes)
+                except StorageIOError as exc:
+                    if exc.code != "unusable" or fault.hit != hit_before:
+                        raise
+                    # The handle refused after an earlier failure (allowed): reopen, retry.
                     storage.close()
                     storage = repo.open(SESSION)
-                    continue
-                raise
+                    storage.commit(step.writes)
+            except StorageIOError as exc:
+                if fault.hit == "unlink":
+                    return (
+                        "CRASH-10",
+                        f"a failed sidecar unlink rejected the commit: {exc}",
+                        box.tree(),
+                    )
+                if fault.hit is None:
+                    raise
+                # The failed commit must be invisible on this handle, or the handle refuses.
+                if _handle_matches(storage, session) is False:
+                    return (
+                        "CRASH-12",
+                        "after a failed commit the handle is silently wrong",
+                        box.tree(),
+                    )
+                continue
             except UsageError as exc:
                 if exc.code in ("unknown_reference", "duplicate_id"):
                     continue  # depends on a transaction that failed: rejected on both sides
@@ -881,7 +923,11 @@ def _run_with_fault(
             except UsageError:
                 return "CRASH-12", "the backend acknowledged a commit the model rejects", box.tree()
             if storage.snapshot() != session.snapshot():
-                return "CRASH-12", "after the fault the handle's state differs from the model", box.tree()
+                return (
+                    "CRASH-12",
+                    "after the fault the handle's state differs from the model",
+                    box.tree(),
+                )
     if storage is not None:
         storage.close()
     # A clean reopen: every acknowledged commit, nothing of the failed ones (CRASH-11), and a
@@ -896,7 +942,11 @@ def _run_with_fault(
     got = reopened.snapshot()
     reopened.close()
     if got != session.snapshot():
-        return "CRASH-11", "after a clean reopen the state is not the acknowledged commits", box.tree()
+        return (
+            "CRASH-11",
+            "after a clean reopen the state is not the acknowledged commits",
+            box.tree(),
+        )
     dead = dead_sidecars(box.tree())
     if dead:
         return "CRASH-10", f"retired sidecars still on disk after the next open: {dead}", box.tree()
@@ -940,3 +990,102 @@ def explore(
         found.extend((workload, f) for f in report.failures)
         round_number += 1
     return states, found
+
+
+# -- replay ----------------------------------------------------------------------------------
+
+
+def render_files(title: str, files: dict[str, Any]) -> list[str]:
+    lines = [f"{title}:"]
+    if not files:
+        lines.append("  (no files)")
+    for path, data in sorted(files.items()):
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+        lines.append(f"  {path}")
+        for line in text.splitlines(keepends=True)[:12]:
+            shown = line.rstrip("\n")
+            lines.append(
+                f"    | {shown[:160]}" + ("" if line.endswith("\n") else "   <- no newline")
+            )
+    return lines
+
+
+def replay_state(
+    workload: Workload,
+    op_index: int,
+    variant: str,
+    *,
+    mode: Mode = "unsynced",
+    seed: int = 0,
+    repo_class: type[JsonlRepository] = JsonlRepository,
+) -> tuple[CrashFailure | None, str]:
+    """Re-check the crash state ``(op_index, variant)`` of ``workload`` (or re-run the single
+    I/O fault ``fault:<kind>`` at ``op_index``); returns (failure or ``None``, report text)."""
+    if variant.startswith("fault:"):
+        problem = _run_with_fault(workload, repo_class, OneFault(op_index, variant[6:]))
+        if problem is None:
+            return None, f"fault {variant[6:]} at op {op_index}: the workload now passes"
+        rule, text, files = problem
+        found = CrashFailure(
+            workload.name,
+            "fault",
+            op_index,
+            variant,
+            None,
+            "",
+            rule,
+            text,
+            [],
+            None,
+            show_files(files),
+            {},
+        )
+        return found, "\n".join([str(found), *render_files("files on disk after the run", files)])
+    tr = trace(workload, repo_class)
+    checker = Checker(tr, mode, repo_class)
+    for crash in crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed):
+        if (crash.op_index, crash.variant) != (op_index, variant):
+            continue
+        result = checker.check(crash)
+        after = checker.box.tree()
+        op = tr.ops[op_index].describe() if op_index < len(tr.ops) else "(end of trace)"
+        lines = [
+            f"{workload.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
+            *render_files("files on disk after the crash (before recovery)", crash.state.files),
+            *render_files("files on disk after recovery (and one probe commit)", after),
+        ]
+        if result is not None:
+            lines.append(f"FAILED {result.rule}: {result.problem}")
+            lines.append(f"expected one of: {orjson.dumps(result.expected).decode()}")
+            lines.append(f"recovered: {orjson.dumps(result.recovered).decode()}")
+        else:
+            lines.append("recovered state is allowed; every check passes")
+        return result, "\n".join(lines)
+    return None, (
+        f"{workload.name}: the trace has no crash state (op {op_index}, {variant}) any more "
+        f"({len(tr.ops)} ops); the recorded crash point is gone"
+    )
+
+
+def replay_record(
+    record: dict[str, Any], repo_class: type[JsonlRepository] = JsonlRepository
+) -> tuple[bool, str]:
+    """Replay a kind ``crash`` reproducer of the JSONL explorer: (still failing, text)."""
+    from crashsim.jsonl_workloads import workload_from_json
+
+    try:
+        workload = workload_from_json(record["workload"])
+        op_index = int(record["op_index"])
+        variant = str(record["fault"])
+        mode = record.get("mode", "unsynced")
+        seed = int(record.get("seed", 0))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(
+            "invalid_payload", f"not a JSONL crash reproducer: missing {exc}"
+        ) from None
+    if mode not in MODES:
+        mode = "unsynced"
+    found, text = replay_state(
+        workload, op_index, variant, mode=mode, seed=seed, repo_class=repo_class
+    )
+    return found is not None, text

@@ -96,7 +96,13 @@ def write_to_json(write: AnyWrite) -> dict[str, Any]:
     if isinstance(write, AppendList):
         la = write.address
         return {
-            "append": [la.scope_id, la.namespace, la.key, orjson.loads(write.element_json), write.tag]
+            "append": [
+                la.scope_id,
+                la.namespace,
+                la.key,
+                orjson.loads(write.element_json),
+                write.tag,
+            ]
         }
     if isinstance(write, DeleteList):
         la = write.address
@@ -157,14 +163,16 @@ def step_from_json(data: Any) -> Step:
     if data["op"] == "commit":
         writes = data.get("writes")
         if not isinstance(writes, list) or not writes:
-            raise UsageError("invalid_payload", f"commit step needs a non-empty writes list: {data!r}")
+            raise UsageError(
+                "invalid_payload", f"commit step needs a non-empty writes list: {data!r}"
+            )
         return Step("commit", tuple(write_from_json(w) for w in writes))
     return Step(data["op"])
 
 
 def workload_from_json(data: Any) -> Workload:
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-        raise UsageError("invalid_payload", "a workload is {\"name\": ..., \"steps\": [...]}")
+        raise UsageError("invalid_payload", 'a workload is {"name": ..., "steps": [...]}')
     steps = tuple(step_from_json(s) for s in data["steps"])
     if not steps or steps[0].op != "create":
         steps = (Step("create"), *steps)

@@ -15,11 +15,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from impl.fs import join_lines
 from impl.jsonl import JsonlRepository, JsonlStorage, layout
 from impl.jsonl.codec import encode_scope_header
 from impl.jsonl.storage import publish
 from models.errors import StorageIOError
+from scopecheck.backends import Backend
+from scopecheck.crash_explorers import JsonlCrashExplorer
 from scopecheck.mutants import CATALOGUE, Mutant, MutantResult, register
 from scopecheck.mutants.jsonl import _backend, _repository
 
@@ -69,9 +73,11 @@ class FailedAppendNotCutBack(JsonlStorage):
         return size + len(line)
 
 
-def _load_without_retry(self: JsonlRepository, main: str, session_id: str) -> JsonlStorage:
-    """Open without stage 9: retired sidecars are never unlinked again (JSONL-9, JSONL-16)."""
-    from impl.jsonl.storage import replay, resident_state
+def _load_variant(
+    self: JsonlRepository, main: str, session_id: str, *, repair: bool, retry: bool
+) -> JsonlStorage:
+    """``JsonlRepository._load_files`` with torn-tail repair or stage-9 unlink switched off."""
+    from impl.jsonl.storage import _dumps, replay, resident_state
 
     fs = self.fs
     load = self._load_plan(main, session_id)
@@ -80,17 +86,22 @@ def _load_without_retry(self: JsonlRepository, main: str, session_id: str) -> Js
     header = load.main.header
     main_size = sum(len(line) + 1 for line in load.main.lines)
     if load.main.torn is not None:
-        from impl.jsonl.storage import _dumps
-
-        header = dict(header)
-        header["nextSeq"] = load.next_seq
-        data = join_lines([_dumps(header), *load.main.lines[1:]])
-        publish(fs, main, data)
-        main_size = len(data)
+        if repair:
+            header = dict(header)
+            header["nextSeq"] = load.next_seq
+            data = join_lines([_dumps(header), *load.main.lines[1:]])
+            publish(fs, main, data)
+            main_size = len(data)
+        else:  # planted bug: the fragment stays, the next append follows it
+            main_size = fs.file_size(main)
     on_disk: set[str] = set()
     for scope_id, scan in load.sidecars.items():
-        on_disk.add(scope_id)  # planted bug: a dead sidecar is kept, not unlinked
-        if scan.torn is not None:
+        if scope_id not in load.live and retry:
+            with contextlib.suppress(StorageIOError):
+                fs.unlink(scan.path)
+                continue
+        on_disk.add(scope_id)
+        if scan.torn is not None and repair:
             publish(fs, scan.path, join_lines(scan.lines))
     for temp in load.temps:
         with contextlib.suppress(StorageIOError):
@@ -100,21 +111,15 @@ def _load_without_retry(self: JsonlRepository, main: str, session_id: str) -> Js
     return self.storage_class(fs, main, session_id, header, state, self._clock, main_size, on_disk)
 
 
+def _load_without_retry(self: JsonlRepository, main: str, session_id: str) -> JsonlStorage:
+    """Open without stage 9: retired sidecars are never unlinked again (JSONL-9, JSONL-16)."""
+    return _load_variant(self, main, session_id, repair=True, retry=False)
+
+
 def _load_torn_not_repaired(self: JsonlRepository, main: str, session_id: str) -> JsonlStorage:
     """Open drops torn tails from what it replays but never republishes the files, so the next
     append lands after the fragment (JSONL-18)."""
-    from impl.jsonl.storage import replay, resident_state
-
-    load = self._load_plan(main, session_id)
-    load.raise_if_corrupt()
-    assert load.main.header is not None
-    size = self.fs.file_size(main)
-    on_disk = set(load.sidecars)
-    state = resident_state()
-    replay(state, load)
-    return self.storage_class(
-        self.fs, main, session_id, load.main.header, state, self._clock, size, on_disk
-    )
+    return _load_variant(self, main, session_id, repair=False, retry=True)
 
 
 def _publish_no_dir_sync(fs: Any, path: str, data: bytes) -> None:
@@ -175,9 +180,7 @@ NEW: dict[str, tuple[str, type[JsonlRepository]]] = {
 }
 
 
-def crash_result(
-    name: str, description: str, repo_class: type[JsonlRepository]
-) -> MutantResult:
+def crash_result(name: str, description: str, repo_class: type[JsonlRepository]) -> MutantResult:
     """Run the crash explorer over the named workloads until a state fails (CRASH-*)."""
     from crashsim.jsonl_sweep import explore_workload
     from crashsim.jsonl_workloads import BUNDLED, NAMED
@@ -204,8 +207,18 @@ def crash_result(
     )
 
 
-def _check(name: str, description: str, repo_class: type[JsonlRepository]) -> Callable[[], MutantResult]:
+def _check(
+    name: str, description: str, repo_class: type[JsonlRepository]
+) -> Callable[[], MutantResult]:
     return lambda: crash_result(name, description, repo_class)
+
+
+def _make(name: str, repo: type[JsonlRepository]) -> Callable[[], Backend]:
+    def make() -> Backend:
+        made = _backend(name.removeprefix("jsonl-"), repo)
+        return attrs.evolve(made, crash=JsonlCrashExplorer(repo, backend=name))
+
+    return make
 
 
 for _name, (_description, _repo) in NEW.items():
@@ -214,7 +227,7 @@ for _name, (_description, _repo) in NEW.items():
             _name,
             "jsonl",
             _description,
-            (lambda n=_name, r=_repo: _backend(n.removeprefix("jsonl-"), r)),
+            _make(_name, _repo),
             "crash",
             check=_check(_name, _description, _repo),
         )
@@ -235,7 +248,11 @@ def _attach_existing() -> None:
         old = CATALOGUE.get(name)
         if old is not None and old.check is None:
             CATALOGUE[name] = Mutant(
-                old.name, old.backend, old.description, old.make, old.caught_by,
+                old.name,
+                old.backend,
+                old.description,
+                old.make,
+                old.caught_by,
                 check=_check(old.name, old.description, repo),
             )
 

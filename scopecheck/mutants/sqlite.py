@@ -202,6 +202,10 @@ def crash_result(mutant: SqliteMutant) -> MutantResult:
     )
 
 
+def _crash_check(mutant: SqliteMutant) -> Callable[[], MutantResult]:
+    return lambda: crash_result(mutant)
+
+
 for _mutant in MUTANTS:
     register(
         Mutant(
@@ -210,6 +214,6 @@ for _mutant in MUTANTS:
             _mutant.description,
             _mutant.backend,
             _mutant.caught_by,
-            check=(lambda m=_mutant: crash_result(m)) if _mutant.caught_by == "crash" else None,
+            check=_crash_check(_mutant) if _mutant.caught_by == "crash" else None,
         )
     )
