@@ -67,9 +67,17 @@ def bench_jsonl_figures(runs: int) -> dict[str, Any]:
     return {"benchmark": "jsonl", **bench_jsonl(repeat=runs)}
 
 
+def bench_crash_figures(runs: int) -> dict[str, Any]:
+    """JSONL crash states checked per second (50 transactions) and states per workload."""
+    from scopecheck.bench.crash import bench_crash
+
+    return bench_crash(runs)
+
+
 BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "machine": bench_machine,
     "jsonl": bench_jsonl_figures,
+    "crash": bench_crash_figures,
 }
 
 
