@@ -111,7 +111,7 @@ class CrashMachine(RuleBasedStateMachine):
 
     @rule(
         tx=transactions(),
-        point=st.integers(0, 12),
+        point=st.integers(0, 7),
         partial=st.integers(0, 120),
         image=st.sampled_from(("prefix", "strict", "lost")),
     )
