@@ -319,6 +319,34 @@ def _repository_delete() -> Workload:
     )
 
 
+def _process_mix() -> Workload:
+    """The workload of the real-directory process-crash sweep (tests/jsonl/test_crash_sweep.py),
+    which imports it from here."""
+    return _w(
+        "process-crash-mix",
+        "entries, usage, two scopes with retirement and reuse, double retirement",
+        _commits(
+            [
+                insert_entry("e1", None, "message", {"text": "hi"}),
+                set_value(value("pi.op.state", "A"), 1),
+            ],
+            [append_list(value_list("frames", "r1", A), "f1", tag="t")],
+            [set_value(value("tool", "out", B), {"partial": 1})],
+            [append_list(value_list("frames", "r1", A), "f2"), set_value(value("memo", "m", A), 2)],
+            [insert_usage("u1", {"input": 3, "cost": {"total": 0.1}}, entry_id="e1")],
+            [
+                retire_scope(A),
+                set_value(value("pi.op.state", "A"), None),
+                insert_entry("e2", "e1", "t"),
+            ],
+            [append_list(value_list("frames", "r2", A), "new lifetime")],
+            [delete_value(value("tool", "out", B))],
+            [retire_scope(B), retire_scope(A)],
+            [set_value(value("tool", "out", B), "again")],
+        ),
+    )
+
+
 def generated(seed: int, transactions: int, reopen_every: int = 0) -> Workload:
     """A seeded random workload (``crashsim.workload.make_workload``) as crash steps."""
     steps: list[Step] = [Step("create")]
@@ -341,6 +369,7 @@ BUNDLED: dict[str, Callable[[], Workload]] = {
     "crash-during-first-sidecar-creation": _first_sidecar,
     "crash-during-torn-tail-repair": _torn_tail_repair,
     "crash-during-repository-delete": _repository_delete,
+    "process-crash-mix": _process_mix,
     "mixed-50-seed1": lambda: generated(1, 50, reopen_every=17),
     "mixed-50-seed2": lambda: generated(2, 50),
     "mixed-80-seed3": lambda: generated(3, 80, reopen_every=30),
