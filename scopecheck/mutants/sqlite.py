@@ -110,7 +110,14 @@ class SqliteMutant:
         def new_world(clock: Callable[[], int]) -> SqliteWorld:
             return SqliteWorld(clock, self.shared, cls)
 
-        return Backend(f"sqlite[{self.name}]", new_world, f"SQLite with {self.description}")
+        from scopecheck.crash_explorers import SqliteCrashExplorer
+
+        explorer = SqliteCrashExplorer(
+            "shared" if self.shared else "per-file", repository=cls, backend=self.name
+        )
+        return Backend(
+            f"sqlite[{self.name}]", new_world, f"SQLite with {self.description}", crash=explorer
+        )
 
 
 MUTANTS: tuple[SqliteMutant, ...] = (

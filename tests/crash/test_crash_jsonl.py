@@ -307,3 +307,18 @@ def test_reproducer_replays_to_the_same_failure(tmp_path: Path) -> None:
     fixed = tmp_path / "fixed.json"
     fixed.write_bytes(orjson.dumps({**record, "backend": "jsonl"}))
     assert run_cli("replay", str(fixed)).returncode == 0
+
+
+@pytest.mark.rule("CRASH-14")
+def test_sqlite_crash_reproducer_replays_through_scopecheck_replay(tmp_path: Path) -> None:
+    """SQLite crash failures found by a Backend's crash explorer (what ``scopecheck fuzz``
+    runs) are kind ``crash`` reproducers that ``scopecheck replay`` re-runs (exit 1)."""
+    from scopecheck.backends import resolve_backend
+
+    backend = resolve_backend("sqlite-synchronous-off")
+    states, records = backend.crash.explore(20, 0)
+    assert states > 0 and records and records[0]["kind"] == "crash"
+    path = tmp_path / "sqlite-crash.json"
+    path.write_bytes(orjson.dumps(records[0]))
+    done = run_cli("replay", str(path))
+    assert done.returncode == 1, done.stdout + done.stderr
