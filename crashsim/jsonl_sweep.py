@@ -552,8 +552,9 @@ class Checker:
         self.clock = StepClock()
         self.clock.at(len(tr.workload.steps) + 1)
         self.recovery = recovery
-        #: States checked, including crash-during-recovery states.
+        #: States checked, including crash-during-recovery states (also counted alone).
         self.states = 0
+        self.recovery_states = 0
 
     def _repo(self, fs: Any) -> JsonlRepository:
         return self.repo_class(ROOT, fs, self.clock, cwd="/crash")
@@ -664,6 +665,7 @@ class Checker:
             if inner.op_index == 0 and inner.variant == "prefix":
                 continue  # the crash state itself
             self.states += 1
+            self.recovery_states += 1
             self.box.load(inner.state)
             label = (
                 f"recovery op {inner.op_index} ({_op_desc(ops, inner.op_index)}) {inner.variant}"
@@ -701,6 +703,8 @@ class WorkloadReport:
     mode: str
     ops: int = 0
     states: int = 0
+    #: Of ``states``: crashes inside the recovery of another crash state (CRASH-5).
+    recovery_states: int = 0
     faults: int = 0
     failures: list[CrashFailure] = attrs.field(factory=list)
     seconds: float = 0.0
@@ -711,6 +715,7 @@ class WorkloadReport:
             "mode": self.mode,
             "ops": self.ops,
             "states": self.states,
+            "recovery_states": self.recovery_states,
             "fault_runs": self.faults,
             "failures": len(self.failures),
             "seconds": round(self.seconds, 3),
@@ -754,6 +759,7 @@ def explore_workload(
         if deadline is not None and time.perf_counter() > deadline:
             break
     report.states = checker.states
+    report.recovery_states = checker.recovery_states
     in_time = deadline is None or time.perf_counter() < deadline
     if faults and only is None and len(report.failures) < max_failures and in_time:
         runs, found_faults = fault_sweep(workload, repo_class, deadline=deadline)

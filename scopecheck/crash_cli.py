@@ -96,6 +96,7 @@ def crash_command(
                             "name": r.name,
                             "states": r.states,
                             "failures": len(r.failures),
+                            "recovery_states": r.recovery_states,
                             "ops": r.ops,
                             "fault_runs": r.faults,
                             "seconds": round(r.seconds, 3),
@@ -104,6 +105,7 @@ def crash_command(
                     ],
                     "mode": mode,
                     "states": states,
+                    "recovery_states": sum(r.recovery_states for r in reports),
                     "failures": failures,
                     "states_per_second": rate,
                     "reproducers": [str(p) for p in saved],
@@ -115,18 +117,23 @@ def crash_command(
         from rich.table import Table
 
         table = Table(title=f"scopecheck crash (mode {mode}, seed {seed})")
-        for column in ("workload", "ops", "crash states", "fault runs", "failures", "seconds"):
+        columns = ("workload", "ops", "crash states", "of which in recovery", "fault runs")
+        for column in (*columns, "failures", "seconds"):
             table.add_column(column, justify="left" if column == "workload" else "right")
         for r in reports:
             table.add_row(
                 r.name,
                 str(r.ops),
                 f"{r.states:,}",
+                f"{r.recovery_states:,}",
                 str(r.faults),
                 f"[red]{len(r.failures)}[/]" if r.failures else "0",
                 f"{r.seconds:.1f}",
             )
-        table.add_row("total", "", f"{states:,}", "", str(failures), f"{seconds:.1f}")
+        recovery = sum(r.recovery_states for r in reports)
+        table.add_row(
+            "total", "", f"{states:,}", f"{recovery:,}", "", str(failures), f"{seconds:.1f}"
+        )
         Console().print(table)
         Console().print(f"{rate:,.0f} crash states checked per second")
     for report in reports:
