@@ -436,8 +436,9 @@ class CrashFailure:
     files_after: dict[str, str]
 
     def __str__(self) -> str:
+        what = "I/O fault" if self.variant.startswith("fault:") else "crash"
         return (
-            f"{self.workload}: crash at op {self.op_index} ({self.op}), {self.variant}: "
+            f"{self.workload}: {what} at op {self.op_index} ({self.op}), {self.variant}: "
             f"{self.rule} {self.problem}"
         )
 
