@@ -797,7 +797,7 @@ def _faults_for(op: str) -> list[str]:
         "fsync_file": ["eio"],
         "fsync_dir": ["eio"],
         "truncate": [],
-        "remove": [],
+        "remove": ["eacces"],
     }.get(op, [])
 
 
@@ -829,13 +829,13 @@ def fault_sweep(
     *,
     deadline: float | None = None,
 ) -> tuple[int, list[CrashFailure]]:
-    """Fail each mutating op of the commit and reopen steps once, with each fault its kind can
-    have, and run the workload on (CRASH-10..12); returns (runs, failures)."""
+    """Fail each mutating op of the commit, reopen and delete steps once, with each fault its
+    kind can have, and run the workload on (CRASH-9..12); returns (runs, failures)."""
     tr = trace(workload, repo_class)
     failures: list[CrashFailure] = []
     runs = 0
     for target, op in enumerate(tr.ops):
-        if workload.steps[op.step].op not in ("commit", "reopen"):
+        if workload.steps[op.step].op not in ("commit", "reopen", "delete"):
             continue
         for fault in _faults_for(op.kind):
             runs += 1
@@ -882,7 +882,20 @@ def _run_with_fault(
             session = model.create(SESSION)
         elif step.op == "delete":
             storage.close()
-            repo.delete(SESSION)
+            try:
+                repo.delete(SESSION)
+            except StorageIOError:
+                # Rejected deletion (000 §6.5): the Session is intact or gone, never changed;
+                # the fault was transient, so deleting again finishes the job (CRASH-9).
+                if SESSION in repo.list():
+                    probe = repo.open(SESSION)
+                    intact = probe.snapshot() == session.snapshot()
+                    probe.close()
+                    if not intact:
+                        return "CRASH-9", "a failed delete left a changed Session", box.tree()
+                    repo.delete(SESSION)
+            if SESSION in repo.list():
+                return "CRASH-9", "the Session is still listed after delete", box.tree()
             model.close_session(SESSION)
             model.delete(SESSION)
             storage = session = None

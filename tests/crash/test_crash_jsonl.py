@@ -169,9 +169,15 @@ def test_recovery_itself_is_crashed() -> None:
 # -- faults without a crash ------------------------------------------------------------------
 
 
-@pytest.mark.rule("CRASH-10", "CRASH-11", "CRASH-12")
+@pytest.mark.rule("CRASH-9", "CRASH-10", "CRASH-11", "CRASH-12")
 @pytest.mark.parametrize(
-    "name", ["crash-after-retire-before-unlink", "crash-during-reused-lifetime", "mixed-50-seed2"]
+    "name",
+    [
+        "crash-after-retire-before-unlink",
+        "crash-during-reused-lifetime",
+        "crash-during-repository-delete",
+        "mixed-50-seed2",
+    ],
 )
 def test_single_io_faults_fail_cleanly(name: str) -> None:
     """Unlink, rename, create_dir, write (ENOSPC/EIO), partial append and fsync failures at
