@@ -114,6 +114,9 @@ class RecordingFs:
     def read_lines(self, path: str) -> Lines:
         return self.inner.read_lines(path)
 
+    def iter_prefix_lines(self, path: str, size: int) -> Iterator[tuple[bytes, bool]]:
+        return self.inner.iter_prefix_lines(path, size)
+
     def list_dir(self, path: str) -> list[DirEntry]:
         return self.inner.list_dir(path)
 

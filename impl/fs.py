@@ -36,7 +36,7 @@ from __future__ import annotations
 import errno as errno_mod
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -136,6 +136,10 @@ class FileSystem(Protocol):
 
     def read_bytes(self, path: str) -> bytes: ...
     def read_lines(self, path: str) -> Lines: ...
+    def iter_prefix_lines(self, path: str, size: int) -> Iterator[tuple[bytes, bool]]:
+        """Lines of the first ``size`` bytes, streamed read-only in chunks (001 §1.3)."""
+        ...
+
     def write_file(self, path: str, data: bytes) -> None:
         """Create or truncate ``path`` and write ``data`` (no fsync)."""
         ...
@@ -222,6 +226,39 @@ class OsFileSystem:
 
     def read_lines(self, path: str) -> Lines:
         return split_lines(self.read_bytes(path))
+
+    def iter_prefix_lines(
+        self, path: str, size: int, chunk: int = 1 << 20
+    ) -> Iterator[tuple[bytes, bool]]:
+        """Yield ``(line, ended_with_newline)`` over the first ``size`` bytes of ``path``.
+
+        Read-only and bounded: one chunk plus one line in memory at a time.  A fork reads its
+        source through this and never writes it (FORK-14).
+        """
+        o = self.os
+        try:
+            fd = o.open(path, o.O_RDONLY)
+        except OSError as exc:
+            raise fs_error("read", path, exc) from exc
+        try:
+            left = size
+            carry = b""
+            while left > 0:
+                try:
+                    data: bytes = o.read(fd, min(chunk, left))
+                except OSError as exc:
+                    raise fs_error("read", path, exc) from exc
+                if not data:
+                    break
+                left -= len(data)
+                parts = (carry + data).split(b"\n")
+                carry = parts.pop()
+                for part in parts:
+                    yield part, True
+            if carry:
+                yield carry, False
+        finally:
+            o.close(fd)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -474,6 +511,11 @@ class TracingFileSystem:
     def read_lines(self, path: str) -> Lines:
         self._maybe_fail("read", path)
         return self.inner.read_lines(path)
+
+    def iter_prefix_lines(self, path: str, size: int) -> Iterator[tuple[bytes, bool]]:
+        self._maybe_fail("read", path)
+        self._done("read_prefix", path)
+        return self.inner.iter_prefix_lines(path, size)
 
     def write_file(self, path: str, data: bytes) -> None:
         self._maybe_fail("write", path)

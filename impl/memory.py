@@ -8,9 +8,11 @@ state.  Commits are serialised by a FIFO lock: the Python spelling of the seeds'
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -25,7 +27,20 @@ from impl.validation import (
     stop_page,
 )
 from models.addresses import ListAddress, ValueAddress
-from models.errors import ClosedError, usage
+from models.errors import ClosedError, CorruptError, usage
+from models.fork import BranchFork, ForkOptions, check_fork_options
+from models.fork_policy import (
+    BRANCH_TIP,
+    LANE_CONFIG,
+    LANE_STATE,
+    MISSING,
+    BranchTarget,
+    ForkDriver,
+    ancestry,
+    check_branch_lane,
+    select_target,
+)
+from models.payload import decode_json
 from models.protocols import Clock
 from models.records import (
     Committed,
@@ -65,6 +80,8 @@ class MemoryState:
     values: dict[ValueKey, ValueRecord] = attrs.field(factory=dict)
     lists: dict[ValueKey, list[ListElement]] = attrs.field(factory=dict)
     stats: Stats = attrs.field(factory=Stats)
+    #: The source of a fork destination (001 §1.1 ``parentSessionId``), else ``None``.
+    parent_session_id: str | None = None
 
 
 class MemoryStorage:
@@ -84,6 +101,11 @@ class MemoryStorage:
     @property
     def session_id(self) -> str:
         return self._session_id
+
+    @property
+    def parent_session_id(self) -> str | None:
+        """The fork source this Session was made from (FORK-11), else ``None``."""
+        return self._state.parent_session_id
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -260,6 +282,74 @@ class MemoryStorage:
         return self._sealed
 
 
+def new_fork_id() -> str:
+    """A fresh destination id when ``ForkOptions.id`` is omitted."""
+    return "fork-" + uuid.uuid4().hex
+
+
+def _parent_of(entries: Mapping[str, EntryRecord]) -> Callable[[str], object]:
+    def parent_of(entry_id: str) -> object:
+        record = entries.get(entry_id)
+        return MISSING if record is None else record.parent_id
+
+    return parent_of
+
+
+def tip_of(value_json: bytes, branch: str) -> str | None:
+    """A branch tip value: an entry id or ``null``; anything else is corruption."""
+    tip = decode_json(value_json)
+    if tip is not None and not isinstance(tip, str):
+        raise CorruptError("corrupt", f"branch {branch!r} tip is not an entry id or null")
+    return tip
+
+
+def build_memory_fork(
+    source: MemoryState,
+    options: ForkOptions,
+    select: Callable[..., BranchTarget] = select_target,
+    driver_class: type[ForkDriver] = ForkDriver,
+) -> MemoryState:
+    """The destination state of a fork of ``source`` (001 §1.1–§1.3, Memory procedure)."""
+    entries = source.entries
+    parent_of = _parent_of(entries)
+    target: BranchTarget | None = None
+    if isinstance(options, BranchFork):
+        name = options.branch
+        tip_row = source.values.get((None, BRANCH_TIP, name))
+        check_branch_lane(
+            options,
+            tip_row is not None,
+            (None, LANE_CONFIG, name) in source.values,
+            (None, LANE_STATE, name) in source.values,
+        )
+        assert tip_row is not None
+        tip = tip_of(tip_row.value_json, name)
+        on_tip = set(ancestry(tip, parent_of))
+        target = select(options, tip, parent_of, on_tip.__contains__)
+        members = set(ancestry(target.destination_tip, parent_of))
+        copied: Callable[[str], bool] = members.__contains__
+    else:
+        copied = entries.__contains__
+    driver = driver_class(options, copied, target)
+    dest = MemoryState(next_seq=source.next_seq)
+    messages = 0
+    for entry_id, record in entries.items():
+        if copied(entry_id):
+            dest.entries[entry_id] = record
+            messages += record.type == MESSAGE_TYPE
+    for (scope_id, namespace, key), row in source.values.items():
+        for out in driver.value(scope_id, namespace, key, row.seq, row.value_json):
+            dest.values[(None, out.namespace, out.key)] = ValueRecord(out.seq, out.value_json)
+    for (scope_id, namespace, key), elements in source.lists.items():
+        for element in elements:
+            for item in driver.list_element(scope_id, namespace, key, element):
+                dest.lists.setdefault((None, item.namespace, item.key), []).append(item.element)
+    for out in driver.finish():
+        dest.values[(None, out.namespace, out.key)] = ValueRecord(out.seq, out.value_json)
+    dest.stats = Stats(message_count=messages)
+    return dest
+
+
 def _key(address: ValueAddress[Any, Any] | ListAddress[Any, Any]) -> ValueKey:
     return (address.scope_id, address.namespace, address.key)
 
@@ -311,6 +401,35 @@ class MemoryRepository:
     def list(self) -> list[str]:
         self._check()
         return sorted(self._sessions)
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        """Build the destination at a source commit boundary (001 §1.3 Memory): the source's
+        commit queue is held while its maps are iterated once through the fork driver, so a
+        commit admitted before appears wholly and one after not at all (FORK-12).  Nothing is
+        registered until the destination is complete, so a rejection leaves no trace (FORK-1).
+        """
+        options = check_fork_options(options)
+        check_session_id(source_id)
+        dest_id = check_session_id(options.id) if options.id is not None else new_fork_id()
+        with self._lock:
+            self._check()
+            source = self._sessions.get(source_id)
+            if source is None:
+                raise usage("not_found", f"no session {source_id!r}")
+            if dest_id in self._sessions:
+                raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
+            handle = self._open.get(source_id)
+            boundary = handle._queue if handle is not None else contextlib.nullcontext()
+            with boundary:
+                dest = self.build_fork(source, options)
+            dest.parent_session_id = source_id
+            self._sessions[dest_id] = dest
+        return dest_id
+
+    def build_fork(self, source: MemoryState, options: ForkOptions) -> MemoryState:
+        """One pass over the source maps through the shared driver; the mutant catalogue
+        overrides this to plant fork bugs."""
+        return build_memory_fork(source, options)
 
     def delete(self, session_id: str) -> None:
         check_session_id(session_id)

@@ -30,6 +30,12 @@ CODES: frozenset[str] = frozenset(
         "io_error",  # the filesystem or database failed
         "locked",  # database locked by another writer
         "unusable",  # a handle made unusable after a failed write (JSONL-*)
+        "invalid_fork_options",  # ForkOptions that are not 001 §1.1 (FORK-1)
+        "unknown_branch",  # branch fork of a branch with no pi.branch.tip row (FORK-2)
+        "data_only_branch",  # branch fork of a tip without lane config/state (FORK-2)
+        "unknown_entry",  # fork entry_id that is no entry of the source (FORK-3)
+        "entry_not_on_branch",  # fork entry_id off the branch's tip ancestry (FORK-3)
+        "unknown_namespace",  # current state in an undeclared reserved namespace (FORK-8)
     }
 )
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from models.addresses import ListAddress, ValueAddress
+from models.fork import ForkOptions
 from models.records import (
     Committed,
     EntryRecord,
@@ -86,5 +87,12 @@ class Repository(Protocol):
     def list(self) -> list[str]: ...
 
     def delete(self, session_id: str) -> None: ...
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        """Fork ``source_id`` per 001 §1.1; returns the destination id (FORK-*).
+
+        A rejection leaves no destination artefact and no reserved id.
+        """
+        ...
 
     def close(self) -> None: ...

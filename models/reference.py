@@ -378,6 +378,25 @@ class ReferenceRepository:
     def __init__(self) -> None:
         self.logs: dict[str, list[Transaction]] = {}
         self.open_handles: dict[str, ReferenceSession] = {}
+        #: Fork destinations and their sources (``parentSessionId``, FORK-11).
+        self.parents: dict[str, str] = {}
+
+    def fork(self, source_id: str, options: object, dest_id: str) -> str:
+        """Fork ``source_id`` into ``dest_id`` (the id the backend chose when ``options.id`` is
+        ``None``); the destination log comes from :mod:`models.fork_model`."""
+        from models.fork import check_fork_options
+        from models.fork_model import expected_fork
+
+        checked = check_fork_options(options)
+        self._check_id(source_id)
+        self._check_id(dest_id)
+        if source_id not in self.logs:
+            raise usage("not_found", "missing")
+        if dest_id in self.logs:
+            raise usage("already_exists", "exists")
+        self.logs[dest_id] = expected_fork(self.logs[source_id], checked)
+        self.parents[dest_id] = source_id
+        return dest_id
 
     @staticmethod
     def _check_id(session_id: object) -> str:
@@ -424,3 +443,4 @@ class ReferenceRepository:
         if session_id not in self.logs:
             raise usage("not_found", "missing")
         del self.logs[session_id]
+        self.parents.pop(session_id, None)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from models.errors import UsageError
+from models.fork import ForkOptions
 from models.protocols import Clock, Repository, Storage
 from scopecheck.backends import Backend
 
@@ -43,6 +44,12 @@ class _Tracking:
 
     def delete(self, session_id: str) -> None:
         self.inner.delete(session_id)
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        fork = getattr(self.inner, "fork", None)
+        if not callable(fork):
+            raise UsageError("not_found", "this backend has no fork() (001 §1.1)")
+        return str(fork(source_id, options))
 
     def close(self) -> None:
         self.inner.close()

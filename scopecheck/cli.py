@@ -363,6 +363,29 @@ def mutants(backend: str | None, names: tuple[str, ...], as_json: bool) -> None:
     sys.exit(0 if all(r.caught for r in results) else 1)
 
 
+# -- inspect --------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def inspect(path: str, as_json: bool) -> None:
+    """Read a JSONL Session (main file or its directory) without changing a byte: header,
+    transactions, retirement boundaries, live and retired sidecar records, high-water mark,
+    torn tails and corruption.  Exit 0 if it would open, 1 if corrupt, 2 if not a Session."""
+    from scopecheck.inspect import inspect_session, render
+
+    try:
+        report = inspect_session(path)
+    except ScopecheckError as exc:
+        fail(f"{path}: {exc}")
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(render(report))
+    sys.exit(1 if report["open"] != "succeeds" else 0)
+
+
 # -- rules ----------------------------------------------------------------------------------
 
 

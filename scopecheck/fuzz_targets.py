@@ -10,6 +10,8 @@ Not collected by the normal test run (no ``test_`` prefix in the file name).
 from __future__ import annotations
 
 from scopecheck.backends import BUNDLED
+from scopecheck.fork_machine import make_fork_machine, make_lockstep_machine
+from scopecheck.lifecycle_machine import make_lifecycle_machine
 from scopecheck.machine import make_machine
 from scopecheck.profiles import load_profile
 
@@ -18,3 +20,14 @@ load_profile()
 for _name, _backend in sorted(BUNDLED.items()):
     _machine = make_machine(_backend)
     globals()[f"Test{_machine.__name__}"] = _machine.TestCase
+    # The operation-lifecycle machine (issue 7) on the same backend.
+    _lifecycle = make_lifecycle_machine(_backend)
+    globals()[f"Test{_lifecycle.__name__}"] = _lifecycle.TestCase
+    # The fork machine (issue 6) on the same backend.
+    _fork = make_fork_machine(_backend)
+    globals()[f"Test{_fork.__name__}"] = _fork.TestCase
+
+# Memory, JSONL and SQLite in lockstep: identical fork destinations (FORK-15).
+TestLockstepForkMachine = make_lockstep_machine(
+    (BUNDLED["memory"], BUNDLED["jsonl"], BUNDLED["sqlite"])
+).TestCase

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from impl.fs import AppendFile, DirEntry, FileSystem, Lines, OsFileSystem
 from impl.jsonl import layout
+from impl.jsonl.legacy import is_legacy_header
 from impl.jsonl.load import FileScan, SessionLoad, load_session
 from impl.jsonl.storage import replay, resident_state
 from models.errors import ScopecheckError, StorageIOError, usage
+from scopecheck.inspect_legacy import inspect_legacy, render_legacy
 
 
 class ReadOnlyFileSystem:
@@ -33,6 +36,9 @@ class ReadOnlyFileSystem:
 
     def read_lines(self, path: str) -> Lines:
         return self._inner.read_lines(path)
+
+    def iter_prefix_lines(self, path: str, size: int) -> Iterator[tuple[bytes, bool]]:
+        return self._inner.iter_prefix_lines(path, size)
 
     def list_dir(self, path: str) -> list[DirEntry]:
         return self._inner.list_dir(path)
@@ -120,6 +126,8 @@ def inspect_session(path: str, fs: FileSystem | None = None) -> dict[str, Any]:
     reader = ReadOnlyFileSystem(fs if fs is not None else OsFileSystem())
     main, session_id = resolve(path, reader)
     load = load_session(reader, main, session_id)
+    if load.main.header is None and load.main.lines and is_legacy_header(load.main.lines[0]):
+        return inspect_legacy(main, session_id, reader)  # LEGACY-12
     retirements: dict[str, list[int]] = {}
     for tx in load.main.txs:
         for rec in tx.records:
@@ -181,6 +189,8 @@ def inspect_session(path: str, fs: FileSystem | None = None) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     """A human-readable page for one :func:`inspect_session` report."""
+    if "legacy" in report:
+        return render_legacy(report)
     out = [f"session {report['session_id']!r}  ({report['main']})"]
     header = report["header"]
     out.append("header: " + (orjson.dumps(header).decode() if header else "MISSING/INVALID"))

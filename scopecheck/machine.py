@@ -218,8 +218,26 @@ class StorageMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from(SESSION_IDS), ident=st.sampled_from(sx.ENTRY_IDS + sx.USAGE_IDS))
     def get_entry_and_usage(self, sid: str, ident: str) -> None:
+        """Entry and usage rows by id, and the stats they feed (WRITE-5, STATS-1/2)."""
         self._read(sid, "get_entry", lambda s: s.get_entry(ident))
         self._read(sid, "get_usage", lambda s: s.get_usage(ident))
+        self._read(sid, "stats", lambda s: s.stats())
+
+    @rule(
+        sid=st.sampled_from(SESSION_IDS),
+        prefix=st.lists(sx.session_writes, max_size=2),
+        bad=st.sampled_from(sx.BAD_PAYLOADS),
+        kind=st.integers(0, 2),
+    )
+    def commit_bad_payload(self, sid: str, prefix: list[Any], bad: Any, kind: int) -> None:
+        """A transaction whose last write carries an unstorable payload never reaches storage:
+        building it raises ``invalid_payload`` and the state stays the model's (WRITE-3)."""
+        try:
+            writes = [*prefix, sx.build_bad_write(bad, kind)]
+        except ScopecheckError as exc:
+            assert exc.code == "invalid_payload", exc
+        else:  # pragma: no cover - would mean the boundary accepted bad JSON
+            raise MismatchError(f"an unstorable payload was accepted: {writes[-1]!r}")
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -286,7 +304,8 @@ STEP_RULES: dict[str, tuple[str, ...]] = {
     "scan_values": ("LIST-9",),
     "read_list": ("LIST-2", "LIST-3", "LIST-4", "LIST-5"),
     "read_page": ("LIST-5",),
-    "get_entry_and_usage": ("WRITE-5",),
+    "get_entry_and_usage": ("WRITE-5", "STATS-1", "STATS-2"),
+    "commit_bad_payload": ("WRITE-3",),
     "close_and_reopen": ("LIFE-1", "LIFE-2", "REPO-2"),
     "restart": ("REPO-2", "SEQ-7"),
     "repository_misuse": ("REPO-1", "REPO-3", "REPO-4", "REPO-6"),

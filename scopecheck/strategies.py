@@ -63,8 +63,31 @@ def pick(pool: tuple[Any, ...]) -> st.SearchStrategy[Any]:
     return st.integers(0, len(pool) - 1).map(pool.__getitem__)
 
 
-scope_ids = st.sampled_from(SCOPE_IDS)
 EPHEMERAL = tuple(ephemeral_scope(i) for i in SCOPE_IDS)
+
+#: Values that are not storable JSON (WRITE-3), each in a different way.
+BAD_PAYLOADS: tuple[Any, ...] = (
+    float("nan"),
+    float("inf"),
+    {1: "non-str key"},
+    {"set": {1, 2}},
+    b"bytes",
+    2**64,
+    "\ud800",
+    [float("-inf")],
+)
+
+
+def build_bad_write(bad: Any, kind: int) -> AnyWrite:
+    """Build a value (0), list (1) or entry (2) write around ``bad``; constructors refuse it."""
+    if kind == 0:
+        return set_value(value("app", "k"), bad)
+    if kind == 1:
+        return append_list(value_list("app", "k", EPHEMERAL[0]), bad, "base")
+    return insert_entry("e1", None, "message", {"text": bad})
+
+
+scope_ids = st.sampled_from(SCOPE_IDS)
 ephemeral_scopes = st.sampled_from(EPHEMERAL)
 ALL_SCOPES: tuple[Scope, ...] = (SESSION, *EPHEMERAL)
 any_scopes: st.SearchStrategy[Scope] = st.sampled_from(ALL_SCOPES)

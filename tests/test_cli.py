@@ -192,3 +192,26 @@ def test_fuzz_workers_spread_backends_over_xdist(tmp_path: Path) -> None:
     assert data["backends"]["memory"]["steps"] > 0
     assert data["backends"]["memory-stats-count-scoped"]["failures"] == 1
     assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+@pytest.mark.rule("ERR-4")
+def test_inspect_reads_a_session_and_refuses_a_non_session(tmp_path: Path) -> None:
+    """``scopecheck inspect`` reports a real JSONL session and says one line for a bad path."""
+    from impl.fs import OsFileSystem
+    from impl.jsonl import JsonlRepository
+    from models.addresses import value
+    from models.scope import ephemeral_scope
+    from models.writes import retire_scope, set_value
+
+    repo = JsonlRepository(str(tmp_path), OsFileSystem(), lambda: 1, cwd="/")
+    storage = repo.create("s1")
+    op = ephemeral_scope("op")
+    storage.commit([set_value(value("a", "k", op), 1)])
+    storage.commit([set_value(value("a"), 2), retire_scope(op)])
+    storage.close()
+    result = scopecheck("inspect", str(tmp_path / "s1.jsonl"), "--json")
+    assert result.returncode == 0, result.stderr
+    report = orjson.loads(result.stdout)
+    assert report["open"] == "succeeds"
+    missing = scopecheck("inspect", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1

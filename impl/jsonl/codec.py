@@ -223,7 +223,11 @@ def _is_int(value: object) -> bool:
 
 def decode_transaction(line: bytes) -> list[dict[str, Any]]:
     """Parse one transaction line into its records (not yet checked: see :func:`check_record`)."""
-    obj = _loads(line)
+    return transaction_records(_loads(line))
+
+
+def transaction_records(obj: Any) -> list[dict[str, Any]]:
+    """The records of one parsed transaction line: an object, or an array of ≥ 2 objects."""
     if type(obj) is dict:
         return [obj]
     if type(obj) is list:

@@ -25,7 +25,7 @@ from impl.jsonl.codec import (
     check_record,
     decode_header,
     decode_scope_header,
-    decode_transaction,
+    transaction_records,
 )
 from models.errors import CorruptError, StorageIOError
 
@@ -121,7 +121,7 @@ def scan_lines(path: str, lines: Lines, session_id: str, scope_id: str | None) -
                 records = [obj]
                 seqs = [check(obj, scope_id)]
             else:
-                records = decode_transaction(complete[index])
+                records = transaction_records(obj)
                 seqs = [check(rec, scope_id) for rec in records]
                 for a, b in itertools.pairwise(seqs):
                     if b != a + 1:

@@ -31,12 +31,17 @@ from impl.jsonl.codec import (
     encode_scope_header,
     encode_transaction,
 )
+from impl.jsonl.fork import Capture, fork_jsonl
 from impl.jsonl.lazy import LazyRecords, build_entry, build_usage, build_value
-from impl.jsonl.load import SessionLoad, load_session
-from impl.memory import MemoryState, MemoryStorage, wall_clock_ms
+from impl.jsonl.legacy import LegacyIds, LegacyImport, import_legacy, is_legacy_header, uuid7_ids
+from impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
+from impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
+from impl.memory import MemoryState, MemoryStorage, new_fork_id, wall_clock_ms
 from impl.stats import MESSAGE_TYPE, add_usages
 from impl.validation import check_references, check_session_id, check_shape
 from models.errors import ClosedError, StorageIOError, usage
+from models.fork import ForkOptions, check_fork_options
+from models.fork_policy import ForkDriver
 from models.protocols import Clock
 from models.records import Committed, ListElement
 from models.writes import RetireScope, Write
@@ -142,10 +147,18 @@ class JsonlStorage(MemoryStorage):
         self._unusable: str | None = None
         #: Cleanup failures seen by this handle: (scope ID, error); for tests and the inspector.
         self.cleanup_failures: list[tuple[str, StorageIOError]] = []
+        #: An imported legacy file not yet rewritten as format 4 (LEGACY-9).
+        self.legacy: LegacyImport | None = None
 
     @property
     def path(self) -> str:
         return self._main
+
+    @property
+    def parent_session_id(self) -> str | None:
+        """``parentSessionId`` of the header (FORK-11), else ``None``."""
+        parent = self._header.get("parentSessionId")
+        return parent if isinstance(parent, str) else None
 
     # -- commit ------------------------------------------------------------------------------
 
@@ -164,6 +177,8 @@ class JsonlStorage(MemoryStorage):
             check_references(checked.writes, self._id_exists, state.entries.__contains__)
             if not checked.writes:
                 return ()
+            if self.legacy is not None:
+                self._upgrade_legacy(self.legacy)
             timestamp = self._clock()
             first = self._first_seq(checked.scope_id)
             committed = tuple(
@@ -178,6 +193,19 @@ class JsonlStorage(MemoryStorage):
                 self._append_sidecar(checked.scope_id, line)
                 self._apply_all(committed)
             return committed
+
+    def _upgrade_legacy(self, imported: LegacyImport) -> None:
+        """Rewrite the legacy file as format 4 under the commit queue, before the caller's
+        transaction is appended anywhere (LEGACY-9, 000 §6.4).  A failure leaves the legacy file
+        and this handle as they were; the caller's commit fails and may be retried."""
+        data = legacy_upgrade_bytes(imported)
+        # A stray .scopes directory could otherwise join the new format-4 Session.
+        self._fs.remove(layout.scopes_dir(self._main), recursive=True, force=True)
+        publish(self._fs, self._main, data)
+        self._header = orjson.loads(data[: data.index(b"\n")])
+        self._main_size = len(data)
+        self._on_disk.clear()
+        self.legacy = None
 
     def _apply_all(self, committed: tuple[Committed, ...]) -> None:
         for item in committed:
@@ -297,8 +325,10 @@ class JsonlRepository:
         fs: FileSystem | None = None,
         clock: Clock = wall_clock_ms,
         cwd: str | None = None,
+        legacy_ids: LegacyIds = uuid7_ids,
     ) -> None:
         self._fs: FileSystem = fs if fs is not None else OsFileSystem()
+        self._legacy_ids = legacy_ids
         self._root = root.rstrip("/") or "/"
         self._clock = clock
         self._cwd = os.getcwd() if cwd is None else cwd
@@ -386,6 +416,8 @@ class JsonlRepository:
     def _load_files(self, main: str, session_id: str) -> JsonlStorage:
         fs = self._fs
         load = self._load_plan(main, session_id)
+        if load.main.header is None and load.main.lines and is_legacy_header(load.main.lines[0]):
+            return self._open_legacy(main, session_id, load.main)
         load.raise_if_corrupt()
         assert load.main.header is not None
         header = load.main.header
@@ -431,10 +463,69 @@ class JsonlRepository:
             fs, main, session_id, header, state, self._clock, main_size, on_disk
         )
 
+    def _open_legacy(self, main: str, session_id: str, scan: FileScan) -> JsonlStorage:
+        """A legacy v1/v2/v3 file opens read-only as its import (LEGACY-1..LEGACY-8); nothing
+        on disk changes until the first non-empty commit (LEGACY-9)."""
+        imported = import_legacy(
+            main, scan.lines, session_id, self._legacy_ids, torn=scan.torn is not None
+        )
+        load = SessionLoad(session_id, scan, next_seq=imported.next_seq)
+        load.retained = [(None, Tx(0, [r["seq"]], [r])) for r in imported.records]
+        state = resident_state()
+        replay(state, load)
+        storage = self.storage_class(
+            self._fs, main, session_id, imported.header, state, self._clock, 0, set()
+        )
+        storage.legacy = imported
+        return storage
+
     def _track(self, session_id: str, storage: JsonlStorage) -> JsonlStorage:
         storage.on_close.append(lambda _: self._open.pop(session_id, None))
         self._open[session_id] = storage
         return storage
+
+    #: The fork driver class; planted bugs substitute a broken one (scopecheck/mutants/fork.py).
+    fork_driver: type[ForkDriver] = ForkDriver
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        """Fork from a fixed read-only prefix of the source (001 §1.3 JSONL, JSONL-20).
+
+        The repository lock is held throughout, reserving the destination id; when the source
+        is open here its length is captured at its commit-queue boundary (FORK-12) and later
+        source commits proceed.  The source file is never written, torn tail or not (FORK-14).
+        """
+        options = check_fork_options(options)
+        source = self.path_of(source_id)
+        dest_id = options.id if options.id is not None else new_fork_id()
+        dest = self.path_of(dest_id)
+        with self._lock:
+            self._check()
+            fs = self._fs
+            if not fs.exists(source):
+                raise usage("not_found", f"no session {source_id!r}")
+            if dest_id in self._open or fs.exists(dest):
+                raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
+            handle = self._open.get(source_id)
+            with handle._queue if handle is not None else contextlib.nullcontext():
+                capture = self.capture(source)
+            created_at = self._clock()
+            fs.remove(layout.scopes_dir(dest), recursive=True, force=True)
+
+            def header(high_water: int) -> bytes:
+                return encode_header(
+                    dest_id,
+                    created_at,
+                    self._cwd,
+                    parent_session_id=source_id,
+                    next_seq=high_water,
+                )
+
+            fork_jsonl(fs, capture, source_id, options, dest, header, self.fork_driver)
+        return dest_id
+
+    def capture(self, source: str) -> Capture:
+        """Record the fixed prefix (hook for tests that append after the boundary)."""
+        return Capture(self._fs, source)
 
     def list(self) -> list[str]:
         """Session ids of the main logs in the root: regular ``*.jsonl`` files with a canonical

@@ -22,7 +22,8 @@ from typing import Any, Final
 
 import apsw
 
-from impl.memory import wall_clock_ms
+from impl.memory import new_fork_id, wall_clock_ms
+from impl.sqlite.fork import publish_stage, run_stage
 from impl.sqlite.schema import (
     COST_COLUMNS,
     STORAGE_VERSION,
@@ -36,6 +37,8 @@ from impl.sqlite.schema import (
 from impl.sqlite.storage import SqliteStorage
 from impl.validation import check_session_id
 from models.errors import ClosedError, CorruptError, ScopecheckError, StorageIOError, usage
+from models.fork import ForkOptions, check_fork_options
+from models.fork_policy import ForkDriver
 from models.protocols import Clock
 
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]+\Z")
@@ -147,15 +150,60 @@ class _Base:
             raise
         return self._track(session_id, conn, path)
 
-    def _insert_session_row(self, conn: apsw.Connection, session_id: str) -> None:
+    def _insert_session_row(
+        self,
+        conn: apsw.Connection,
+        session_id: str,
+        *,
+        next_seq: int = 1,
+        message_count: int = 0,
+        parent: str | None = None,
+    ) -> None:
         zeros = ", ".join("0" for _ in TOKEN_COLUMNS)
         reals = ", ".join("0.0" for _ in COST_COLUMNS)
         conn.execute(
             f"INSERT INTO sessions(session_id, storage_version, created_at, next_seq, "
-            f"message_count, {', '.join(TOKEN_COLUMNS)}, {', '.join(COST_COLUMNS)}) "
-            f"VALUES (?, ?, ?, 1, 0, {zeros}, {reals})",
-            (session_id, STORAGE_VERSION, self._clock()),
+            f"message_count, parent_session_id, {', '.join(TOKEN_COLUMNS)}, "
+            f"{', '.join(COST_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, {zeros}, {reals})",
+            (session_id, STORAGE_VERSION, self._clock(), next_seq, message_count, parent),
         )
+
+    #: The fork driver class; planted bugs substitute a broken one (scopecheck/mutants/fork.py).
+    fork_driver: type[ForkDriver] = ForkDriver
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        """Fork through a staging database (001 §1.3 SQLite, SQLITE-15).  The repository lock
+        is held throughout, which reserves the destination id against a concurrent create; a
+        rejection publishes nothing, and the stage is removed either way (FORK-1, FORK-13)."""
+        options = check_fork_options(options)
+        check_session_id(source_id)
+        dest_id = check_session_id(options.id) if options.id is not None else new_fork_id()
+        with self._lock:
+            self._check()
+            source_path = self._fork_source(source_id)
+            self._fork_reserve(dest_id)
+            run_stage(
+                self._stage_dir(),
+                source_path,
+                source_id,
+                options,
+                self._open.get(source_id),
+                lambda stage, high: self._fork_publish(stage, dest_id, source_id, high),
+                self.fork_driver,
+            )
+        return dest_id
+
+    def _fork_source(self, source_id: str) -> str:
+        raise NotImplementedError
+
+    def _fork_reserve(self, dest_id: str) -> None:
+        raise NotImplementedError
+
+    def _stage_dir(self) -> str:
+        raise NotImplementedError
+
+    def _fork_publish(self, stage: str, dest_id: str, source_id: str, high_water: int) -> None:
+        raise NotImplementedError
 
     def close(self) -> None:
         self._closed = True
@@ -230,6 +278,51 @@ class SqliteRepository(_Base):
             raise
         except OSError as exc:
             raise StorageIOError("io_error", f"cannot create {path}: {exc}", path=path) from exc
+        finally:
+            for suffix in ("", *SIDECARS):
+                _remove(tmp + suffix)
+
+    def _fork_source(self, source_id: str) -> str:
+        path = self.path_for(source_id)
+        if not os.path.exists(path):
+            raise usage("not_found", f"no session {source_id!r}")
+        return path
+
+    def _fork_reserve(self, dest_id: str) -> None:
+        if dest_id in self._open or os.path.exists(self.path_for(dest_id)):
+            raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
+
+    def _stage_dir(self) -> str:
+        return self.root
+
+    def _fork_publish(self, stage: str, dest_id: str, source_id: str, high_water: int) -> None:
+        """Build the destination under a temp name in one transaction, publish with ``link``."""
+        path = self.path_for(dest_id)
+        tmp = os.path.join(self.root, f".{uuid.uuid4().hex}.sqlite.tmp")
+        try:
+            conn = self._connect(tmp, create=True)
+            try:
+                with translate(tmp):
+                    conn.execute("BEGIN IMMEDIATE")
+                    initialise(conn)
+                    conn.execute("COMMIT")
+                    publish_stage(
+                        conn, stage, dest_id, source_id, high_water, self._insert_session_row
+                    )
+            finally:
+                with contextlib.suppress(apsw.Error):
+                    conn.close()
+            for suffix in SIDECARS:
+                _remove(path + suffix)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise usage("already_exists", f"session {dest_id!r} already exists") from None
+            _fsync_dir(self.root)
+        except ScopecheckError:
+            raise
+        except OSError as exc:
+            raise StorageIOError("io_error", f"cannot fork into {path}: {exc}", path=path) from exc
         finally:
             for suffix in ("", *SIDECARS):
                 _remove(tmp + suffix)
@@ -330,6 +423,45 @@ class SqliteContainerRepository(_Base):
         with contextlib.suppress(apsw.Error):
             if not self._conn.get_autocommit():
                 self._conn.execute("ROLLBACK")
+
+    def _has_row(self, session_id: str) -> bool:
+        with translate(self.path):
+            rows = self._conn.execute(
+                "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchall()
+        return bool(rows)
+
+    def _fork_source(self, source_id: str) -> str:
+        if not self._has_row(source_id):
+            raise usage("not_found", f"no session {source_id!r}")
+        return self.path
+
+    def _fork_reserve(self, dest_id: str) -> None:
+        if self._has_row(dest_id):
+            raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
+
+    def _stage_dir(self) -> str:
+        return os.path.dirname(self.path)
+
+    def _fork_publish(self, stage: str, dest_id: str, source_id: str, high_water: int) -> None:
+        """Only the new Session's rows are written, in one BEGIN IMMEDIATE (SQLITE-15)."""
+
+        def recheck() -> None:
+            if self._conn.execute(
+                "SELECT 1 FROM sessions WHERE session_id = ?", (dest_id,)
+            ).fetchall():
+                raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
+
+        with translate(self.path):
+            publish_stage(
+                self._conn,
+                stage,
+                dest_id,
+                source_id,
+                high_water,
+                self._insert_session_row,
+                recheck,
+            )
 
     def open(self, session_id: str) -> SqliteStorage:
         check_session_id(session_id)

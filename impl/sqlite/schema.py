@@ -51,6 +51,7 @@ CREATE TABLE sessions(
   created_at INTEGER NOT NULL,
   next_seq INTEGER NOT NULL,
   message_count INTEGER NOT NULL,
+  parent_session_id TEXT,
   {", ".join(f"{c} NOT NULL" for c in TOKEN_COLUMNS)},
   {", ".join(f"{c} REAL NOT NULL" for c in COST_COLUMNS)}
 ) WITHOUT ROWID;

@@ -141,6 +141,16 @@ class SqliteStorage:
         return self._session_id
 
     @property
+    def parent_session_id(self) -> str | None:
+        """The fork source recorded in the sessions row (FORK-11), else ``None``."""
+        with self._queue, translate(self._path):
+            rows: list[Any] = self._conn.execute(
+                "SELECT parent_session_id FROM sessions WHERE session_id = ?",
+                (self._session_id,),
+            ).fetchall()
+        return rows[0][0] if rows else None
+
+    @property
     def connection(self) -> apsw.Connection:
         """The underlying APSW connection (tests use it for EXPLAIN QUERY PLAN)."""
         return self._conn

@@ -74,10 +74,28 @@ def bench_crash_figures(runs: int) -> dict[str, Any]:
     return bench_crash(runs)
 
 
+def bench_legacy_figures(runs: int) -> dict[str, Any]:
+    """Legacy import time and peak memory per real transcript; upgrade crash points."""
+    from scopecheck.bench.legacy import bench_legacy
+
+    return {"benchmark": "legacy", "environment": environment(), **bench_legacy(runs)}
+
+
+def bench_fork_figures(runs: int) -> dict[str, Any]:
+    """Peak traced memory of tree and branch forks at 10k and 100k entries (FORK-16).
+
+    Memory is deterministic enough that ``runs`` is ignored (one run)."""
+    from scopecheck.bench.fork import bench_fork
+
+    return {"benchmark": "fork", "environment": environment(), **bench_fork()}
+
+
 BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "machine": bench_machine,
     "jsonl": bench_jsonl_figures,
     "crash": bench_crash_figures,
+    "legacy": bench_legacy_figures,
+    "fork": bench_fork_figures,
 }
 
 
@@ -88,8 +106,10 @@ def render(which: str, result: dict[str, Any]) -> None:
     console = Console()
     env = result.get("environment", {})
     console.print(f"[dim]{' · '.join(f'{k} {v}' for k, v in env.items())}[/]")
-    if which == "machine":
-        table = Table(title=f"machine steps/s (median of {result['runs']})")
+    if which == "size":
+        _render_size(console, result)
+    elif which in ("machine", "lifecycle"):
+        table = Table(title=f"{which} machine steps/s (median of {result['runs']})")
         for column in ("machine", "steps/s", "ratio to trivial", "runs"):
             table.add_column(column)
         for name, rate in result["steps_per_second"].items():
@@ -105,3 +125,64 @@ def render(which: str, result: dict[str, Any]) -> None:
         from rich.pretty import pprint
 
         pprint(result)
+
+
+def _render_size(console: Any, result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    params = result["params"]
+    table = Table(
+        title=(
+            f"seed workload: {params['ops']} ops × ({params['frames']} frames + {params['tools']} "
+            f"tools × {params['checkpoints']} checkpoints of a {params['window_bytes'] // 1024} KB "
+            f"window); the seed reports {result['seed_unscoped_mb']} MB unscoped"
+        )
+    )
+    for column in (
+        "backend",
+        "scoped main",
+        "sidecar peak",
+        "sidecar final",
+        "unscoped main",
+        "ratio",
+    ):
+        table.add_column(column, justify="right")
+
+    def mb(value: Any) -> str:
+        return "-" if value is None else f"{value / 1e6:,.3f} MB"
+
+    for name in ("jsonl", "sqlite", "memory"):
+        row = result.get(name)
+        if row is None:
+            table.add_row(name, "not available", "", "", "", "")
+            continue
+        label = name + (" (format-4 estimate)" if row.get("estimate") else "")
+        table.add_row(
+            label,
+            mb(row["scoped_main_bytes"]),
+            mb(row["scoped_sidecar_peak_bytes"]),
+            mb(row["scoped_sidecar_final_bytes"]),
+            mb(row["unscoped_main_bytes"]),
+            "-" if row["ratio"] is None else f"{row['ratio']:,.1f}×",
+        )
+    console.print(table)
+
+
+# -- the operation lifecycle (issue 7): storage size and lifecycle-machine rate -------------
+
+
+def bench_size(runs: int) -> dict[str, Any]:
+    """Seed workload bytes, scoped vs. unscoped, per backend (scopecheck/bench/size.py)."""
+    from scopecheck.bench.size import bench_size as run
+
+    return run(runs)
+
+
+def bench_lifecycle(runs: int) -> dict[str, Any]:
+    """Lifecycle-machine steps/s per bundled backend (scopecheck/bench/lifecycle.py)."""
+    from scopecheck.bench.lifecycle import bench_lifecycle as run
+
+    return run(runs)
+
+
+BENCHMARKS.update({"size": bench_size, "lifecycle": bench_lifecycle})

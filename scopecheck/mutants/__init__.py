@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 from hypothesis import settings as Settings
@@ -24,6 +25,8 @@ _MODULES = (
     "scopecheck.mutants.memory",
     "scopecheck.mutants.sqlite",
     "scopecheck.mutants.jsonl",
+    "scopecheck.mutants.ops",
+    "scopecheck.mutants.fork",
     "scopecheck.mutants.jsonl_crash",
 )
 
@@ -35,6 +38,9 @@ class Mutant:
     description: str
     make: Callable[[], Backend]
     caught_by: str = "machine"
+    #: Builds the machine class for the backend; ``None`` = the storage machine.  Harness
+    #: mutants (scopecheck/mutants/ops.py) choose the lifecycle machine here.
+    machine: Callable[[Backend], Any] | None = None
     #: A check other than the machine (the crash explorers, for ``caught_by="crash"``):
     #: ``run_mutant`` calls it instead of running the machine.
     check: Callable[[], MutantResult] | None = None
@@ -73,7 +79,7 @@ def all_mutants(backend: str | None = None) -> list[Mutant]:
     return [m for m in CATALOGUE.values() if backend is None or m.backend == backend]
 
 
-_NOT_STEPS = ("state.teardown()", "state.same_state()")
+_NOT_STEPS = ("state.teardown()", "state.same_state()", "state.lifecycle_rules()")
 
 
 def count_steps(program: str) -> int:
@@ -92,17 +98,27 @@ def is_check_failure(exc: BaseException) -> bool:
     return isinstance(exc, AssertionError)
 
 
-def failure_program(exc: BaseException) -> str:
-    """The falsifying program Hypothesis attached to ``exc`` (or to its sub-exceptions)."""
-    notes = list(getattr(exc, "__notes__", []))
-    for sub in getattr(exc, "exceptions", ()):
-        notes.extend(getattr(sub, "__notes__", []))
+def _program_of(notes: list[str]) -> str:
     return "\n".join(
         note
         for note in notes
         if note.startswith(("state", "scopes_", "lists_", "@reproduce", "Draw "))
         or "reproduce_failure" in note
     )
+
+
+def failure_programs(exc: BaseException) -> list[str]:
+    """One falsifying program per distinct failure Hypothesis found (an exception group holds
+    several, each shrunk on its own)."""
+    subs = getattr(exc, "exceptions", None)
+    if subs:
+        return [program for sub in subs for program in failure_programs(sub)]
+    return [_program_of(list(getattr(exc, "__notes__", [])))]
+
+
+def failure_program(exc: BaseException) -> str:
+    """The shortest falsifying program attached to ``exc``: the reproducer to show and count."""
+    return min(failure_programs(exc), key=count_steps)
 
 
 def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult:
@@ -113,8 +129,12 @@ def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult
     from scopecheck.machine import make_machine
     from scopecheck.profiles import load_profile
 
+    if mutant.caught_by.startswith("fork-"):
+        from scopecheck.mutants.fork import run_fork_mutant
+
+        return run_fork_mutant(mutant)
     chosen = settings or load_profile("mutants")
-    machine = make_machine(mutant.make())
+    machine = (mutant.machine or make_machine)(mutant.make())
     lines: list[object] = []
     start = time.perf_counter()
     error = ""

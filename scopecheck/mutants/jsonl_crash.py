@@ -247,14 +247,7 @@ def _attach_existing() -> None:
     for name, repo in classes.items():
         old = CATALOGUE.get(name)
         if old is not None and old.check is None:
-            CATALOGUE[name] = Mutant(
-                old.name,
-                old.backend,
-                old.description,
-                old.make,
-                old.caught_by,
-                check=_check(old.name, old.description, repo),
-            )
+            CATALOGUE[name] = attrs.evolve(old, check=_check(old.name, old.description, repo))
 
 
 _attach_existing()

@@ -1,9 +1,9 @@
 """The JSONL focused tests of seed 000 §9.3, one test (or more) per bullet, named after it.
 
-Two bullets are gaps recorded in ``spec/rules/jsonl.toml``: legacy v3 (JSONL-19) and forks
-(JSONL-20).  "Crash" here means: stop using a handle without closing it and open a fresh
-repository over the same directory, after shaping the files the way the crash would have left
-them (a torn line, a sidecar that survived its unlink).
+One bullet is a gap recorded in ``spec/rules/jsonl.toml``: forks (JSONL-20); the legacy v3
+bullet (JSONL-19) is covered by ``tests/legacy/``.  "Crash" here means: stop using a handle
+without closing it and open a fresh repository over the same directory, after shaping the
+files the way the crash would have left them (a torn line, a sidecar that survived its unlink).
 """
 
 from __future__ import annotations

@@ -1,0 +1,121 @@
+"""Legacy import benchmark: import time and peak memory per real transcript (issue 10).
+
+For each transcript in ``shared/data/pi-sessions`` (copied to a temp dir under its header id):
+
+* ``parse_ms`` — reading the file and ``orjson.loads`` on every line, the floor any importer pays;
+* ``import_ms`` — ``JsonlRepository.open`` of the legacy file (migration, import, replay);
+* ``peak_mib`` — tracemalloc peak during that open (a separate run: tracing slows it down);
+* ``upgrade_ms`` — the first non-empty commit, which rewrites the file as format 4 (fsync on);
+* ``crash_points`` — the mutating filesystem operations of a first *scoped* commit and of a
+  first session commit: each is a crash point of the upgrade (an append adds a torn variant).
+
+Medians of ``runs`` runs.  Nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import gc
+import shutil
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from impl.fs import OsFileSystem, TracingFileSystem
+from impl.jsonl import JsonlRepository
+from models.addresses import value
+from models.scope import ephemeral_scope
+from models.writes import set_value
+
+DATA = Path("/work/shared/data/pi-sessions")
+_MUTATING = frozenset(
+    {
+        "write",
+        "append",
+        "truncate",
+        "rename",
+        "unlink",
+        "create_dir",
+        "remove",
+        "fsync",
+        "fsync_file",
+        "fsync_dir",
+        "open_append",
+    }
+)
+
+
+def _install(source: Path, root: Path) -> str:
+    root.mkdir(parents=True, exist_ok=True)
+    sid: str = orjson.loads(source.read_bytes().split(b"\n", 1)[0])["id"]
+    shutil.copyfile(source, root / f"{sid}.jsonl")
+    return sid
+
+
+def _crash_points(source: Path, tmp: Path, scoped: bool) -> dict[str, Any]:
+    root = tmp / f"crash-{source.stem}-{scoped}"
+    sid = _install(source, root)
+    fs = TracingFileSystem(OsFileSystem(sync=False))
+    storage = JsonlRepository(str(root), fs, lambda: 1000, cwd="/b").open(sid)
+    fs.trace.clear()
+    address = value("bench", "k", ephemeral_scope("op-1")) if scoped else value("bench", "k")
+    storage.commit([set_value(address, 1)])
+    ops = [op for op, _ in fs.trace if op in _MUTATING]
+    storage.close()
+    return {"ops": ops, "points": len(ops) + ops.count("append")}
+
+
+def bench_legacy(runs: int = 3, data: Path = DATA) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="scopecheck-legacy-bench-") as name:
+        tmp = Path(name)
+        for source in sorted(data.glob("*.jsonl")):
+            size = source.stat().st_size
+            parse, imports, upgrades = [], [], []
+            for run in range(runs):
+                start = time.perf_counter()
+                for line in source.read_bytes().splitlines():
+                    orjson.loads(line)
+                parse.append(time.perf_counter() - start)
+                root = tmp / f"{source.stem}-{run}"
+                sid = _install(source, root)
+                repo = JsonlRepository(str(root), OsFileSystem(), cwd="/b")
+                gc.collect()
+                start = time.perf_counter()
+                storage = repo.open(sid)
+                imports.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                storage.commit([set_value(value("bench", "k"), 1)])
+                upgrades.append(time.perf_counter() - start)
+                storage.close()
+            root = tmp / f"{source.stem}-mem"
+            sid = _install(source, root)
+            repo = JsonlRepository(str(root), OsFileSystem(), cwd="/b")
+            gc.collect()
+            tracemalloc.start()
+            storage = repo.open(sid)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            entries = len(storage.snapshot().entries)
+            storage.close()
+            scoped = _crash_points(source, tmp, scoped=True)
+            session = _crash_points(source, tmp, scoped=False)
+            results[source.stem] = {
+                "bytes": size,
+                "lines": source.read_bytes().count(b"\n"),
+                "entries": entries,
+                "parse_ms": round(statistics.median(parse) * 1000, 1),
+                "import_ms": round(statistics.median(imports) * 1000, 1),
+                "import_mb_s": round(size / 1e6 / statistics.median(imports), 1),
+                "peak_mib": round(peak / 2**20, 1),
+                "peak_to_file_size": round(peak / size, 2),
+                "upgrade_ms": round(statistics.median(upgrades) * 1000, 1),
+                "crash_points_first_scoped_commit": scoped["points"],
+                "crash_points_first_session_commit": session["points"],
+                "first_scoped_commit_ops": scoped["ops"],
+            }
+    return {"runs": runs, "transcripts": results}

@@ -1,0 +1,292 @@
+"""Planted fork bugs (issue 6): the mistakes 001 §1.1–§1.3 and 000 §6.5 warn about.
+
+Most are caught by the fork machine (``caught_by="fork-machine"``); the torn-tail repair needs
+a torn source, which the machine never writes, so it is caught by a probe
+(``caught_by="fork-probe"``, :func:`probe_torn_tail`) that forks a closed torn-tail source
+and byte-compares it — the same check as ``tests/fork/test_fork_backends.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from impl.jsonl import JsonlRepository
+from impl.memory import MemoryRepository, MemoryState, build_memory_fork
+from impl.sqlite import SqliteRepository
+from models.errors import ScopecheckError
+from models.fork import BranchFork, ForkOptions, TreeFork
+from models.fork_policy import (
+    MISSING,
+    BranchTarget,
+    DestElement,
+    DestValue,
+    Disposition,
+    ForkDriver,
+    classify,
+    classify_list,
+    select_target,
+)
+from models.records import ListElement, ValueRecord
+from scopecheck.backends import Backend, JsonlWorld, MemoryWorld, SqliteWorld
+from scopecheck.mutants import Mutant, MutantResult, register
+
+PROBES: dict[str, Callable[[], tuple[bool, str]]] = {}
+
+
+def _memory(name: str, build: Callable[[MemoryState, ForkOptions], MemoryState]) -> Backend:
+    repo = type(
+        f"{name}Repository", (MemoryRepository,), {"build_fork": lambda _, s, o: build(s, o)}
+    )
+    world = type(f"{name}World", (MemoryWorld,), {"repository_class": repo})
+    return Backend(f"memory[{name}]", world, f"Memory with {name}")
+
+
+def _register(
+    name: str, backend: str, description: str, make: Any, caught_by: str = "fork-machine"
+) -> None:
+    """Fork mutants form their own catalogue group ``fork``; ``backend`` names the backend
+    the bug is planted in, in the description."""
+    register(Mutant(name, "fork", f"[{backend}] {description}", make, caught_by))
+
+
+# 1. value seqs renumbered (the pre-WP08 createForkSnapshot bug, 001 §2)
+def _renumbered(source: MemoryState, options: ForkOptions) -> MemoryState:
+    dest = build_memory_fork(source, options)
+    top = max((e.seq for e in dest.entries.values()), default=0)
+    for offset, key in enumerate(sorted(dest.values, key=lambda k: dest.values[k].seq)):
+        dest.values[key] = ValueRecord(top + 1 + offset, dest.values[key].value_json)
+    return dest
+
+
+_register(
+    "fork-value-seqs-renumbered",
+    "memory",
+    "copied values get fresh consecutive seqs after the last entry instead of their own (FORK-6)",
+    lambda: _memory("value-seqs-renumbered", _renumbered),
+)
+
+
+# 2. a seq <= tip cutoff for application values (001 §1.1 forbids it)
+def _cutoff(source: MemoryState, options: ForkOptions) -> MemoryState:
+    dest = build_memory_fork(source, options)
+    if isinstance(options, BranchFork):
+        tip_row = dest.values.get((None, "pi.branch.tip", options.branch))
+        tip = None if tip_row is None else tip_row.value
+        cutoff = source.entries[tip].seq if isinstance(tip, str) else 0
+        for key, row in source.values.items():
+            if key[0] is None and classify(key[1]) is Disposition.APPLICATION and row.seq <= cutoff:
+                dest.values[key] = row
+        for key, elements in source.lists.items():
+            if key[0] is None and classify(key[1]) is Disposition.APPLICATION:
+                kept = [e for e in elements if e.seq <= cutoff]
+                if kept:
+                    dest.lists[key] = list(kept)
+    return dest
+
+
+_register(
+    "fork-seq-cutoff",
+    "memory",
+    "branch forks copy application values/lists with seq <= the tip's seq (FORK-9)",
+    lambda: _memory("seq-cutoff", _cutoff),
+)
+
+
+# 3. ephemeral state copied (000 §6.5)
+def _ephemeral(source: MemoryState, options: ForkOptions) -> MemoryState:
+    dest = build_memory_fork(source, options)
+    for key, row in source.values.items():
+        if key[0] is not None:
+            dest.values[key] = row
+    for key, elements in source.lists.items():
+        if key[0] is not None and elements:
+            dest.lists[key] = list(elements)
+    return dest
+
+
+_register(
+    "fork-copies-ephemeral",
+    "memory",
+    "forks copy ephemeral-scope values and lists (000 §6.5, FORK-10)",
+    lambda: _memory("copies-ephemeral", _ephemeral),
+)
+
+
+# 4. unknown pi.* silently copied (the classifier treats undeclared reserved as application)
+class CopyUnknownDriver(ForkDriver):
+    """Treats an undeclared reserved namespace like an application namespace."""
+
+    def value(
+        self, scope_id: str | None, namespace: str, key: str, seq: int, value_json: bytes
+    ) -> tuple[DestValue, ...]:
+        if scope_id is None and classify(namespace) is Disposition.UNKNOWN_RESERVED:
+            return () if self.branch is not None else (DestValue(namespace, key, seq, value_json),)
+        return super().value(scope_id, namespace, key, seq, value_json)
+
+    def list_element(
+        self, scope_id: str | None, namespace: str, key: str, element: ListElement
+    ) -> tuple[DestElement, ...]:
+        if scope_id is None and classify_list(namespace) is Disposition.UNKNOWN_RESERVED:
+            return () if self.branch is not None else (DestElement(namespace, key, element),)
+        return super().list_element(scope_id, namespace, key, element)
+
+
+def _copy_unknown(source: MemoryState, options: ForkOptions) -> MemoryState:
+    return build_memory_fork(source, options, driver_class=CopyUnknownDriver)
+
+
+_register(
+    "fork-unknown-reserved-copied",
+    "memory",
+    "current state in an undeclared pi.* namespace is copied (tree) or dropped (branch) instead "
+    "of failing the fork (FORK-8)",
+    lambda: _memory("unknown-reserved-copied", _copy_unknown),
+)
+
+
+def _sqlite_unknown(clock: Any) -> Any:
+    repo = type("CopyUnknownSqlite", (SqliteRepository,), {"fork_driver": CopyUnknownDriver})
+    return SqliteWorld(clock, repository_class=repo)
+
+
+_register(
+    "fork-sqlite-unknown-reserved-copied",
+    "sqlite",
+    "the same classifier mistake in the SQLite staging path (FORK-8, SQLITE-15)",
+    lambda: Backend("sqlite[fork-unknown-reserved-copied]", _sqlite_unknown, "SQLite mutant"),
+)
+
+
+# 5. entry_id accepted off the branch's ancestry
+def _lax_select(
+    options: BranchFork, tip: str | None, parent_of: Any, on_ancestry: Any
+) -> BranchTarget:
+    """select_target without the ancestry membership check: any existing entry is accepted."""
+    if options.entry_id is not None and parent_of(options.entry_id) is not MISSING:
+        return select_target(options, options.entry_id, parent_of, lambda _: True)
+    return select_target(options, tip, parent_of, on_ancestry)
+
+
+def _off_ancestry(source: MemoryState, options: ForkOptions) -> MemoryState:
+    return build_memory_fork(source, options, select=_lax_select)
+
+
+_register(
+    "fork-entry-off-ancestry",
+    "memory",
+    "a branch fork accepts an entry_id anywhere in the tree and walks parents from it (FORK-3)",
+    lambda: _memory("entry-off-ancestry", _off_ancestry),
+)
+
+
+# 6. JSONL fork repairs a torn source tail in place (by opening the source the normal way)
+class RepairingJsonlRepository(JsonlRepository):
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        if source_id not in self._open:
+            with self._lock:
+                self._load(self.path_of(source_id), source_id).close()  # open stage 1 repairs
+        return super().fork(source_id, options)
+
+
+def _jsonl_repairing(clock: Any) -> Any:
+    return JsonlWorld(clock, repository_class=RepairingJsonlRepository)
+
+
+def probe_torn_tail(
+    repository_class: type[JsonlRepository] = RepairingJsonlRepository,
+) -> tuple[bool, str]:
+    """Fork a closed torn-tail source; caught iff the source bytes changed (FORK-14)."""
+    from models.addresses import value
+    from models.writes import set_value
+
+    with tempfile.TemporaryDirectory(prefix="scopecheck-fork-probe-") as root:
+        repo = repository_class(root, clock=lambda: 1, cwd="/")
+        storage = repo.create("src")
+        storage.commit([set_value(value("my-app.s"), 1)])
+        storage.close()
+        path = repo.path_of("src")
+        with open(path, "ab") as handle:
+            handle.write(b'{"kind":"value","op":"set","seq":2,"namesp')
+        with open(path, "rb") as handle:
+            before = handle.read()
+        try:
+            repo.fork("src", TreeFork(id="d"))
+        except ScopecheckError as exc:
+            return True, f"fork failed: {exc}"
+        finally:
+            repo.close()
+        with open(path, "rb") as handle:
+            after = handle.read()
+        if after != before:
+            return (
+                True,
+                f"source changed: {len(before)} → {len(after)} bytes ({os.path.basename(path)})",
+            )
+        return False, "source unchanged"
+
+
+PROBES["fork-repairs-torn-tail"] = probe_torn_tail
+_register(
+    "fork-repairs-torn-tail",
+    "jsonl",
+    "a JSONL fork opens a closed source the normal way, which republishes its torn tail (FORK-14)",
+    lambda: Backend("jsonl[fork-repairs-torn-tail]", _jsonl_repairing, "JSONL mutant"),
+    caught_by="fork-probe",
+)
+
+
+def run_fork_mutant(mutant: Mutant, max_examples: int = 600, shrink: bool = True) -> MutantResult:
+    """Run a fork mutant: the fork machine (``shrink=False`` for a quick yes/no), or its probe."""
+    from hypothesis import HealthCheck, Phase
+    from hypothesis import settings as Settings
+    from hypothesis.reporting import with_reporter
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from scopecheck.fork_machine import make_fork_machine
+    from scopecheck.mutants import count_steps, failure_program, is_check_failure
+
+    start = time.perf_counter()
+    if mutant.caught_by == "fork-probe":
+        caught, detail = PROBES[mutant.name]()
+        return MutantResult(
+            mutant.name,
+            mutant.backend,
+            mutant.description,
+            caught,
+            round(time.perf_counter() - start, 3),
+            1 if caught else None,
+            detail,
+            detail,
+        )
+    settings = Settings(
+        max_examples=max_examples,
+        stateful_step_count=30,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        phases=tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate),
+    )
+    caught, error, program = False, "", ""
+    lines: list[object] = []
+    with with_reporter(lines.append):
+        try:
+            run_state_machine_as_test(make_fork_machine(mutant.make()), settings=settings)  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            caught = is_check_failure(exc)
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            program = failure_program(exc)
+    return MutantResult(
+        mutant.name,
+        mutant.backend,
+        mutant.description,
+        caught,
+        round(time.perf_counter() - start, 3),
+        count_steps(program) if caught else None,
+        program,
+        error,
+    )

@@ -1,0 +1,1 @@
+"""Workload generators: the seeds' measurement workloads as harness transactions."""

@@ -1,0 +1,31 @@
+"""Every planted fork bug is caught (issue 6 "Planted bugs"; ARCH-2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scopecheck.mutants import Mutant, all_mutants
+from scopecheck.mutants.fork import run_fork_mutant
+
+FORK_MUTANTS = [m for m in all_mutants() if m.caught_by.startswith("fork-")]
+
+
+@pytest.mark.rule("ARCH-2")
+def test_fork_catalogue_has_the_required_entries() -> None:
+    assert {
+        "fork-value-seqs-renumbered",
+        "fork-seq-cutoff",
+        "fork-copies-ephemeral",
+        "fork-unknown-reserved-copied",
+        "fork-repairs-torn-tail",
+        "fork-entry-off-ancestry",
+    } <= {m.name for m in FORK_MUTANTS}
+
+
+@pytest.mark.rule("ARCH-2", "FORK-3", "FORK-6", "FORK-8", "FORK-9", "FORK-10", "FORK-14")
+@pytest.mark.parametrize("mutant", FORK_MUTANTS, ids=lambda m: m.name)
+def test_fork_mutant_is_caught(mutant: Mutant) -> None:
+    """The fork machine (or, for the torn tail, the byte-compare probe) fails on the mutant
+    with a check failure, not a crash."""
+    result = run_fork_mutant(mutant, max_examples=2000)
+    assert result.caught, f"{mutant.name} escaped: {result.error or 'no failure'}"

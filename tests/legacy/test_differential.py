@@ -1,0 +1,155 @@
+"""Backend importer vs. model importer on generated legacy files (LEGACY-11, LEGACY-2..8).
+
+Hypothesis builds small v1/v2/v3 files over every record type — random trees, folded records,
+labels on discarded targets, compactions whose firstKeptEntryId may be off the branch, invalid
+lane fields, usage with ints and floats — and the two separately written importers must agree:
+both fail as corrupt, or both produce the same records byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from impl.jsonl.codec import encode_write
+from impl.jsonl.legacy import import_legacy
+from models.errors import CorruptError
+from models.legacy import import_log
+from tests.legacy.conftest import counter_ids
+
+TYPES = (
+    "message",
+    "custom",
+    "custom_message",
+    "branch_summary",
+    "compaction",
+    "model_change",
+    "thinking_level_change",
+    "active_tools_change",
+    "session_info",
+    "label",
+)
+#: Record types with messages and lane changes drawn more often, so lanes and tails occur.
+WEIGHTED = (*TYPES, "message", "message", "model_change", "thinking_level_change", "label", "label")
+numbers = st.one_of(st.integers(0, 1000), st.floats(0, 10, allow_nan=False), st.just("x"))
+usages = st.fixed_dictionaries(
+    {},
+    optional={
+        "input": numbers,
+        "output": st.integers(0, 50),
+        "totalTokens": st.integers(0, 50),
+        "cost": st.fixed_dictionaries({}, optional={"total": numbers, "input": numbers}),
+    },
+)
+
+
+@st.composite
+def legacy_files(draw: st.DrawFn) -> list[bytes]:
+    version = draw(st.sampled_from([None, 2, 3]))
+    head: dict[str, Any] = {
+        "type": "session",
+        "id": "s",
+        "timestamp": "2025-01-01T00:00:00Z",
+        "cwd": "/c",
+    }
+    if version is not None:
+        head["version"] = version
+    lines = [orjson.dumps(head)]
+    ids: list[str] = []
+    parents: dict[str, str | None] = {}
+    for i in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(WEIGHTED))
+        rec: dict[str, Any] = {"type": kind, "timestamp": f"2025-01-01T00:00:{i:02d}.5Z"}
+        if version is not None:
+            rec["id"] = f"r{i}"
+            # mostly a chain (so lanes and compaction tails occur), sometimes a branch
+            rec["parentId"] = (
+                draw(st.one_of(st.just(ids[-1]), st.sampled_from([None, *ids]))) if ids else None
+            )
+        earlier = (
+            draw(st.one_of(st.sampled_from(ids[-3:]), st.sampled_from(ids))) if ids else "nope"
+        )
+        if kind == "message":
+            role = draw(st.sampled_from(["user", "assistant", "toolResult", "hookMessage"]))
+            message: dict[str, Any] = {"role": role, "content": f"c{i}"}
+            if draw(st.booleans()):
+                message["usage"] = draw(usages)
+            rec["message"] = message
+        elif kind == "custom":
+            rec["customType"] = "t"
+            if draw(st.booleans()):
+                rec["data"] = {"n": i}
+        elif kind == "custom_message":
+            rec.update(customType="cm", content=[{"type": "text", "text": "x"}])
+            if draw(st.booleans()):
+                rec["details"] = {"d": 1}
+            if draw(st.booleans()):
+                rec["display"] = draw(st.booleans())
+        elif kind == "branch_summary":
+            rec["fromId"] = draw(st.sampled_from(["root", earlier]))
+            rec["summary"] = draw(st.sampled_from(["", "bs"]))
+            if draw(st.booleans()):
+                rec["usage"] = draw(usages)
+            if draw(st.booleans()):
+                rec["fromHook"] = True
+        elif kind == "compaction":
+            rec.update(summary="sum", tokensBefore=i)
+            if version is None:
+                rec["firstKeptEntryIndex"] = draw(st.integers(-1, i + 2))
+            elif draw(st.booleans()):
+                line: list[str] = []  # the parent's ancestry: mostly on-branch, else anything
+                node = rec["parentId"]
+                while node is not None:
+                    line.append(node)
+                    node = parents[node]
+                rec["firstKeptEntryId"] = draw(st.sampled_from(line)) if line else earlier
+            if draw(st.booleans()):
+                rec["usage"] = draw(usages)
+            if draw(st.booleans()):
+                rec["details"] = [1]
+        elif kind == "model_change":
+            rec["provider"] = draw(st.sampled_from(["p", "q", ""]))
+            rec["modelId"] = draw(st.sampled_from(["m", "n", ""]))
+        elif kind == "thinking_level_change":
+            rec["thinkingLevel"] = draw(st.sampled_from(["off", "high", "xhigh", "bogus"]))
+        elif kind == "active_tools_change":
+            rec["activeToolNames"] = draw(st.sampled_from([["a", "b"], [1], "x", []]))
+        elif kind == "session_info":
+            if draw(st.booleans()):
+                rec["name"] = draw(st.sampled_from(["", "name", 3]))
+        elif kind == "label":
+            rec["targetId"] = ids[0] if ids and draw(st.booleans()) else earlier
+            if draw(st.booleans()):
+                rec["label"] = draw(st.sampled_from(["", "L", "M"]))
+        if version is not None:
+            ids.append(rec["id"])
+            parents[rec["id"]] = rec["parentId"]
+        lines.append(orjson.dumps(rec))
+    return lines
+
+
+def backend(lines: list[bytes]) -> list[bytes] | str:
+    try:
+        imported = import_legacy("/x/s.jsonl", lines, "s", counter_ids)
+    except CorruptError:
+        return "corrupt"
+    return [orjson.dumps(rec) for rec in imported.records]
+
+
+def model(lines: list[bytes]) -> list[bytes] | str:
+    try:
+        log = import_log(lines, "s", counter_ids)
+    except CorruptError:
+        return "corrupt"
+    return [encode_write(item) for item in log]
+
+
+@pytest.mark.rule("LEGACY-11", "LEGACY-2", "LEGACY-4", "LEGACY-5", "LEGACY-6", "LEGACY-7")
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(legacy_files())
+def test_backend_and_model_importers_agree(lines: list[bytes]) -> None:
+    assert backend(lines) == model(lines)
