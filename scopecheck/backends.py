@@ -17,6 +17,7 @@ import attrs
 
 from impl.memory import MemoryRepository
 from models.protocols import Clock, Repository
+from scopecheck.crash_explorers import JsonlCrashExplorer, SqliteCrashExplorer
 
 
 class World(Protocol):
@@ -43,6 +44,9 @@ class Backend:
     #: Whether ``restart()`` preserves state (False for a process-local Memory registry only if
     #: the backend chooses so; the bundled Memory world keeps its registry across restarts).
     durable: bool = True
+    #: Crash explorer for ``scopecheck fuzz`` / ``replay`` (``scopecheck.crash_explorers``):
+    #: ``explore(budget, seed) -> (states, reproducer records)``, ``replay(record)``.
+    crash: Any = None
 
 
 class MemoryWorld:
@@ -154,10 +158,16 @@ def _jsonl_unlink_fails_world(clock: Clock) -> World:
 
 
 JSONL = Backend(
-    "jsonl", JsonlWorld, "format-4 main log + scope sidecars in a temp dir (impl/jsonl)"
+    "jsonl",
+    JsonlWorld,
+    "format-4 main log + scope sidecars in a temp dir (impl/jsonl)",
+    crash=JsonlCrashExplorer(),
 )
 JSONL_FAKEFS = Backend(
-    "jsonl-fakefs", _jsonl_fake_world, "the JSONL backend on a pyfakefs filesystem"
+    "jsonl-fakefs",
+    _jsonl_fake_world,
+    "the JSONL backend on a pyfakefs filesystem",
+    crash=JsonlCrashExplorer(backend="jsonl-fakefs"),
 )
 
 JSONL_UNLINK_FAILS = Backend(
@@ -220,9 +230,17 @@ def _sqlite_shared_world(clock: Clock) -> World:
     return SqliteWorld(clock, shared=True)
 
 
-SQLITE = Backend("sqlite", _sqlite_world, "one SQLite file per Session via APSW (impl/sqlite/)")
+SQLITE = Backend(
+    "sqlite",
+    _sqlite_world,
+    "one SQLite file per Session via APSW (impl/sqlite/)",
+    crash=SqliteCrashExplorer("per-file", backend="sqlite"),
+)
 SQLITE_SHARED = Backend(
-    "sqlite-shared", _sqlite_shared_world, "many Sessions in one SQLite container file via APSW"
+    "sqlite-shared",
+    _sqlite_shared_world,
+    "many Sessions in one SQLite container file via APSW",
+    crash=SqliteCrashExplorer("shared", backend="sqlite-shared"),
 )
 
 #: Bundled backends by name; JSONL registers itself here as it lands.

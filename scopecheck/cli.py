@@ -189,15 +189,66 @@ def replay(file: str) -> None:
     from scopecheck.replay import load_reproducer, replay_machine
 
     record = load_reproducer(file)
+    if record["kind"] == "crash":
+        from scopecheck.crash_cli import replay_command
+
+        sys.exit(replay_command(file))
     if record["kind"] != "machine":
-        fail(
-            f"{file}: reproducer kind {record['kind']!r} is replayed by 'scopecheck crash --replay'"
-        )
+        fail(f"{file}: unknown reproducer kind {record['kind']!r}")
     click.echo(f"Replaying {record['backend']} (seed {record['seed']}):")
     still, text = replay_machine(record)
     click.echo(text)
     click.echo("Still failing." if still else "Fixed: the recorded steps pass.")
     sys.exit(1 if still else 0)
+
+
+# -- crash ----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--workload",
+    "workloads",
+    multiple=True,
+    help="Bundled workload name or JSON file (repeatable; default: every bundled workload).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["prefix", "unsynced"]),
+    default="unsynced",
+    show_default=True,
+    help="prefix: process crashes and torn writes; unsynced: also lose unsynced data.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of sampled cut points.")
+@click.option("--no-faults", is_flag=True, help="Skip the single-I/O-fault runs.")
+@click.option(
+    "--failures-dir", default=DEFAULT_FAILURES, show_default=True, help="Where reproducer files go."
+)
+@click.option("--replay", "replay_file", default=None, help="Replay one crash reproducer file.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def crash(
+    workloads: tuple[str, ...],
+    mode: str,
+    seed: int,
+    no_faults: bool,
+    failures_dir: str,
+    replay_file: str | None,
+    as_json: bool,
+) -> None:
+    """Explore every crash state of JSONL workloads on a fake filesystem (or replay one)."""
+    from scopecheck.crash_cli import crash_command
+
+    sys.exit(
+        crash_command(
+            workloads,
+            "prefix" if mode == "prefix" else "unsynced",
+            seed,
+            not no_faults,
+            failures_dir,
+            as_json,
+            replay_file,
+        )
+    )
 
 
 # -- validate -------------------------------------------------------------------------------

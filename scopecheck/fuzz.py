@@ -49,6 +49,10 @@ class BackendReport:
         }
 
 
+#: Share of a backend's fuzz budget spent on crash exploration when it has a crash explorer.
+CRASH_SHARE = 0.3
+
+
 def reproduce_blob(program: str) -> tuple[str, str] | None:
     """``(version, blob)`` from the ``@reproduce_failure(...)`` hint Hypothesis printed."""
     marker = "@reproduce_failure("
@@ -81,13 +85,16 @@ def fuzz_backend(
     on_progress: Callable[[BackendReport], None] | None = None,
     spec: str | None = None,
 ) -> BackendReport:
-    """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails."""
+    """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails;
+    a backend with a crash explorer (``Backend.crash``) spends :data:`CRASH_SHARE` of the
+    budget on crash states after the machine, filling ``crash_states``."""
     report = BackendReport()
+    machine_budget = budget * (1 - CRASH_SHARE) if backend.crash is not None else budget
     machine: type[StorageMachine] = make_machine(backend)
     round_settings = Settings(settings, max_examples=examples_per_round)
     started = time.perf_counter()
     round_index = 0
-    while time.perf_counter() - started < budget:
+    while time.perf_counter() - started < machine_budget:
         round_seed = seed + round_index
         round_index += 1
         machine.examples_run = machine.steps_run = 0
@@ -117,4 +124,15 @@ def fuzz_backend(
             report.seconds = time.perf_counter() - started
             if on_progress is not None:
                 on_progress(report)
+    remaining = budget - (time.perf_counter() - started)
+    if backend.crash is not None and not report.failures and remaining > 0:
+        states, records = backend.crash.explore(remaining, seed)
+        report.crash_states += states
+        for record in records:
+            report.failures += 1
+            record.setdefault("spec", spec)
+            report.reproducers.append(str(save_reproducer(failures_dir, record)))
+        report.seconds = time.perf_counter() - started
+        if on_progress is not None:
+            on_progress(report)
     return report

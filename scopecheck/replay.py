@@ -59,3 +59,21 @@ def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
     except Exception as exc:
         return True, failure_program(exc) + f"\n{type(exc).__name__}: {exc}"
     return False, "the recorded steps now pass"
+
+
+def replay_crash(record: dict[str, Any]) -> tuple[bool, str]:
+    """Re-check a kind ``crash`` reproducer with the crash explorer of its backend (JSONL on
+    pyfakefs, or a SQLite sweep), showing the files before and after recovery."""
+    backend = resolve_backend(record["backend"])
+    explorer = backend.crash
+    if explorer is None:
+        if record.get("engine") == "jsonl":
+            from scopecheck.crash_explorers import JsonlCrashExplorer
+
+            explorer = JsonlCrashExplorer()
+        else:
+            raise UsageError(
+                "invalid_payload", f"backend {record['backend']!r} has no crash explorer"
+            )
+    result: tuple[bool, str] = explorer.replay(record)
+    return result

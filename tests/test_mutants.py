@@ -30,3 +30,17 @@ def test_machine_catches_planted_bug(mutant) -> None:  # type: ignore[no-untyped
     result = run_mutant(mutant)
     assert result.caught, f"{mutant.name} escaped: {result.error or 'no failure'}"
     assert result.steps is not None and result.steps <= 10, result.program
+
+
+CRASH_MUTANTS = [m for m in all_mutants() if m.caught_by == "crash"]
+
+
+@pytest.mark.rule("ARCH-2", "CRASH-14")
+@pytest.mark.parametrize("mutant", CRASH_MUTANTS, ids=lambda m: m.name)
+def test_crash_check_catches_planted_bug(mutant) -> None:  # type: ignore[no-untyped-def]
+    """Crash-only planted bugs (JSONL and SQLite) are run by their crash check
+    (``Mutant.check``) and caught with a failing crash state."""
+    assert mutant.check is not None, f"{mutant.name} has no crash check"
+    result = run_mutant(mutant)
+    assert result.caught, f"{mutant.name} escaped: {result.error or 'no failure'}"
+    assert result.error

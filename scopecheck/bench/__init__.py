@@ -67,6 +67,13 @@ def bench_jsonl_figures(runs: int) -> dict[str, Any]:
     return {"benchmark": "jsonl", **bench_jsonl(repeat=runs)}
 
 
+def bench_crash_figures(runs: int) -> dict[str, Any]:
+    """JSONL crash states checked per second (50 transactions) and states per workload."""
+    from scopecheck.bench.crash import bench_crash
+
+    return bench_crash(runs)
+
+
 def bench_legacy_figures(runs: int) -> dict[str, Any]:
     """Legacy import time and peak memory per real transcript; upgrade crash points."""
     from scopecheck.bench.legacy import bench_legacy
@@ -86,6 +93,7 @@ def bench_fork_figures(runs: int) -> dict[str, Any]:
 BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "machine": bench_machine,
     "jsonl": bench_jsonl_figures,
+    "crash": bench_crash_figures,
     "legacy": bench_legacy_figures,
     "fork": bench_fork_figures,
 }

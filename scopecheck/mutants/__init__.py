@@ -27,6 +27,7 @@ _MODULES = (
     "scopecheck.mutants.jsonl",
     "scopecheck.mutants.ops",
     "scopecheck.mutants.fork",
+    "scopecheck.mutants.jsonl_crash",
 )
 
 
@@ -40,6 +41,9 @@ class Mutant:
     #: Builds the machine class for the backend; ``None`` = the storage machine.  Harness
     #: mutants (scopecheck/mutants/ops.py) choose the lifecycle machine here.
     machine: Callable[[Backend], Any] | None = None
+    #: A check other than the machine (the crash explorers, for ``caught_by="crash"``):
+    #: ``run_mutant`` calls it instead of running the machine.
+    check: Callable[[], MutantResult] | None = None
 
 
 @attrs.frozen
@@ -118,7 +122,10 @@ def failure_program(exc: BaseException) -> str:
 
 
 def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult:
-    """Run the machine against ``mutant`` until it fails or the budget is spent."""
+    """Run the machine against ``mutant`` until it fails or the budget is spent; a mutant
+    with its own ``check`` (crash-only planted bugs) is run by that check instead."""
+    if mutant.check is not None:
+        return mutant.check()
     from scopecheck.machine import make_machine
     from scopecheck.profiles import load_profile
 

@@ -11,8 +11,9 @@ catches each (``caught_by``):
 * ``crash`` only — the end state without a crash is correct, so the machine cannot see them;
   the process-crash sweep (``tests/jsonl/test_crash_sweep.py``: crash before every mutating
   file operation and in the middle of every append, on a real directory) and the crash
-  emulations in ``tests/jsonl/test_mutants_jsonl.py`` catch both today, and the pyfakefs crash
-  simulator (power loss, unsynced data) should too: ``jsonl-unlink-before-retire-durable``,
+  emulations in ``tests/jsonl/test_mutants_jsonl.py`` catch both, and ``run_mutant`` runs them
+  through the pyfakefs crash simulator (``Mutant.check``, set in ``mutants/jsonl_crash.py``,
+  which also holds the newer crash-only JSONL mutants): ``jsonl-unlink-before-retire-durable``,
   ``jsonl-torn-tail-kept``.
 """
 

@@ -110,7 +110,14 @@ class SqliteMutant:
         def new_world(clock: Callable[[], int]) -> SqliteWorld:
             return SqliteWorld(clock, self.shared, cls)
 
-        return Backend(f"sqlite[{self.name}]", new_world, f"SQLite with {self.description}")
+        from scopecheck.crash_explorers import SqliteCrashExplorer
+
+        explorer = SqliteCrashExplorer(
+            "shared" if self.shared else "per-file", repository=cls, backend=self.name
+        )
+        return Backend(
+            f"sqlite[{self.name}]", new_world, f"SQLite with {self.description}", crash=explorer
+        )
 
 
 MUTANTS: tuple[SqliteMutant, ...] = (
@@ -202,7 +209,18 @@ def crash_result(mutant: SqliteMutant) -> MutantResult:
     )
 
 
+def _crash_check(mutant: SqliteMutant) -> Callable[[], MutantResult]:
+    return lambda: crash_result(mutant)
+
+
 for _mutant in MUTANTS:
     register(
-        Mutant(_mutant.name, "sqlite", _mutant.description, _mutant.backend, _mutant.caught_by)
+        Mutant(
+            _mutant.name,
+            "sqlite",
+            _mutant.description,
+            _mutant.backend,
+            _mutant.caught_by,
+            check=_crash_check(_mutant) if _mutant.caught_by == "crash" else None,
+        )
     )

@@ -1,6 +1,7 @@
 """A process-crash sweep over every mutating file operation of a JSONL workload.
 
-This is not the crash simulator (that one models lost unsynced data on pyfakefs); it models a
+This is not the crash simulator (``crashsim/jsonl_sweep.py`` models lost unsynced data on
+pyfakefs and runs this same workload as ``process-crash-mix``); it models a
 *process* crash on a real directory: everything written before the crash point is on disk, the
 operation at the crash point does not happen, or — for an append — only a prefix of its bytes
 does.  After each crash a fresh repository opens the directory and the recovered state must be
@@ -17,36 +18,17 @@ from typing import Any
 
 import pytest
 
+from crashsim.jsonl_workloads import BUNDLED
 from impl.fs import OsFileSystem, TracingFileSystem
 from impl.jsonl import JsonlRepository
 from impl.memory import MemoryRepository
-from models.addresses import value, value_list
+from models.addresses import value
 from models.records import Snapshot
-from models.scope import ephemeral_scope
-from models.writes import (
-    append_list,
-    delete_value,
-    insert_entry,
-    insert_usage,
-    retire_scope,
-    set_value,
-)
-from scopecheck.mutants.jsonl import TornTailKept, UnlinkBeforeRetireDurable, _repository
+from models.writes import set_value
 
-A = ephemeral_scope("op-A")
-B = ephemeral_scope("op/B")
-
+#: Shared with the pyfakefs crash simulator's bundled workload ``process-crash-mix``.
 WORKLOAD: list[list[Any]] = [
-    [insert_entry("e1", None, "message", {"text": "hi"}), set_value(value("pi.op.state", "A"), 1)],
-    [append_list(value_list("frames", "r1", A), "f1", tag="t")],
-    [set_value(value("tool", "out", B), {"partial": 1})],
-    [append_list(value_list("frames", "r1", A), "f2"), set_value(value("memo", "m", A), 2)],
-    [insert_usage("u1", {"input": 3, "cost": {"total": 0.1}}, entry_id="e1")],
-    [retire_scope(A), set_value(value("pi.op.state", "A"), None), insert_entry("e2", "e1", "t")],
-    [append_list(value_list("frames", "r2", A), "new lifetime")],
-    [delete_value(value("tool", "out", B))],
-    [retire_scope(B), retire_scope(A)],
-    [set_value(value("tool", "out", B), "again")],
+    list(step.writes) for step in BUNDLED["process-crash-mix"]().steps if step.op == "commit"
 ]
 
 MUTATING = {
@@ -182,14 +164,5 @@ def test_every_process_crash_point_recovers_an_acknowledged_prefix(tmp_path: Pat
     assert sweep(tmp_path, JsonlRepository) == []
 
 
-@pytest.mark.rule("JSONL-9")
-@pytest.mark.parametrize(
-    "repo_class",
-    [_repository("unlink-first", UnlinkBeforeRetireDurable), TornTailKept],
-    ids=["jsonl-unlink-before-retire-durable", "jsonl-torn-tail-kept"],
-)
-def test_crash_sweep_catches_crash_only_mutants(
-    tmp_path: Path, repo_class: type[JsonlRepository]
-) -> None:
-    """The crash-only planted bugs produce at least one forbidden recovered state."""
-    assert sweep(tmp_path, repo_class) != []
+# The crash-only planted bugs are caught by the crash simulator (tests/test_mutants.py runs
+# their Mutant.check); this real-directory sweep stays as a check on a real filesystem.

@@ -1,0 +1,1111 @@
+"""Every crash state of a JSONL workload on pyfakefs, reopened and checked against the model.
+
+How it works (issue 5; ALICE's prefixes, LazyFS's lost unsynced data, SQLite's crash-during-
+recovery): :func:`trace` runs a workload once through :class:`~crashsim.jsonl_disk.RecordingFs`
+and the model (``models.reference``) once beside it, giving the mutating operations and the
+logical state after every step.  :func:`crash_states` replays the trace on a
+:class:`~crashsim.jsonl_disk.Disk` and yields, for every prefix *k* of it:
+
+* ``prefix`` — op *k* not applied (a process crash just before it);
+* ``partial:n`` — op *k*, a write or append, applied to its first *n* bytes: every offset for
+  short writes (≤ :data:`SHORT_WRITE`), line boundaries, 4 KiB boundaries and a seeded sample
+  for long ones;
+* with ``mode="unsynced"`` also ``strict`` (power loss: every unsynced byte and every directory
+  operation since the directory's last fsync undone) and ``lost`` / ``torn:path:n`` (power loss
+  with directory operations kept in order and each file's unsynced data dropped or torn).
+
+Each state is written into one reused fake filesystem from ``{path: bytes}`` and checked by
+:class:`Checker` (rules CRASH-1..CRASH-9 in ``spec/rules/crash_jsonl.toml``): the reopened
+Session equals the model after step *s* or *s + 1* when op *k* ran in step *s* (all acknowledged
+work present, nothing partial); the next commit's seq is above every complete record on disk;
+a second open gives the same state and the same files; retired sidecars with no later records
+are gone; and a crash at every mutating op of the recovery itself, reopened, gives the same
+state again.  :func:`fault_sweep` injects single I/O faults without a crash (CRASH-10..12).
+"""
+
+from __future__ import annotations
+
+import errno
+import posixpath
+import random
+import re
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
+
+import attrs
+import orjson
+from pyfakefs.fake_file import FakeDirectory, FakeFile
+
+from crashsim.jsonl_disk import Disk, DiskState, Op, RecordingFs
+from crashsim.jsonl_workloads import Step, Workload
+from impl.fs import DirEntry, OsFileSystem, fs_error
+from impl.jsonl import JsonlRepository, layout
+from models.addresses import value
+from models.errors import ScopecheckError, StorageIOError, UsageError
+from models.records import Snapshot
+from models.reference import ReferenceRepository
+from models.writes import set_value
+
+Mode = Literal["prefix", "unsynced"]
+MODES: tuple[Mode, ...] = ("prefix", "unsynced")
+ROOT = "/sessions"
+SESSION = "s"
+MAIN = f"{ROOT}/{SESSION}.jsonl"
+SCOPES = MAIN + ".scopes"
+#: Writes up to this many bytes are cut at every offset; longer ones at boundaries + a sample.
+SHORT_WRITE = 256
+LONG_SAMPLES = 12
+TORN_SAMPLES = 2
+BASE_TIME = 1_700_000_000_000
+_SEQ = re.compile(rb'"seq":(\d+)')
+_NEXT = re.compile(rb'"nextSeq":(\d+)')
+_RETIRE = re.compile(rb'"kind":"scope","op":"retire","seq":(\d+),"scopeId":"((?:[^"\\]|\\.)*)"')
+
+
+class StepClock:
+    """Timestamps depend only on the step index, so the model and every run agree."""
+
+    def __init__(self) -> None:
+        self.now = BASE_TIME
+
+    def at(self, step: int) -> None:
+        self.now = BASE_TIME + 1000 * step
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class FakeFs(OsFileSystem):
+    """:class:`~impl.fs.OsFileSystem` over a pyfakefs filesystem whose read-only lookups walk
+    the fake tree directly.
+
+    Through the fake ``os`` module every call normalises and resolves its path (≈0.2 ms); our
+    paths are already absolute and normal, so reads, ``exists``/``is_dir``/``file_size``,
+    ``list_dir`` and an already-present ``create_dir`` skip that.  Every mutating call still
+    goes through the fake ``os`` module unchanged.
+    """
+
+    def __init__(self, fake: Any) -> None:
+        from pyfakefs.fake_os import FakeOsModule
+
+        super().__init__(FakeOsModule(fake), sync=False, reader=self._read)
+        self.fake = fake
+
+    def _lookup(self, path: str) -> Any:
+        node = self.fake.root
+        for part in path.split("/"):
+            if not part:
+                continue
+            if not isinstance(node, FakeDirectory):
+                raise NotADirectoryError(errno.ENOTDIR, "Not a directory", path)
+            node = node.entries.get(part)
+            if node is None:
+                return None
+        return node
+
+    def _read(self, path: str) -> bytes:
+        node = self._lookup(path)
+        if node is None:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+        if isinstance(node, FakeDirectory):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+        contents = node.byte_contents
+        return bytes(contents) if contents else b""
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self._lookup(path) is not None
+        except NotADirectoryError:
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            return isinstance(self._lookup(path), FakeDirectory)
+        except NotADirectoryError:
+            return False
+
+    def file_size(self, path: str) -> int:
+        return len(self.read_bytes(path))
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        try:
+            node = self._lookup(path)
+        except NotADirectoryError as exc:
+            raise fs_error("list_dir", path, exc) from exc
+        if node is None:
+            raise fs_error("list_dir", path, FileNotFoundError(errno.ENOENT, "missing", path))
+        if not isinstance(node, FakeDirectory):
+            raise fs_error("list_dir", path, NotADirectoryError(errno.ENOTDIR, "not a dir", path))
+        return [
+            DirEntry(name, isinstance(child, FakeDirectory), not isinstance(child, FakeDirectory))
+            for name, child in node.entries.items()
+        ]
+
+    def create_dir(self, path: str, recursive: bool = True) -> None:
+        if recursive and self.is_dir(path):
+            return
+        super().create_dir(path, recursive)
+
+    # Whole-file writes, renames and unlinks of regular files act on the fake tree directly
+    # (same effect as the fake os module: same inode kept on rewrite, target replaced on
+    # rename); anything unusual falls back to the fake os module and its errors.
+    def _parent(self, path: str) -> tuple[Any, str]:
+        directory, name = posixpath.split(path)
+        try:
+            node = self._lookup(directory)
+        except NotADirectoryError:
+            return None, name
+        return (node if isinstance(node, FakeDirectory) else None), name
+
+    def write_file(self, path: str, data: bytes) -> None:
+        parent, name = self._parent(path)
+        node = parent.entries.get(name) if parent is not None else None
+        if parent is None or isinstance(node, FakeDirectory):
+            super().write_file(path, data)
+        elif node is not None:
+            node.set_contents(data)
+        else:
+            parent.add_entry(FakeFile(name, contents=data, filesystem=self.fake))  # type: ignore[type-var]
+
+    def rename(self, source: str, target: str) -> None:
+        src_dir, src_name = self._parent(source)
+        dst_dir, dst_name = self._parent(target)
+        node = src_dir.entries.get(src_name) if src_dir is not None else None
+        if node is None or dst_dir is None or isinstance(node, FakeDirectory):
+            super().rename(source, target)
+            return
+        existing = dst_dir.entries.get(dst_name)
+        if isinstance(existing, FakeDirectory):
+            super().rename(source, target)
+            return
+        if existing is not None and existing is not node:
+            dst_dir.remove_entry(dst_name)
+        del src_dir._entries[src_name]
+        node.name = dst_name
+        dst_dir._entries[dst_name] = node
+        node.parent_dir = weakref.ref(dst_dir)
+
+    def unlink(self, path: str) -> None:
+        parent, name = self._parent(path)
+        node = parent.entries.get(name) if parent is not None else None
+        if node is None or isinstance(node, FakeDirectory):
+            super().unlink(path)
+        else:
+            parent.remove_entry(name)
+
+
+class Sandbox:
+    """One pyfakefs filesystem reused for every state (a fake FS cannot be copied; rebuilding
+    it from ``{path: bytes}`` is the cheap way, REFERENCE §7).  :meth:`load` changes only the
+    files and directories that differ from what is there."""
+
+    def __init__(self) -> None:
+        from pyfakefs.fake_filesystem import FakeFilesystem
+
+        self.fake: Any = FakeFilesystem()
+        self.fs = FakeFs(self.fake)
+        self.fake.create_dir(ROOT)
+
+    def load(self, state: DiskState) -> None:
+        fake, fs = self.fake, self.fs
+        current = self.tree()
+        for path in current:
+            if path not in state.files:
+                fake.remove_object(path)
+        present = set(_dirs(fs, ROOT))
+        for directory in sorted(present - state.dirs, reverse=True):
+            if fs.is_dir(directory):
+                fake.remove_object(directory)
+        for directory in sorted(state.dirs):
+            if directory.startswith(ROOT) and not fs.is_dir(directory):
+                fake.create_dir(directory)
+        for path, data in state.files.items():
+            if current.get(path) != data:
+                fs.write_file(path, data)
+
+    def tree(self) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for directory, _, files in _walk(self.fs, ROOT):
+            for name in files:
+                path = f"{directory}/{name}"
+                found[path] = self.fs.read_bytes(path)
+        return found
+
+    def state(self) -> DiskState:
+        files = self.tree()
+        dirs = {*_parents(ROOT), *_dirs(self.fs, ROOT)}
+        return DiskState(files, frozenset(dirs))
+
+
+def _parents(path: str) -> list[str]:
+    out = []
+    parent = posixpath.dirname(path)
+    while parent and parent != "/":
+        out.append(parent)
+        parent = posixpath.dirname(parent)
+    return out
+
+
+def _walk(fs: FakeFs, top: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    node = fs._lookup(top)
+    if not isinstance(node, FakeDirectory):
+        return
+    dirs = [n for n, c in node.entries.items() if isinstance(c, FakeDirectory)]
+    files = [n for n, c in node.entries.items() if not isinstance(c, FakeDirectory)]
+    yield top, dirs, files
+    for d in dirs:
+        yield from _walk(fs, f"{top}/{d}")
+
+
+def _dirs(fs: FakeFs, top: str) -> list[str]:
+    return [d for d, _, _ in _walk(fs, top)]
+
+
+@attrs.frozen
+class Trace:
+    workload: Workload
+    ops: tuple[Op, ...]
+    #: ``states[i]`` is the model's Session after the first ``i`` steps (``None``: no Session).
+    states: tuple[Snapshot | None, ...]
+    initial: DiskState
+
+
+def run_steps(
+    repo_class: type[JsonlRepository],
+    fs: Any,
+    steps: Sequence[Step],
+    clock: StepClock,
+    on_step: Callable[[int], None] | None = None,
+) -> Any:
+    """Run ``steps`` on a repository over ``fs``; returns the open storage (or ``None``)."""
+    repo = repo_class(ROOT, fs, clock, cwd="/crash")
+    storage: Any = None
+    for index, step in enumerate(steps):
+        clock.at(index)
+        if on_step is not None:
+            on_step(index)
+        if step.op == "create":
+            storage = repo.create(SESSION)
+        elif step.op == "commit":
+            storage.commit(step.writes)
+        elif step.op == "reopen":
+            storage.close()
+            storage = repo.open(SESSION)
+        elif step.op == "delete":
+            storage.close()
+            storage = None
+            repo.delete(SESSION)
+    return storage
+
+
+def model_states(workload: Workload) -> list[Snapshot | None]:
+    """The model's Session after each prefix of steps (index 0: before any)."""
+    repo = ReferenceRepository()
+    session: Any = None
+    states: list[Snapshot | None] = [None]
+    for index, step in enumerate(workload.steps):
+        if step.op == "create":
+            session = repo.create(SESSION)
+        elif step.op == "commit":
+            session.commit(step.writes, BASE_TIME + 1000 * index)
+        elif step.op == "delete":
+            repo.close_session(SESSION)
+            repo.delete(SESSION)
+            session = None
+        states.append(None if session is None else session.snapshot())
+    return states
+
+
+def trace(workload: Workload, repo_class: type[JsonlRepository] = JsonlRepository) -> Trace:
+    box = Sandbox()
+    initial = box.state()
+    recorder = RecordingFs(box.fs)
+
+    def on_step(index: int) -> None:
+        recorder.step = index
+
+    storage = run_steps(repo_class, recorder, workload.steps, StepClock(), on_step)
+    if storage is not None:
+        storage.close()
+    return Trace(workload, tuple(recorder.ops), tuple(model_states(workload)), initial)
+
+
+# -- crash states ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CrashState:
+    op_index: int
+    variant: str
+    state: DiskState
+    #: Indices into ``Trace.states`` the recovered Session may equal.
+    allowed: tuple[int, ...]
+
+    @property
+    def offset(self) -> int | None:
+        if self.variant.startswith("partial:"):
+            return int(self.variant.split(":")[1])
+        if self.variant.startswith("torn:"):
+            return int(self.variant.rsplit(":", 1)[1])
+        return None
+
+
+def cut_points(data: bytes, rng: random.Random) -> list[int]:
+    """Byte counts of a torn write: all for short data; line/4 KiB boundaries ± 1 and a
+    sample for long data.  Never 0 for appends (that is the ``prefix`` state) nor ``len``."""
+    size = len(data)
+    if size <= SHORT_WRITE:
+        return list(range(1, size))
+    cuts = {1, size - 1, size // 2}
+    for i, b in enumerate(data):
+        if b == 0x0A and 0 < i + 1 < size:
+            cuts.update((i, i + 1))
+    cuts.update(range(4096, size, 4096))
+    cuts.update(rng.randrange(1, size) for _ in range(LONG_SAMPLES))
+    return sorted(c for c in cuts if 0 < c < size)
+
+
+def crash_states(
+    ops: Sequence[Op],
+    initial: DiskState,
+    mode: Mode,
+    allowed_at: Callable[[int], tuple[int, ...]],
+    seed: int = 0,
+    partial: bool = True,
+) -> Iterator[CrashState]:
+    """Every crash state of ``ops`` (see the module docstring), in trace order."""
+    disk = Disk(initial.files, initial.dirs)
+    for k in range(len(ops) + 1):
+        allowed = allowed_at(k)
+        rng = random.Random(seed * 1_000_003 + k)
+        visible = disk.visible()
+        yield CrashState(k, "prefix", visible, allowed)
+        op = ops[k] if k < len(ops) else None
+        if op is not None and op.kind in ("write", "append"):
+            base = visible.files.get(op.path, b"") if op.kind == "append" else b""
+            cuts = cut_points(op.data, rng) if partial else [len(op.data) // 2]
+            if op.kind == "write":
+                cuts = [0, *cuts]
+            for n in cuts:
+                files = dict(visible.files)
+                files[op.path] = base + op.data[:n]
+                yield CrashState(k, f"partial:{n}", DiskState(files, visible.dirs), allowed)
+        if mode == "unsynced" and disk.has_unsynced():
+            strict = disk.strict()
+            if strict != visible:
+                yield CrashState(k, "strict", strict, allowed)
+            for label, image in disk.torn_variants(TORN_SAMPLES, rng):
+                yield CrashState(k, label, image, allowed)
+        if op is not None:
+            disk.apply(op)
+
+
+def allowed_for(tr: Trace) -> Callable[[int], tuple[int, ...]]:
+    """Op *k* ran inside step *s*: the Session may be as before or as after that step."""
+    ops, final = tr.ops, len(tr.workload.steps)
+
+    def allowed(k: int) -> tuple[int, ...]:
+        if k >= len(ops):
+            return (final,)
+        step = ops[k].step
+        return (step, step + 1)
+
+    return allowed
+
+
+# -- checking --------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CrashFailure:
+    """One crash state that broke a CRASH rule, with what a replay needs."""
+
+    workload: str
+    mode: str
+    op_index: int
+    variant: str
+    offset: int | None
+    op: str
+    rule: str
+    problem: str
+    expected: list[Any]
+    recovered: Any
+    files_before: dict[str, str]
+    files_after: dict[str, str]
+
+    def __str__(self) -> str:
+        what = "I/O fault" if self.variant.startswith("fault:") else "crash"
+        return (
+            f"{self.workload}: {what} at op {self.op_index} ({self.op}), {self.variant}: "
+            f"{self.rule} {self.problem}"
+        )
+
+    def record(self, workload: Workload, seed: int, repo: str = "jsonl") -> dict[str, Any]:
+        """The reproducer file contents (kind ``crash``), replayed by ``scopecheck replay``."""
+        return {
+            "kind": "crash",
+            "backend": repo,
+            "engine": "jsonl",
+            "workload": workload.to_json(),
+            "mode": self.mode,
+            "seed": seed,
+            "op_index": self.op_index,
+            "offset": self.offset,
+            "fault": self.variant,
+            "op": self.op,
+            "rule": self.rule,
+            "error": f"{self.rule}: {self.problem}",
+            "expected": self.expected,
+            "recovered": self.recovered,
+            "files_before": self.files_before,
+            "files_after": self.files_after,
+            "program": f"scopecheck crash --replay <this file>  # {self}",
+        }
+
+
+def describe(snapshot: Snapshot | None) -> Any:
+    """A compact JSON view of a Session state for reports (``None``: no Session)."""
+    if snapshot is None:
+        return None
+    return {
+        "entries": [e.id for e in snapshot.entries],
+        "usage": [u.id for u in snapshot.usage],
+        "values": {
+            f"{k[0] or '-'}/{k[1]}/{k[2]}": orjson.loads(v.value_json) for k, v in snapshot.values
+        },
+        "lists": {f"{k[0] or '-'}/{k[1]}/{k[2]}": len(v) for k, v in snapshot.lists},
+        "next_seq_hint": max(
+            [0]
+            + [e.seq for e in snapshot.entries]
+            + [u.seq for u in snapshot.usage]
+            + [v.seq for _, v in snapshot.values]
+            + [el.seq for _, els in snapshot.lists for el in els]
+        ),
+    }
+
+
+def show_files(files: dict[str, bytes], limit: int = 400) -> dict[str, str]:
+    out = {}
+    for path, data in sorted(files.items()):
+        text = data.decode("utf-8", "replace")
+        out[path] = text if len(text) <= limit else text[:limit] + f"… ({len(data)} bytes)"
+    return out
+
+
+def max_seq_on_disk(files: dict[str, bytes]) -> int:
+    """The highest seq of any *complete* line in the Session's files (temp files excluded)."""
+    top = 0
+    for path, data in files.items():
+        if path.endswith(layout.TEMP_SUFFIX) or not (path == MAIN or path.startswith(SCOPES)):
+            continue
+        end = data.rfind(b"\n")
+        if end < 0:
+            continue
+        complete = data[: end + 1]
+        for match in _SEQ.finditer(complete):
+            top = max(top, int(match.group(1)))
+        first = complete[: complete.find(b"\n")]
+        for match in _NEXT.finditer(first):
+            top = max(top, int(match.group(1)) - 1)
+    return top
+
+
+def dead_sidecars(files: dict[str, bytes]) -> list[str]:
+    """Sidecars with no complete record after their scope's latest retirement in the main
+    log: open must have removed them (000 §6.3 stage 9)."""
+    main = files.get(MAIN, b"")
+    main = main[: main.rfind(b"\n") + 1]
+    boundaries: dict[str, int] = {}
+    for match in _RETIRE.finditer(main):
+        scope_id = orjson.loads(b'"' + match.group(2) + b'"')
+        boundaries[scope_id] = max(boundaries.get(scope_id, 0), int(match.group(1)))
+    dead = []
+    for path, data in files.items():
+        if not path.startswith(SCOPES + "/") or not path.endswith(layout.SIDECAR_SUFFIX):
+            continue
+        scope_id = layout.decode_sidecar_name(posixpath.basename(path))
+        if scope_id is None:
+            continue
+        complete = data[: data.rfind(b"\n") + 1]
+        seqs = [int(m.group(1)) for m in _SEQ.finditer(complete)]
+        if not seqs or max(seqs) <= boundaries.get(scope_id, 0):
+            dead.append(path)
+    return dead
+
+
+class Checker:
+    """Reopens crash states on one sandbox and checks them against a trace's model states."""
+
+    def __init__(
+        self,
+        tr: Trace,
+        mode: Mode,
+        repo_class: type[JsonlRepository] = JsonlRepository,
+        *,
+        recovery: bool = True,
+    ) -> None:
+        self.trace = tr
+        self.mode = mode
+        self.repo_class = repo_class
+        self.box = Sandbox()
+        self.clock = StepClock()
+        self.clock.at(len(tr.workload.steps) + 1)
+        self.recovery = recovery
+        #: States checked, including crash-during-recovery states (also counted alone).
+        self.states = 0
+        self.recovery_states = 0
+
+    def _repo(self, fs: Any) -> JsonlRepository:
+        return self.repo_class(ROOT, fs, self.clock, cwd="/crash")
+
+    def check(self, crash: CrashState) -> CrashFailure | None:
+        self.states += 1
+        box = self.box
+        before = crash.state.files
+        box.load(crash.state)
+        expected = [self.trace.states[i] for i in crash.allowed]
+
+        def failure(rule: str, problem: str, recovered: Any = None) -> CrashFailure:
+            op = self.trace.ops[crash.op_index] if crash.op_index < len(self.trace.ops) else None
+            return CrashFailure(
+                self.trace.workload.name,
+                self.mode,
+                crash.op_index,
+                crash.variant,
+                crash.offset,
+                op.describe() if op else "(end of trace)",
+                rule,
+                problem,
+                [describe(s) for s in expected],
+                recovered,
+                show_files(before),
+                show_files(box.tree()),
+            )
+
+        try:
+            recorder = RecordingFs(box.fs)
+            repo = self._repo(recorder)
+            if SESSION not in repo.list():
+                if None not in expected:
+                    return failure(
+                        "CRASH-1", "the Session vanished though its create was acknowledged"
+                    )
+                # A later create must start empty: old sidecars never join it (CRASH-9).
+                storage = repo.create(SESSION)
+                if storage.snapshot() != model_states(_just_create())[1]:
+                    got = describe(storage.snapshot())
+                    storage.close()
+                    return failure("CRASH-9", "a re-created Session is not empty", got)
+                storage.close()
+                return None
+            storage = repo.open(SESSION)
+            got = storage.snapshot()
+        except ScopecheckError as exc:
+            return failure("CRASH-1", f"reopen failed: {exc.code}: {exc}")
+        if got not in expected:
+            storage.close()
+            return failure(
+                "CRASH-2",
+                "recovered state is no model state allowed here (an acknowledged step lost, "
+                "or a step partly visible)",
+                describe(got),
+            )
+        recovery_ops = list(recorder.ops)
+        dead = dead_sidecars(box.tree())
+        if dead:
+            storage.close()
+            return failure(
+                "CRASH-6", f"retired sidecars left after recovery: {dead}", describe(got)
+            )
+        # The next commit's seq is above every complete record on disk (CRASH-3).
+        top = max_seq_on_disk(before)
+        try:
+            committed = storage.commit([set_value(value("crash.probe", "k"), 1)])
+            probed = storage.snapshot()
+        except ScopecheckError as exc:
+            return failure("CRASH-3", f"the first commit after recovery failed: {exc.code}: {exc}")
+        finally:
+            storage.close()
+        if committed[0].seq <= top:
+            return failure(
+                "CRASH-3",
+                f"the next commit got seq {committed[0].seq}, not above seq {top} on disk",
+                describe(got),
+            )
+        # Recovery is idempotent and complete: a second open sees the same state (with the
+        # probe commit) and changes no file (CRASH-4).
+        files = box.tree()
+        try:
+            storage = self._repo(box.fs).open(SESSION)
+            again = storage.snapshot()
+            storage.close()
+        except ScopecheckError as exc:
+            return failure("CRASH-4", f"the second reopen failed: {exc.code}: {exc}")
+        if again != probed:
+            return failure("CRASH-4", "a second reopen gives another state", describe(again))
+        if box.tree() != files:
+            return failure("CRASH-4", "a second reopen changed the files again", describe(again))
+        if self.recovery and recovery_ops:
+            return self._crash_recovery(crash, recovery_ops, got, failure)
+        return None
+
+    def _crash_recovery(
+        self,
+        crash: CrashState,
+        ops: list[Op],
+        recovered: Snapshot,
+        failure: Callable[..., CrashFailure],
+    ) -> CrashFailure | None:
+        """Crash at every mutating op of the recovery itself; reopening must still give
+        ``recovered`` (CRASH-5)."""
+        for inner in crash_states(
+            ops, crash.state, self.mode, lambda _: (), seed=crash.op_index, partial=False
+        ):
+            if inner.op_index == 0 and inner.variant == "prefix":
+                continue  # the crash state itself
+            self.states += 1
+            self.recovery_states += 1
+            self.box.load(inner.state)
+            label = (
+                f"recovery op {inner.op_index} ({_op_desc(ops, inner.op_index)}) {inner.variant}"
+            )
+            try:
+                repo = self._repo(self.box.fs)
+                if SESSION not in repo.list():
+                    return failure("CRASH-5", f"{label}: the Session vanished")
+                storage = repo.open(SESSION)
+                again = storage.snapshot()
+                storage.close()
+            except ScopecheckError as exc:
+                return failure("CRASH-5", f"{label}: reopen failed: {exc.code}: {exc}")
+            if again != recovered:
+                return failure(
+                    "CRASH-5", f"{label}: another state than the first recovery", describe(again)
+                )
+        return None
+
+
+def _op_desc(ops: Sequence[Op], k: int) -> str:
+    return ops[k].describe() if k < len(ops) else "end"
+
+
+def _just_create() -> Workload:
+    return Workload("create", (Step("create"),))
+
+
+# -- exploring -------------------------------------------------------------------------------
+
+
+@attrs.define
+class WorkloadReport:
+    name: str
+    mode: str
+    ops: int = 0
+    states: int = 0
+    #: Of ``states``: crashes inside the recovery of another crash state (CRASH-5).
+    recovery_states: int = 0
+    faults: int = 0
+    failures: list[CrashFailure] = attrs.field(factory=list)
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "ops": self.ops,
+            "states": self.states,
+            "recovery_states": self.recovery_states,
+            "fault_runs": self.faults,
+            "failures": len(self.failures),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def count_states(tr: Trace, mode: Mode, seed: int = 0) -> int:
+    return sum(1 for _ in crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed))
+
+
+def explore_workload(
+    workload: Workload,
+    *,
+    mode: Mode = "unsynced",
+    repo_class: type[JsonlRepository] = JsonlRepository,
+    seed: int = 0,
+    max_failures: int = 10,
+    recovery: bool = True,
+    faults: bool = True,
+    only: tuple[int, str] | None = None,
+    on_state: Callable[[int], None] | None = None,
+    deadline: float | None = None,
+) -> WorkloadReport:
+    """Check every crash state of ``workload`` (and, with ``faults``, every single I/O fault);
+    ``only=(op_index, variant)`` checks just that state (a replay)."""
+    started = time.perf_counter()
+    report = WorkloadReport(workload.name, mode)
+    tr = trace(workload, repo_class)
+    report.ops = len(tr.ops)
+    checker = Checker(tr, mode, repo_class, recovery=recovery)
+    for crash in crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed):
+        if only is not None and (crash.op_index, crash.variant) != only:
+            continue
+        found = checker.check(crash)
+        if found is not None:
+            report.failures.append(found)
+        if on_state is not None:
+            on_state(checker.states)
+        if len(report.failures) >= max_failures:
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+    report.states = checker.states
+    report.recovery_states = checker.recovery_states
+    in_time = deadline is None or time.perf_counter() < deadline
+    if faults and only is None and len(report.failures) < max_failures and in_time:
+        runs, found_faults = fault_sweep(workload, repo_class, deadline=deadline)
+        report.faults = runs
+        report.failures.extend(found_faults[: max_failures - len(report.failures)])
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+# -- I/O faults without a crash ----------------------------------------------------------------
+
+MUTATING = (
+    "write",
+    "append",
+    "truncate",
+    "fsync",
+    "fsync_file",
+    "fsync_dir",
+    "rename",
+    "unlink",
+    "create_dir",
+    "remove",
+)
+
+
+def _faults_for(op: str) -> list[str]:
+    return {
+        "unlink": ["eacces"],
+        "rename": ["eacces"],
+        "create_dir": ["eacces"],
+        "write": ["enospc", "eio"],
+        "append": ["enospc-partial", "eio"],
+        "fsync": ["eio"],
+        "fsync_file": ["eio"],
+        "fsync_dir": ["eio"],
+        "truncate": [],
+        "remove": ["eacces"],
+    }.get(op, [])
+
+
+class OneFault:
+    """Fail mutating call number ``target`` (0-based, in trace order) once with ``fault``
+    (transient, like SQLite's ``ioerr-transient``)."""
+
+    def __init__(self, target: int, fault: str) -> None:
+        self.target = target
+        self.fault = fault
+        self.hit: str | None = None
+
+    def __call__(self, index: int, op: Op) -> Any:
+        if index != self.target or self.fault not in _faults_for(op.kind):
+            return None
+        self.hit = op.kind
+        if self.fault == "eacces":
+            return PermissionError(errno.EACCES, "injected: permission denied")
+        if self.fault == "enospc":
+            return OSError(errno.ENOSPC, "injected: no space left on device")
+        if self.fault == "enospc-partial":
+            return (OSError(errno.ENOSPC, "injected: no space left on device"), 7)
+        return OSError(errno.EIO, "injected: I/O error")
+
+
+def fault_sweep(
+    workload: Workload,
+    repo_class: type[JsonlRepository] = JsonlRepository,
+    *,
+    deadline: float | None = None,
+) -> tuple[int, list[CrashFailure]]:
+    """Fail each mutating op of the commit, reopen and delete steps once, with each fault its
+    kind can have, and run the workload on (CRASH-9..12); returns (runs, failures)."""
+    tr = trace(workload, repo_class)
+    failures: list[CrashFailure] = []
+    runs = 0
+    for target, op in enumerate(tr.ops):
+        if workload.steps[op.step].op not in ("commit", "reopen", "delete"):
+            continue
+        for fault in _faults_for(op.kind):
+            runs += 1
+            problem = _run_with_fault(workload, repo_class, OneFault(target, fault))
+            if problem is not None:
+                rule, text, files = problem
+                failures.append(
+                    CrashFailure(
+                        workload.name,
+                        "fault",
+                        target,
+                        f"fault:{fault}",
+                        None,
+                        op.describe(),
+                        rule,
+                        text,
+                        [],
+                        None,
+                        show_files(files),
+                        {},
+                    )
+                )
+                if len(failures) >= 5:
+                    return runs, failures
+            if deadline is not None and time.perf_counter() > deadline:
+                return runs, failures
+    return runs, failures
+
+
+def _run_with_fault(
+    workload: Workload, repo_class: type[JsonlRepository], fault: OneFault
+) -> tuple[str, str, dict[str, bytes]] | None:
+    box = Sandbox()
+    clock = StepClock()
+    fs = RecordingFs(box.fs, fault=fault)
+    repo = repo_class(ROOT, fs, clock, cwd="/crash")
+    model = ReferenceRepository()
+    session: Any = None
+    storage: Any = None
+    for index, step in enumerate(workload.steps):
+        clock.at(index)
+        if step.op == "create":
+            storage = repo.create(SESSION)
+            session = model.create(SESSION)
+        elif step.op == "delete":
+            storage.close()
+            try:
+                repo.delete(SESSION)
+            except StorageIOError:
+                # Rejected deletion (000 §6.5): the Session is intact or gone, never changed;
+                # the fault was transient, so deleting again finishes the job (CRASH-9).
+                if SESSION in repo.list():
+                    probe = repo.open(SESSION)
+                    intact = probe.snapshot() == session.snapshot()
+                    probe.close()
+                    if not intact:
+                        return "CRASH-9", "a failed delete left a changed Session", box.tree()
+                    repo.delete(SESSION)
+            if SESSION in repo.list():
+                return "CRASH-9", "the Session is still listed after delete", box.tree()
+            model.close_session(SESSION)
+            model.delete(SESSION)
+            storage = session = None
+        elif step.op == "reopen":
+            storage.close()
+            try:
+                storage = repo.open(SESSION)
+            except StorageIOError:
+                storage = repo.open(SESSION)  # the fault was transient
+        elif step.op == "commit":
+            hit_before = fault.hit
+            try:
+                try:
+                    storage.commit(step.writes)
+                except StorageIOError as exc:
+                    if exc.code != "unusable" or fault.hit != hit_before:
+                        raise
+                    # The handle refused after an earlier failure (allowed): reopen, retry.
+                    storage.close()
+                    storage = repo.open(SESSION)
+                    storage.commit(step.writes)
+            except StorageIOError as exc:
+                if fault.hit == "unlink":
+                    return (
+                        "CRASH-10",
+                        f"a failed sidecar unlink rejected the commit: {exc}",
+                        box.tree(),
+                    )
+                if fault.hit is None:
+                    raise
+                # The failed commit must be invisible on this handle, or the handle refuses.
+                if _handle_matches(storage, session) is False:
+                    return (
+                        "CRASH-12",
+                        "after a failed commit the handle is silently wrong",
+                        box.tree(),
+                    )
+                continue
+            except UsageError as exc:
+                if exc.code in ("unknown_reference", "duplicate_id"):
+                    continue  # depends on a transaction that failed: rejected on both sides
+                raise
+            try:
+                session.commit(step.writes, BASE_TIME + 1000 * index)
+            except UsageError:
+                return "CRASH-12", "the backend acknowledged a commit the model rejects", box.tree()
+            if storage.snapshot() != session.snapshot():
+                return (
+                    "CRASH-12",
+                    "after the fault the handle's state differs from the model",
+                    box.tree(),
+                )
+    if storage is not None:
+        storage.close()
+    # A clean reopen: every acknowledged commit, nothing of the failed ones (CRASH-11), and a
+    # sidecar whose unlink failed is gone now (CRASH-10).
+    clean = repo_class(ROOT, box.fs, clock, cwd="/crash")
+    if session is None:
+        return None
+    try:
+        reopened = clean.open(SESSION)
+    except ScopecheckError as exc:
+        return "CRASH-11", f"reopen after the fault failed: {exc.code}: {exc}", box.tree()
+    got = reopened.snapshot()
+    reopened.close()
+    if got != session.snapshot():
+        return (
+            "CRASH-11",
+            "after a clean reopen the state is not the acknowledged commits",
+            box.tree(),
+        )
+    dead = dead_sidecars(box.tree())
+    if dead:
+        return "CRASH-10", f"retired sidecars still on disk after the next open: {dead}", box.tree()
+    return None
+
+
+def _handle_matches(storage: Any, session: Any) -> bool | None:
+    """``True``/``False``: the handle reads the model's state or not; ``None``: unusable."""
+    try:
+        return bool(storage.snapshot() == session.snapshot())
+    except ScopecheckError:
+        return None
+
+
+def explore(
+    *,
+    budget: float = 10.0,
+    seed: int = 0,
+    repo_class: type[JsonlRepository] = JsonlRepository,
+    mode: Mode = "unsynced",
+) -> tuple[int, list[tuple[Workload, CrashFailure]]]:
+    """Crash exploration of fresh generated workloads until ``budget`` seconds pass (the JSONL
+    half of ``scopecheck fuzz``); returns (states, failures with their workloads)."""
+    from crashsim.jsonl_workloads import generated
+
+    started = time.perf_counter()
+    states = 0
+    found: list[tuple[Workload, CrashFailure]] = []
+    round_number = 0
+    while time.perf_counter() - started < budget and not found:
+        workload = generated(seed + round_number, 6, reopen_every=4)
+        report = explore_workload(
+            workload,
+            mode=mode,
+            repo_class=repo_class,
+            seed=seed + round_number,
+            max_failures=1,
+            deadline=started + budget,
+        )
+        states += report.states
+        found.extend((workload, f) for f in report.failures)
+        round_number += 1
+    return states, found
+
+
+# -- replay ----------------------------------------------------------------------------------
+
+
+def render_files(title: str, files: dict[str, Any]) -> list[str]:
+    lines = [f"{title}:"]
+    if not files:
+        lines.append("  (no files)")
+    for path, data in sorted(files.items()):
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+        lines.append(f"  {path}")
+        for line in text.splitlines(keepends=True)[:12]:
+            shown = line.rstrip("\n")
+            lines.append(
+                f"    | {shown[:160]}" + ("" if line.endswith("\n") else "   <- no newline")
+            )
+    return lines
+
+
+def replay_state(
+    workload: Workload,
+    op_index: int,
+    variant: str,
+    *,
+    mode: Mode = "unsynced",
+    seed: int = 0,
+    repo_class: type[JsonlRepository] = JsonlRepository,
+) -> tuple[CrashFailure | None, str]:
+    """Re-check the crash state ``(op_index, variant)`` of ``workload`` (or re-run the single
+    I/O fault ``fault:<kind>`` at ``op_index``); returns (failure or ``None``, report text)."""
+    if variant.startswith("fault:"):
+        problem = _run_with_fault(workload, repo_class, OneFault(op_index, variant[6:]))
+        if problem is None:
+            return None, f"fault {variant[6:]} at op {op_index}: the workload now passes"
+        rule, text, files = problem
+        found = CrashFailure(
+            workload.name,
+            "fault",
+            op_index,
+            variant,
+            None,
+            "",
+            rule,
+            text,
+            [],
+            None,
+            show_files(files),
+            {},
+        )
+        return found, "\n".join([str(found), *render_files("files on disk after the run", files)])
+    tr = trace(workload, repo_class)
+    checker = Checker(tr, mode, repo_class)
+    for crash in crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed):
+        if (crash.op_index, crash.variant) != (op_index, variant):
+            continue
+        result = checker.check(crash)
+        after = checker.box.tree()
+        op = tr.ops[op_index].describe() if op_index < len(tr.ops) else "(end of trace)"
+        lines = [
+            f"{workload.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
+            *render_files("files on disk after the crash (before recovery)", crash.state.files),
+            *render_files("files on disk after recovery (and one probe commit)", after),
+        ]
+        if result is not None:
+            lines.append(f"FAILED {result.rule}: {result.problem}")
+            lines.append(f"expected one of: {orjson.dumps(result.expected).decode()}")
+            lines.append(f"recovered: {orjson.dumps(result.recovered).decode()}")
+        else:
+            lines.append("recovered state is allowed; every check passes")
+        return result, "\n".join(lines)
+    return None, (
+        f"{workload.name}: the trace has no crash state (op {op_index}, {variant}) any more "
+        f"({len(tr.ops)} ops); the recorded crash point is gone"
+    )
+
+
+def replay_record(
+    record: dict[str, Any], repo_class: type[JsonlRepository] = JsonlRepository
+) -> tuple[bool, str]:
+    """Replay a kind ``crash`` reproducer of the JSONL explorer: (still failing, text)."""
+    from crashsim.jsonl_workloads import workload_from_json
+
+    try:
+        workload = workload_from_json(record["workload"])
+        op_index = int(record["op_index"])
+        variant = str(record["fault"])
+        mode = record.get("mode", "unsynced")
+        seed = int(record.get("seed", 0))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(
+            "invalid_payload", f"not a JSONL crash reproducer: missing {exc}"
+        ) from None
+    if mode not in MODES:
+        mode = "unsynced"
+    found, text = replay_state(
+        workload, op_index, variant, mode=mode, seed=seed, repo_class=repo_class
+    )
+    return found is not None, text

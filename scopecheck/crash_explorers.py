@@ -1,0 +1,98 @@
+"""Crash explorers a :class:`~scopecheck.backends.Backend` can carry, for ``scopecheck fuzz``
+(crash injection) and ``scopecheck replay`` (kind ``crash`` reproducers).
+
+``explore(budget, seed)`` spends about ``budget`` seconds on crash states and returns
+``(states, reproducer records)``; ``replay(record)`` re-runs one recorded crash state exactly
+and returns ``(still_failing, text)`` where the text shows the files on disk before and after
+recovery.  JSONL uses :mod:`crashsim.jsonl_sweep`, SQLite :func:`crashsim.sqlite_sweep.explore`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class JsonlCrashExplorer:
+    """Crash states of generated workloads on pyfakefs; ``repository`` may be a planted bug."""
+
+    repository: Any = None
+    backend: str = "jsonl"
+
+    def _repo(self) -> Any:
+        if self.repository is not None:
+            return self.repository
+        from impl.jsonl import JsonlRepository
+
+        return JsonlRepository
+
+    def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
+        from crashsim.jsonl_sweep import explore
+
+        states, found = explore(budget=budget, seed=seed, repo_class=self._repo())
+        return states, [f.record(w, seed, self.backend) for w, f in found[:1]]
+
+    def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
+        from crashsim.jsonl_sweep import replay_record
+
+        return replay_record(record, self._repo())
+
+
+_WORKLOAD = re.compile(r"make_workload\((\d+)")
+
+
+@attrs.frozen
+class SqliteCrashExplorer:
+    """SQLite crash sweeps over generated workloads (``crashsim.sqlite_sweep.explore``)."""
+
+    layout: str = "per-file"
+    repository: Any = None
+    backend: str = "sqlite"
+
+    def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
+        from crashsim.sqlite_sweep import explore
+
+        report = explore(
+            layout=self.layout,  # type: ignore[arg-type]
+            budget=budget,
+            seed=seed,
+            repository_class=self.repository,
+        )
+        records = []
+        for failure in report.failures[:1]:
+            match = _WORKLOAD.search(failure.reproducer)
+            records.append(
+                {
+                    "kind": "crash",
+                    "engine": "sqlite",
+                    "backend": self.backend,
+                    "layout": self.layout,
+                    "workload_seed": int(match.group(1)) if match else seed,
+                    "seed": seed,
+                    "op_index": failure.fault_at,
+                    "fault": failure.image,
+                    "error": failure.problem,
+                    "program": failure.reproducer,
+                }
+            )
+        return report.states, records
+
+    def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
+        from crashsim.sqlite_sweep import crash_sweep
+        from crashsim.workload import make_workload
+
+        workload_seed = int(record["workload_seed"])
+        report = crash_sweep(
+            make_workload(workload_seed, transactions=6, big_every=3),
+            layout=record.get("layout", self.layout),
+            repository_class=self.repository,
+            variants=2,
+            seed=workload_seed,
+            only=int(record["op_index"]),
+        )
+        lines = [report.summary()]
+        lines.extend(str(f) for f in report.failures)
+        return bool(report.failures), "\n".join(lines)
