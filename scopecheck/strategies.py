@@ -184,16 +184,26 @@ def ephemeral_transactions(draw: st.DrawFn) -> list[AnyWrite]:
 
 
 _any_list_address = list_addresses()
-_tagged_elements = st.lists(st.tuples(json_values, tags), min_size=1, max_size=5)
 _junk = st.sampled_from(("set k=1", None, 42, {"kind": "value"}))
 _kinds = st.sampled_from(("mixed", "two_ids", "not_a_write", "retire_plus_ephemeral"))
+
+
+_APPENDS: dict[Any, st.SearchStrategy[list[AnyWrite]]] = {}
+
+
+def _appends_to(address: Any) -> st.SearchStrategy[list[AnyWrite]]:
+    """One to five prebuilt appends to ``address``: one choice per element, no encoding."""
+    cached = _APPENDS.get(address)
+    if cached is None:
+        pool = tuple(append_list(address, item, tag) for item in JSON_POOL for tag in (None, *TAGS))
+        cached = _APPENDS[address] = st.lists(pick(pool), min_size=1, max_size=5)
+    return cached
 
 
 @st.composite
 def list_batches(draw: st.DrawFn) -> list[AnyWrite]:
     """Several appends to one list in any scope (with tags), so pages and stops are exercised."""
-    address = draw(_any_list_address)
-    return [append_list(address, element, tag) for element, tag in draw(_tagged_elements)]
+    return draw(_appends_to(draw(_any_list_address)))
 
 
 @st.composite
