@@ -35,6 +35,7 @@ from scopecheck.machine import (
     BASE_TIME,
     SESSION_IDS,
     MismatchError,
+    SessionPairMachine,
     describe_difference,
     outcome,
     same,
@@ -149,7 +150,7 @@ fork_options: st.SearchStrategy[ForkOptions] = st.one_of(
 )
 
 
-class ForkMachine(RuleBasedStateMachine):
+class ForkMachine(SessionPairMachine):
     """Model vs. one backend over two Sessions, with harness writes and fork steps.
 
     Its own rule set (not the whole storage machine's), weighted towards what forks read:
@@ -160,30 +161,6 @@ class ForkMachine(RuleBasedStateMachine):
     backend: ClassVar[Backend]
     forks_run: ClassVar[int] = 0
     forks_ok: ClassVar[int] = 0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.now = BASE_TIME
-        self.world: World = self.backend.new_world(self.clock)
-        self.repo: Any = self.world.repository()
-        self.model = ReferenceRepository()
-        self.stores: dict[str, Any] = {}
-        self.models: dict[str, Any] = {}
-        for sid in SESSION_IDS:
-            self.models[sid] = self.model.create(sid)
-            self.stores[sid] = self.repo.create(sid)
-
-    def clock(self) -> int:
-        return self.now
-
-    def teardown(self) -> None:
-        self.world.cleanup()
-
-    def _commit(self, sid: str, writes: list[Any]) -> None:
-        self.now += 1
-        expected = outcome(lambda: self.models[sid].commit(writes, self.now))
-        actual = outcome(lambda: self.stores[sid].commit(writes))
-        same(f"commit on {sid}", expected, actual)
 
     def _entries(self, sid: str) -> list[str]:
         return [e.id for e in self.models[sid].snapshot().entries]

@@ -53,20 +53,15 @@ def same(what: str, expected: Outcome, actual: Outcome) -> None:
         raise MismatchError(f"{what}: model gave {expected!r}, backend gave {actual!r}")
 
 
-class StorageMachine(RuleBasedStateMachine):
-    """Model vs. one backend over two Sessions; subclass via :func:`make_machine`."""
+class SessionPairMachine(RuleBasedStateMachine):
+    """What every model-vs-backend machine shares: a fresh world per example, two Sessions
+    created in the model and the backend, a step clock, and commits compared as outcomes.
+    Subclasses add the rules (this class has none of its own)."""
 
     backend: ClassVar[Backend]
-    #: Counters read by ``scopecheck fuzz`` and the benchmarks (class-wide, reset by the runner).
-    examples_run: ClassVar[int] = 0
-    steps_run: ClassVar[int] = 0
-
-    scopes = Bundle("scopes")
-    lists = Bundle("lists")
 
     def __init__(self) -> None:
         super().__init__()
-        type(self).examples_run += 1
         self.now = BASE_TIME
         self.world: World = self.backend.new_world(self.clock)
         self.repo: Repository = self.world.repository()
@@ -83,14 +78,27 @@ class StorageMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.world.cleanup()
 
-    # -- helpers ---------------------------------------------------------------------------
-
     def _commit(self, sid: str, writes: list[Any]) -> Outcome:
         self.now += 1
         expected = outcome(lambda: self.models[sid].commit(writes, self.now))
         actual = outcome(lambda: self.stores[sid].commit(writes))
         same(f"commit on {sid}", expected, actual)
         return expected
+
+
+class StorageMachine(SessionPairMachine):
+    """Model vs. one backend over two Sessions; subclass via :func:`make_machine`."""
+
+    #: Counters read by ``scopecheck fuzz`` and the benchmarks (class-wide, reset by the runner).
+    examples_run: ClassVar[int] = 0
+    steps_run: ClassVar[int] = 0
+
+    scopes = Bundle("scopes")
+    lists = Bundle("lists")
+
+    def __init__(self) -> None:
+        super().__init__()
+        type(self).examples_run += 1
 
     def _read(self, sid: str, what: str, op: Callable[[Any], Any]) -> None:
         same(
