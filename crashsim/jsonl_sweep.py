@@ -772,19 +772,6 @@ def explore_workload(
 
 # -- I/O faults without a crash ----------------------------------------------------------------
 
-MUTATING = (
-    "write",
-    "append",
-    "truncate",
-    "fsync",
-    "fsync_file",
-    "fsync_dir",
-    "rename",
-    "unlink",
-    "create_dir",
-    "remove",
-)
-
 
 def _faults_for(op: str) -> list[str]:
     return {

@@ -75,6 +75,25 @@ _ERRNO_CODES = {
 }
 
 
+#: Names of the FileSystem operations that change the disk (as recorded by TracingFileSystem).
+#: ``open_append`` counts: opening for append creates the file.
+MUTATING_OPS = frozenset(
+    {
+        "write",
+        "append",
+        "truncate",
+        "rename",
+        "unlink",
+        "create_dir",
+        "remove",
+        "fsync",
+        "fsync_file",
+        "fsync_dir",
+        "open_append",
+    }
+)
+
+
 def fs_error(op: str, path: str, exc: OSError, **details: Any) -> StorageIOError:
     """Wrap an ``OSError`` from ``op`` on ``path`` as ``StorageIOError(io_error)``."""
     code = _ERRNO_CODES.get(exc.errno or 0, "unknown")

@@ -25,28 +25,13 @@ from typing import Any
 
 import orjson
 
-from impl.fs import OsFileSystem, TracingFileSystem
+from impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
 from impl.jsonl import JsonlRepository
 from models.addresses import value
 from models.scope import ephemeral_scope
 from models.writes import set_value
 
 DATA = Path("/work/shared/data/pi-sessions")
-_MUTATING = frozenset(
-    {
-        "write",
-        "append",
-        "truncate",
-        "rename",
-        "unlink",
-        "create_dir",
-        "remove",
-        "fsync",
-        "fsync_file",
-        "fsync_dir",
-        "open_append",
-    }
-)
 
 
 def _install(source: Path, root: Path) -> str:
@@ -64,7 +49,7 @@ def _crash_points(source: Path, tmp: Path, scoped: bool) -> dict[str, Any]:
     fs.trace.clear()
     address = value("bench", "k", ephemeral_scope("op-1")) if scoped else value("bench", "k")
     storage.commit([set_value(address, 1)])
-    ops = [op for op, _ in fs.trace if op in _MUTATING]
+    ops = [op for op, _ in fs.trace if op in MUTATING_OPS]
     storage.close()
     return {"ops": ops, "points": len(ops) + ops.count("append")}
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from crashsim.jsonl_workloads import BUNDLED
-from impl.fs import OsFileSystem, TracingFileSystem
+from impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
 from impl.jsonl import JsonlRepository
 from impl.memory import MemoryRepository
 from models.addresses import value
@@ -31,19 +31,7 @@ WORKLOAD: list[list[Any]] = [
     list(step.writes) for step in BUNDLED["process-crash-mix"]().steps if step.op == "commit"
 ]
 
-MUTATING = {
-    "write",
-    "append",
-    "truncate",
-    "rename",
-    "unlink",
-    "create_dir",
-    "remove",
-    "fsync",
-    "fsync_file",
-    "fsync_dir",
-    "open_append",
-}
+MUTATING = MUTATING_OPS
 
 
 class SimulatedCrash(BaseException):

@@ -31,10 +31,7 @@ from scopecheck.lifecycle_machine import scoped_keys
 jsonl = pytest.importorskip("impl.jsonl")
 fs = pytest.importorskip("impl.fs")
 
-MUTATING = {
-    "write", "append", "truncate", "rename", "unlink", "create_dir", "remove",
-    "fsync", "fsync_file", "fsync_dir", "open_append",
-}  # fmt: skip
+MUTATING = fs.MUTATING_OPS
 
 
 class SimulatedCrash(BaseException):
