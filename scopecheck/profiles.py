@@ -1,8 +1,11 @@
-"""Hypothesis settings profiles: ``dev`` (default), ``ci``, ``nightly`` and ``mutants``.
+"""Hypothesis settings profiles: ``dev`` (default), ``ci``, ``nightly``, ``mutants``, ``mutation``.
 
-Pick one with ``SCOPECHECK_PROFILE=ci`` or ``scopecheck fuzz --profile ci``.  The failing-example
-database is Hypothesis's directory database under ``.hypothesis/`` (override the path with
-``SCOPECHECK_DB``), so failures found in one run are replayed first in the next.
+Pick one with ``SCOPECHECK_PROFILE=ci`` or ``scopecheck fuzz --profile ci``.  Under mutmut (which
+sets ``MUTANT_UNDER_TEST`` in the environment) the default is ``mutation`` instead of ``dev``, so a
+plain ``mutmut run`` gets the same verdict for the same mutant every time (docs/mutation.md).
+
+The failing-example database is Hypothesis's directory database under ``.hypothesis/`` (override
+the path with ``SCOPECHECK_DB``), so failures found in one run are replayed first in the next.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-PROFILES = ("dev", "ci", "nightly", "mutants")
+PROFILES = ("dev", "ci", "nightly", "mutants", "mutation")
+MUTMUT_ENV_VAR = "MUTANT_UNDER_TEST"
 ENV_VAR = "SCOPECHECK_PROFILE"
 
 _QUIET_CHECKS = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
@@ -48,12 +52,26 @@ def register_profiles() -> None:
         phases=[Phase.generate, Phase.target, Phase.shrink],
         **base,
     )
+    # Mutation-score runs (mutmut over models/ and impl/, docs/mutation.md): every mutant reruns
+    # the tests that reach the mutated function, thousands of times over, so the budget is small
+    # and the search derandomised -- a survivor must survive again on the next run, otherwise the
+    # triage list (spec/mutation/triage.toml) could not be kept.  No database: one mutant's failing
+    # example must not be replayed against the next mutant or leak into ordinary runs.
+    settings.register_profile(
+        "mutation",
+        max_examples=12,
+        database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
+        **{**base, "stateful_step_count": 25},
+    )
 
 
 def load_profile(name: str | None = None) -> settings:
     """Load ``name`` (or ``$SCOPECHECK_PROFILE``, default ``dev``) and return its settings."""
     register_profiles()
-    chosen = name or os.environ.get(ENV_VAR, "dev")
+    default = "mutation" if MUTMUT_ENV_VAR in os.environ else "dev"
+    chosen = name or os.environ.get(ENV_VAR, default)
     if chosen not in PROFILES:
         raise ValueError(f"unknown profile {chosen!r}; choose one of {', '.join(PROFILES)}")
     settings.load_profile(chosen)

@@ -1,0 +1,309 @@
+"""Mutation score per package from mutmut's own results (issue 9, docs/mutation.md).
+
+``mutmut run`` exits 0 however many mutants survive (REFERENCE §7), so the score has to be read
+back.  This module runs ``mutmut export-cicd-stats`` (mutmut's machine-readable totals, written to
+``mutants/mutmut-cicd-stats.json``), splits the same verdicts per package from mutmut's per-file
+``mutants/<path>.meta`` records, subtracts the mutants triaged as *equivalent* in
+``spec/mutation/triage.toml`` and prints killed / survived / timeout / equivalent / score for
+``models`` and ``impl``.  It exits 1 when a package is below the threshold (default 90 % of the
+non-equivalent mutants killed), when nothing was checked, or when the per-file split disagrees
+with mutmut's own totals (then this module has misread mutmut and its numbers are worthless).
+
+Usage (from the repository root, after ``mutmut run``)::
+
+    python -m scopecheck.mutation_stats                 # every package, threshold 0.9
+    python -m scopecheck.mutation_stats --package models --threshold 0.9
+    python -m scopecheck.mutation_stats --list-survivors
+
+mutmut is an optional extra (``pip install -e ".[mutation]"``), so this module never imports it:
+it reads mutmut's files and calls its command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import attrs
+import orjson
+
+PACKAGES = ("models", "impl")
+TRIAGE_PATH = Path("spec/mutation/triage.toml")
+MUTANTS_DIR = Path("mutants")
+CICD_STATS = MUTANTS_DIR / "mutmut-cicd-stats.json"
+DEFAULT_THRESHOLD = 0.9
+
+# mutmut 3.8.1 ``mutmut/stats.py`` ``status_by_exit_code``: the exit code of the test run against a
+# mutant, as stored in the .meta files.  Unknown codes are "suspicious", as in mutmut.
+_STATUS_BY_EXIT_CODE: dict[int | None, str] = {
+    1: "killed",
+    3: "killed",
+    0: "survived",
+    5: "no tests",
+    2: "check was interrupted by user",
+    None: "not checked",
+    33: "no tests",
+    34: "skipped",
+    35: "suspicious",
+    36: "timeout",
+    37: "caught by type check",
+    -24: "timeout",
+    24: "timeout",
+    152: "timeout",
+    255: "timeout",
+    -11: "segfault",
+    -9: "segfault",
+}
+
+
+def status_of(exit_code: int | None) -> str:
+    """mutmut's verdict for one stored exit code."""
+    return _STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
+
+
+@attrs.frozen
+class Equivalent:
+    """A mutant recorded as equivalent: no test can tell it from the original code."""
+
+    name: str
+    reason: str
+
+
+@attrs.frozen
+class PackageScore:
+    """Verdict counts of one package.
+
+    ``killed`` counts mutmut's "killed" and "caught by type check"; a timeout is a detection too
+    (the mutant made the tests loop) but is reported on its own.  Everything else that was run
+    and not detected -- survived, no tests, suspicious, segfault -- is a survivor unless triaged
+    equivalent.  ``not_checked`` mutants were never run (a partial run) and are not in the score.
+    """
+
+    package: str
+    killed: int
+    timeout: int
+    survived: int
+    no_tests: int
+    other: int
+    equivalent: int
+    not_checked: int
+
+    @property
+    def non_equivalent(self) -> int:
+        return self.killed + self.timeout + self.survived + self.no_tests + self.other
+
+    @property
+    def score(self) -> float | None:
+        checked = self.non_equivalent
+        return None if checked == 0 else (self.killed + self.timeout) / checked
+
+
+def load_triage(path: Path = TRIAGE_PATH) -> list[Equivalent]:
+    """The equivalent mutants of the triage list, each with its reason (never an empty one)."""
+    if not path.exists():
+        return []
+    data = tomllib.loads(path.read_text("utf-8"))
+    entries = []
+    for raw in data.get("equivalent", []):
+        name, reason = str(raw["name"]), str(raw.get("reason", "")).strip()
+        if not reason:
+            raise ValueError(f"{path}: equivalent mutant {name} has no reason; say why")
+        entries.append(Equivalent(name, reason))
+    return entries
+
+
+def load_verdicts(mutants_dir: Path = MUTANTS_DIR) -> dict[str, int | None]:
+    """Every mutant name -> stored exit code, from mutmut's ``<file>.meta`` records."""
+    verdicts: dict[str, int | None] = {}
+    for package in PACKAGES:
+        for meta in sorted((mutants_dir / package).rglob("*.py.meta")):
+            data = orjson.loads(meta.read_bytes())
+            verdicts.update(data.get("exit_code_by_key", {}))
+    return verdicts
+
+
+def package_of(mutant: str) -> str:
+    return mutant.split(".", 1)[0]
+
+
+def in_sample(mutant: str, every: int) -> bool:
+    """Whether ``mutant`` is in the stable 1-in-``every`` sample (a hash of its name, so the
+    sample of an unchanged function does not move when other code changes)."""
+    digest = hashlib.sha256(mutant.encode("utf-8")).digest()
+    return every <= 1 or int.from_bytes(digest[:8], "big") % every == 0
+
+
+def score_packages(
+    verdicts: Mapping[str, int | None], equivalent: Iterable[str]
+) -> dict[str, PackageScore]:
+    equivalent_set = set(equivalent)
+    counts: dict[str, dict[str, int]] = {p: {} for p in PACKAGES}
+    for name, code in verdicts.items():
+        package = package_of(name)
+        if package not in counts:
+            continue
+        status = status_of(code)
+        if status == "not checked":
+            key = "not_checked"
+        elif status in ("killed", "caught by type check"):
+            key = "killed"
+        elif status == "timeout":
+            key = "timeout"
+        elif name in equivalent_set:
+            key = "equivalent"
+        elif status == "survived":
+            key = "survived"
+        elif status == "no tests":
+            key = "no_tests"
+        else:
+            key = "other"
+        counts[package][key] = counts[package].get(key, 0) + 1
+    return {
+        p: PackageScore(
+            package=p,
+            killed=c.get("killed", 0),
+            timeout=c.get("timeout", 0),
+            survived=c.get("survived", 0),
+            no_tests=c.get("no_tests", 0),
+            other=c.get("other", 0),
+            equivalent=c.get("equivalent", 0),
+            not_checked=c.get("not_checked", 0),
+        )
+        for p, c in counts.items()
+    }
+
+
+def export_cicd_stats() -> dict[str, int]:
+    """Run ``mutmut export-cicd-stats`` and read the totals it wrote."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mutmut", "export-cicd-stats"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0 or not CICD_STATS.exists():
+        raise RuntimeError(
+            "mutmut export-cicd-stats failed (is mutmut installed: pip install -e '.[mutation]',"
+            f" and did `mutmut run` run here?):\n{proc.stdout}{proc.stderr}"
+        )
+    stats = orjson.loads(CICD_STATS.read_bytes())
+    return {k: int(v) for k, v in stats.items()}
+
+
+def cross_check(totals: Mapping[str, int], verdicts: Mapping[str, int | None]) -> list[str]:
+    """Differences between mutmut's own totals and the per-file split (empty if none)."""
+    mine = {"killed": 0, "survived": 0, "timeout": 0}
+    for code in verdicts.values():
+        status = status_of(code)
+        if status in mine:
+            mine[status] += 1
+    problems = [
+        f"{key}: mutmut says {totals.get(key)}, the .meta files say {value}"
+        for key, value in mine.items()
+        if totals.get(key) != value
+    ]
+    if totals.get("total") != len(verdicts):
+        problems.append(
+            f"total: mutmut says {totals.get('total')}, the .meta files hold {len(verdicts)}"
+        )
+    return problems
+
+
+def _fmt(score: float | None) -> str:
+    return "n/a" if score is None else f"{100 * score:.1f}%"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scopecheck.mutation_stats",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--package", choices=PACKAGES, action="append", dest="packages")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
+    parser.add_argument("--list-survivors", action="store_true")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=1,
+        metavar="N",
+        help="score only the stable 1-in-N sample of mutants (the whole set takes hours)",
+    )
+    parser.add_argument(
+        "--print-sample",
+        action="store_true",
+        help="print the names of the sample's mutants (for `mutmut run NAME...`) and exit",
+    )
+    parser.add_argument(
+        "--no-export", action="store_true", help="skip mutmut export-cicd-stats (no cross-check)"
+    )
+    args = parser.parse_args(argv)
+    packages = args.packages or list(PACKAGES)
+
+    triage = load_triage()
+    all_verdicts = load_verdicts()
+    if not all_verdicts:
+        print("no mutmut results under mutants/: run `mutmut run` first (docs/mutation.md)")
+        return 1
+    verdicts = {k: v for k, v in all_verdicts.items() if in_sample(k, args.sample)}
+    if args.print_sample:
+        for name in sorted(verdicts):
+            if package_of(name) in packages:
+                print(name)
+        return 0
+    failed = False
+    if not args.no_export:
+        totals = export_cicd_stats()
+        print(
+            "mutmut export-cicd-stats: "
+            + ", ".join(f"{k}={v}" for k, v in totals.items() if k != "total")
+            + f", total={totals.get('total')}"
+        )
+        problems = cross_check(totals, all_verdicts)
+        for problem in problems:
+            print(f"MISMATCH {problem}")
+        failed |= bool(problems)
+
+    stale = [e.name for e in triage if status_of(all_verdicts.get(e.name, 0)) == "killed"]
+    unknown = [e.name for e in triage if e.name not in all_verdicts]
+    for name in stale:
+        print(f"note: {name} is triaged equivalent but a test kills it; drop it from {TRIAGE_PATH}")
+    for name in unknown:
+        print(f"note: {name} (in {TRIAGE_PATH}) is not a current mutant")
+
+    if args.sample > 1:
+        print(f"scoring the stable 1-in-{args.sample} sample: {len(verdicts)} mutants")
+    scores = score_packages(verdicts, (e.name for e in triage))
+    header = f"{'package':8} {'killed':>7} {'timeout':>7} {'survived':>8} {'no-tests':>8}"
+    print(header + f" {'other':>5} {'equiv':>5} {'unrun':>6} {'score':>7}")
+    for package in packages:
+        s = scores[package]
+        print(
+            f"{package:8} {s.killed:7} {s.timeout:7} {s.survived:8} {s.no_tests:8} {s.other:5}"
+            f" {s.equivalent:5} {s.not_checked:6} {_fmt(s.score):>7}"
+        )
+        if s.score is None:
+            print(f"  {package}: no mutant checked")
+            failed = True
+        elif s.score < args.threshold:
+            print(f"  {package}: below the threshold {_fmt(args.threshold)}")
+            failed = True
+        if s.not_checked:
+            print(f"  {package}: partial run, {s.not_checked} mutants not checked")
+    if args.list_survivors:
+        equivalent = {e.name for e in triage}
+        for name, code in sorted(verdicts.items()):
+            status = status_of(code)
+            undetected = status in ("survived", "no tests", "suspicious", "segfault")
+            if undetected and package_of(name) in packages and name not in equivalent:
+                print(f"{status:10} {name}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
