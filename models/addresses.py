@@ -8,6 +8,7 @@ runtime cost; at run time only ``scope`` matters.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Generic, TypeVar, overload
 
 import attrs
@@ -20,23 +21,25 @@ Sc_co = TypeVar("Sc_co", bound=Scope, covariant=True)
 
 
 def _check_name(what: str) -> Any:
-    def check(_: object, __: attrs.Attribute[str], name: object) -> None:
-        if not isinstance(name, str):
-            raise usage(
-                "invalid_address",
-                f"{what} must be a str (got {type(name).__name__})",
-                value=repr(name),
-            )
-        if "\x00" in name:
-            raise usage("invalid_address", f"{what} must not contain NUL (ADDR-2)", value=name)
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            raise usage(
-                "invalid_address", f"{what} is not well-formed Unicode (ADDR-2)", value=repr(name)
-            ) from None
+    # A partial, not a closure, so the check runs (and can be mutation-tested) at validation time.
+    return functools.partial(_check_name_value, what)
 
-    return check
+
+def _check_name_value(what: str, _: object, __: attrs.Attribute[str], name: object) -> None:
+    if not isinstance(name, str):
+        raise usage(
+            "invalid_address",
+            f"{what} must be a str (got {type(name).__name__})",
+            value=repr(name),
+        )
+    if "\x00" in name:
+        raise usage("invalid_address", f"{what} must not contain NUL (ADDR-2)", value=name)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise usage(
+            "invalid_address", f"{what} is not well-formed Unicode (ADDR-2)", value=repr(name)
+        ) from None
 
 
 def _check_scope(_: object, __: attrs.Attribute[Any], scope: object) -> None:

@@ -8,6 +8,7 @@ repository is touched and can never leave a destination artefact or a reserved i
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal, TypeAlias
 
 import attrs
@@ -18,18 +19,22 @@ Position: TypeAlias = Literal["before", "at"]
 
 
 def _name(what: str, *, optional: bool) -> Any:
-    def check(_: object, __: attrs.Attribute[Any], name: object) -> None:
-        if name is None and optional:
-            return
-        if not isinstance(name, str) or not name or "\x00" in name:
-            raise usage(
-                "invalid_fork_options",
-                f"fork {what} must be a non-empty str without NUL (got {name!r}) (FORK-1)",
-                field=what,
-                value=repr(name),
-            )
+    # A partial, not a closure, so the check runs (and can be mutation-tested) at validation time.
+    return functools.partial(_check_name, what, optional)
 
-    return check
+
+def _check_name(
+    what: str, optional: bool, _: object, __: attrs.Attribute[Any], name: object
+) -> None:
+    if name is None and optional:
+        return
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise usage(
+            "invalid_fork_options",
+            f"fork {what} must be a non-empty str without NUL (got {name!r}) (FORK-1)",
+            field=what,
+            value=repr(name),
+        )
 
 
 def _position(_: object, __: attrs.Attribute[Any], position: object) -> None:

@@ -10,6 +10,7 @@ state (000 §2.3).  Two different ephemeral IDs share one static type and are ca
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Generic, TypeAlias, TypeVar
 
 import attrs
@@ -36,17 +37,20 @@ class WriteBase(Generic[Sc]):
 
 
 def _check_id(what: str) -> Any:
-    def check(_: object, __: attrs.Attribute[str], ident: object) -> None:
-        if not isinstance(ident, str) or not ident or "\x00" in ident:
-            raise usage(
-                "invalid_payload", f"{what} must be a non-empty str without NUL", value=repr(ident)
-            )
-        try:
-            ident.encode("utf-8")
-        except UnicodeEncodeError:
-            raise usage("invalid_payload", f"{what} is not well-formed Unicode") from None
+    # A partial, not a closure: the check body then runs at validation time, where a mutation
+    # test can reach it (a closure's body is fixed when the class body runs; docs/mutation.md).
+    return functools.partial(_check_id_value, what)
 
-    return check
+
+def _check_id_value(what: str, _: object, __: attrs.Attribute[str], ident: object) -> None:
+    if not isinstance(ident, str) or not ident or "\x00" in ident:
+        raise usage(
+            "invalid_payload", f"{what} must be a non-empty str without NUL", value=repr(ident)
+        )
+    try:
+        ident.encode("utf-8")
+    except UnicodeEncodeError:
+        raise usage("invalid_payload", f"{what} is not well-formed Unicode") from None
 
 
 def _check_tag(_: object, __: attrs.Attribute[str | None], tag: object) -> None:

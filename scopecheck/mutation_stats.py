@@ -66,12 +66,22 @@ def status_of(exit_code: int | None) -> str:
     return _STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
 
 
+TRIAGE_KINDS = ("equivalent", "import-time")
+
+
 @attrs.frozen
 class Equivalent:
-    """A mutant recorded as equivalent: no test can tell it from the original code."""
+    """A triaged survivor, left out of the score with its reason.
+
+    ``kind`` is ``equivalent`` (no test can tell the mutant from the original: same behaviour) or
+    ``import-time`` (the mutated code only runs while the module is imported, i.e. a validator
+    factory called in a class body; mutmut 3 forks every mutant from a process that imported the
+    original, so the mutant never runs -- mutmut cannot test it, whatever the tests say).
+    """
 
     name: str
     reason: str
+    kind: str = "equivalent"
 
 
 @attrs.frozen
@@ -81,7 +91,9 @@ class PackageScore:
     ``killed`` counts mutmut's "killed" and "caught by type check"; a timeout is a detection too
     (the mutant made the tests loop) but is reported on its own.  Everything else that was run
     and not detected -- survived, no tests, suspicious, segfault -- is a survivor unless triaged
-    equivalent.  ``not_checked`` mutants were never run (a partial run) and are not in the score.
+    equivalent.  ``equivalent`` and ``import_time`` count the triaged survivors (``Equivalent``),
+    which are out of the score; ``not_checked`` mutants were never run (a partial run) and are
+    not in the score either.
     """
 
     package: str
@@ -91,6 +103,7 @@ class PackageScore:
     no_tests: int
     other: int
     equivalent: int
+    import_time: int
     not_checked: int
 
     @property
@@ -111,9 +124,12 @@ def load_triage(path: Path = TRIAGE_PATH) -> list[Equivalent]:
     entries = []
     for raw in data.get("equivalent", []):
         name, reason = str(raw["name"]), str(raw.get("reason", "")).strip()
+        kind = str(raw.get("kind", "equivalent"))
         if not reason:
-            raise ValueError(f"{path}: equivalent mutant {name} has no reason; say why")
-        entries.append(Equivalent(name, reason))
+            raise ValueError(f"{path}: triaged mutant {name} has no reason; say why")
+        if kind not in TRIAGE_KINDS:
+            raise ValueError(f"{path}: {name}: kind {kind!r} is not one of {TRIAGE_KINDS}")
+        entries.append(Equivalent(name, reason, kind))
     return entries
 
 
@@ -139,9 +155,9 @@ def in_sample(mutant: str, every: int) -> bool:
 
 
 def score_packages(
-    verdicts: Mapping[str, int | None], equivalent: Iterable[str]
+    verdicts: Mapping[str, int | None], triage: Iterable[Equivalent]
 ) -> dict[str, PackageScore]:
-    equivalent_set = set(equivalent)
+    kind_of = {e.name: e.kind for e in triage}
     counts: dict[str, dict[str, int]] = {p: {} for p in PACKAGES}
     for name, code in verdicts.items():
         package = package_of(name)
@@ -154,8 +170,8 @@ def score_packages(
             key = "killed"
         elif status == "timeout":
             key = "timeout"
-        elif name in equivalent_set:
-            key = "equivalent"
+        elif name in kind_of:
+            key = kind_of[name]
         elif status == "survived":
             key = "survived"
         elif status == "no tests":
@@ -172,6 +188,7 @@ def score_packages(
             no_tests=c.get("no_tests", 0),
             other=c.get("other", 0),
             equivalent=c.get("equivalent", 0),
+            import_time=c.get("import-time", 0),
             not_checked=c.get("not_checked", 0),
         )
         for p, c in counts.items()
@@ -278,14 +295,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.sample > 1:
         print(f"scoring the stable 1-in-{args.sample} sample: {len(verdicts)} mutants")
-    scores = score_packages(verdicts, (e.name for e in triage))
+    scores = score_packages(verdicts, triage)
     header = f"{'package':8} {'killed':>7} {'timeout':>7} {'survived':>8} {'no-tests':>8}"
-    print(header + f" {'other':>5} {'equiv':>5} {'unrun':>6} {'score':>7}")
+    print(header + f" {'other':>5} {'equiv':>5} {'import':>6} {'unrun':>6} {'score':>7}")
     for package in packages:
         s = scores[package]
         print(
             f"{package:8} {s.killed:7} {s.timeout:7} {s.survived:8} {s.no_tests:8} {s.other:5}"
-            f" {s.equivalent:5} {s.not_checked:6} {_fmt(s.score):>7}"
+            f" {s.equivalent:5} {s.import_time:6} {s.not_checked:6} {_fmt(s.score):>7}"
         )
         if s.score is None:
             print(f"  {package}: no mutant checked")

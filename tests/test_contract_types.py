@@ -17,7 +17,7 @@ from models.scope import (
     encode_uri_component,
     ephemeral_scope,
 )
-from models.writes import append_list, retire_scope, set_value
+from models.writes import append_list, insert_entry, insert_usage, retire_scope, set_value
 
 
 @pytest.mark.rule("TYPE-1")
@@ -149,3 +149,41 @@ def test_addresses_are_frozen_values() -> None:
         address.key = "other"  # type: ignore[misc]
     assert isinstance(address, ValueAddress)
     assert isinstance(ephemeral_scope("x"), EphemeralScope)
+
+
+_ID_BUILDERS = {
+    "entry id": lambda bad: insert_entry(bad, None, "message"),
+    "entry parent id": lambda bad: insert_entry("e", bad, "message"),
+    "entry type": lambda bad: insert_entry("e", None, bad),
+    "usage id": lambda bad: insert_usage(bad, {}),
+    "usage entry id": lambda bad: insert_usage("u", {}, entry_id=bad),
+}
+
+
+@pytest.mark.rule("WRITE-3")
+@pytest.mark.parametrize("field", sorted(_ID_BUILDERS))
+@pytest.mark.parametrize("bad", ["", "a\x00b", "\ud800", 3])
+def test_entry_and_usage_ids_must_be_nonempty_wellformed_str(field: str, bad: object) -> None:
+    """Entry ids, parents, types and usage ids are non-empty, NUL-free, well-formed str: else
+    ``invalid_payload``, and the message names the field so the caller knows what to fix."""
+    with pytest.raises(errors.UsageError) as caught:
+        _ID_BUILDERS[field](bad)
+    assert caught.value.code == "invalid_payload"
+    assert caught.value.message.startswith(field + " ")
+    assert _ID_BUILDERS[field]("ok-\u00e9") is not None
+
+
+@pytest.mark.rule("ADDR-2")
+def test_address_errors_name_the_part_and_carry_the_value() -> None:
+    """The message says whether the namespace or the key is bad; ``details`` has the value."""
+    for build, part, bad in (
+        (lambda: value("a\x00b", "k"), "namespace", "a\x00b"),
+        (lambda: value("ns", "a\x00b"), "key", "a\x00b"),
+        (lambda: value_list(3), "namespace", repr(3)),  # type: ignore[arg-type]
+        (lambda: value_list("ns", "\ud800"), "key", repr("\ud800")),
+    ):
+        with pytest.raises(errors.UsageError) as caught:
+            build()
+        assert caught.value.code == "invalid_address"
+        assert caught.value.message.startswith(part + " ")
+        assert caught.value.details["value"] == bad

@@ -385,3 +385,22 @@ def test_fork_of_a_closed_source(env: Env) -> None:
     env.model.close_session("src")
     dest = env.fork(TreeFork(id="d"))
     assert len(dest.snapshot().entries) == 5
+
+
+@pytest.mark.rule("FORK-1")
+def test_fork_option_errors_name_the_field_and_optional_fields_accept_none() -> None:
+    """``details['field']`` names the bad option; ``None`` is fine only where the field is
+    optional (entry id, destination id), never for a branch fork's branch."""
+    for build, field in (
+        (lambda: BranchFork(""), "branch"),
+        (lambda: BranchFork(None), "branch"),  # type: ignore[arg-type]
+        (lambda: BranchFork("main", entry_id="a\x00"), "entry_id"),
+        (lambda: BranchFork("main", id=""), "id"),
+        (lambda: TreeFork(id=3), "id"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ScopecheckError) as info:
+            build()
+        assert info.value.code == "invalid_fork_options"
+        assert info.value.details["field"] == field
+    assert BranchFork("main", entry_id=None, id=None).entry_id is None
+    assert TreeFork(id=None).id is None

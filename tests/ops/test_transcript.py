@@ -1,0 +1,185 @@
+"""What the lifecycle workload leaves in storage reads as a pi transcript (000 §5, 002 §5).
+
+The lifecycle machine compares model and backend on the *same* harness transactions, so it
+cannot notice a harness that writes the wrong thing consistently (a mutation run showed that:
+issue 9, docs/mutation.md).  These tests read one lane's operation back from storage and check
+what a reader of the session relies on: the settled response is an assistant message with the
+streamed text, chained to the previous tip; its usage row points at it; a tool outcome is a
+``toolResult`` message naming its call and tool, chained after the response; the branch tip
+follows; lane state, op meta, op state, tool args and the final result say what happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from models.lifecycle import (
+    branch_tip,
+    lane_state,
+    operation_meta,
+    operation_preparation,
+    operation_result,
+    operation_state,
+    operation_tool_args,
+    operation_tool_memo,
+    pending_entry,
+    pending_tool_output,
+)
+from scopecheck.backends import BUNDLED
+from scopecheck.lifecycle_machine import LifecycleMachine, make_lifecycle_machine
+
+A = "a"
+L = 0  # lane index of "a" among the lanes a step applies to
+
+_Memory = make_lifecycle_machine(BUNDLED["memory"])
+
+
+@pytest.fixture
+def run() -> Iterator[LifecycleMachine]:
+    machine = _Memory()
+    try:
+        yield machine
+    finally:
+        machine.teardown()
+
+
+def _value(run: LifecycleMachine, address: Any) -> Any:
+    record = run.store.get_value(address)
+    return None if record is None else record.value
+
+
+def _op(run: LifecycleMachine) -> str:
+    op = run.life.active(A)
+    assert op is not None
+    return op.id
+
+
+def test_a_settled_response_is_an_assistant_message_with_the_streamed_text(
+    run: LifecycleMachine,
+) -> None:
+    run.start(L)
+    op = _op(run)
+    assert _value(run, lane_state(A))["currentOperationId"] == op
+    assert _value(run, operation_meta(op)) == {"lane": A, "kind": "prompt"}
+    assert _value(run, operation_state(op))["status"] == "active"
+    run.begin_response(L)
+    response = run.life.ops[op].response
+    assert response is not None
+    assert _value(run, pending_entry(response)) == {"operationId": op, "kind": "assistant"}
+    assert _value(run, operation_state(op))["response"] == response
+    run.frames(L, ["He", "llo", " wörld"])
+    run.settle(L, False)
+
+    entry = run.store.get_entry(response)
+    assert entry is not None
+    assert (entry.parent_id, entry.type) == (None, "message")
+    assert entry.payload["message"] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Hello wörld"}],
+    }
+    usage = run.store.get_usage(f"{response}.usage")
+    assert usage is not None and usage.entry_id == response
+    # One output token per streamed frame, so `scopecheck bench size` counts are predictable.
+    assert usage.usage["output"] == 3 and usage.usage["input"] > 0
+    assert _value(run, branch_tip(A)) == response
+    assert run.store.get_value(pending_entry(response)) is None
+    assert _value(run, operation_state(op))["response"] is None
+
+    # The next response chains after the first one.
+    run.begin_response(L)
+    second = run.life.ops[op].response
+    run.frames(L, ["x"])
+    run.settle(L, False)
+    assert second is not None and second != response
+    later = run.store.get_entry(second)
+    assert later is not None and later.parent_id == response
+    assert later.payload["message"]["content"][0]["text"] == "x"
+    assert _value(run, branch_tip(A)) == second
+
+
+def test_a_superseded_response_leaves_no_entry_and_no_pending_marker(
+    run: LifecycleMachine,
+) -> None:
+    run.start(L)
+    op = _op(run)
+    run.begin_response(L)
+    response = run.life.ops[op].response
+    assert response is not None
+    run.frames(L, ["He"])
+    run.settle(L, True)
+    assert run.store.get_entry(response) is None
+    assert run.store.get_value(pending_entry(response)) is None
+    assert run.store.get_value(branch_tip(A)) is None
+    assert _value(run, operation_state(op))["response"] is None
+
+
+def test_a_tool_outcome_is_a_tool_result_message_after_the_response(
+    run: LifecycleMachine,
+) -> None:
+    run.start(L)
+    op = _op(run)
+    run.prepare(L)
+    assert _value(run, operation_preparation(op)) == {"context": "prepared"}
+    run.begin_response(L)
+    response = run.life.ops[op].response
+    run.frames(L, ["call"])
+    run.settle(L, False)
+    run.start_tool(L, "read", ("cursor",))
+    assert _value(run, operation_tool_args(op, "t1")) == {"tool": "read", "args": {}}
+    tools = _value(run, operation_state(op))["tools"]
+    assert tools == {"t1": {"name": "read", "status": "running", "memos": ["cursor"]}}
+    run.checkpoint(L, 0, True)
+    assert run.store.get_value(pending_tool_output(op, "t1")) is not None
+    assert run.store.get_value(operation_tool_memo(op, "t1", "cursor")) is not None
+    run.tool_outcome(L, 0)
+
+    result_id = f"{op}.t1.result"
+    entry = run.store.get_entry(result_id)
+    assert entry is not None
+    assert (entry.parent_id, entry.type) == (response, "message")
+    assert entry.payload["message"] == {
+        "role": "toolResult",
+        "toolCallId": "t1",
+        "toolName": "read",
+        "content": [{"type": "text", "text": "ok"}],
+    }
+    assert _value(run, branch_tip(A)) == result_id
+    assert _value(run, operation_state(op))["tools"]["t1"]["status"] == "outcome_ready"
+    assert run.life.running_tools(A) == []
+
+    run.terminal(L, "completed")
+    assert _value(run, operation_result(op)) == {"outcome": "completed"}
+    lane = _value(run, lane_state(A))
+    assert (lane["currentOperationId"], lane["lastOperationId"]) == (None, op)
+    for address in (
+        operation_state(op),
+        operation_meta(op),
+        operation_tool_args(op, "t1"),
+        operation_preparation(op),
+    ):
+        assert run.store.get_value(address) is None, address
+    # The transcript outlives the operation.
+    assert run.store.get_entry(result_id) is not None
+
+
+def test_a_cancelled_operation_ends_cancelled_and_an_unknown_tool_interrupted(
+    run: LifecycleMachine,
+) -> None:
+    run.start(L)
+    op = _op(run)
+    run.cancel(L)
+    assert _value(run, operation_state(op))["status"] == "cancelling"
+    run.terminal(L, "completed")
+    assert _value(run, operation_result(op)) == {"outcome": "cancelled"}
+
+    run.start(L)
+    second = _op(run)
+    run.start_tool(L, "bash", ())
+    run.recover_unknown(L)
+    state = _value(run, operation_state(second))
+    assert state["status"] == "recovering" and state["tools"]["t1"]["status"] == "unknown"
+    run.terminal(L, "completed")
+    assert _value(run, operation_result(second)) == {"outcome": "interrupted"}
