@@ -231,6 +231,19 @@ def cross_check(totals: Mapping[str, int], verdicts: Mapping[str, int | None]) -
     return problems
 
 
+def parse_samples(specs: Sequence[str]) -> dict[str, int]:
+    """``["6", "impl=12"]`` -> ``{"models": 6, "impl": 12}`` (later specs win)."""
+    every: dict[str, int] = {}
+    for spec in specs:
+        package, _, count = spec.rpartition("=")
+        targets = [package] if package else list(PACKAGES)
+        if package and package not in PACKAGES:
+            raise SystemExit(f"--sample {spec}: unknown package {package!r}")
+        for target in targets:
+            every[target] = int(count)
+    return every
+
+
 def _fmt(score: float | None) -> str:
     return "n/a" if score is None else f"{100 * score:.1f}%"
 
@@ -246,10 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list-survivors", action="store_true")
     parser.add_argument(
         "--sample",
-        type=int,
-        default=1,
-        metavar="N",
-        help="score only the stable 1-in-N sample of mutants (the whole set takes hours)",
+        action="append",
+        default=[],
+        metavar="[PKG=]N",
+        help="score only the stable 1-in-N sample of mutants, for every package or for PKG"
+        " (repeatable; the whole set takes hours on two cores)",
     )
     parser.add_argument(
         "--print-sample",
@@ -267,7 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not all_verdicts:
         print("no mutmut results under mutants/: run `mutmut run` first (docs/mutation.md)")
         return 1
-    verdicts = {k: v for k, v in all_verdicts.items() if in_sample(k, args.sample)}
+    every = parse_samples(args.sample)
+    verdicts = {k: v for k, v in all_verdicts.items() if in_sample(k, every.get(package_of(k), 1))}
     if args.print_sample:
         for name in sorted(verdicts):
             if package_of(name) in packages:
@@ -293,8 +308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in unknown:
         print(f"note: {name} (in {TRIAGE_PATH}) is not a current mutant")
 
-    if args.sample > 1:
-        print(f"scoring the stable 1-in-{args.sample} sample: {len(verdicts)} mutants")
+    for package in packages:
+        if every.get(package, 1) > 1:
+            size = sum(1 for k in verdicts if package_of(k) == package)
+            print(f"{package}: scoring the stable 1-in-{every[package]} sample, {size} mutants")
     scores = score_packages(verdicts, triage)
     header = f"{'package':8} {'killed':>7} {'timeout':>7} {'survived':>8} {'no-tests':>8}"
     print(header + f" {'other':>5} {'equiv':>5} {'import':>6} {'unrun':>6} {'score':>7}")
