@@ -183,3 +183,39 @@ def test_a_cancelled_operation_ends_cancelled_and_an_unknown_tool_interrupted(
     assert state["status"] == "recovering" and state["tools"]["t1"]["status"] == "unknown"
     run.terminal(L, "completed")
     assert _value(run, operation_result(second)) == {"outcome": "interrupted"}
+
+
+def test_harness_addresses_are_the_reference_namespaces() -> None:
+    """REFERENCE §5 spells every harness address; the lifecycle must use exactly those (forks
+    and recovery find lanes, tips and results by these names).  Spelled out here, not taken from
+    the module's constants, so a renamed namespace fails."""
+    from models.addresses import value, value_list
+    from models.lifecycle import pending_assistant_frames
+    from models.scope import ephemeral_scope
+
+    op = ephemeral_scope("a.op1")
+    assert branch_tip("main") == value("pi.branch.tip", "main")
+    assert lane_state("main") == value("pi.lane.state", "main")
+    assert operation_result("a.op1") == value("pi.result", "a.op1")
+    assert operation_meta("a.op1") == value("pi.op.meta", "a.op1")
+    assert operation_state("a.op1") == value("pi.op.state", "a.op1")
+    assert operation_tool_args("a.op1", "t1") == value("pi.op.tool_args", "a.op1:t1")
+    assert operation_preparation("a.op1") == value("pi.op.preparation", "a.op1")
+    assert pending_entry("a.op1.r1") == value("pi.pending.entry", "a.op1.r1")
+    assert operation_tool_memo("a.op1", "t1", "cursor") == value(
+        "pi.op.tool_memo", "a.op1:t1:cursor", op
+    )
+    assert pending_tool_output("a.op1", "t1") == value("pi.pending.tool_output", "a.op1:t1", op)
+    assert pending_assistant_frames("a.op1", "a.op1.r1") == value_list(
+        "pi.pending.assistant_frame", "a.op1:a.op1.r1", op
+    )
+    # The unscoped baseline (scopecheck bench size) keeps the same names in the session scope.
+    assert pending_tool_output("a.op1", "t1", scoped=False) == value(
+        "pi.pending.tool_output", "a.op1:t1"
+    )
+    assert operation_tool_memo("a.op1", "t1", "m", scoped=False) == value(
+        "pi.op.tool_memo", "a.op1:t1:m"
+    )
+    assert pending_assistant_frames("a.op1", "r", scoped=False) == value_list(
+        "pi.pending.assistant_frame", "a.op1:r"
+    )
