@@ -66,17 +66,19 @@ def status_of(exit_code: int | None) -> str:
     return _STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
 
 
-TRIAGE_KINDS = ("equivalent", "import-time")
+TRIAGE_KINDS = ("equivalent", "message", "import-time")
 
 
 @attrs.frozen
 class Equivalent:
     """A triaged survivor, left out of the score with its reason.
 
-    ``kind`` is ``equivalent`` (no test can tell the mutant from the original: same behaviour) or
-    ``import-time`` (the mutated code only runs while the module is imported, i.e. a validator
-    factory called in a class body; mutmut 3 forks every mutant from a process that imported the
-    original, so the mutant never runs -- mutmut cannot test it, whatever the tests say).
+    ``kind`` is ``equivalent`` (no test can tell the mutant from the original: same behaviour),
+    ``message`` (only the wording of a human-readable error message changes: codes and details
+    are contract and tested, wording is deliberately not pinned) or ``import-time`` (the mutated
+    code only runs while the module is imported, e.g. a validator factory called in a class
+    body; mutmut 3 forks every mutant from a process that imported the original, so the mutant
+    never runs -- mutmut cannot test it, whatever the tests say).
     """
 
     name: str
@@ -91,9 +93,9 @@ class PackageScore:
     ``killed`` counts mutmut's "killed" and "caught by type check"; a timeout is a detection too
     (the mutant made the tests loop) but is reported on its own.  Everything else that was run
     and not detected -- survived, no tests, suspicious, segfault -- is a survivor unless triaged
-    equivalent.  ``equivalent`` and ``import_time`` count the triaged survivors (``Equivalent``),
-    which are out of the score; ``not_checked`` mutants were never run (a partial run) and are
-    not in the score either.
+    equivalent.  ``equivalent``, ``message`` and ``import_time`` count the triaged survivors
+    (:class:`Equivalent`), which are out of the score; ``not_checked`` mutants were never run (a
+    partial run) and are not in the score either.
     """
 
     package: str
@@ -103,6 +105,7 @@ class PackageScore:
     no_tests: int
     other: int
     equivalent: int
+    message: int
     import_time: int
     not_checked: int
 
@@ -188,6 +191,7 @@ def score_packages(
             no_tests=c.get("no_tests", 0),
             other=c.get("other", 0),
             equivalent=c.get("equivalent", 0),
+            message=c.get("message", 0),
             import_time=c.get("import-time", 0),
             not_checked=c.get("not_checked", 0),
         )
@@ -314,12 +318,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{package}: scoring the stable 1-in-{every[package]} sample, {size} mutants")
     scores = score_packages(verdicts, triage)
     header = f"{'package':8} {'killed':>7} {'timeout':>7} {'survived':>8} {'no-tests':>8}"
-    print(header + f" {'other':>5} {'equiv':>5} {'import':>6} {'unrun':>6} {'score':>7}")
+    print(header + f" {'other':>5} {'equiv':>5} {'msg':>4} {'import':>6} {'unrun':>6} {'score':>7}")
     for package in packages:
         s = scores[package]
         print(
             f"{package:8} {s.killed:7} {s.timeout:7} {s.survived:8} {s.no_tests:8} {s.other:5}"
-            f" {s.equivalent:5} {s.import_time:6} {s.not_checked:6} {_fmt(s.score):>7}"
+            f" {s.equivalent:5} {s.message:4} {s.import_time:6} {s.not_checked:6}"
+            f" {_fmt(s.score):>7}"
         )
         if s.score is None:
             print(f"  {package}: no mutant checked")

@@ -57,6 +57,13 @@ def test_empty_overlong_and_malformed_ids_reject(bad: object) -> None:
     with pytest.raises(errors.UsageError) as caught:
         ephemeral_scope(bad)  # type: ignore[arg-type]
     assert caught.value.code == "invalid_scope"
+    # details["value"] shows the offending ID: repr for non-str and malformed text (printable),
+    # the first 40 characters of an over-long one.
+    shown = caught.value.details.get("value")
+    if isinstance(bad, str) and bad and "\ud800" not in bad and "\udfff" not in bad:
+        assert shown == bad[:40] + "…"  # over-long
+    elif bad != "":
+        assert shown == repr(bad)
 
 
 @pytest.mark.rule("SCOPE-2")

@@ -404,3 +404,25 @@ def test_fork_option_errors_name_the_field_and_optional_fields_accept_none() -> 
         assert info.value.details["field"] == field
     assert BranchFork("main", entry_id=None, id=None).entry_id is None
     assert TreeFork(id=None).id is None
+
+
+@pytest.mark.rule("FORK-2")
+def test_branch_lane_errors_carry_the_branch_name() -> None:
+    """The shared classifier's refusals say which branch: ``details['branch']`` for an unknown
+    or data-only branch, ``details['lane']`` for a corrupt lane."""
+    from models.errors import CorruptError
+    from models.fork_policy import check_branch_lane
+
+    options = BranchFork("feature")
+    for has_tip, has_config, has_state, code, key in (
+        (False, False, False, "unknown_branch", "branch"),
+        (True, False, False, "data_only_branch", "branch"),
+        (False, True, True, "corrupt", "lane"),
+        (True, True, False, "corrupt", "lane"),
+    ):
+        with pytest.raises(ScopecheckError) as info:
+            check_branch_lane(options, has_tip, has_config, has_state)
+        assert info.value.code == code
+        assert info.value.details[key] == "feature"
+        assert isinstance(info.value, CorruptError) == (code == "corrupt")
+    check_branch_lane(options, True, True, True)
