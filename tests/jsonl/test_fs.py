@@ -94,3 +94,48 @@ def test_errors_carry_codes(fs_root: tuple[OsFileSystem, str]) -> None:
     assert fs_code(info.value) == "is_directory"
     fs.write_file(root + "/empty", b"")
     assert fs.read_bytes(root + "/empty") == b""
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7])
+def test_prefix_lines_stream_any_chunk_size(fs_root: tuple[OsFileSystem, str], chunk: int) -> None:
+    """The bounded prefix reader (forks read their source through it) yields the same lines
+    whatever the chunk size, down to the prefix's last byte."""
+    fs, root = fs_root
+    path = root + "/f"
+    data = b"a\nbb\n\nccc\nd"
+    fs.write_file(path, data)
+    for size in range(len(data) + 1):
+        expected = [(line, True) for line in data[:size].split(b"\n")[:-1]]
+        tail = data[:size].rsplit(b"\n", 1)[-1] if size else b""
+        if tail:
+            expected.append((tail, False))
+        assert list(fs.iter_prefix_lines(path, size, chunk)) == expected, size
+
+
+def test_failed_truncate_and_injected_append_name_the_operation(
+    fs_root: tuple[OsFileSystem, str],
+) -> None:
+    """``details['op']`` says which operation failed; a partial append says how much got out."""
+    from impl.fs import TracingFileSystem
+
+    fs, root = fs_root
+    path = root + "/f"
+    fs.write_file(path, b"x\n")
+    handle = fs.open_append(path)
+    with pytest.raises(StorageIOError) as info:
+        fs.truncate(handle, -1)
+    assert info.value.details["op"] == "truncate" and info.value.details["path"] == path
+    fs.close(handle)
+
+    def fault(op: str, _path: str) -> object:
+        return (OSError(28, "No space left on device"), 1) if op == "append" else None
+
+    tracing = TracingFileSystem(fs, fault)
+    handle = tracing.open_append(path)
+    with pytest.raises(StorageIOError) as info:
+        tracing.append(handle, b"yy\n")
+    tracing.close(handle)
+    assert info.value.details["op"] == "append"
+    assert info.value.details["written"] == 1
+    assert fs.read_bytes(path) == b"x\ny"
+    assert ("!append", path) in tracing.trace

@@ -9,6 +9,7 @@ import pytest
 
 from impl.sqlite import SqliteStorage
 from models.addresses import value, value_list
+from models.errors import UsageError
 from models.scope import ephemeral_scope
 from models.writes import (
     AnyWrite,
@@ -268,3 +269,15 @@ def test_session_deletion_removes_scoped_rows_and_files(make_repo: Any, layout: 
     assert (
         fresh.snapshot().values == () and fresh.commit([set_value(value("a", "b"), 1)])[0].seq == 1
     )
+
+
+@pytest.mark.rule("REPO-3")
+def test_opening_a_missing_session_is_not_found(make_repo: Any, layout: str) -> None:
+    """``not_found`` for a session that was never created; the shared container also says
+    which database file it looked in (``details['path']``)."""
+    repo = make_repo()
+    with pytest.raises(UsageError) as info:
+        repo.open("never-created")
+    assert info.value.code == "not_found"
+    if layout == "shared":
+        assert info.value.details["path"] == repo.path
