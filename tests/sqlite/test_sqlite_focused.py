@@ -281,3 +281,20 @@ def test_opening_a_missing_session_is_not_found(make_repo: Any, layout: str) -> 
     assert info.value.code == "not_found"
     if layout == "shared":
         assert info.value.details["path"] == repo.path
+
+
+def test_both_layouts_do_their_io_through_the_given_vfs(make_repo: Any, layout: str) -> None:
+    """``vfs=`` reaches every connection: the crash simulator (crashsim/sqlite_vfs.py) sees a
+    layout's writes only through it."""
+    from crashsim.sqlite_vfs import RecordingVFS
+
+    vfs = RecordingVFS(f"focused-{layout}")
+    try:
+        repo = make_repo(vfs=vfs.vfs_name)
+        storage = repo.create("s")
+        storage.commit([set_value(value("ns", "k"), 1)])
+        storage.close()
+        repo.close()
+        assert any(call.kind == "write" for call in vfs.calls)
+    finally:
+        vfs.unregister()
