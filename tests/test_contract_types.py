@@ -194,3 +194,17 @@ def test_address_errors_name_the_part_and_carry_the_value() -> None:
         assert caught.value.code == "invalid_address"
         assert caught.value.message.startswith(part + " ")
         assert caught.value.details["value"] == bad
+
+
+@pytest.mark.rule("WRITE-3")
+@pytest.mark.parametrize(
+    ("usage", "shown"), [({"input": "3"}, "'3'"), ({"output": True}, "True"), ({"cost": []}, None)]
+)
+def test_bad_usage_rows_say_which_field(usage: dict[str, object], shown: str | None) -> None:
+    """Token counts must be ints (bool is not) and cost a dict of numbers; the error names the
+    field and shows the bad value."""
+    with pytest.raises(errors.UsageError) as caught:
+        insert_usage("u", usage)
+    assert caught.value.code == "invalid_payload"
+    assert caught.value.message.startswith("usage.")
+    assert caught.value.details.get("value") == shown

@@ -101,3 +101,28 @@ def test_bad_scan_arguments_are_usage_errors(
     with pytest.raises(UsageError) as caught:
         session.scan_values(*args)  # type: ignore[arg-type]
     assert caught.value.code == code
+
+
+@pytest.mark.rule("REPO-1", "REPO-3", "REPO-4")
+def test_model_repository_refusals_have_the_contract_codes() -> None:
+    """The model refuses what every backend refuses, with the same codes: a missing Session is
+    ``not_found`` for open and delete, an existing one ``already_exists``, an open one cannot be
+    opened again or deleted, a bad id is ``invalid_session_id``."""
+    repo = ReferenceRepository()
+
+    def code(call: object) -> str:
+        with pytest.raises(UsageError) as caught:
+            call()  # type: ignore[operator]
+        return caught.value.code
+
+    assert code(lambda: repo.open("s")) == "not_found"
+    assert code(lambda: repo.delete("s")) == "not_found"
+    repo.create("s")
+    assert code(lambda: repo.create("s")) == "already_exists"
+    assert code(lambda: repo.open("s")) == "already_open"
+    assert code(lambda: repo.delete("s")) == "already_open"
+    repo.close_session("s")
+    repo.delete("s")
+    assert repo.list() == []
+    for bad in ("", "a\x00", "\ud800", 3):
+        assert code(lambda bad=bad: repo.create(bad)) == "invalid_session_id"

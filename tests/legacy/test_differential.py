@@ -192,3 +192,39 @@ def test_both_importers_reject_a_broken_record_at_the_same_line(
     assert verdict == model(lines)
     if n == 1:
         assert verdict == "corrupt at line 1"
+
+
+@pytest.mark.rule("LEGACY-11")
+def test_lane_config_takes_the_nearest_tool_list() -> None:
+    """The imported lane config carries the model, thinking level and *tool list* nearest the
+    final record (REFERENCE §8), in both importers."""
+    from models.writes import SetValue
+
+    def rec(i: int, kind: str, parent: str | None, **extra: Any) -> bytes:
+        stamp = f"2025-01-01T00:00:{i:02d}Z"
+        return orjson.dumps(
+            {"type": kind, "id": f"r{i}", "parentId": parent, "timestamp": stamp, **extra}
+        )
+
+    head = {"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T00:00:00Z"}
+    lines = [
+        orjson.dumps({**head, "cwd": "/c"}),
+        rec(1, "model_change", None, provider="p", modelId="m"),
+        rec(2, "thinking_level_change", "r1", thinkingLevel="high"),
+        rec(3, "active_tools_change", "r2", activeToolNames=["read"]),
+        rec(4, "active_tools_change", "r3", activeToolNames=["bash", "edit"]),
+        rec(5, "message", "r4", message={"role": "user", "content": "hi"}),
+    ]
+    assert backend(lines) == model(lines)
+    configs = [
+        c.write.value
+        for c in import_log(lines, "s", counter_ids)
+        if isinstance(c.write, SetValue) and c.write.address.namespace == "pi.lane.config"
+    ]
+    assert configs == [
+        {
+            "model": {"provider": "p", "modelId": "m"},
+            "thinkingLevel": "high",
+            "activeToolNames": ["bash", "edit"],
+        }
+    ]
