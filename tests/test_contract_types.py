@@ -208,3 +208,18 @@ def test_bad_usage_rows_say_which_field(usage: dict[str, object], shown: str | N
     assert caught.value.code == "invalid_payload"
     assert caught.value.message.startswith("usage.")
     assert caught.value.details.get("value") == shown
+
+
+@pytest.mark.rule("LIST-9", "ADDR-2")
+def test_reads_refuse_the_wrong_kind_of_argument() -> None:
+    """A value address is no list (``invalid_query``); a scan needs a str namespace and prefix
+    without NUL (``invalid_address``)."""
+    storage = MemoryRepository().create("s")
+    for call, code in (
+        (lambda: storage.read_list(value("ns", "k")), "invalid_query"),  # type: ignore[arg-type]
+        (lambda: storage.scan_values(3), "invalid_address"),  # type: ignore[arg-type]
+        (lambda: storage.scan_values("ns", "a\x00"), "invalid_address"),
+    ):
+        with pytest.raises(errors.UsageError) as caught:
+            call()
+        assert caught.value.code == code

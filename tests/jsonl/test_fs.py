@@ -139,3 +139,16 @@ def test_failed_truncate_and_injected_append_name_the_operation(
     assert info.value.details["written"] == 1
     assert fs.read_bytes(path) == b"x\ny"
     assert ("!append", path) in tracing.trace
+
+
+def test_tracing_remove_of_a_missing_path_needs_force(fs_root: tuple[OsFileSystem, str]) -> None:
+    """The tracing wrapper keeps the FileSystem defaults: removing a missing path is
+    ``not_found`` unless ``force``."""
+    from impl.fs import TracingFileSystem
+
+    fs, root = fs_root
+    tracing = TracingFileSystem(fs)
+    with pytest.raises(StorageIOError) as info:
+        tracing.remove(root + "/missing")
+    assert fs_code(info.value) == "not_found"
+    tracing.remove(root + "/missing", force=True)
