@@ -219,3 +219,39 @@ def test_harness_addresses_are_the_reference_namespaces() -> None:
     assert pending_assistant_frames("a.op1", "r", scoped=False) == value_list(
         "pi.pending.assistant_frame", "a.op1:r"
     )
+
+
+def test_the_unscoped_baseline_deletes_every_progress_address_itself(
+    run: LifecycleMachine,
+) -> None:
+    """``scoped=False`` (the pre-Step-1 baseline of ``scopecheck bench size``) keeps progress
+    in the session scope and must delete it explicitly: settled and superseded frames at once,
+    a finished tool's output and memos at its outcome, a still-running tool's at terminal."""
+    from models.lifecycle import Lifecycle, pending_assistant_frames
+    from scopecheck.lifecycle_machine import LANES
+
+    run.life = Lifecycle(LANES, scoped=False)
+    run.start(L)
+    op = _op(run)
+    run.begin_response(L)
+    first = run.life.ops[op].response
+    assert first is not None
+    run.frames(L, ["a", "b"])
+    frames = pending_assistant_frames(op, first, scoped=False)
+    assert frames.scope_id is None and len(run.store.read_list(frames)) == 2
+    assert (None, frames.namespace, frames.key) in run.life.current_addresses()
+    run.settle(L, False)
+    assert run.store.read_list(frames) == ()
+    run.begin_response(L)
+    second = run.life.ops[op].response
+    assert second is not None
+    run.frames(L, ["c"])
+    run.settle(L, True)
+    assert run.store.read_list(pending_assistant_frames(op, second, scoped=False)) == ()
+    run.start_tool(L, "bash", ("cursor",))
+    run.checkpoint(L, 0, True)
+    assert run.store.get_value(pending_tool_output(op, "t1", scoped=False)) is not None
+    run._commit(run.life.terminal(A, "completed"))  # no retirement: the machine's rule would object
+    assert run.store.get_value(pending_tool_output(op, "t1", scoped=False)) is None
+    assert run.store.get_value(operation_tool_memo(op, "t1", "cursor", scoped=False)) is None
+    assert run.life.current_addresses() == frozenset()
