@@ -126,3 +126,13 @@ def test_model_repository_refusals_have_the_contract_codes() -> None:
     assert repo.list() == []
     for bad in ("", "a\x00", "\ud800", 3):
         assert code(lambda bad=bad: repo.create(bad)) == "invalid_session_id"
+
+
+@pytest.mark.rule("TX-1")
+@pytest.mark.parametrize("writes", ["set", b"x", 3, None, [1]])
+def test_model_refuses_a_transaction_that_is_no_list_of_writes(writes: object) -> None:
+    session = ReferenceRepository().create("s")
+    with pytest.raises(UsageError) as caught:
+        session.commit(writes, 1)
+    assert caught.value.code == "invalid_transaction"
+    assert session.snapshot() == ReferenceRepository().create("t").snapshot()

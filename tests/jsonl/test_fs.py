@@ -152,3 +152,16 @@ def test_tracing_remove_of_a_missing_path_needs_force(fs_root: tuple[OsFileSyste
         tracing.remove(root + "/missing")
     assert fs_code(info.value) == "not_found"
     tracing.remove(root + "/missing", force=True)
+
+
+def test_failed_rename_names_source_and_target(fs_root: tuple[OsFileSystem, str]) -> None:
+    fs, root = fs_root
+    with pytest.raises(StorageIOError) as info:
+        fs.rename(root + "/missing", root + "/t")
+    assert fs_code(info.value) == "not_found"
+    details = info.value.details
+    assert (details["op"], details["path"], details["target"]) == (
+        "rename",
+        root + "/missing",
+        root + "/t",
+    )

@@ -412,3 +412,38 @@ def test_sidecar_names_decode_only_canonical_spellings() -> None:
     assert layout.decode_sidecar_name("scope-%ED%A0%80.scope") is None  # lone surrogate
     assert layout.decode_main_name("a%2Fb.jsonl") == "a/b"
     assert layout.decode_main_name(".jsonl") is None
+
+
+@pytest.mark.rule("JSONL-6")
+@pytest.mark.parametrize(
+    ("line", "change"),
+    [
+        (2, {"extra": 1}),  # a value record with a key it may not have
+        (3, {"parentId": None}),  # an entry record without parentId (null is a root, absent is bad)
+        (3, {"parentId": 7}),
+    ],
+    ids=["value-extra-key", "entry-without-parent", "entry-parent-not-str"],
+)
+def test_records_of_the_wrong_shape_fail_open_with_their_line(
+    make_repo: RepoFactory, root: str, line: int, change: dict[str, Any]
+) -> None:
+    """Every record has exactly its kind's keys; a missing or extra key is corruption at that
+    line, not a crash and not a silently different record."""
+    storage = make_repo().create("s")
+    storage.commit([set_value(value("v", "k"), 1)])
+    storage.commit([insert_entry("e1", None, "message", {"role": "user"})])
+    storage.close()
+    path = os.path.join(root, "s.jsonl")
+    content = main_lines(root)
+    record = orjson.loads(content[line - 1])
+    for key, bad in change.items():
+        if key == "parentId" and bad is None:
+            del record[key]
+        else:
+            record[key] = bad
+    content[line - 1] = orjson.dumps(record)
+    with open(path, "wb") as handle:
+        handle.write(b"\n".join(content) + b"\n")
+    with pytest.raises(CorruptError) as info:
+        make_repo().open("s")
+    assert info.value.details == {"file": path, "line": line}
