@@ -223,3 +223,19 @@ def test_reads_refuse_the_wrong_kind_of_argument() -> None:
         with pytest.raises(errors.UsageError) as caught:
             call()
         assert caught.value.code == code
+
+
+@pytest.mark.rule("WRITE-3", "ADDR-1")
+def test_writes_and_addresses_check_what_the_constructors_cannot() -> None:
+    """A non-dict entry payload, raw non-bytes JSON in a write built directly, and a scope
+    that is no scope are refused with their codes."""
+    from models.writes import InsertEntry
+
+    for build, code in (
+        (lambda: insert_entry("e", None, "t", [1]), "invalid_payload"),  # type: ignore[arg-type]
+        (lambda: InsertEntry("e", None, "t", "{}"), "invalid_payload"),  # type: ignore[arg-type]
+        (lambda: value("ns", "k", "op"), "invalid_scope"),  # type: ignore[call-overload]
+    ):
+        with pytest.raises(errors.UsageError) as caught:
+            build()
+        assert caught.value.code == code

@@ -116,3 +116,40 @@ def test_errors_form_one_family_with_stable_codes() -> None:
 
     again = pickle.loads(pickle.dumps(err))
     assert (type(again), again.code, again.details) == (errors.CorruptError, "corrupt", err.details)
+
+
+@pytest.mark.rule("WRITE-3")
+def test_payload_errors_point_at_the_bad_part() -> None:
+    """``details['path']`` locates the offending part from the write's own name for it
+    (``value``, ``element``, ``payload`` ...) down through list indexes and object keys."""
+    from models.addresses import value, value_list
+    from models.errors import UsageError
+    from models.writes import append_list, set_value
+
+    cases = [
+        (lambda: set_value(value("ns"), [0, {"x": float("nan")}]), "value[1].x"),
+        (lambda: append_list(value_list("ns"), {"k": {1: 2}}), "element.k"),
+    ]
+    for build, path in cases:
+        with pytest.raises(UsageError) as caught:
+            build()
+        assert caught.value.code == "invalid_payload"
+        assert caught.value.details["path"] == path
+
+
+@pytest.mark.rule("WRITE-3")
+def test_nesting_is_bounded_at_200_levels() -> None:
+    from models.errors import UsageError
+    from models.payload import encode_json
+
+    def nested(levels: int) -> object:
+        out: object = 0
+        for _ in range(levels):
+            out = [out]
+        return out
+
+    assert encode_json(nested(200)) == b"[" * 200 + b"0" + b"]" * 200
+    with pytest.raises(UsageError) as caught:
+        encode_json(nested(201))
+    assert caught.value.code == "invalid_payload"
+    assert caught.value.details["path"] == "value" + "[0]" * 201  # the innermost 0
