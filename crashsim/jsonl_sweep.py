@@ -374,8 +374,11 @@ def crash_states(
     allowed_at: Callable[[int], tuple[int, ...]],
     seed: int = 0,
     partial: bool = True,
+    cuts_of: Callable[[bytes, random.Random], list[int]] | None = None,
 ) -> Iterator[CrashState]:
-    """Every crash state of ``ops`` (see the module docstring), in trace order."""
+    """Every crash state of ``ops`` (see the module docstring), in trace order;
+    ``cuts_of(data, rng)`` replaces :func:`cut_points` for torn writes (the generic sweep
+    cuts at fewer offsets)."""
     disk = Disk(initial.files, initial.dirs)
     for k in range(len(ops) + 1):
         allowed = allowed_at(k)
@@ -385,7 +388,10 @@ def crash_states(
         op = ops[k] if k < len(ops) else None
         if op is not None and op.kind in ("write", "append"):
             base = visible.files.get(op.path, b"") if op.kind == "append" else b""
-            cuts = cut_points(op.data, rng) if partial else [len(op.data) // 2]
+            if cuts_of is not None:
+                cuts = cuts_of(op.data, rng)
+            else:
+                cuts = cut_points(op.data, rng) if partial else [len(op.data) // 2]
             if op.kind == "write":
                 cuts = [0, *cuts]
             for n in cuts:
@@ -1008,7 +1014,7 @@ def render_files(title: str, files: dict[str, Any]) -> list[str]:
         lines.append("  (no files)")
     for path, data in sorted(files.items()):
         text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
-        lines.append(f"  {path}")
+        lines.append(f"  {path}" + ("   (empty)" if not text else ""))
         for line in text.splitlines(keepends=True)[:12]:
             shown = line.rstrip("\n")
             lines.append(

@@ -275,22 +275,28 @@ def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json:
     if not budget > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
     console = Console(stderr=True, quiet=as_json)
-    with console.status(f"validating {factory}: machine ({budget:g}s), then conformance…"):
+    with console.status(f"validating {factory}: machine and crashes ({budget:g}s), conformance…"):
         verdict = run_validate(factory, budget, Path(failures_dir), seed)
     if as_json:
         emit_json(verdict.as_json())
     else:
         out = Console()
+        if verdict.crash_exploration == "ran":
+            crashes = f"crash exploration: {verdict.crash_states:,} crash states"
+        else:
+            crashes = f"crash exploration: {verdict.crash_exploration}"
         if verdict.passed:
             out.print(
                 f"[green]PASSED[/] {verdict.backend}: machine {verdict.machine_steps} steps, "
                 f"{verdict.conformance_tests} conformance tests, {verdict.seconds:.1f}s"
             )
+            out.print(f"  {crashes}")
         else:
             out.print(
                 f"[red]FAILED[/] {verdict.backend}: {len(verdict.failures)} failing checks "
                 f"({verdict.seconds:.1f}s)"
             )
+            out.print(f"  {crashes}")
             for failure in verdict.failures:
                 out.print(f"  {failure['rule'] or '(no rule)'}: {failure.get('error', '')}")
                 out.print(f"    rerun: {failure['reproducer']}", soft_wrap=True)
