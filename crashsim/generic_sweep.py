@@ -396,8 +396,10 @@ class Checker:
             seq = done[0].seq if done else None
             return failure(
                 "CRASH-FS-3",
-                f"the first commit after recovery got seq {seq}, but seqs below {floor} were "
-                "already acknowledged (SEQ-7: a consumed sequence is never reused)",
+                f"the first commit after recovery got seq {seq}, but the recovered state is "
+                f"the model after step {matched}, whose writes used every seq below {floor}: a "
+                "consumed sequence is reused (SEQ-7), or part of a transaction whose other "
+                "writes left nothing visible was recovered",
                 describe(got),
             )
         again = self._reopen()
