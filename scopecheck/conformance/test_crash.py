@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from crashsim.generic_sweep import SKIPPED, jsonl_factory, sweep, workload
-from scopecheck.backends import Backend
+from crashsim.generic_sweep import SKIPPED, Factory, jsonl_factory, sweep, workload
 from scopecheck.crash_explorers import GenericCrashExplorer
 
 #: Workload seeds: 0 is creates, commits and restarts; 1 adds a delete and a new create.
@@ -19,20 +18,27 @@ SEEDS = (0, 1)
 TRANSACTIONS = 4
 
 
-def _backends(config: pytest.Config) -> list[Backend]:
+def _targets(config: pytest.Config) -> list[tuple[str, Factory | None]]:
+    """``(name, factory)`` per backend under test; ``factory`` is ``None`` when the backend's
+    factory does not take ``fs`` and ``root``."""
     from scopecheck.adapters import load_backend
 
     specs = config.getoption("scopecheck_backend", default=None) or []
-    if specs:
-        return [load_backend(spec) for spec in specs]
-    explorer = GenericCrashExplorer(jsonl_factory, "jsonl")
-    return [Backend("jsonl", lambda clock: None, "JSONL through impl.fs", crash=explorer)]  # type: ignore[arg-type,return-value]
+    if not specs:
+        return [("jsonl", jsonl_factory)]
+    chosen = []
+    for spec in specs:
+        backend = load_backend(spec)
+        explorer = backend.crash
+        factory = explorer.factory if isinstance(explorer, GenericCrashExplorer) else None
+        chosen.append((backend.name, factory))
+    return chosen
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "crash_backend" in metafunc.fixturenames:
-        chosen = _backends(metafunc.config)
-        metafunc.parametrize("crash_backend", chosen, ids=[b.name for b in chosen])
+    if "crash_target" in metafunc.fixturenames:
+        chosen = _targets(metafunc.config)
+        metafunc.parametrize("crash_target", chosen, ids=[name for name, _ in chosen])
 
 
 @pytest.mark.rule(
@@ -40,14 +46,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     "CRASH-FS-7", "CRASH-FS-8",
 )  # fmt: skip
 @pytest.mark.parametrize("seed", SEEDS)
-def test_every_crash_state_recovers(crash_backend: Backend, seed: int) -> None:
+def test_every_crash_state_recovers(crash_target: tuple[str, Factory | None], seed: int) -> None:
     """Every process-crash and power-loss state of a seeded workload reopens to an allowed
     model state, commits above every acknowledged seq, reopens idempotently and survives a
     crash during its own recovery."""
-    explorer = crash_backend.crash
-    if not isinstance(explorer, GenericCrashExplorer):
+    _, factory = crash_target
+    if factory is None:
         pytest.skip(f"crash exploration: {SKIPPED}")
-    report = sweep(explorer.factory, workload(seed, TRANSACTIONS), seed=seed)
+    report = sweep(factory, workload(seed, TRANSACTIONS), seed=seed)
     assert not report.failures, (
         f"{report.failures[0]}\nexpected one of: {report.failures[0].expected}\n"
         f"recovered: {report.failures[0].recovered}\nfiles before recovery: "
