@@ -205,6 +205,12 @@ def trace(factory: Factory, wl: Workload) -> Trace:
         raise WorkloadFailed(
             f"step {recorder.step} ({wl.steps[recorder.step].op}) raised {exc!r} with no crash"
         ) from exc
+    outside = [op for op in recorder.ops if not _under_root(op.path, op.target)]
+    if outside:
+        raise WorkloadFailed(
+            f"{outside[0].describe()} is outside the root {ROOT!r}: keep every file under root, "
+            "or the crash images cannot hold it"
+        )
     final = _read_session(factory, box, StepClock())
     if final != model.snapshots[-1]:
         raise WorkloadFailed(
@@ -212,6 +218,10 @@ def trace(factory: Factory, wl: Workload) -> Trace:
             f"got {orjson.dumps(describe(final)).decode()}"
         )
     return Trace(wl, tuple(recorder.ops), model, initial)
+
+
+def _under_root(*paths: str) -> bool:
+    return all(not p or p == ROOT or p.startswith(ROOT + "/") for p in paths)
 
 
 def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot | None:

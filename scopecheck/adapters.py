@@ -18,6 +18,7 @@ disk; without them crash exploration is reported as skipped (CRASH-FS-8).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -114,7 +115,12 @@ class FileAdapterWorld(AdapterWorld):
         return self._repo
 
     def cleanup(self) -> None:
+        """Close every handle (they may hold open files), the repository, then delete the
+        directory; a handle that refuses to close does not keep the directory."""
         try:
+            for handle in self._repo.handles:
+                with contextlib.suppress(Exception):
+                    handle.close()
             super().cleanup()
         finally:
             shutil.rmtree(self._root, ignore_errors=True)

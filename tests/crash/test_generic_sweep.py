@@ -226,3 +226,18 @@ def test_filesystem_support_is_read_from_the_signature() -> None:
     assert not takes_filesystem(_kwargs_only)
     assert not takes_filesystem(_fs_only)
     assert not takes_filesystem(42)
+
+
+class WritesOutsideRoot(good.FileRepository):  # type: ignore[misc]
+    """Keeps a lock file beside the root: the crash images could not hold it."""
+
+    def create(self, session_id: str) -> Any:
+        self.fs.write_file(self.root + ".lock", b"")
+        return super().create(session_id)
+
+
+@pytest.mark.rule("CRASH-FS-7")
+def test_a_file_outside_root_is_reported_not_silently_lost() -> None:
+    report = sweep(_factory(WritesOutsideRoot), workload(0, 2))
+    (found,) = report.failures
+    assert found.rule == "CRASH-FS-7" and "outside the root" in found.problem
