@@ -323,6 +323,7 @@ def _power_loss(variant: str) -> bool:
 
 
 _PROBE = value("scopecheck.probe", "after-crash")
+_EMPTY: Snapshot = ReferenceRepository().create(SESSION).snapshot()
 
 
 class Checker:
@@ -382,12 +383,12 @@ class Checker:
             _quietly_close(storage, repo)
             return failure("CRASH-FS-1", f"reopen after the crash raised {_error(exc)}")
         if not present:
-            _quietly_close(storage, repo)
             if None not in expected:
+                _quietly_close(storage, repo)
                 return failure(
                     "CRASH-FS-2", "the Session vanished though its create was acknowledged"
                 )
-            return None
+            return self._recreate(repo, failure)
         if got not in expected:
             _quietly_close(storage, repo)
             return failure("CRASH-FS-2", self._mismatch(got, crash.allowed), describe(got))
@@ -434,6 +435,26 @@ class Checker:
                             f"crash at op {index} of the recovery ({op.describe()}){where}: "
                             f"{problem}",
                         )
+        return None
+
+    def _recreate(self, repo: Any, failure: Callable[..., GenericFailure]) -> GenericFailure | None:
+        """The Session is absent (allowed here): creating it again must give an empty one —
+        nothing of a deleted or never-acknowledged Session joins it (CRASH-FS-2)."""
+        storage: Any = None
+        try:
+            storage = repo.create(SESSION)
+            got = storage.snapshot()
+        except Exception as exc:
+            _quietly_close(storage, repo)
+            return failure("CRASH-FS-1", f"creating the absent Session raised {_error(exc)}")
+        _quietly_close(storage, repo)
+        if got != _EMPTY:
+            return failure(
+                "CRASH-FS-2",
+                "the Session is absent, but creating it again gives old data instead of an "
+                "empty Session",
+                describe(got),
+            )
         return None
 
     def _mismatch(self, got: Snapshot, allowed: tuple[int, ...]) -> str:

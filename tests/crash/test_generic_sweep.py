@@ -25,6 +25,8 @@ from crashsim.generic_sweep import (
 )
 from crashsim.jsonl_workloads import BUNDLED, NAMED
 from impl.jsonl import JsonlRepository
+from impl.validation import check_session_id
+from models.errors import usage
 from scopecheck.mutants.jsonl_crash import AckBeforeFsync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +122,17 @@ class ForgetsOnRestart(good.FileRepository):  # type: ignore[misc]
         }
 
 
+class DeleteNotDurable(good.FileRepository):  # type: ignore[misc]
+    """Unlinks the log but never fsyncs the directory: after power loss a deleted Session can
+    come back (or its old data show up in the Session created again)."""
+
+    def delete(self, session_id: str) -> None:
+        if check_session_id(session_id) in self.open_ids:
+            raise usage("already_open", f"session {session_id!r} is open")
+        self.fs.unlink(self.path(session_id))
+        del self.sessions[session_id]
+
+
 def _jsonl_ack_before_fsync(clock: Any, *, fs: Any, root: str) -> Any:
     repo = type("AckBeforeFsyncRepo", (JsonlRepository,), {"storage_class": AckBeforeFsync})
     return repo(root, fs, clock, cwd="/crash")
@@ -133,6 +146,7 @@ PLANTED: list[tuple[str, Factory, str]] = [
     ("repair-in-place", _factory(RepairInPlace), "CRASH-FS-5"),
     ("example-no-fsync", broken_file_backend.make_backend, "CRASH-FS-6"),
     ("jsonl-ack-before-fsync", _jsonl_ack_before_fsync, "CRASH-FS-6"),
+    ("delete-not-durable", _factory(DeleteNotDurable), "CRASH-FS-6"),
     ("forgets-on-restart", _factory(ForgetsOnRestart), "CRASH-FS-7"),
 ]
 
