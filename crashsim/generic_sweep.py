@@ -211,7 +211,12 @@ def trace(factory: Factory, wl: Workload) -> Trace:
             f"{outside[0].describe()} is outside the root {ROOT!r}: keep every file under root, "
             "or the crash images cannot hold it"
         )
-    final = _read_session(factory, box, StepClock())
+    try:
+        final = _read_session(factory, box, StepClock())
+    except Exception as exc:
+        raise WorkloadFailed(
+            f"after the workload, with no crash, reopening raised {exc!r}"
+        ) from exc
     if final != model.snapshots[-1]:
         raise WorkloadFailed(
             "after the workload, with no crash, a restart does not give the model's Session: "
