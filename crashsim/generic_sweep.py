@@ -643,9 +643,10 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
     op = tr.ops[op_index].describe() if op_index < len(tr.ops) else "(end of trace)"
     lines = [
         f"{wl.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
-        "steps up to the crash: " + ", ".join(_step_text(s) for s in wl.steps[: last + 1]),
+        "steps up to the crash: "
+        + ", ".join(f"{i + 1}:{_step_text(s)}" for i, s in enumerate(wl.steps[: last + 1])),
         *render_files("files on disk after the crash (before recovery)", crash.state.files),
-        *render_files("files on disk after recovery (and the checks' probe commit)", after),
+        *render_files("files on disk after recovery (and the checks that passed)", after),
     ]
     if found is None:
         lines.append("recovered state is allowed; every check passes")
