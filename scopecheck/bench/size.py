@@ -8,7 +8,8 @@ addresses in the session scope with explicit deletes, as before Step 1).  Report
   the main log of the unscoped run; ``ratio`` = unscoped main ÷ scoped main (target ≥ 1,000,
   the seed's "three orders of magnitude"; final sidecar bytes 0 once every operation retired);
 * SQLite — the database file (plus WAL) after close, scoped and unscoped, and the peak while
-  running; SQLite deletes rows in place, so its ratio says how little it cared;
+  running; SQLite deletes rows in place, so its ratio says how little it cared (``--json``
+  adds the live bytes, file size less free pages: equal with and without scopes);
 * Memory — no files: a format-4 estimate of the same two logs from the committed records
   (:class:`Format4Meter`), so the figures exist before the file backends land.
 
@@ -207,6 +208,22 @@ def main_log_breakdown(data: bytes, ops: int) -> dict[str, Any]:
     }
 
 
+def sqlite_live_bytes(path: str) -> int:
+    """Bytes of the pages a closed SQLite file uses: its size less the free pages that deleted
+    rows left behind (SQLite reuses them; only VACUUM returns them to the filesystem)."""
+    import apsw
+
+    connection = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+
+    def pragma(name: str) -> int:
+        return int(str(connection.execute(f"PRAGMA {name}").fetchall()[0][0]))
+
+    try:
+        return (pragma("page_count") - pragma("freelist_count")) * pragma("page_size")
+    finally:
+        connection.close()
+
+
 # -- running the workload on a backend -------------------------------------------------------
 
 
@@ -225,6 +242,8 @@ class SizeRun:
     estimate_sidecar_final_bytes: int
     #: JSONL only: :func:`main_log_breakdown` of the main log after close.
     breakdown: dict[str, Any] | None = None
+    #: SQLite only: bytes of the pages in use after close (page count less free pages).
+    live_bytes: int | None = None
 
 
 def _dir_bytes(path: str) -> int:
@@ -326,9 +345,12 @@ def run_workload(backend: str, txs: Iterable[Tx], ops: int = 1) -> SizeRun:
         main = _files_bytes(layout.main_files(root))
         seconds = time.perf_counter() - start
         breakdown = None
+        live = None
         if backend == "jsonl":
             with open(layout.main_files(root)[0], "rb") as handle:
                 breakdown = main_log_breakdown(handle.read(), ops)
+        elif backend == "sqlite":
+            live = sqlite_live_bytes(layout.main_files(root)[0])
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return SizeRun(
@@ -342,6 +364,7 @@ def run_workload(backend: str, txs: Iterable[Tx], ops: int = 1) -> SizeRun:
         estimate_sidecar_peak_bytes=meter.peak_sidecar,
         estimate_sidecar_final_bytes=meter.sidecar_bytes,
         breakdown=breakdown,
+        live_bytes=live,
     )
 
 
@@ -383,6 +406,15 @@ def compare(backend: str, params: WorkloadParams) -> dict[str, Any]:
         },
         "commits": scoped.commits,
         "seconds": {"scoped": scoped.seconds, "unscoped": unscoped.seconds},
+        **(
+            {
+                # Both files hold the same live pages; the difference is free pages.
+                "scoped_live_bytes": scoped.live_bytes,
+                "unscoped_live_bytes": unscoped.live_bytes,
+            }
+            if scoped.live_bytes is not None
+            else {}
+        ),
         **(
             {
                 # The most the scoped main log may hold per operation for the 1,000x target.

@@ -73,6 +73,8 @@ def test_size_scoped_main_holds_no_progress_and_sidecars_end_empty(backend: str)
         # No sidecars: rows are deleted in place, so the file barely differs (a figure only).
         assert result["scoped_sidecar_peak_bytes"] is None
         assert result["scoped_main_bytes"] > 0 and result["unscoped_main_bytes"] > 0
+        assert 0 < result["scoped_live_bytes"] <= result["scoped_main_bytes"]
+        assert 0 < result["unscoped_live_bytes"] <= result["unscoped_main_bytes"]
         return
     assert result["scoped_sidecar_final_bytes"] == 0
     assert result["scoped_sidecar_peak_bytes"] > result["scoped_main_bytes"]
