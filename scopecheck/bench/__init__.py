@@ -121,6 +121,21 @@ def render(which: str, result: dict[str, Any]) -> None:
                 ", ".join(f"{v:,.0f}" for v in result["all_runs"][name]),
             )
         console.print(table)
+        power = result.get("power_loss")
+        if power:
+            count = power["transactions"]
+            crash = Table(title=f"power loss during the short lifecycle ({count} transactions)")
+            for column in ("sweep", "states", "states/s", "failures"):
+                crash.add_column(column)
+            for name, row in power.items():
+                if isinstance(row, dict):
+                    crash.add_row(
+                        name,
+                        f"{row['states']:,}",
+                        f"{row['states_per_second']:,.0f}",
+                        str(row["failures"]),
+                    )
+            console.print(crash)
     else:
         from rich.pretty import pprint
 
