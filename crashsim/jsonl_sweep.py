@@ -551,8 +551,12 @@ class Checker:
         repo_class: type[JsonlRepository] = JsonlRepository,
         *,
         recovery: bool = True,
+        invariants: Callable[[Any, int], list[str]] | None = None,
     ) -> None:
         self.trace = tr
+        #: ``invariants(storage, steps)``: extra checks of the reopened Session taken as the
+        #: model after the first ``steps`` workload steps (the lifecycle's, OP-21); ``[]`` = ok.
+        self.invariants = invariants
         self.mode = mode
         self.repo_class = repo_class
         self.box = Sandbox()
@@ -610,14 +614,31 @@ class Checker:
             got = storage.snapshot()
         except ScopecheckError as exc:
             return failure("CRASH-1", f"reopen failed: {exc.code}: {exc}")
+        # Extra invariants (the lifecycle's) on every recovered state, model state or not, so
+        # a broken one is reported in its own words: they must hold for an allowed prefix.
+        broken: list[str] = []
+        if self.invariants is not None:
+            for index in crash.allowed:
+                try:
+                    problems = self.invariants(storage, index)
+                except ScopecheckError as exc:
+                    problems = [f"reads of the recovered Session failed: {exc.code}: {exc}"]
+                if not problems:
+                    broken = []
+                    break
+                broken.append(f"as {index} steps: " + "; ".join(problems))
         if got not in expected:
             storage.close()
             return failure(
                 "CRASH-2",
                 "recovered state is no model state allowed here (an acknowledged step lost, "
-                "or a step partly visible)",
+                "or a step partly visible)"
+                + ("; lifecycle invariants broken — " + " | ".join(broken) if broken else ""),
                 describe(got),
             )
+        if broken:
+            storage.close()
+            return failure("OP-21", "lifecycle invariants broken — " + " | ".join(broken))
         recovery_ops = list(recorder.ops)
         dead = dead_sidecars(box.tree())
         if dead:
@@ -745,6 +766,7 @@ def explore_workload(
     only: tuple[int, str] | None = None,
     on_state: Callable[[int], None] | None = None,
     deadline: float | None = None,
+    invariants: Callable[[Any, int], list[str]] | None = None,
 ) -> WorkloadReport:
     """Check every crash state of ``workload`` (and, with ``faults``, every single I/O fault);
     ``only=(op_index, variant)`` checks just that state (a replay)."""
@@ -752,7 +774,7 @@ def explore_workload(
     report = WorkloadReport(workload.name, mode)
     tr = trace(workload, repo_class)
     report.ops = len(tr.ops)
-    checker = Checker(tr, mode, repo_class, recovery=recovery)
+    checker = Checker(tr, mode, repo_class, recovery=recovery, invariants=invariants)
     for crash in crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed):
         if only is not None and (crash.op_index, crash.variant) != only:
             continue

@@ -121,6 +121,21 @@ def render(which: str, result: dict[str, Any]) -> None:
                 ", ".join(f"{v:,.0f}" for v in result["all_runs"][name]),
             )
         console.print(table)
+        power = result.get("power_loss")
+        if power:
+            count = power["transactions"]
+            crash = Table(title=f"power loss during the short lifecycle ({count} transactions)")
+            for column in ("sweep", "states", "states/s", "failures"):
+                crash.add_column(column)
+            for name, row in power.items():
+                if isinstance(row, dict):
+                    crash.add_row(
+                        name,
+                        f"{row['states']:,}",
+                        f"{row['states_per_second']:,.0f}",
+                        str(row["failures"]),
+                    )
+            console.print(crash)
     else:
         from rich.pretty import pprint
 
@@ -166,6 +181,23 @@ def _render_size(console: Any, result: dict[str, Any]) -> None:
             "-" if row["ratio"] is None else f"{row['ratio']:,.1f}×",
         )
     console.print(table)
+    jsonl = result.get("jsonl") or {}
+    breakdown = jsonl.get("scoped_main_breakdown")
+    if breakdown:
+        kinds = Table(
+            title=(
+                f"JSONL scoped main log per operation: {breakdown['bytes_per_op']:,.0f} B "
+                f"(1,000× allows {jsonl['budget_bytes_per_op_for_1000x']:,} B); "
+                f"{breakdown['settled_text_bytes_per_op']:,.0f} B of it settled text"
+            )
+        )
+        for column in ("record kind", "bytes/op", "records/op"):
+            kinds.add_column(column, justify="right")
+        counts = breakdown["records_per_op_by_kind"]
+        for kind, size in breakdown["bytes_per_op_by_kind"].items():
+            count = counts.get(kind)
+            kinds.add_row(kind, f"{size:,.0f}", "-" if count is None else f"{count:g}")
+        console.print(kinds)
 
 
 # -- the operation lifecycle (issue 7): storage size and lifecycle-machine rate -------------
