@@ -181,9 +181,10 @@ JSONL_UNLINK_FAILS = Backend(
 # -- JSONL Sessions that start as real legacy transcripts (LEGACY-11, LEGACY-13) ---------------
 
 #: Lines (header included) of each shared transcript a legacy world's Session starts from: ``s1``
-#: is the start of ``large-session``, ``s2`` ``before-compaction`` through its first compaction.
+#: is the start of ``large-session`` (past its first thinking level: a configured ``main`` lane),
+#: ``s2`` ``before-compaction`` through its first compaction (no model yet: a data-only ``main``).
 LEGACY_PREFIX: dict[str, tuple[str, int]] = {
-    "s1": ("large-session", 120),
+    "s1": ("large-session", 240),
     "s2": ("before-compaction", 380),
 }
 

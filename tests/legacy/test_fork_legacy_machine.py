@@ -1,28 +1,51 @@
 """The fork machine on Sessions that start as real legacy transcripts (LEGACY-13, 001 §5).
 
-``s1``/``s2`` start as prefixes of the shared transcripts (the ``jsonl-legacy`` world); the
-model starts from its own importer.  Until a Session's first non-empty commit every fork of it
-while open must reject with ``legacy_not_upgraded`` on both sides; the ``fork_closed`` rule forks
-it closed (the bounded disk normaliser) and compares the destination with
-``models.fork_model.expected_fork`` over the model's fresh reimport; after the first commit
-forks are ordinary format-4 forks.
+``s1``/``s2`` start as prefixes of the shared transcripts (the ``jsonl-legacy`` world; ``s1``
+with a reconstructed ``main`` lane, ``s2`` data-only); the model starts from its own importer.
+Until a Session's first non-empty commit every fork of it while open must reject with
+``legacy_not_upgraded`` on both sides; the ``fork_closed`` rule forks it closed (the bounded
+disk normaliser) and compares the destination with ``models.fork_model.expected_fork`` over the
+model's fresh reimport; after the first commit forks are ordinary format-4 forks.  Every
+example starts with one closed fork, so the not-yet-upgraded state is always exercised.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize
 
 from scopecheck.backends import EXTRA
 from scopecheck.fork_machine import make_fork_machine
+from scopecheck.machine import SESSION_IDS
 
-LegacyForkMachine = make_fork_machine(EXTRA["jsonl-legacy"])
+_Base: Any = make_fork_machine(EXTRA["jsonl-legacy"])
+
+
+class LegacyForkMachine(_Base):  # type: ignore[misc]
+    outcomes: dict[str, int] = {}
+
+    @initialize(
+        sid=st.sampled_from(SESSION_IDS),
+        tree=st.booleans(),
+        position=st.sampled_from(("at", "before")),
+        data=st.data(),
+    )
+    def closed_fork_first(self, sid: str, tree: bool, position: Any, data: st.DataObject) -> None:
+        """A fork of a closed, not yet upgraded legacy file before anything else happens."""
+        self.fork_closed(sid, tree, position, data)
+
+
 LegacyForkMachine.TestCase.settings = settings(
-    max_examples=20,
+    max_examples=25,
     stateful_step_count=15,
     deadline=None,
     suppress_health_check=list(HealthCheck),
     database=None,
+    derandomize=True,
 )
 
 
@@ -39,4 +62,5 @@ class TestJsonlLegacyForkMachine(LegacyForkMachine.TestCase):  # type: ignore[na
         print(f"legacy fork machine: {LegacyForkMachine.forks_run} forks, outcomes {seen}")
         assert seen.get("ok", 0) > 0  # closed-legacy and upgraded forks succeeded
         assert seen.get("legacy_not_upgraded", 0) > 0  # open legacy sources rejected
-        assert seen.get("closed-legacy:ok", 0) > 0  # closed legacy files forked
+        assert seen.get("closed-legacy:ok", 0) > 0  # closed legacy files forked (s1: lane)
+        assert seen.get("closed-legacy:data_only_branch", 0) > 0  # s2: data-only main
