@@ -432,6 +432,7 @@ class JsonlRepository:
     def _load_files(self, main: str, session_id: str) -> JsonlStorage:
         fs = self._fs
         load = self._load_plan(main, session_id)
+        self._remove_main_temp(main)
         if load.main.header is None and load.main.lines and is_legacy_header(load.main.lines[0]):
             return self._open_legacy(main, session_id, load.main)
         load.raise_if_corrupt()
@@ -478,6 +479,23 @@ class JsonlRepository:
         return self.storage_class(
             fs, main, session_id, header, state, self._clock, main_size, on_disk
         )
+
+    def _remove_main_temp(self, main: str) -> None:
+        """Remove ``<id>.jsonl.tmp`` left by a crash between a publish's temp write and its
+        rename (the first-commit upgrade of a legacy file, LEGACY-9, or a torn-tail repair).
+
+        The main file exists and is not open here, so no publish of it can be in flight: the
+        temp is dead.  It never reaches a listing either way (``list()`` takes ``*.jsonl``
+        only, JSONL-13); a failed removal is harmless and retried at the next open."""
+        temp = layout.temp_path(main)
+        fs = self._fs
+        if not fs.exists(temp):
+            return
+        try:
+            fs.unlink(temp)
+            fs.fsync_dir(self._root)
+        except StorageIOError:
+            pass
 
     def _open_legacy(self, main: str, session_id: str, scan: FileScan) -> JsonlStorage:
         """A legacy v1/v2/v3 file opens read-only as its import (LEGACY-1..LEGACY-8); nothing

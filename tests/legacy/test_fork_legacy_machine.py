@@ -11,7 +11,7 @@ example starts with one closed fork, so the not-yet-upgraded state is always exe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,7 +26,7 @@ _Base: Any = make_fork_machine(EXTRA["jsonl-legacy"])
 
 
 class LegacyForkMachine(_Base):  # type: ignore[misc]
-    outcomes: dict[str, int] = {}
+    outcomes: ClassVar[dict[str, int]] = {}
 
     @initialize(
         sid=st.sampled_from(SESSION_IDS),

@@ -140,6 +140,29 @@ def expected_states(lines: list[bytes], sid: str) -> list[Snapshot]:
     return states
 
 
+class DeadAfterCrash(CrashAt):
+    """:class:`CrashAt`, but the process stays dead: every operation after the crash point
+    raises too, so no ``except``/``finally`` cleanup can run on disk after the crash (the
+    shared ``CrashAt`` lets e.g. ``publish``'s temp removal run, which hides the state a real
+    crash between the upgrade's temp write and its rename leaves: ``<id>.jsonl.tmp``)."""
+
+    def __init__(self, target: int, torn: bool) -> None:
+        super().__init__(target, torn)
+        self.dead = False
+
+    def __call__(self, op: str, path: str) -> Any:
+        if self.dead:
+            raise SimulatedCrash(f"already crashed ({op} {path})")
+        try:
+            result = super().__call__(op, path)
+        except SimulatedCrash:
+            self.dead = True
+            raise
+        if result is not None:  # a torn append: half the bytes land, then the crash
+            self.dead = True
+        return result
+
+
 class _Recording(CrashAt):
     """Counts like :class:`CrashAt` and remembers each mutating operation's name."""
 
@@ -151,6 +174,11 @@ class _Recording(CrashAt):
         if op in MUTATING:
             self.ops.append(op)
         return super().__call__(op, path)
+
+
+#: Crash states that left ``<id>.jsonl.tmp`` behind (a crash between the upgrade's temp write
+#: and its rename); the reopen must remove it (LEGACY-9).
+TEMP_LEFT: list[str] = []
 
 
 def explore(
@@ -184,7 +212,7 @@ def explore(
                 continue  # only an append can be torn; the plain crash is the same state
             root = tmp / f"{target}-{torn}"
             fresh(root)
-            crash = CrashAt(target, torn)
+            crash = DeadAfterCrash(target, torn)
             acked = 0
             try:
                 crashing = CrashingFs(OsFileSystem(sync=False), crash)
@@ -197,8 +225,16 @@ def explore(
             else:
                 continue
             explored += 1
+            temp = root / f"{sid}.jsonl.tmp"
+            if temp.exists():
+                TEMP_LEFT.append(f"op {target} torn={torn}")
             try:
-                survivor = repo_over(root, OsFileSystem()).open(sid)
+                recovered = repo_over(root, OsFileSystem())
+                if recovered.list() != [sid]:
+                    failures.append(f"op {target}: listed {recovered.list()}")
+                survivor = recovered.open(sid)
+                if temp.exists():
+                    failures.append(f"op {target} torn={torn}: {temp.name} survived the reopen")
                 got = survivor.snapshot()
                 if acked == 0 and got != states[0] and got != states[1]:
                     failures.append(f"op {target} torn={torn}: not import or import+tx1")
@@ -234,9 +270,49 @@ def test_crash_anywhere_in_a_first_scoped_commit_of_a_v3_file(tmp_path: Path) ->
 @pytest.mark.parametrize("name", TRANSCRIPTS)
 def test_crash_anywhere_in_the_first_commit_of_a_real_transcript(tmp_path: Path, name: str) -> None:
     sid = install_transcript(name, tmp_path / "src", session_id=SID)
+    TEMP_LEFT.clear()
     explored, failures = explore(tmp_path / "src" / f"{sid}.jsonl", sid, tmp_path / "sweep")
     assert failures == []
     assert explored >= 15  # 14 operations of the first scoped commit + its torn append, …
+    # Crashes after the temp write and before the rename left the temp; each reopen removed it.
+    print(f"{name}: {explored} crash states, temp left in {len(TEMP_LEFT)}: {TEMP_LEFT}")
+    assert TEMP_LEFT
+
+
+@pytest.mark.rule("LEGACY-14", "LEGACY-9", "JSONL-13")
+def test_temp_left_by_a_crash_before_the_upgrade_rename_is_removed_at_reopen(
+    root: Path, make_repo: RepoFactory
+) -> None:
+    """A crash between the first-commit upgrade's temp write and its rename leaves
+    ``<id>.jsonl.tmp`` beside the untouched legacy file; it is never listed, the next open
+    removes it, and the Session is still the legacy import (then upgrades normally)."""
+    path = write_legacy(root, SID, [msg("m1", None), msg("m2", "m1")])
+    before = path.read_bytes()
+
+    crashed: list[str] = []
+
+    def crash_at_rename(op: str, target: str) -> Any:
+        """The process dies at the rename: nothing after it runs (no cleanup either)."""
+        if crashed or (op == "rename" and target.endswith(".jsonl.tmp")):
+            crashed.append(op)
+            raise SimulatedCrash(op)
+        return None
+
+    storage = make_repo(CrashingFs(OsFileSystem(sync=False), crash_at_rename)).open(SID)
+    imported = storage.snapshot()
+    with pytest.raises(SimulatedCrash):
+        storage.commit([set_value(value("a", "b"), 1)])
+    temp = root / f"{SID}.jsonl.tmp"
+    assert temp.exists() and path.read_bytes() == before
+    repo = make_repo()
+    assert repo.list() == [SID]  # never listed
+    reopened = repo.open(SID)
+    assert not temp.exists()
+    assert reopened.legacy is not None and reopened.snapshot() == imported
+    reopened.commit([set_value(value("a", "b"), 1)])
+    reopened.close()
+    assert sorted(p.name for p in root.iterdir()) == [f"{SID}.jsonl"]
+    assert make_repo().open(SID).legacy is None
 
 
 # -- planted bugs the exploration must catch -------------------------------------------------
