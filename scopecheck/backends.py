@@ -48,6 +48,9 @@ class Backend:
     #: Crash explorer for ``scopecheck fuzz`` / ``replay`` (``scopecheck.crash_explorers``):
     #: ``explore(budget, seed) -> (states, reproducer records)``, ``replay(record)``.
     crash: Any = None
+    #: Whether the world's Sessions start as legacy files (``legacy_files``): the fork machine
+    #: then opens every example with a fork of a not-yet-upgraded source (LEGACY-13).
+    starts_legacy: bool = False
 
 
 class MemoryWorld:
@@ -262,6 +265,7 @@ JSONL_LEGACY = Backend(
     "jsonl-legacy",
     JsonlLegacyWorld,
     "JSONL whose Sessions start as real legacy transcripts (imported, upgraded at first commit)",
+    starts_legacy=True,
 )
 
 

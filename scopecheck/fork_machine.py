@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from models.addresses import value, value_list
 from models.fork import BranchFork, ForkOptions, TreeFork
@@ -345,10 +345,43 @@ def check_destination(model: ReferenceRepository, repo: Any, dest: str, source: 
     model.delete(dest)
 
 
+class LegacyForkMachine(ForkMachine):
+    """The fork machine for worlds whose Sessions start as legacy files (``jsonl-legacy``):
+    every example first forks a not-yet-upgraded source, open (must reject with
+    ``legacy_not_upgraded``) or closed (the disk normaliser), so that state is never left
+    to chance — any commit upgrades it (LEGACY-13)."""
+
+    @initialize(
+        sid=st.sampled_from(SESSION_IDS),
+        closed=st.booleans(),
+        tree=st.booleans(),
+        position=st.sampled_from(("at", "before")),
+        data=st.data(),
+    )
+    def legacy_fork_first(
+        self, sid: str, closed: bool, tree: bool, position: Any, data: st.DataObject
+    ) -> None:
+        if closed:
+            self.fork_closed(sid, tree, position, data)
+            return
+        options: ForkOptions = (
+            TreeFork(id="fork1")
+            if tree
+            else BranchFork(
+                "main",
+                entry_id=data.draw(st.sampled_from([None, *self._entries(sid)]), "entry_id"),
+                position=position,
+                id="fork1",
+            )
+        )
+        self._fork(sid, options)
+
+
 def make_fork_machine(backend: Backend) -> type[ForkMachine]:
     words = "".join(ch if ch.isalnum() else " " for ch in backend.name).split()
     name = "".join(word[:1].upper() + word[1:] for word in words)
-    return type(f"{name}ForkMachine", (ForkMachine,), {"backend": backend, "outcomes": {}})
+    base = LegacyForkMachine if backend.starts_legacy else ForkMachine
+    return type(f"{name}ForkMachine", (base,), {"backend": backend, "outcomes": {}})
 
 
 class LockstepForkMachine(RuleBasedStateMachine):

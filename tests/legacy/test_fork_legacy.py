@@ -377,3 +377,66 @@ def test_index_files_live_outside_the_repository(root: Path, make_repo: RepoFact
     finally:
         capture.close()
     assert capture._dir is None
+
+
+# -- crash exploration of a closed legacy fork ---------------------------------------------------
+
+
+@pytest.mark.rule("LEGACY-15", "FORK-17", "FORK-14")
+@pytest.mark.parametrize("name", TRANSCRIPTS)
+@pytest.mark.parametrize(
+    "options", [TreeFork(id="d"), BranchFork("main", id="d")], ids=["tree", "branch"]
+)
+def test_crash_anywhere_in_a_closed_legacy_fork(
+    tmp_path: Path, name: str, options: ForkOptions
+) -> None:
+    """Crash before every mutating operation of the fork (a torn append included; the process
+    stays dead, so no cleanup runs): the legacy source is byte-identical, the destination is
+    absent or complete (the model's), leftovers are never listed, and a retry succeeds."""
+    import shutil
+
+    from tests.jsonl.test_crash_sweep import CrashingFs, SimulatedCrash
+    from tests.legacy.test_upgrade import DeadAfterCrash
+
+    template = tmp_path / "template"
+    sid = install_transcript(name, template, session_id=SID)
+    source_bytes = (template / f"{SID}.jsonl").read_bytes()
+    expected = model_fork(template / f"{SID}.jsonl", sid, options, "d")
+
+    def repo_over(root: Path, fs: Any) -> JsonlRepository:
+        return JsonlRepository(str(root), fs, lambda: 1000, cwd="/t", legacy_ids=counter_ids)
+
+    counter = DeadAfterCrash(10**9, False)
+    count_root = tmp_path / "count"
+    shutil.copytree(template, count_root)
+    repo = repo_over(count_root, CrashingFs(OsFileSystem(sync=False), counter))
+    setup = counter.count
+    repo.fork(sid, options)
+    total = counter.count - setup
+    states = {"absent": 0, "complete": 0}
+    for target in range(1, total + 1):
+        for torn in (False, True):
+            root = tmp_path / f"{target}-{torn}"
+            shutil.copytree(template, root)
+            crashing = repo_over(
+                root, CrashingFs(OsFileSystem(sync=False), DeadAfterCrash(setup + target, torn))
+            )
+            with pytest.raises(SimulatedCrash):
+                crashing.fork(sid, options)
+            assert (root / f"{SID}.jsonl").read_bytes() == source_bytes, (target, torn)
+            fresh = repo_over(root, OsFileSystem())
+            listed = fresh.list()
+            assert set(listed) <= {SID, "d"}, listed
+            if "d" in listed:
+                states["complete"] += 1
+            else:
+                states["absent"] += 1
+                fresh.fork(sid, options)  # a retry over the leftovers succeeds
+            assert backend_snapshot(fresh, "d") == expected, (target, torn)
+            assert (root / f"{SID}.jsonl").read_bytes() == source_bytes
+            handle = fresh.open(sid)  # the source still opens as its legacy import
+            assert handle.legacy is not None
+            handle.close()
+            shutil.rmtree(root)
+    print(f"closed legacy fork crash states ({name}, {options.scope}): {total} points, {states}")
+    assert states["absent"] > 0 and states["complete"] > 0, states

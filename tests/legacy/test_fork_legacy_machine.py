@@ -6,37 +6,20 @@ Until a Session's first non-empty commit every fork of it while open must reject
 ``legacy_not_upgraded`` on both sides; the ``fork_closed`` rule forks it closed (the bounded
 disk normaliser) and compares the destination with ``models.fork_model.expected_fork`` over the
 model's fresh reimport; after the first commit forks are ordinary format-4 forks.  Every
-example starts with one closed fork, so the not-yet-upgraded state is always exercised.
+example starts with one fork of a not-yet-upgraded source (``LegacyForkMachine``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import initialize
 
 from scopecheck.backends import EXTRA
 from scopecheck.fork_machine import make_fork_machine
-from scopecheck.machine import SESSION_IDS
 
-_Base: Any = make_fork_machine(EXTRA["jsonl-legacy"])
-
-
-class LegacyForkMachine(_Base):  # type: ignore[misc]
-    outcomes: ClassVar[dict[str, int]] = {}
-
-    @initialize(
-        sid=st.sampled_from(SESSION_IDS),
-        tree=st.booleans(),
-        position=st.sampled_from(("at", "before")),
-        data=st.data(),
-    )
-    def closed_fork_first(self, sid: str, tree: bool, position: Any, data: st.DataObject) -> None:
-        """A fork of a closed, not yet upgraded legacy file before anything else happens."""
-        self.fork_closed(sid, tree, position, data)
+LegacyForkMachine: Any = make_fork_machine(EXTRA["jsonl-legacy"])
 
 
 LegacyForkMachine.TestCase.settings = settings(
