@@ -13,12 +13,16 @@ misuse) is then checked against the model as for any Session.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import orjson
 import pytest
 from hypothesis import HealthCheck, settings
 
 from scopecheck.backends import EXTRA, legacy_lines
 from scopecheck.machine import make_machine
 from tests.legacy.conftest import DATA
+from tests.test_cli import scopecheck
 
 JsonlLegacyMachine = make_machine(EXTRA["jsonl-legacy"])
 JsonlLegacyMachine.TestCase.settings = settings(
@@ -40,3 +44,26 @@ def test_legacy_world_starts_from_the_shared_transcripts() -> None:
     lines = legacy_lines("s1")
     assert lines[1:] == (DATA / "large-session.jsonl").read_bytes().split(b"\n")[1:240]
     assert len(legacy_lines("s2")) == 380
+
+
+@pytest.mark.rule("LEGACY-18", "LEGACY-11")
+def test_scopecheck_fuzz_runs_the_jsonl_legacy_world(tmp_path: Path) -> None:
+    """``scopecheck fuzz --backend jsonl-legacy`` starts the machine from the legacy files and
+    reports steps, not an unknown backend."""
+    result = scopecheck(
+        "fuzz",
+        "--backend",
+        "jsonl-legacy",
+        "--budget",
+        "2",
+        "--profile",
+        "dev",
+        "--seed",
+        "1",
+        "--failures-dir",
+        str(tmp_path),
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    report = orjson.loads(result.stdout)["backends"]["jsonl-legacy"]
+    assert report["failures"] == 0 and report["steps"] > 0

@@ -375,3 +375,49 @@ def test_upgrade_drops_a_torn_tail_and_a_stray_scopes_directory(
     reopened = make_repo().open(SID)
     assert reopened.snapshot().entries == imported.entries
     assert reopened.commit([set_value(value("a", "c"), 2)])[0].seq == 5
+
+
+# -- 000 §9.3, legacy bullet ----------------------------------------------------------------------
+
+
+V3_RECORDS: list[dict[str, Any]] = [
+    msg("m1", None),
+    {"type": "model_change", "id": "mc", "parentId": "m1", "provider": "p", "modelId": "m"},
+    {"type": "thinking_level_change", "id": "tl", "parentId": "mc", "thinkingLevel": "high"},
+    msg("m2", "tl", role="assistant", usage={"input": 3, "output": 4, "totalTokens": 7}),
+    {"type": "session_info", "id": "si", "parentId": "m2", "name": "legacy v3"},
+]
+
+
+@pytest.mark.rule("LEGACY-17", "JSONL-19", "LEGACY-9", "LEGACY-10")
+@pytest.mark.parametrize("first", ["session", "scoped"])
+def test_legacy_v3_first_session_write_and_first_scoped_write_paths_both_produce_valid_v4_state(
+    root: Path, make_repo: RepoFactory, first: str
+) -> None:
+    """Both first-write paths of a v3 file leave a main file that loads as format 4 (no
+    corruption, header v4 with nextSeq, seqs 1..nextSeq-1), the scoped write only in its
+    sidecar, and a reopen equal to the model (its own importer plus the same commit)."""
+    from impl.jsonl.load import load_session
+
+    path = write_legacy(root, SID, V3_RECORDS, version=3)
+    lines = path.read_bytes().splitlines()
+    writes: list[Any] = (
+        [set_value(value("my-app.state"), 1)]
+        if first == "session"
+        else [set_value(value("memo", "m", OP), 1)]
+    )
+    model = ReferenceRepository()
+    model.import_legacy(SID, lines, counter_ids)
+    mine = model.open(SID)
+    storage = make_repo().open(SID)
+    assert [c.seq for c in storage.commit(writes)] == [c.seq for c in mine.commit(writes, 1)]
+    storage.close()
+    load = load_session(OsFileSystem(), str(path), SID)
+    load.raise_if_corrupt()
+    assert load.main.header is not None and load.main.header["v"] == 4
+    records = main_lines(root, SID)
+    assert records[0]["nextSeq"] == 8  # 2 entries, name, tip, config, state, usage
+    assert [r["seq"] for r in records[1:]] == list(range(1, 8 + (first == "session")))
+    sidecar = root / f"{SID}.jsonl.scopes" / "scope-op-1.scope"
+    assert sidecar.exists() == (first == "scoped")
+    assert make_repo().open(SID).snapshot() == mine.snapshot()
