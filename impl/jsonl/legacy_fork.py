@@ -80,7 +80,9 @@ class LegacyCapture:
         self._ids = ids
         self._dir: str | None = None
         self._conn: apsw.Connection | None = None
-        self._tail: list[dict[str, Any]] = []  # the bounded value writes and usage row
+        #: The synthesised rows before and after the labels (a name; tip, lane, usage).
+        self._head: list[dict[str, Any]] = []
+        self._after: list[dict[str, Any]] = []
         self._retained = 0
         #: Lines the normaliser read (header included); for tests and the benchmark.
         self.lines_read = 0
@@ -215,54 +217,33 @@ class LegacyCapture:
         if number == 0:
             raise _Bad(1, "missing header")
         self._retained = ordinal
-        # The bounded tail of the import: name, labels, tip, lane, usage (LEGACY-5..LEGACY-7).
-        seq = ordinal
-        tail: list[dict[str, Any]] = []
-
-        def set_value(namespace: str, key: str, value: Any) -> None:
-            nonlocal seq
-            seq += 1
-            tail.append(
-                {
-                    "kind": "value",
-                    "op": "set",
-                    "seq": seq,
-                    "namespace": namespace,
-                    "key": key,
-                    "value": value,
-                }
-            )
-
-        if named and type(name) is str and name:
-            set_value("pi.session.name", "", name)
+        # The tail of the import: name, labels, tip, lane, usage (LEGACY-5..LEGACY-7).  Labels
+        # stay in the index (there may be one per entry); the rest is a handful of rows, kept
+        # without seqs — :meth:`_emit` numbers everything after the entries consecutively.
         self._resolve_labels()
-        labelled = "SELECT target, label FROM lab WHERE label IS NOT NULL ORDER BY line"
-        for target, label in ex(labelled):
-            set_value("pi.entry.label", target, label)
-        set_value("pi.branch.tip", "main", self._res(final))
+        (labels,) = next(iter(ex("SELECT COUNT(*) FROM lab WHERE label IS NOT NULL")))
+        self._head = []
+        if named and type(name) is str and name:
+            self._head.append(_set("pi.session.name", "", name))
+        after = [_set("pi.branch.tip", "main", self._res(final))]
         config = self._lane_config(final)
         if config is not None:
-            set_value("pi.lane.config", "main", config)
-            set_value(
-                "pi.lane.state",
-                "main",
-                {"currentOperationId": None, "lastOperationId": None, "inbox": []},
-            )
+            after.append(_set("pi.lane.config", "main", config))
+            idle: dict[str, Any] = {"currentOperationId": None, "lastOperationId": None, "inbox": []}
+            after.append(_set("pi.lane.state", "main", idle))
         if seen_usage:
-            seq += 1
-            tail.append(
+            after.append(
                 {
                     "kind": "usage",
                     "id": self._ids(created_at, ordinal),
                     "usage": total,
                     "adjustment": True,
                     "details": dict(IMPORT_DETAILS),
-                    "seq": seq,
                     "timestamp": created_at,
                 }
             )
-        self._tail = tail
-        self.header = {"nextSeq": seq + 1}
+        self._after = after
+        self.header = {"nextSeq": ordinal + len(self._head) + labels + len(after) + 1}
 
     def _header(self, raw: bytes, session_id: str) -> tuple[int, int]:
         try:
@@ -365,8 +346,16 @@ class LegacyCapture:
         for line, minted, seq, parent, data in _iterate(rows):
             rec = orjson.loads(data)
             yield line, self._entry(rec, line, minted, seq, parent)
-        for index, rec in enumerate(self._tail):
-            yield self.lines_read + 1 + index, rec
+        seq = self._retained
+        line = self.lines_read
+        labelled = self._conn.execute(
+            "SELECT target, label FROM lab WHERE label IS NOT NULL ORDER BY line"
+        )
+        rows_after = (_set("pi.entry.label", target, label) for target, label in labelled)
+        for rec in _chain(self._head, rows_after, self._after):
+            seq += 1
+            line += 1
+            yield line, _numbered(rec, seq)
 
     def _entry(
         self, rec: dict[str, Any], line: int, minted: str, seq: int, parent: str | None
@@ -452,6 +441,28 @@ class LegacyCapture:
                 }
             ]
         return []
+
+
+def _set(namespace: str, key: str, value: Any) -> dict[str, Any]:
+    return {"kind": "value", "op": "set", "namespace": namespace, "key": key, "value": value}
+
+
+def _numbered(rec: dict[str, Any], seq: int) -> dict[str, Any]:
+    """``rec`` with its seq, keys in the importer's order (its lines are byte-identical)."""
+    if rec["kind"] == "value":
+        return {"kind": "value", "op": "set", "seq": seq, **{k: rec[k] for k in _VALUE_KEYS}}
+    out = {k: rec[k] for k in ("kind", "id", "usage", "adjustment", "details")}
+    out["seq"] = seq
+    out["timestamp"] = rec["timestamp"]
+    return out
+
+
+_VALUE_KEYS = ("namespace", "key", "value")
+
+
+def _chain(*parts: Any) -> Iterator[dict[str, Any]]:
+    for part in parts:
+        yield from part
 
 
 def _iterate(cursor: Any) -> Iterator[Any]:
