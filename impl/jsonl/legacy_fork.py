@@ -229,7 +229,11 @@ class LegacyCapture:
         config = self._lane_config(final)
         if config is not None:
             after.append(_set("pi.lane.config", "main", config))
-            idle: dict[str, Any] = {"currentOperationId": None, "lastOperationId": None, "inbox": []}
+            idle: dict[str, Any] = {
+                "currentOperationId": None,
+                "lastOperationId": None,
+                "inbox": [],
+            }
             after.append(_set("pi.lane.state", "main", idle))
         if seen_usage:
             after.append(
