@@ -52,7 +52,7 @@ from models.errors import CorruptError
 
 _DDL = """
 CREATE TABLE recs(lid TEXT PRIMARY KEY, line INTEGER, parent TEXT, type TEXT,
-                  res TEXT, minted TEXT, seq INTEGER, data BLOB);
+                  res TEXT, minted TEXT, seq INTEGER, pres TEXT, data BLOB);
 CREATE INDEX recs_line ON recs(line);
 CREATE TABLE labels(line INTEGER PRIMARY KEY, target TEXT, label TEXT);
 CREATE TABLE lab(target TEXT PRIMARY KEY, line INTEGER, label TEXT);
@@ -135,6 +135,8 @@ class LegacyCapture:
         version = 1
         created_at = 0
         previous: str | None = None
+        previous_res: str | None = None
+        dumps = orjson.dumps
         final: str | None = None
         name: object = None
         named = False
@@ -170,10 +172,10 @@ class LegacyCapture:
             legacy_id, parent = rec.get("id"), rec.get("parentId")
             if type(legacy_id) is not str:
                 raise _Bad(number, "record id must be a string")
-            if self._row(legacy_id) is not None:
-                raise _Bad(number, f"duplicate record id {legacy_id!r}")
             parent_res: str | None = None
-            if parent is not None:
+            if parent is not None and parent == previous:
+                parent_res = previous_res  # the common case (a chain): no lookup
+            elif parent is not None:
                 parent_row = self._row(parent) if type(parent) is str else None
                 if parent_row is None:
                     raise _Bad(number, f"parentId {parent!r} names no earlier record")
@@ -200,20 +202,16 @@ class LegacyCapture:
             if type(usage_value) is dict:
                 seen_usage = True
                 _add_usage(total, usage_value)
-            ex(
-                "INSERT INTO recs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    legacy_id,
-                    number,
-                    parent,
-                    kind,
-                    minted if minted is not None else parent_res,
-                    minted,
-                    seq,
-                    orjson.dumps(rec),
-                ),
-            )
+            res = minted if minted is not None else parent_res
+            try:
+                ex(
+                    "INSERT INTO recs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (legacy_id, number, parent, kind, res, minted, seq, parent_res, dumps(rec)),
+                )
+            except apsw.ConstraintError:
+                raise _Bad(number, f"duplicate record id {legacy_id!r}") from None
             previous = final = legacy_id
+            previous_res = res
         if number == 0:
             raise _Bad(1, "missing header")
         self._retained = ordinal
@@ -344,12 +342,11 @@ class LegacyCapture:
     def _emit(self) -> Iterator[tuple[int, dict[str, Any]]]:
         assert self._conn is not None
         rows = self._conn.execute(
-            "SELECT line, minted, seq, parent, data FROM recs WHERE minted IS NOT NULL "
-            "ORDER BY line"
+            "SELECT line, minted, seq, pres, data FROM recs WHERE minted IS NOT NULL ORDER BY line"
         )
-        for line, minted, seq, parent, data in _iterate(rows):
+        for line, minted, seq, parent_res, data in _iterate(rows):
             rec = orjson.loads(data)
-            yield line, self._entry(rec, line, minted, seq, parent)
+            yield line, self._entry(rec, line, minted, seq, parent_res)
         seq = self._retained
         line = self.lines_read
         labelled = self._conn.execute(
@@ -362,10 +359,10 @@ class LegacyCapture:
             yield line, _numbered(rec, seq)
 
     def _entry(
-        self, rec: dict[str, Any], line: int, minted: str, seq: int, parent: str | None
+        self, rec: dict[str, Any], line: int, minted: str, seq: int, parent_res: str | None
     ) -> dict[str, Any]:
         kind = rec["type"]
-        entry: dict[str, Any] = {"kind": "entry", "id": minted, "parentId": self._res(parent)}
+        entry: dict[str, Any] = {"kind": "entry", "id": minted, "parentId": parent_res}
         if kind == "message":
             entry["type"] = "message"
             entry["message"] = rec.get("message")
