@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import apsw
 import orjson
@@ -68,6 +68,23 @@ def _corrupt(path: str, line: int, what: str) -> CorruptError:
     return CorruptError("corrupt", f"{path}:{line}: {what}", path=path, line=line)
 
 
+class SourcePrefix(Protocol):
+    """What the two fork passes read: a format-4 :class:`Capture` or a closed legacy file's
+    :class:`~impl.jsonl.legacy_fork.LegacyCapture` (LEGACY-13)."""
+
+    main: str
+    size: int
+    header: dict[str, Any]
+
+    def records(
+        self, source_id: str, validate: bool = True
+    ) -> Iterator[tuple[int, dict[str, Any]]]: ...
+
+    def sidecar_high(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
 class Capture:
     """The fixed prefix of a source: its main path, captured length and sidecar lengths."""
 
@@ -107,6 +124,9 @@ class Capture:
                     yield number, rec
             except BadRecord as exc:
                 raise _corrupt(self.main, number, str(exc)) from None
+
+    def close(self) -> None:
+        """Nothing to release: a format-4 prefix is read straight from the source file."""
 
     def sidecar_high(self) -> int:
         """The highest complete sidecar seq (the high-water counts ephemeral commits)."""
@@ -239,7 +259,7 @@ def _value_line(row: DestValue) -> bytes:
 
 def fork_jsonl(
     fs: FileSystem,
-    capture: Capture,
+    capture: SourcePrefix,
     source_id: str,
     options: ForkOptions,
     dest_main: str,
@@ -344,6 +364,7 @@ def fork_jsonl(
         fs.fsync_dir(os.path.dirname(dest_main))
     finally:
         index.close()
+        capture.close()
         if not published:
             with contextlib.suppress(Exception):
                 fs.remove(temp, force=True)

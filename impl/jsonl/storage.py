@@ -31,15 +31,16 @@ from impl.jsonl.codec import (
     encode_scope_header,
     encode_transaction,
 )
-from impl.jsonl.fork import Capture, fork_jsonl
+from impl.jsonl.fork import Capture, SourcePrefix, fork_jsonl
 from impl.jsonl.lazy import LazyRecords, build_entry, build_usage, build_value
 from impl.jsonl.legacy import LegacyIds, LegacyImport, import_legacy, is_legacy_header, uuid7_ids
 from impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
+from impl.jsonl.legacy_fork import LegacyCapture
 from impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
 from impl.memory import MemoryState, MemoryStorage, new_fork_id, wall_clock_ms
 from impl.stats import MESSAGE_TYPE, add_usages
 from impl.validation import check_references, check_session_id, check_shape
-from models.errors import ClosedError, StorageIOError, usage
+from models.errors import ClosedError, StorageIOError, UsageError, usage
 from models.fork import ForkOptions, check_fork_options
 from models.fork_policy import ForkDriver
 from models.protocols import Clock
@@ -118,6 +119,21 @@ def replay(state: MemoryState, load: SessionLoad) -> None:
     totals = add_usages(state.stats.usage, usage_values)
     state.stats = attrs.evolve(state.stats, message_count=message_count, usage=totals)
     state.next_seq = load.next_seq
+
+
+def legacy_not_upgraded(session_id: str) -> UsageError:
+    """The rejection of forking an open, not yet upgraded legacy Session (001 §1.3, LEGACY-13).
+
+    Its entry ids were minted for this open only (UUIDv7 tails); a disk reparse cannot
+    reproduce them, so neither the destination nor a caller's ``entry_id`` could match what the
+    open Session shows — and a fork never upgrades its source itself."""
+    return usage(
+        "legacy_not_upgraded",
+        f"session {session_id!r} is an open legacy file not yet upgraded to format 4: its "
+        "entry ids exist only in this open handle until the first non-empty commit persists "
+        "them; commit to it first, or close it and fork the closed file (001 §1.3)",
+        session=session_id,
+    )
 
 
 class JsonlStorage(MemoryStorage):
@@ -416,6 +432,7 @@ class JsonlRepository:
     def _load_files(self, main: str, session_id: str) -> JsonlStorage:
         fs = self._fs
         load = self._load_plan(main, session_id)
+        self._remove_main_temp(main)
         if load.main.header is None and load.main.lines and is_legacy_header(load.main.lines[0]):
             return self._open_legacy(main, session_id, load.main)
         load.raise_if_corrupt()
@@ -463,6 +480,23 @@ class JsonlRepository:
             fs, main, session_id, header, state, self._clock, main_size, on_disk
         )
 
+    def _remove_main_temp(self, main: str) -> None:
+        """Remove ``<id>.jsonl.tmp`` left by a crash between a publish's temp write and its
+        rename (the first-commit upgrade of a legacy file, LEGACY-9, or a torn-tail repair).
+
+        The main file exists and is not open here, so no publish of it can be in flight: the
+        temp is dead.  It never reaches a listing either way (``list()`` takes ``*.jsonl``
+        only, JSONL-13); a failed removal is harmless and retried at the next open."""
+        temp = layout.temp_path(main)
+        fs = self._fs
+        if not fs.exists(temp):
+            return
+        try:
+            fs.unlink(temp)
+            fs.fsync_dir(self._root)
+        except StorageIOError:
+            pass
+
     def _open_legacy(self, main: str, session_id: str, scan: FileScan) -> JsonlStorage:
         """A legacy v1/v2/v3 file opens read-only as its import (LEGACY-1..LEGACY-8); nothing
         on disk changes until the first non-empty commit (LEGACY-9)."""
@@ -507,6 +541,8 @@ class JsonlRepository:
                 raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
             handle = self._open.get(source_id)
             with handle._queue if handle is not None else contextlib.nullcontext():
+                if handle is not None and handle.legacy is not None:
+                    raise legacy_not_upgraded(source_id)
                 capture = self.capture(source)
             created_at = self._clock()
             fs.remove(layout.scopes_dir(dest), recursive=True, force=True)
@@ -523,9 +559,26 @@ class JsonlRepository:
             fork_jsonl(fs, capture, source_id, options, dest, header, self.fork_driver)
         return dest_id
 
-    def capture(self, source: str) -> Capture:
-        """Record the fixed prefix (hook for tests that append after the boundary)."""
-        return Capture(self._fs, source)
+    def capture(self, source: str) -> SourcePrefix:
+        """Record the fixed prefix (hook for tests that append after the boundary).
+
+        A closed legacy file (its first line a legacy header) is normalised by the bounded
+        disk-backed :class:`LegacyCapture`, never by the in-memory importer and never by
+        writing the file (001 §1.3, LEGACY-13)."""
+        fs = self._fs
+        first = b""
+        lines = fs.iter_prefix_lines(source, fs.file_size(source))
+        try:
+            for raw, _ in lines:
+                first = raw
+                break
+        finally:
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
+        if is_legacy_header(first):
+            return LegacyCapture(fs, source, self._legacy_ids)
+        return Capture(fs, source)
 
     def list(self) -> list[str]:
         """Session ids of the main logs in the root: regular ``*.jsonl`` files with a canonical
