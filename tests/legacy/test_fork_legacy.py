@@ -395,8 +395,7 @@ def test_crash_anywhere_in_a_closed_legacy_fork(
     absent or complete (the model's), leftovers are never listed, and a retry succeeds."""
     import shutil
 
-    from tests.jsonl.test_crash_sweep import CrashingFs, SimulatedCrash
-    from tests.legacy.test_upgrade import DeadAfterCrash
+    from tests.jsonl.test_crash_sweep import CrashAt, CrashingFs, SimulatedCrash
 
     template = tmp_path / "template"
     sid = install_transcript(name, template, session_id=SID)
@@ -406,7 +405,7 @@ def test_crash_anywhere_in_a_closed_legacy_fork(
     def repo_over(root: Path, fs: Any) -> JsonlRepository:
         return JsonlRepository(str(root), fs, lambda: 1000, cwd="/t", legacy_ids=counter_ids)
 
-    counter = DeadAfterCrash(10**9, False)
+    counter = CrashAt(10**9, False)
     count_root = tmp_path / "count"
     shutil.copytree(template, count_root)
     repo = repo_over(count_root, CrashingFs(OsFileSystem(sync=False), counter))
@@ -419,7 +418,7 @@ def test_crash_anywhere_in_a_closed_legacy_fork(
             root = tmp_path / f"{target}-{torn}"
             shutil.copytree(template, root)
             crashing = repo_over(
-                root, CrashingFs(OsFileSystem(sync=False), DeadAfterCrash(setup + target, torn))
+                root, CrashingFs(OsFileSystem(sync=False), CrashAt(setup + target, torn))
             )
             with pytest.raises(SimulatedCrash):
                 crashing.fork(sid, options)

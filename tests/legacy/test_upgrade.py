@@ -140,29 +140,6 @@ def expected_states(lines: list[bytes], sid: str) -> list[Snapshot]:
     return states
 
 
-class DeadAfterCrash(CrashAt):
-    """:class:`CrashAt`, but the process stays dead: every operation after the crash point
-    raises too, so no ``except``/``finally`` cleanup can run on disk after the crash (the
-    shared ``CrashAt`` lets e.g. ``publish``'s temp removal run, which hides the state a real
-    crash between the upgrade's temp write and its rename leaves: ``<id>.jsonl.tmp``)."""
-
-    def __init__(self, target: int, torn: bool) -> None:
-        super().__init__(target, torn)
-        self.dead = False
-
-    def __call__(self, op: str, path: str) -> Any:
-        if self.dead:
-            raise SimulatedCrash(f"already crashed ({op} {path})")
-        try:
-            result = super().__call__(op, path)
-        except SimulatedCrash:
-            self.dead = True
-            raise
-        if result is not None:  # a torn append: half the bytes land, then the crash
-            self.dead = True
-        return result
-
-
 class _Recording(CrashAt):
     """Counts like :class:`CrashAt` and remembers each mutating operation's name."""
 
@@ -212,7 +189,7 @@ def explore(
                 continue  # only an append can be torn; the plain crash is the same state
             root = tmp / f"{target}-{torn}"
             fresh(root)
-            crash = DeadAfterCrash(target, torn)
+            crash = CrashAt(target, torn)
             acked = 0
             try:
                 crashing = CrashingFs(OsFileSystem(sync=False), crash)
