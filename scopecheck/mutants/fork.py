@@ -206,6 +206,55 @@ _register(
 )
 
 
+# 4c. forks that materialise the source (FORK-16): caught by the auxiliary-memory growth probe
+def _snapshot_build(source: MemoryState, options: ForkOptions) -> MemoryState:
+    """The pre-WP08 shape (``snapshotEntriesAndValues`` + ``createForkSnapshot``): copy the
+    source's entries, values and lists into arrays first, then build the destination."""
+    snapshot = (
+        list(source.entries.items()),
+        list(source.values.items()),
+        [(key, list(elements)) for key, elements in source.lists.items()],
+    )
+    dest = build_memory_fork(source, options)
+    del snapshot
+    return dest
+
+
+class MaterialisingStage(Stage):
+    """Reads every selected value and list row into a list before staging it (the source-sized
+    ``.all()`` arrays 001 §1.3 forbids)."""
+
+    def value_rows(self, options: ForkOptions) -> Rows:
+        return iter(list(super().value_rows(options)))
+
+    def list_rows(self, options: ForkOptions) -> Rows:
+        return iter(list(super().list_rows(options)))
+
+
+def probe_materialised() -> tuple[bool, str]:
+    """The FORK-16 growth probe against both materialising forks (Memory, SQLite per-file)."""
+    from scopecheck.bench.fork import _clock, probe_growth
+
+    memory = type(
+        "SnapshotMemory", (MemoryRepository,), {"build_fork": staticmethod(_snapshot_build)}
+    )
+    sqlite = type("MaterialisingSqlite", (SqliteRepository,), {"fork_stage": MaterialisingStage})
+    caught_memory, memory_notes = probe_growth({"memory": lambda root: memory(_clock)})
+    caught_sqlite, sqlite_notes = probe_growth({"sqlite": lambda root: sqlite(root, _clock)})
+    return caught_memory and caught_sqlite, f"{memory_notes}; {sqlite_notes}"
+
+
+PROBES["fork-materialises-source"] = probe_materialised
+_register(
+    "fork-materialises-source",
+    "memory+sqlite",
+    "a fork copies the source into arrays first (Memory: entries/values/lists snapshot; SQLite: "
+    "value and list rows fetched into lists) instead of streaming (001 §1.3, FORK-16)",
+    lambda: _memory("materialises-source", _snapshot_build),
+    caught_by="fork-probe",
+)
+
+
 # 5. entry_id accepted off the branch's ancestry
 def _lax_select(
     options: BranchFork, tip: str | None, parent_of: Any, on_ancestry: Any
