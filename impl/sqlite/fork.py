@@ -4,10 +4,13 @@
    when the source is open in this repository the snapshot is established while holding the
    source handle's commit queue, then the queue is released at once (FORK-12).  Later source
    commits proceed on the writer connection: stage writes target another file.
-2. *Stage.*  Branch ancestry is walked through point reads into a staging table (no RAM id
-   set); entries are copied set-based; current session-scoped scalar rows and surviving list
-   elements are iterated stepwise through the shared :class:`~models.fork_policy.ForkDriver`
-   and written in bounded batches.  The source is never written.
+2. *Stage.*  Branch ancestry is walked by one recursive statement into a staging table (no
+   RAM id set); entries are copied set-based (branch scope through that member table);
+   current session-scoped scalar rows and surviving list elements are read only in the
+   namespace ranges the classifier needs (:func:`~models.fork_policy.scan_spans`, SQL-level
+   prefilters; a branch fork reads its lane by point and labels through the member table),
+   iterated stepwise through the shared :class:`~models.fork_policy.ForkDriver` and written
+   in bounded batches (SQLITE-16).  The source is never written.
 3. *Publish.*  The stage is copied into the destination in one ``BEGIN IMMEDIATE``; per-file
    destinations are built under a temp name and published with ``link`` like ``create``.
    The staging database is removed in ``finally`` on success and failure.
