@@ -22,9 +22,10 @@ The target is auxiliary memory at the largest size at most 1.5× that at the sma
 every backend and both scopes.  SQLite's high-water is reported beside it: it grows until the
 page caches fill and then stays flat (measured at 10k / 100k / 300k entries: JSONL's index
 0.43 / 2.23 / 2.23 MB, the SQLite tree stage 1.7 / 4.4 / 4.4 MB), so its 10k → 100k ratio says
-where the caches fill, not that the fork holds the source.  ``tests/fork/test_fork_memory.py`` checks the
-same quantity structurally at small sizes (no timing).  Also reported: a JSONL tree fork's
-time next to plainly copying the file's lines through orjson (target: at least half as fast).
+where the caches fill, not that the fork holds the source.  ``tests/fork/test_fork_memory.py``
+checks the auxiliary quantity structurally at 10k vs 40k entries (no timing).  Also reported:
+a JSONL tree fork's time next to plainly copying the file's lines through orjson (target: at
+least half as fast).
 
 Sources live on /dev/shm when available: this measures memory, not fsync latency.
 """
