@@ -333,10 +333,16 @@ def build_memory_fork(
     driver = driver_class(options, copied, target)
     dest = MemoryState(next_seq=source.next_seq)
     messages = 0
-    for entry_id, record in entries.items():
-        if copied(entry_id):
-            dest.entries[entry_id] = record
-            messages += record.type == MESSAGE_TYPE
+    if target is None:
+        # Tree scope copies every entry: one presized copy of the map, so the destination's
+        # table is never regrown entry by entry (no transient second table, FORK-16).
+        dest.entries = dict(entries)
+        messages = sum(record.type == MESSAGE_TYPE for record in entries.values())
+    else:
+        for entry_id, record in entries.items():
+            if copied(entry_id):
+                dest.entries[entry_id] = record
+                messages += record.type == MESSAGE_TYPE
     for (scope_id, namespace, key), row in source.values.items():
         for out in driver.value(scope_id, namespace, key, row.seq, row.value_json):
             dest.values[(None, out.namespace, out.key)] = ValueRecord(out.seq, out.value_json)

@@ -88,6 +88,89 @@ def classify_list(namespace: str) -> Disposition:
     return Disposition.UNKNOWN_RESERVED
 
 
+# -- what a fork has to read: namespace spans matching the classifier ------------------------
+
+
+@attrs.frozen
+class NamespaceSpan:
+    """A run of namespaces in code-point order, for index-range prefilters (001 §1.3 SQLite).
+
+    Python ``str`` order is code-point order, and SQLite's BINARY collation compares UTF-8
+    bytes, which orders the same way, so a span is one B-tree range on ``namespace``.
+    ``low``/``high`` of ``None`` are unbounded.
+    """
+
+    low: str | None = None
+    high: str | None = None
+    low_open: bool = False  # exclude ``low`` itself
+    high_closed: bool = False  # include ``high`` itself
+
+    def contains(self, namespace: str) -> bool:
+        low, high = self.low, self.high
+        if low is not None and (namespace < low or (self.low_open and namespace == low)):
+            return False
+        return high is None or namespace < high or (self.high_closed and namespace == high)
+
+
+def _exact(name: str) -> NamespaceSpan:
+    return NamespaceSpan(name, name, high_closed=True)
+
+
+def _prefix(prefix: str) -> NamespaceSpan:
+    """Every namespace starting with ``prefix``: ``[prefix, prefix with its last char + 1)``."""
+    return NamespaceSpan(prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
+
+
+def _gaps(bound: NamespaceSpan, holes: tuple[NamespaceSpan, ...]) -> tuple[NamespaceSpan, ...]:
+    """``bound`` minus ``holes`` (sorted, disjoint, inside ``bound``; each exact or prefix)."""
+    out: list[NamespaceSpan] = []
+    low, low_open = bound.low, bound.low_open
+    for hole in holes:
+        out.append(NamespaceSpan(low, hole.low, low_open))
+        low, low_open = hole.high, hole.high_closed
+    out.append(NamespaceSpan(low, bound.high, low_open, bound.high_closed))
+    return tuple(span for span in out if not _empty(span))
+
+
+def _empty(span: NamespaceSpan) -> bool:
+    if span.low is None or span.high is None:
+        return False
+    return span.low > span.high or (
+        span.low == span.high and (span.low_open or not span.high_closed)
+    )
+
+
+#: Never copied in either scope: ``pi.op.*``, ``pi.pending.*``, ``pi.result`` (in order).
+_EXCLUDED = (_prefix(OP_PREFIX), _prefix(PENDING_PREFIX), _exact(RESULT))
+#: The reserved namespaces: exact ``pi`` and ``pi.*`` (everything in ``["pi.", "pi/")``).
+_RESERVED = (_exact("pi"), _prefix("pi."))
+#: The structured built-ins a branch fork reads by point (its own lane) or through its
+#: member set (labels), not by scanning.
+_POINT_READ = (_exact(BRANCH_TIP), _exact(ENTRY_LABEL), _exact(LANE_CONFIG), _exact(LANE_STATE))
+
+#: Tree scope reads every current session-scoped row except the excluded namespaces — values
+#: and lists alike (a list in a reserved non-excluded namespace fails the fork).
+TREE_SPANS: tuple[NamespaceSpan, ...] = _gaps(NamespaceSpan(), _EXCLUDED)
+#: Branch scope scans only reserved scalar namespaces that are neither excluded nor read by
+#: point: ``pi.session.name`` (copied) and undeclared reserved ones (FORK-8).  Application
+#: namespaces are never read: branch scope copies none (FORK-9).
+BRANCH_VALUE_SPANS: tuple[NamespaceSpan, ...] = (
+    _RESERVED[0],
+    *_gaps(_RESERVED[1], tuple(sorted(_EXCLUDED + _POINT_READ, key=lambda s: s.low or ""))),
+)
+#: Branch scope scans list rows only where they would fail the fork: reserved, not excluded.
+BRANCH_LIST_SPANS: tuple[NamespaceSpan, ...] = (_RESERVED[0], *_gaps(_RESERVED[1], _EXCLUDED))
+
+
+def scan_spans(branch: bool, lists: bool) -> tuple[NamespaceSpan, ...]:
+    """The namespace spans a fork must scan for current rows (001 §1.3 "SQL-level namespace
+    prefilters matching the classifier"); every row read still passes through the driver.
+    ``tests/fork/test_fork_reads.py`` checks these agree with :func:`classify`."""
+    if not branch:
+        return TREE_SPANS
+    return BRANCH_LIST_SPANS if lists else BRANCH_VALUE_SPANS
+
+
 def unknown_namespace(namespace: str, kind: str) -> Exception:
     return usage(
         "unknown_namespace",

@@ -238,6 +238,37 @@ class ForkMachine(SessionPairMachine):
         )
         self._commit(sid, writes)
 
+    @rule(sid=st.sampled_from(SESSION_IDS), branch=st.sampled_from(BRANCHES))
+    def app_state_then_turn(self, sid: str, branch: str) -> None:
+        """The 001 §1.1 scalar and list trace: the application records state (a scalar and a
+        list element), then the lane takes a turn — a new entry under its tip, the tip moves
+        there and the lane is complete.  Application rows now have seqs *below* the tip
+        entry's, so a branch fork of this lane is exactly where a ``seq <= tip`` cutoff would
+        copy them; branch scope must copy none (FORK-9)."""
+        self.now += 1
+        self._commit(
+            sid,
+            [
+                set_value(value("my-app.state"), self.now),
+                append_list(value_list("my-app.log"), self.now),
+            ],
+        )
+        existing = self._entries(sid)
+        fresh = [e for e in sx.ENTRY_IDS if e not in existing]
+        tip_row = self.models[sid].get_value(value("pi.branch.tip", branch))
+        tip = None if tip_row is None else tip_row.value
+        writes: list[AnyWrite] = []
+        if fresh:
+            parent = tip if isinstance(tip, str) and tip in existing else None
+            writes.append(insert_entry(fresh[0], parent, "message", {"text": fresh[0]}))
+            tip = fresh[0]
+        writes += [
+            set_value(value("pi.branch.tip", branch), tip),
+            set_value(value("pi.lane.config", branch), {"model": "m1"}),
+            set_value(value("pi.lane.state", branch), {"currentOperationId": "op1"}),
+        ]
+        self._commit(sid, writes)
+
     @rule(
         sid=st.sampled_from(SESSION_IDS),
         branch=st.sampled_from((*BRANCHES, "nope")),
