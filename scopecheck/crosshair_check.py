@@ -19,7 +19,6 @@ import ast
 import importlib
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -109,18 +108,27 @@ class Run:
 
 
 def _run(targets: list[str], budget: Budget, iterations: int) -> Run:
+    """One CrossHair process; its CPU time comes from ``wait4`` so parallel runs stay apart."""
     env = dict(os.environ)
     root = str(project_root())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(
-        command(targets, budget, iterations), capture_output=True, text=True, env=env, check=False
-    )
-    seconds = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(done.returncode, done.stdout, done.stderr, seconds, cpu)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            command(targets, budget, iterations), stdout=out, stderr=err, text=True, env=env
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        return Run(
+            process.returncode,
+            out.read(),
+            err.read(),
+            seconds,
+            usage.ru_utime + usage.ru_stime,
+        )
 
 
 def post_lines(source: str) -> list[int]:
@@ -454,3 +462,63 @@ def run_planted(
         caught = run.returncode == 1 and bool(found)
         reports.append(PlantedReport(bug.name, bug.description, caught, found[0] if found else ""))
     return reports, list(runs.values())
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def crosshair_command(*, planted: bool, iterations: int | None, workers: int, as_json: bool) -> int:
+    """``scopecheck crosshair``: exit 0 when every contract holds (and, with ``planted``, every
+    planted bug is caught), 1 otherwise.  Prints per-module wall and CPU seconds."""
+    import orjson
+
+    budget = Budget(iterations=iterations)
+    start = time.perf_counter()
+    reports = check_all(budget, workers)
+    out: dict[str, object] = {
+        "budget": attrs.asdict(budget),
+        "modules": [
+            {
+                "module": r.module,
+                "iterations": budget.iterations_for(r.module),
+                "command": " ".join(command([r.path], budget, budget.iterations_for(r.module))[1:]),
+                "seconds": round(r.seconds, 2),
+                "cpu_seconds": round(r.cpu_seconds, 2),
+                "conditions": len(r.verdicts),
+                "confirmed": sum(v == _OK_VERDICTS[0] for v in r.verdicts.values()),
+                "findings": list(r.findings),
+                "unchecked_lines": list(r.unchecked),
+                "ok": r.ok,
+            }
+            for r in reports
+        ],
+    }
+    ok = all(r.ok for r in reports)
+    bugs: list[PlantedReport] = []
+    if planted:
+        bugs, runs = run_planted(budget, workers=workers)
+        out["planted"] = [attrs.asdict(b) for b in bugs]
+        out["planted_cpu_seconds"] = round(sum(r.cpu_seconds for r in runs), 2)
+        ok = ok and all(b.caught for b in bugs)
+    out["seconds"] = round(time.perf_counter() - start, 2)
+    if as_json:
+        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0 if ok else 1
+    for r in reports:
+        status = "ok" if r.ok else "FAILED"
+        print(
+            f"{status:6} {r.module:22} {len(r.verdicts):2} conditions "
+            f"({sum(v == _OK_VERDICTS[0] for v in r.verdicts.values())} confirmed over all paths)"
+            f"  {r.seconds:5.1f}s wall {r.cpu_seconds:5.1f}s cpu"
+        )
+        for finding in r.findings:
+            print(f"       {finding}")
+        for line in r.unchecked:
+            print(f"       {r.path}:{line}: no verdict ({r.verdicts.get(line, 'not reported')})")
+        if r.returncode not in (0, 1) or (r.returncode == 1 and not r.findings):
+            print(f"       crosshair exited {r.returncode}: {r.stderr.strip()[-400:]}")
+    for bug in bugs:
+        mark = "caught" if bug.caught else "ESCAPED"
+        print(f"{mark:7} {bug.name:30} {bug.counterexample[:90]}")
+    print(f"total {out['seconds']}s wall")
+    return 0 if ok else 1
