@@ -4,9 +4,10 @@ Pick one with ``SCOPECHECK_PROFILE=ci`` or ``scopecheck fuzz --profile ci``.  ``
 opt-in and meant for the property tests of the model's pure parts
 (``SCOPECHECK_PROFILE=crosshair pytest tests/checking/test_pure_properties.py``, CHECK-6): it
 draws examples with the CrossHair solver backend (``hypothesis-crosshair``, in the ``test``
-extra) instead of Hypothesis's random search, so it reaches inputs a random draw rarely hits.  The failing-example
-database is Hypothesis's directory database under ``.hypothesis/`` (override the path with
-``SCOPECHECK_DB``), so failures found in one run are replayed first in the next.
+extra) instead of Hypothesis's random search, so it reaches inputs a random draw rarely hits.
+
+The failing-example database is Hypothesis's directory database under ``.hypothesis/`` (override
+the path with ``SCOPECHECK_DB``), so failures found in one run are replayed first in the next.
 """
 
 from __future__ import annotations

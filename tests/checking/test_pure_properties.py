@@ -156,3 +156,16 @@ def test_fork_classifier_is_total_and_closed(prefix: str, rest: str) -> None:
     assert listed in LIST_DISPOSITIONS
     assert (listed is Disposition.APPLICATION) == (not reserved)
     assert (listed is Disposition.EXCLUDE) == excluded
+
+
+@pytest.mark.rule("CHECK-6")
+def test_the_crosshair_profile_draws_from_the_crosshair_backend() -> None:
+    """The opt-in profile exists and really selects the solver backend (it is registered only
+    when asked for, so this registers it without loading it)."""
+    from hypothesis import settings
+
+    from scopecheck.profiles import PROFILES, register_crosshair_profile
+
+    assert "crosshair" in PROFILES
+    register_crosshair_profile()
+    assert settings.get_profile("crosshair").backend == "crosshair"
