@@ -24,7 +24,7 @@ from impl.validation import (
     check_references,
     check_session_id,
     check_shape,
-    stop_page,
+    select_page,
 )
 from models.addresses import ListAddress, ValueAddress
 from models.errors import ClosedError, CorruptError, usage
@@ -230,11 +230,9 @@ class MemoryStorage:
             raise usage("invalid_query", f"not a list address: {address!r}")
         query = check_list_query(cursor, order, limit, stop_at_tag)
         elements = self._state.lists.get(_key(address), [])
-        if query.order == "asc":
-            picked = [e for e in elements if query.cursor is None or e.seq > query.cursor]
-        else:
-            picked = [e for e in reversed(elements) if query.cursor is None or e.seq < query.cursor]
-        return tuple(stop_page(picked[: query.limit], query.stop_at_tag))
+        return tuple(
+            select_page(elements, query.cursor, query.order, query.limit, query.stop_at_tag)
+        )
 
     def get_entry(self, entry_id: str) -> EntryRecord | None:
         self._check_open()

@@ -55,9 +55,35 @@ def is_reserved(namespace: str) -> bool:
     return namespace == "pi" or namespace.startswith("pi.")
 
 
-def classify(namespace: str) -> Disposition:
-    """The disposition of a scalar-value namespace (FORK-7, FORK-8).  Closed on purpose."""
-    match namespace:
+#: The dispositions :func:`classify_list` may give: a list is excluded, application data, or
+#: undeclared (FORK-9).
+LIST_DISPOSITIONS = frozenset(
+    {Disposition.EXCLUDE, Disposition.APPLICATION, Disposition.UNKNOWN_RESERVED}
+)
+
+
+def _reserved_spec(name: str) -> bool:
+    """FORK-8's wording, spelled apart from :func:`is_reserved` so the contracts test it."""
+    return name == "pi" or name.startswith("pi.")
+
+
+def _excluded_prefix(name: str) -> bool:
+    return name.startswith("pi.op.") or name.startswith("pi.pending.")
+
+
+def classify(name: str, /) -> Disposition:
+    """The disposition of a scalar-value namespace ``name`` (FORK-7, FORK-8).  Closed on purpose.
+
+    Total and closed (CHECK-3): every namespace gets a disposition without raising; exactly the
+    non-reserved ones are application data; ``pi.result``, ``pi.op.*`` and ``pi.pending.*`` and
+    nothing else are excluded.  (The parameter is not called ``namespace``: CrossHair 0.0.113
+    evaluates contracts with a local of its own by that name in scope.)
+
+    post: isinstance(__return__, Disposition)
+    post: (__return__ is Disposition.APPLICATION) == (not _reserved_spec(name))
+    post: (__return__ is Disposition.EXCLUDE) == (name == "pi.result" or _excluded_prefix(name))
+    """
+    match name:
         case "pi.result":
             return Disposition.EXCLUDE
         case "pi.session.name":
@@ -70,19 +96,24 @@ def classify(namespace: str) -> Disposition:
             return Disposition.LANE_CONFIG
         case "pi.lane.state":
             return Disposition.LANE_STATE
-        case _ if namespace.startswith((OP_PREFIX, PENDING_PREFIX)):
+        case _ if name.startswith((OP_PREFIX, PENDING_PREFIX)):
             return Disposition.EXCLUDE
-        case _ if is_reserved(namespace):
+        case _ if is_reserved(name):
             return Disposition.UNKNOWN_RESERVED
         case _:
             return Disposition.APPLICATION
 
 
-def classify_list(namespace: str) -> Disposition:
+def classify_list(name: str, /) -> Disposition:
     """Lists: the only built-in list namespace (``pi.pending.assistant_frame``) and every other
     op/pending/result namespace exclude; application lists are APPLICATION; a list in any other
-    reserved namespace has no declared list semantics and is UNKNOWN_RESERVED."""
-    disposition = classify(namespace)
+    reserved namespace has no declared list semantics and is UNKNOWN_RESERVED (CHECK-3).
+
+    post: __return__ in LIST_DISPOSITIONS
+    post: (__return__ is Disposition.APPLICATION) == (not _reserved_spec(name))
+    post: (__return__ is Disposition.EXCLUDE) == (classify(name) is Disposition.EXCLUDE)
+    """
+    disposition = classify(name)
     if disposition in (Disposition.EXCLUDE, Disposition.APPLICATION):
         return disposition
     return Disposition.UNKNOWN_RESERVED

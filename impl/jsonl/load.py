@@ -27,6 +27,7 @@ from impl.jsonl.codec import (
     decode_scope_header,
     transaction_records,
 )
+from impl.jsonl.highwater import high_water
 from models.errors import CorruptError, StorageIOError
 
 
@@ -220,11 +221,8 @@ def plan(
             if rec["kind"] == "scope":
                 boundaries[rec["scopeId"]] = rec["seq"]
     # Stage 4: the high-water mark from the header and every complete record of every file.
-    high = 0
-    if main.header is not None and "nextSeq" in main.header:
-        high = main.header["nextSeq"] - 1
-    if main.txs:
-        high = max(high, main.txs[-1].last)
+    header_next_seq = main.header.get("nextSeq") if main.header is not None else None
+    tops = [main.txs[-1].last] if main.txs else []
     # Stage 6: retained sidecar transactions; decide which sidecars are live.
     retained: list[tuple[str | None, Tx]] = [(None, tx) for tx in main.txs]
     for scope_id, scan in load.sidecars.items():
@@ -234,7 +232,7 @@ def plan(
             top = (
                 scan.txs[-1].last if count_retired_in_high_water else (kept[-1].last if kept else 0)
             )
-            high = max(high, top)
+            tops.append(top)
         if kept:
             load.live.add(scope_id)
         retained.extend((scope_id, tx) for tx in kept)
@@ -247,6 +245,7 @@ def plan(
             later = scan.txs[next_good:]
             if not any(tx.last <= boundary for tx in later):
                 load.errors.append(problem)
+    high = high_water(header_next_seq, tops)
     if not count_retired_in_high_water:  # planted bug: retirement markers do not count either
         high = 0
         for owner, tx in retained:
