@@ -22,7 +22,8 @@ from typing import Any
 
 import orjson
 
-from models.records import Committed
+from impl.stats import MESSAGE_TYPE
+from models.records import Committed, ListElement
 from models.writes import (
     RESERVED_ENTRY_KEYS,
     AppendList,
@@ -345,3 +346,171 @@ def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
 def entry_payload_json(rec: dict[str, Any]) -> bytes:
     """The entry payload bytes: every key but the record's own, in line order."""
     return _dumps({k: v for k, v in rec.items() if k not in RESERVED_ENTRY_KEYS})
+
+
+# -- transactions: indexing for open ---------------------------------------------------------
+
+#: Replay operations (:func:`index_transaction`).  Each is a tuple led by its code:
+#:
+#: ``(OP_ENTRY | OP_MESSAGE, id, src, i)``, ``(OP_USAGE, id, src, i, usage)``,
+#: ``(OP_SET, address, src, i)``, ``(OP_DELETE, address)``,
+#: ``(OP_APPEND, address, ListElement)``, ``(OP_CLEAR, address)``, ``(OP_RETIRE, scopeId, seq)``
+#:
+#: where ``address`` is ``(scope_id, namespace, key)`` and ``src, i`` locate the record without
+#: holding it decoded: ``src`` is the transaction's line (``i`` its index in the array, ``-1``
+#: for a one-write line) or an already decoded record dict (legacy import).  See
+#: :func:`op_record`.
+OP_ENTRY, OP_MESSAGE, OP_USAGE, OP_SET, OP_DELETE, OP_APPEND, OP_CLEAR, OP_RETIRE = range(8)
+
+_VALUE_SET_KEYS = frozenset((*_BASE, "value"))
+_VALUE_DELETE_KEYS = frozenset(_BASE)
+_SIDE_SET_KEYS = _VALUE_SET_KEYS | {"scopeId"}
+_SIDE_DELETE_KEYS = _VALUE_DELETE_KEYS | {"scopeId"}
+_MAIN_APPEND = _MAIN_SHAPES[("list", "append")]
+_SIDE_APPEND = _SIDE_SHAPES[("list", "append")]
+_NO_TAG: Any = object()
+
+
+def op_record(op: tuple[Any, ...]) -> dict[str, Any]:
+    """The record an entry, usage or value-set operation stands for, decoded again from its
+    line (records are built on first read, :mod:`impl.jsonl.lazy`)."""
+    src, index = op[2], op[3]
+    if type(src) is dict:
+        return src
+    obj = orjson.loads(src)
+    record: dict[str, Any] = obj if index < 0 else obj[index]
+    return record
+
+
+def record_op(rec: dict[str, Any], scope: str | None, src: Any, index: int) -> tuple[Any, ...]:
+    """The replay operation of one record already accepted by :func:`check_record`."""
+    kind = rec["kind"]
+    if kind == "entry":
+        code = OP_MESSAGE if rec["type"] == MESSAGE_TYPE else OP_ENTRY
+        return (code, rec["id"], src, index)
+    if kind == "usage":
+        return (OP_USAGE, rec["id"], src, index, rec["usage"])
+    if kind == "scope":
+        return (OP_RETIRE, rec["scopeId"], rec["seq"])
+    address = (scope, rec["namespace"], rec["key"])
+    if kind == "value":
+        return (OP_SET, address, src, index) if rec["op"] == "set" else (OP_DELETE, address)
+    if rec["op"] == "append":
+        element = ListElement(rec["seq"], _dumps(rec["value"]), rec.get("tag"))
+        return (OP_APPEND, address, element)
+    return (OP_CLEAR, address)
+
+
+def index_transaction(
+    obj: Any, line: bytes, sidecar_scope: str | None
+) -> tuple[int, int, list[tuple[Any, ...]]]:
+    """Validate one parsed transaction line and return ``(first seq, last seq, operations)``.
+
+    Exactly as strict as :func:`transaction_records` plus :func:`check_record` on every record
+    plus consecutive seqs (JSONL-6): the shapes a writer produces are recognised inline, and
+    anything else goes through :func:`check_record`, which raises :class:`BadRecord` with the
+    reason (or accepts it, and :func:`record_op` indexes it).  Why not just keep the decoded
+    records: open speed (JSONL-7).  A decoded record costs far more memory traffic than its
+    replay operation, and most records are superseded or never read; the lazy maps decode
+    the line again on first read.
+    """
+    if type(obj) is dict:
+        records: list[dict[str, Any]] = [obj]
+        single = True
+    else:
+        records = transaction_records(obj)
+        single = False
+    main = sidecar_scope is None
+    ops: list[tuple[Any, ...]] = []
+    add = ops.append
+    first = previous = 0
+    consecutive = True
+    index = -1
+    seq: Any
+    for rec in records:
+        index += 1
+        seq = rec.get("seq")
+        kind = rec.get("kind")
+        where = -1 if single else index
+        if type(seq) is int and seq > 0:
+            if kind == "entry":
+                ident, parent, type_ = rec.get("id"), rec.get("parentId", 0), rec.get("type")
+                if (
+                    main
+                    and type(ident) is str
+                    and (parent is None or type(parent) is str)
+                    and type(type_) is str
+                    and type(rec.get("timestamp")) is int
+                ):
+                    add((OP_MESSAGE if type_ == MESSAGE_TYPE else OP_ENTRY, ident, line, where))
+                    op = None
+                else:
+                    op = rec
+            elif kind == "value" or kind == "list":
+                keys = rec.keys()
+                namespace, key, verb = rec.get("namespace"), rec.get("key"), rec.get("op")
+                if (
+                    type(namespace) is str
+                    and type(key) is str
+                    and (main or rec.get("scopeId") == sidecar_scope)
+                ):
+                    address = (sidecar_scope, namespace, key)
+                    if verb == "delete" and keys == (
+                        _VALUE_DELETE_KEYS if main else _SIDE_DELETE_KEYS
+                    ):
+                        add((OP_DELETE if kind == "value" else OP_CLEAR, address))
+                        op = None
+                    elif kind == "value" and verb == "set":
+                        if keys == (_VALUE_SET_KEYS if main else _SIDE_SET_KEYS):
+                            add((OP_SET, address, line, where))
+                            op = None
+                        else:
+                            op = rec
+                    elif verb == "append" and kind == "list":
+                        tag = rec.get("tag", _NO_TAG)
+                        if keys in (_MAIN_APPEND if main else _SIDE_APPEND) and (
+                            tag is _NO_TAG or (type(tag) is str and tag)
+                        ):
+                            element = ListElement(
+                                seq, _dumps(rec["value"]), None if tag is _NO_TAG else tag
+                            )
+                            add((OP_APPEND, address, element))
+                            op = None
+                        else:
+                            op = rec
+                    else:
+                        op = rec  # anything unusual: the full check says what is wrong
+                else:
+                    op = rec
+            elif kind == "usage" and main:
+                present = rec.keys()
+                usage_value = rec.get("usage")
+                if (
+                    present >= _USAGE_REQUIRED
+                    and present <= _USAGE_ALLOWED
+                    and type(rec["id"]) is str
+                    and type(usage_value) is dict
+                    and type(rec["adjustment"]) is bool
+                    and type(rec["timestamp"]) is int
+                    and ("entryId" not in rec or type(rec["entryId"]) is str)
+                ):
+                    add((OP_USAGE, rec["id"], line, where, usage_value))
+                    op = None
+                else:
+                    op = rec
+            else:
+                op = rec
+        else:
+            op = rec
+        if op is not None:
+            check_record(rec, sidecar_scope)  # raises BadRecord with the reason
+            add(record_op(rec, sidecar_scope, line, where))
+        if index == 0:
+            first = seq
+        elif seq != previous + 1:
+            consecutive = False
+        previous = seq
+    if not consecutive:
+        seqs = [rec["seq"] for rec in records]
+        raise BadRecord(f"seqs inside one transaction must be consecutive ({seqs})")
+    return first, previous, ops
