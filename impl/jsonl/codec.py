@@ -17,6 +17,7 @@ the file and the 1-based line (JSONL-6).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -362,14 +363,6 @@ def entry_payload_json(rec: dict[str, Any]) -> bytes:
 #: :func:`op_record`.
 OP_ENTRY, OP_MESSAGE, OP_USAGE, OP_SET, OP_DELETE, OP_APPEND, OP_CLEAR, OP_RETIRE = range(8)
 
-_VALUE_SET_KEYS = frozenset((*_BASE, "value"))
-_VALUE_DELETE_KEYS = frozenset(_BASE)
-_SIDE_SET_KEYS = _VALUE_SET_KEYS | {"scopeId"}
-_SIDE_DELETE_KEYS = _VALUE_DELETE_KEYS | {"scopeId"}
-_MAIN_APPEND = _MAIN_SHAPES[("list", "append")]
-_SIDE_APPEND = _SIDE_SHAPES[("list", "append")]
-_NO_TAG: Any = object()
-
 
 def op_record(op: tuple[Any, ...]) -> dict[str, Any]:
     """The record an entry, usage or value-set operation stands for, decoded again from its
@@ -407,110 +400,132 @@ def index_transaction(
     """Validate one parsed transaction line and return ``(first seq, last seq, operations)``.
 
     Exactly as strict as :func:`transaction_records` plus :func:`check_record` on every record
-    plus consecutive seqs (JSONL-6): the shapes a writer produces are recognised inline, and
-    anything else goes through :func:`check_record`, which raises :class:`BadRecord` with the
-    reason (or accepts it, and :func:`record_op` indexes it).  Why not just keep the decoded
-    records: open speed (JSONL-7).  A decoded record costs far more memory traffic than its
-    replay operation, and most records are superseded or never read; the lazy maps decode
-    the line again on first read.
+    plus consecutive seqs (JSONL-6): :func:`_fast_ops` recognises the shapes a writer produces
+    inline, and a line it does not fully recognise goes through the documented checks, which
+    raise :class:`BadRecord` with the reason (or accept it, and :func:`record_op` indexes it).
+    Why not just keep the decoded records: open speed (JSONL-7).  A decoded record costs far
+    more memory traffic than its replay operation, and most records are superseded or never
+    read; the lazy maps decode the line again on first read.
     """
     if type(obj) is dict:
-        records: list[dict[str, Any]] = [obj]
-        single = True
+        fast = _fast_ops((obj,), line, -1, sidecar_scope)
+    elif type(obj) is list and len(obj) > 1:
+        fast = _fast_ops(obj, line, 0, sidecar_scope)
     else:
-        records = transaction_records(obj)
-        single = False
-    main = sidecar_scope is None
+        fast = None
+    if fast is not None:
+        return fast
+    records = transaction_records(obj)
+    seqs = [check_record(rec, sidecar_scope) for rec in records]
+    if any(b != a + 1 for a, b in itertools.pairwise(seqs)):
+        raise BadRecord(f"seqs inside one transaction must be consecutive ({seqs})")
+    single = type(obj) is dict
+    ops = [
+        record_op(rec, sidecar_scope, line, -1 if single else index)
+        for index, rec in enumerate(records)
+    ]
+    return seqs[0], seqs[-1], ops
+
+
+def _fast_ops(
+    records: Any, line: bytes, where: int, scope: str | None
+) -> tuple[int, int, list[tuple[Any, ...]]] | None:
+    """The operations of a line whose every record has a shape :func:`check_record` accepts,
+    checked inline; ``None`` as soon as anything differs (the caller then runs the full
+    checks).  ``where`` is ``-1`` for a one-write line, else ``0`` (array indexes follow).
+
+    A record holding exactly *n* keys, all *n* of them required ones, has exactly the required
+    key set, so ``len`` plus the subscripts the indexing needs anyway replace set comparisons.
+    """
     ops: list[tuple[Any, ...]] = []
     add = ops.append
+    main = scope is None
+    extra = 0 if main else 1  # sidecar value/list records also carry scopeId
     first = previous = 0
-    consecutive = True
-    index = -1
-    seq: Any
-    for rec in records:
-        index += 1
-        seq = rec.get("seq")
-        kind = rec.get("kind")
-        where = -1 if single else index
-        if type(seq) is int and seq > 0:
+    try:
+        for rec in records:
+            if type(rec) is not dict:
+                return None
+            seq = rec["seq"]
+            if type(seq) is not int or seq < 1:
+                return None
+            if where > 0 and seq != previous + 1:
+                return None
+            kind = rec["kind"]
+            size = len(rec)
             if kind == "entry":
-                ident, parent, type_ = rec.get("id"), rec.get("parentId", 0), rec.get("type")
+                ident, parent, type_ = rec["id"], rec["parentId"], rec["type"]
                 if (
-                    main
-                    and type(ident) is str
-                    and (parent is None or type(parent) is str)
-                    and type(type_) is str
-                    and type(rec.get("timestamp")) is int
+                    not main
+                    or type(ident) is not str
+                    or type(type_) is not str
+                    or type(rec["timestamp"]) is not int
+                    or (parent is not None and type(parent) is not str)
                 ):
-                    add((OP_MESSAGE if type_ == MESSAGE_TYPE else OP_ENTRY, ident, line, where))
-                    op = None
-                else:
-                    op = rec
+                    return None
+                add((OP_MESSAGE if type_ == MESSAGE_TYPE else OP_ENTRY, ident, line, where))
             elif kind == "value" or kind == "list":
-                keys = rec.keys()
-                namespace, key, verb = rec.get("namespace"), rec.get("key"), rec.get("op")
+                namespace, key, verb = rec["namespace"], rec["key"], rec["op"]
                 if (
-                    type(namespace) is str
-                    and type(key) is str
-                    and (main or rec.get("scopeId") == sidecar_scope)
+                    type(namespace) is not str
+                    or type(key) is not str
+                    or (not main and rec["scopeId"] != scope)
                 ):
-                    address = (sidecar_scope, namespace, key)
-                    if verb == "delete" and keys == (
-                        _VALUE_DELETE_KEYS if main else _SIDE_DELETE_KEYS
-                    ):
-                        add((OP_DELETE if kind == "value" else OP_CLEAR, address))
-                        op = None
-                    elif kind == "value" and verb == "set":
-                        if keys == (_VALUE_SET_KEYS if main else _SIDE_SET_KEYS):
-                            add((OP_SET, address, line, where))
-                            op = None
-                        else:
-                            op = rec
-                    elif verb == "append" and kind == "list":
-                        tag = rec.get("tag", _NO_TAG)
-                        if keys in (_MAIN_APPEND if main else _SIDE_APPEND) and (
-                            tag is _NO_TAG or (type(tag) is str and tag)
-                        ):
-                            element = ListElement(
-                                seq, _dumps(rec["value"]), None if tag is _NO_TAG else tag
-                            )
-                            add((OP_APPEND, address, element))
-                            op = None
-                        else:
-                            op = rec
+                    return None
+                address = (scope, namespace, key)
+                if verb == "delete":
+                    if size != 5 + extra:
+                        return None
+                    add((OP_DELETE if kind == "value" else OP_CLEAR, address))
+                elif "value" not in rec:
+                    return None
+                elif kind == "value":
+                    if verb != "set" or size != 6 + extra:
+                        return None
+                    add((OP_SET, address, line, where))
+                else:
+                    if verb != "append":
+                        return None
+                    if size == 6 + extra:
+                        tag = None
                     else:
-                        op = rec  # anything unusual: the full check says what is wrong
-                else:
-                    op = rec
-            elif kind == "usage" and main:
-                present = rec.keys()
-                usage_value = rec.get("usage")
+                        tag = rec["tag"]
+                        if size != 7 + extra or type(tag) is not str or not tag:
+                            return None
+                    add((OP_APPEND, address, ListElement(seq, _dumps(rec["value"]), tag)))
+            elif kind == "usage":
+                usage_value = rec["usage"]
+                optional = ("entryId" in rec) + ("details" in rec)
                 if (
-                    present >= _USAGE_REQUIRED
-                    and present <= _USAGE_ALLOWED
-                    and type(rec["id"]) is str
-                    and type(usage_value) is dict
-                    and type(rec["adjustment"]) is bool
-                    and type(rec["timestamp"]) is int
-                    and ("entryId" not in rec or type(rec["entryId"]) is str)
+                    not main
+                    or size != 6 + optional
+                    or type(rec["id"]) is not str
+                    or type(usage_value) is not dict
+                    or type(rec["adjustment"]) is not bool
+                    or type(rec["timestamp"]) is not int
+                    or ("entryId" in rec and type(rec["entryId"]) is not str)
                 ):
-                    add((OP_USAGE, rec["id"], line, where, usage_value))
-                    op = None
-                else:
-                    op = rec
+                    return None
+                add((OP_USAGE, rec["id"], line, where, usage_value))
+            elif kind == "scope":
+                scope_id = rec["scopeId"]
+                if (
+                    not main
+                    or size != 4
+                    or rec["op"] != "retire"
+                    or type(scope_id) is not str
+                    or not scope_id
+                ):
+                    return None
+                add((OP_RETIRE, scope_id, seq))
             else:
-                op = rec
-        else:
-            op = rec
-        if op is not None:
-            check_record(rec, sidecar_scope)  # raises BadRecord with the reason
-            add(record_op(rec, sidecar_scope, line, where))
-        if index == 0:
-            first = seq
-        elif seq != previous + 1:
-            consecutive = False
-        previous = seq
-    if not consecutive:
-        seqs = [rec["seq"] for rec in records]
-        raise BadRecord(f"seqs inside one transaction must be consecutive ({seqs})")
+                return None
+            if where < 0:
+                return seq, seq, ops
+            if where == 0:
+                first = seq
+            previous = seq
+            where += 1
+    except KeyError:
+        return None
     return first, previous, ops
