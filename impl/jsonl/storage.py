@@ -253,11 +253,15 @@ class JsonlStorage(MemoryStorage):
             if not fs.is_dir(directory):
                 fs.create_dir(directory, recursive=True)
                 fs.fsync_dir(os.path.dirname(directory))
-            publish(fs, path, encode_scope_header(self.session_id, scope_id) + b"\n")
+            header = encode_scope_header(self.session_id, scope_id) + b"\n"
+            publish(fs, path, header)
             self._on_disk.add(scope_id)
+            size = len(header)  # just published: no need to ask the filesystem
+        else:
+            size = fs.file_size(path)
         handle = fs.open_append(path)
         self._sidecar_handles[scope_id] = handle
-        self._sidecar_sizes[scope_id] = fs.file_size(path)
+        self._sidecar_sizes[scope_id] = size
         return handle
 
     def _append_durably(self, handle: AppendFile, size: int, line: bytes) -> int:
@@ -344,7 +348,8 @@ class JsonlRepository:
         self._open: dict[str, JsonlStorage] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._fs.create_dir(self._root, recursive=True)
+        if not self._fs.is_dir(self._root):  # reopening an existing root creates nothing
+            self._fs.create_dir(self._root, recursive=True)
 
     @property
     def root(self) -> str:
