@@ -200,6 +200,7 @@ class OsFileSystem:
         reader: Callable[[str], bytes] | None = None,
         lister: Callable[[str], list[DirEntry]] | None = None,
         renamer: Callable[[str, str], bool] | None = None,
+        writer: Callable[[str, bytes], bool] | None = None,
     ) -> None:
         """``sync=False`` turns ``fsync``/``fsync_file``/``fsync_dir`` into no-ops at the OS
         level, for filesystems with no durability model (pyfakefs: fsync does nothing there
@@ -211,13 +212,15 @@ class OsFileSystem:
         resolves every entry's path twice, :func:`pyfakefs_lister` reads the directory once.
         ``renamer(source, target)`` may perform the common case of :meth:`rename` itself and
         return ``True``, or return ``False`` to leave it to ``os.replace`` (which then also
-        reports every error): see :func:`pyfakefs_renamer`.
+        reports every error): see :func:`pyfakefs_renamer`.  ``writer(path, data)`` likewise
+        for :meth:`write_file` (:func:`pyfakefs_writer`).
         """
         self.os = os_module
         self.sync = sync
         self.reader = reader
         self.lister = lister
         self.renamer = renamer
+        self.writer = writer
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -291,6 +294,12 @@ class OsFileSystem:
     # -- writing -----------------------------------------------------------------------------
 
     def write_file(self, path: str, data: bytes) -> None:
+        if self.writer is not None:
+            try:
+                if self.writer(path, data):
+                    return
+            except OSError as exc:
+                raise fs_error("write", path, exc) from exc
         o = self.os
         try:
             fd = o.open(path, o.O_WRONLY | o.O_CREAT | o.O_TRUNC, 0o644)
@@ -478,6 +487,15 @@ def pyfakefs_lister(fake_filesystem: Any) -> Callable[[str], list[DirEntry]]:
     return list_dir
 
 
+def _plain_parts(path: str) -> tuple[str, str] | None:
+    """``(directory, name)`` of an absolute, normal path with no ``.``-led components, else
+    ``None`` (the pyfakefs fast paths leave every other path to the fake ``os`` module)."""
+    directory, _, name = path.rpartition("/")
+    if not directory.startswith("/") or not name or "/." in path or "//" in path:
+        return None
+    return directory, name
+
+
 def pyfakefs_renamer(fake_filesystem: Any) -> Callable[[str, str], bool]:
     """The common case of an atomic replace over pyfakefs, without its generic checks: a
     regular file moved onto a new name or over another regular file, both parents existing
@@ -489,19 +507,10 @@ def pyfakefs_renamer(fake_filesystem: Any) -> Callable[[str, str], bool]:
     resolve = fake_filesystem.resolve
 
     def rename(source: str, target: str) -> bool:
-        source_dir, _, source_name = source.rpartition("/")
-        target_dir, _, target_name = target.rpartition("/")
-        if (
-            not source_dir.startswith("/")
-            or not target_dir.startswith("/")
-            or "/." in source
-            or "/." in target
-            or "//" in source
-            or "//" in target
-            or not source_name
-            or not target_name
-        ):
+        old_parts, new_parts = _plain_parts(source), _plain_parts(target)
+        if old_parts is None or new_parts is None:
             return False
+        (source_dir, source_name), (target_dir, target_name) = old_parts, new_parts
         try:
             old_dir = resolve(source_dir)
             new_dir = old_dir if target_dir == source_dir else resolve(target_dir)
@@ -519,6 +528,36 @@ def pyfakefs_renamer(fake_filesystem: Any) -> Callable[[str, str], bool]:
         return True
 
     return rename
+
+
+def pyfakefs_writer(fake_filesystem: Any) -> Callable[[str, bytes], bool]:
+    """Creating a *new* file with its bytes over pyfakefs, as ``os.open(O_CREAT, 0o644)`` plus
+    one write does (the umask applies), without re-validating the path at every step: the
+    file object is built and added exactly as pyfakefs's own ``create_file`` does.  An
+    existing target, a missing parent or an unusual path returns ``False`` (the fake ``os``
+    path handles it, errors included)."""
+    from pyfakefs.fake_file import FakeFile
+
+    resolve = fake_filesystem.resolve
+
+    def write(path: str, data: bytes) -> bool:
+        parts = _plain_parts(path)
+        if parts is None:
+            return False
+        directory, name = parts
+        try:
+            parent = resolve(directory)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(parent.st_mode) or name in parent.entries:
+            return False
+        mode = stat.S_IFREG | (0o644 & ~fake_filesystem.umask)
+        created = FakeFile(name, mode, filesystem=fake_filesystem)
+        parent.add_entry(created)
+        created.set_initial_contents(data)
+        return True
+
+    return write
 
 
 def _check_handle(handle: AppendFile) -> None:

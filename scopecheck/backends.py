@@ -96,6 +96,7 @@ class JsonlWorld:
             pyfakefs_lister,
             pyfakefs_reader,
             pyfakefs_renamer,
+            pyfakefs_writer,
         )
         from impl.jsonl import JsonlRepository
 
@@ -114,6 +115,7 @@ class JsonlWorld:
                 reader=pyfakefs_reader(self.fake_filesystem),
                 lister=pyfakefs_lister(self.fake_filesystem),
                 renamer=pyfakefs_renamer(self.fake_filesystem),
+                writer=pyfakefs_writer(self.fake_filesystem),
             )
             self.root = "/sessions"
         else:

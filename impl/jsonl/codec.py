@@ -364,13 +364,20 @@ def entry_payload_json(rec: dict[str, Any]) -> bytes:
 OP_ENTRY, OP_MESSAGE, OP_USAGE, OP_SET, OP_DELETE, OP_APPEND, OP_CLEAR, OP_RETIRE = range(8)
 
 
-def op_record(op: tuple[Any, ...]) -> dict[str, Any]:
+def op_record(op: tuple[Any, ...], decoded: dict[int, Any] | None = None) -> dict[str, Any]:
     """The record an entry, usage or value-set operation stands for, decoded again from its
-    line (records are built on first read, :mod:`impl.jsonl.lazy`)."""
+    line (records are built on first read, :mod:`impl.jsonl.lazy`).  ``decoded`` (keyed by
+    the line object's ``id``, valid while the caller holds the operations) lets a caller
+    that builds many records decode each line once."""
     src, index = op[2], op[3]
     if type(src) is dict:
         return src
-    obj = orjson.loads(src)
+    if decoded is None:
+        obj = orjson.loads(src)
+    else:
+        obj = decoded.get(id(src))
+        if obj is None:
+            obj = decoded[id(src)] = orjson.loads(src)
     record: dict[str, Any] = obj if index < 0 else obj[index]
     return record
 

@@ -74,9 +74,13 @@ class LazyRecords(dict[K, V]):
 
     def _build_all(self) -> None:
         if self._raw:
+            decoded: dict[int, Any] = {}  # each line decoded once for all its records
+            stored: Any
             for key, stored in list(dict.items(self)):
-                if type(stored) is tuple or type(stored) is dict:
-                    _set(self, key, self._build(_as_raw(stored)))
+                if type(stored) is tuple:
+                    _set(self, key, self._build(op_record(stored, decoded)))
+                elif type(stored) is dict:
+                    _set(self, key, self._build(stored))
             self._raw = 0
 
     def values(self) -> Any:

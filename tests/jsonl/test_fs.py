@@ -15,6 +15,7 @@ from impl.fs import (
     pyfakefs_lister,
     pyfakefs_reader,
     pyfakefs_renamer,
+    pyfakefs_writer,
     split_lines,
 )
 from models.errors import StorageIOError
@@ -152,3 +153,33 @@ def test_pyfakefs_renamer_moves_like_os_replace() -> None:
         results.append((moved, fs.exists("/r/new.tmp"), codes, listing))
     assert results[0] == results[1]
     assert results[1][0] == b"new\nmore\n" and results[1][1] is False
+
+
+def test_pyfakefs_writer_creates_files_like_the_fake_os() -> None:
+    """The fast pyfakefs writer gives a new file the same bytes and mode as the fake
+    ``os.open`` + ``write``, and leaves existing targets and every error to the fake ``os``."""
+    results = []
+    for fast in (False, True):
+        fake = FakeFilesystem()
+        fake.create_dir("/r/d")
+        fake.create_file("/r/old", contents="old\n")
+        fake_os = FakeOsModule(fake)
+        writer = pyfakefs_writer(fake) if fast else None
+        fs = OsFileSystem(fake_os, writer=writer)
+        fs.write_file("/r/new", b"new\n")
+        fs.write_file("/r/old", b"over\n")
+        handle = fs.open_append("/r/new")
+        fs.append(handle, b"more\n")
+        fs.close(handle)
+        codes = []
+        for path in ("/r/missing/x", "/r/d", "/r/old/x"):
+            try:
+                fs.write_file(path, b"x")
+                codes.append("ok")
+            except StorageIOError as exc:
+                codes.append(str(fs_code(exc)))
+        modes = [fake_os.stat(p).st_mode for p in ("/r/new", "/r/old")]
+        contents = [fs.read_bytes(p) for p in ("/r/new", "/r/old")]
+        results.append((contents, modes, codes, fs.file_size("/r/new")))
+    assert results[0] == results[1]
+    assert results[1][0] == [b"new\nmore\n", b"over\n"]
