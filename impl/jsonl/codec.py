@@ -362,6 +362,8 @@ def entry_payload_json(rec: dict[str, Any]) -> bytes:
 #: for a one-write line) or an already decoded record dict (legacy import).  See
 #: :func:`op_record`.
 OP_ENTRY, OP_MESSAGE, OP_USAGE, OP_SET, OP_DELETE, OP_APPEND, OP_CLEAR, OP_RETIRE = range(8)
+#: What a ``lean`` index gives for every entry (no id, no line): see :func:`index_transaction`.
+ENTRY_PLACEHOLDER: tuple[Any, ...] = (OP_ENTRY, None, None, -1)
 
 
 def op_record(op: tuple[Any, ...], decoded: dict[int, Any] | None = None) -> dict[str, Any]:
@@ -402,7 +404,7 @@ def record_op(rec: dict[str, Any], scope: str | None, src: Any, index: int) -> t
 
 
 def index_transaction(
-    obj: Any, line: bytes, sidecar_scope: str | None
+    obj: Any, line: bytes, sidecar_scope: str | None, *, lean: bool = False
 ) -> tuple[int, int, list[tuple[Any, ...]]]:
     """Validate one parsed transaction line and return ``(first seq, last seq, operations)``.
 
@@ -413,11 +415,15 @@ def index_transaction(
     Why not just keep the decoded records: open speed (JSONL-7).  A decoded record costs far
     more memory traffic than its replay operation, and most records are superseded or never
     read; the lazy maps decode the line again on first read.
+
+    ``lean`` (the JSONL fork) checks exactly the same but may stand every entry for the shared
+    :data:`ENTRY_PLACEHOLDER` and give list appends no element: one operation per record
+    still, in order.
     """
     if type(obj) is dict:
-        fast = _fast_ops((obj,), line, -1, sidecar_scope)
+        fast = _fast_ops((obj,), line, -1, sidecar_scope, lean)
     elif type(obj) is list and len(obj) > 1:
-        fast = _fast_ops(obj, line, 0, sidecar_scope)
+        fast = _fast_ops(obj, line, 0, sidecar_scope, lean)
     else:
         fast = None
     if fast is not None:
@@ -435,7 +441,7 @@ def index_transaction(
 
 
 def _fast_ops(
-    records: Any, line: bytes, where: int, scope: str | None
+    records: Any, line: bytes, where: int, scope: str | None, lean: bool
 ) -> tuple[int, int, list[tuple[Any, ...]]] | None:
     """The operations of a line whose every record has a shape :func:`check_record` accepts,
     checked inline; ``None`` as soon as anything differs (the caller then runs the full
@@ -443,6 +449,7 @@ def _fast_ops(
 
     A record holding exactly *n* keys, all *n* of them required ones, has exactly the required
     key set, so ``len`` plus the subscripts the indexing needs anyway replace set comparisons.
+    A record that is no dict fails its first subscript (``TypeError``).
     """
     ops: list[tuple[Any, ...]] = []
     add = ops.append
@@ -451,15 +458,10 @@ def _fast_ops(
     first = previous = 0
     try:
         for rec in records:
-            if type(rec) is not dict:
-                return None
             seq = rec["seq"]
-            if type(seq) is not int or seq < 1:
-                return None
-            if where > 0 and seq != previous + 1:
+            if type(seq) is not int or (seq != previous + 1 if where > 0 else seq < 1):
                 return None
             kind = rec["kind"]
-            size = len(rec)
             if kind == "entry":
                 ident, parent, type_ = rec["id"], rec["parentId"], rec["type"]
                 if (
@@ -470,7 +472,10 @@ def _fast_ops(
                     or (parent is not None and type(parent) is not str)
                 ):
                     return None
-                add((OP_MESSAGE if type_ == MESSAGE_TYPE else OP_ENTRY, ident, line, where))
+                if lean:
+                    add(ENTRY_PLACEHOLDER)
+                else:
+                    add((OP_MESSAGE if type_ == MESSAGE_TYPE else OP_ENTRY, ident, line, where))
             elif kind == "value" or kind == "list":
                 namespace, key, verb = rec["namespace"], rec["key"], rec["op"]
                 if (
@@ -480,6 +485,7 @@ def _fast_ops(
                 ):
                     return None
                 address = (scope, namespace, key)
+                size = len(rec)
                 if verb == "delete":
                     if size != 5 + extra:
                         return None
@@ -499,13 +505,16 @@ def _fast_ops(
                         tag = rec["tag"]
                         if size != 7 + extra or type(tag) is not str or not tag:
                             return None
-                    add((OP_APPEND, address, ListElement(seq, _dumps(rec["value"]), tag)))
+                    if lean:
+                        add((OP_APPEND, address, None))
+                    else:
+                        add((OP_APPEND, address, ListElement(seq, _dumps(rec["value"]), tag)))
             elif kind == "usage":
                 usage_value = rec["usage"]
                 optional = ("entryId" in rec) + ("details" in rec)
                 if (
                     not main
-                    or size != 6 + optional
+                    or len(rec) != 6 + optional
                     or type(rec["id"]) is not str
                     or type(usage_value) is not dict
                     or type(rec["adjustment"]) is not bool
@@ -518,7 +527,7 @@ def _fast_ops(
                 scope_id = rec["scopeId"]
                 if (
                     not main
-                    or size != 4
+                    or len(rec) != 4
                     or rec["op"] != "retire"
                     or type(scope_id) is not str
                     or not scope_id
@@ -533,6 +542,6 @@ def _fast_ops(
                 first = seq
             previous = seq
             where += 1
-    except KeyError:
+    except (KeyError, TypeError):
         return None
     return first, previous, ops

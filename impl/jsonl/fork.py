@@ -145,10 +145,13 @@ class Capture:
                 continue
             yield number, raw
 
-    def transactions(self, source_id: str) -> Iterator[tuple[int, bytes, Any, int, int, Ops]]:
+    def transactions(
+        self, source_id: str, lean: bool = False
+    ) -> Iterator[tuple[int, bytes, Any, int, int, Ops]]:
         """``(line number, line, parsed line, first seq, last seq, operations)`` of every
         transaction, each checked exactly as open checks it (JSONL-6): a malformed complete
-        line, or seqs that do not grow, are corruption."""
+        line, or seqs that do not grow, are corruption.  ``lean`` operations carry no entry
+        ids (see :func:`~impl.jsonl.codec.index_transaction`)."""
         previous = 0
         loads = orjson.loads
         for number, raw in self.lines(source_id):
@@ -157,7 +160,7 @@ class Capture:
                     obj = loads(raw)
                 except orjson.JSONDecodeError as exc:
                     raise BadRecord(f"not JSON: {exc}") from None
-                first, last, ops = index_transaction(obj, raw, None)
+                first, last, ops = index_transaction(obj, raw, None, lean=lean)
                 if first <= previous:
                     raise BadRecord(
                         f"seq {first} does not follow the previous transaction's seq {previous}"
@@ -405,7 +408,8 @@ def fork_jsonl(
     published = False
     try:
         high = 0
-        for number, _, obj, first, last, ops in capture.transactions(source_id):
+        # Tree scope needs no entry ids in pass 1 (lean operations).
+        for number, _, obj, first, last, ops in capture.transactions(source_id, lean=tree):
             index.fold(number, obj, first, ops)
             high = last
         index.settle()

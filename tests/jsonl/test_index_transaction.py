@@ -135,10 +135,16 @@ def test_fast_indexer_accepts_exactly_what_the_checker_accepts(
     line = orjson.dumps(obj)
     expected = reference(orjson.loads(line), scope)
     try:
+        lean = index_transaction(orjson.loads(line), line, scope, lean=True)
+    except BadRecord:
+        lean = None
+    try:
         first, last, ops = index_transaction(orjson.loads(line), line, scope)
     except BadRecord:
         assert expected is None, f"fast indexer rejected a line the checker accepts: {line!r}"
+        assert lean is None, f"lean indexer accepted a line the checker rejects: {line!r}"
         return
+    assert lean is not None and lean[:2] == (first, last) and len(lean[2]) == len(ops)
     assert expected is not None, f"fast indexer accepted a line the checker rejects: {line!r}"
     assert (first, last) == (expected[0], expected[-1])
     decoded = transaction_records(orjson.loads(line))
