@@ -362,8 +362,6 @@ def entry_payload_json(rec: dict[str, Any]) -> bytes:
 #: for a one-write line) or an already decoded record dict (legacy import).  See
 #: :func:`op_record`.
 OP_ENTRY, OP_MESSAGE, OP_USAGE, OP_SET, OP_DELETE, OP_APPEND, OP_CLEAR, OP_RETIRE = range(8)
-#: What a ``lean`` index gives for every entry (no id, no line): see :func:`index_transaction`.
-ENTRY_PLACEHOLDER: tuple[Any, ...] = (OP_ENTRY, None, None, -1)
 
 
 def op_record(op: tuple[Any, ...], decoded: dict[int, Any] | None = None) -> dict[str, Any]:
@@ -416,9 +414,9 @@ def index_transaction(
     more memory traffic than its replay operation, and most records are superseded or never
     read; the lazy maps decode the line again on first read.
 
-    ``lean`` (the JSONL fork) checks exactly the same but may stand every entry for the shared
-    :data:`ENTRY_PLACEHOLDER` and give list appends no element: one operation per record
-    still, in order.
+    ``lean`` (the JSONL fork) checks exactly the same but returns operations for the records
+    other than entries only, each with its seq appended as its last item, and list appends
+    without their element.
     """
     if type(obj) is dict:
         fast = _fast_ops((obj,), line, -1, sidecar_scope, lean)
@@ -437,6 +435,8 @@ def index_transaction(
         record_op(rec, sidecar_scope, line, -1 if single else index)
         for index, rec in enumerate(records)
     ]
+    if lean:
+        ops = [(*op, seq) for op, seq in zip(ops, seqs, strict=True) if op[0] > OP_MESSAGE]
     return seqs[0], seqs[-1], ops
 
 
@@ -472,9 +472,7 @@ def _fast_ops(
                     or (parent is not None and type(parent) is not str)
                 ):
                     return None
-                if lean:
-                    add(ENTRY_PLACEHOLDER)
-                else:
+                if not lean:
                     add((OP_MESSAGE if type_ == MESSAGE_TYPE else OP_ENTRY, ident, line, where))
             elif kind == "value" or kind == "list":
                 namespace, key, verb = rec["namespace"], rec["key"], rec["op"]
@@ -489,13 +487,18 @@ def _fast_ops(
                 if verb == "delete":
                     if size != 5 + extra:
                         return None
-                    add((OP_DELETE if kind == "value" else OP_CLEAR, address))
+                    code = OP_DELETE if kind == "value" else OP_CLEAR
+                    add((code, address, seq) if lean else (code, address))
                 elif "value" not in rec:
                     return None
                 elif kind == "value":
                     if verb != "set" or size != 6 + extra:
                         return None
-                    add((OP_SET, address, line, where))
+                    add(
+                        (OP_SET, address, line, where, seq)
+                        if lean
+                        else (OP_SET, address, line, where)
+                    )
                 else:
                     if verb != "append":
                         return None
@@ -506,7 +509,7 @@ def _fast_ops(
                         if size != 7 + extra or type(tag) is not str or not tag:
                             return None
                     if lean:
-                        add((OP_APPEND, address, None))
+                        add((OP_APPEND, address, None, seq))
                     else:
                         add((OP_APPEND, address, ListElement(seq, _dumps(rec["value"]), tag)))
             elif kind == "usage":
@@ -522,7 +525,8 @@ def _fast_ops(
                     or ("entryId" in rec and type(rec["entryId"]) is not str)
                 ):
                     return None
-                add((OP_USAGE, rec["id"], line, where, usage_value))
+                op = (OP_USAGE, rec["id"], line, where, usage_value)
+                add((*op, seq) if lean else op)
             elif kind == "scope":
                 scope_id = rec["scopeId"]
                 if (
@@ -533,7 +537,7 @@ def _fast_ops(
                     or not scope_id
                 ):
                     return None
-                add((OP_RETIRE, scope_id, seq))
+                add((OP_RETIRE, scope_id, seq, seq) if lean else (OP_RETIRE, scope_id, seq))
             else:
                 return None
             if where < 0:

@@ -150,8 +150,8 @@ class Capture:
     ) -> Iterator[tuple[int, bytes, Any, int, int, Ops]]:
         """``(line number, line, parsed line, first seq, last seq, operations)`` of every
         transaction, each checked exactly as open checks it (JSONL-6): a malformed complete
-        line, or seqs that do not grow, are corruption.  ``lean`` operations carry no entry
-        ids (see :func:`~impl.jsonl.codec.index_transaction`)."""
+        line, or seqs that do not grow, are corruption.  ``lean``: operations for the records
+        other than entries only (see :func:`~impl.jsonl.codec.index_transaction`)."""
         previous = 0
         loads = orjson.loads
         for number, raw in self.lines(source_id):
@@ -228,16 +228,18 @@ class Index:
             verdicts[namespace, is_list] = verdict
         return verdict
 
-    def fold(self, number: int, obj: Any, first: int, ops: Ops) -> None:
+    def fold(self, number: int, obj: Any, first: int, ops: Ops, lean: bool = False) -> None:
         """Log one transaction's value and list writes (and entry links when tracked); note
-        the line as *dirty* unless every record in it may be copied unchanged."""
+        the line as *dirty* unless every record in it may be copied unchanged.  ``lean``
+        operations (no entries, each ending with its seq) come from ``lean`` indexing."""
         clean = self._verbatim is not None
         track_entries = self.track_entries
         values, elements = self._values, self._elements
         verbatim = self._copies_verbatim
-        seq = first
+        seq = first - 1
         for op in ops:
             code = op[0]
+            seq = op[-1] if lean else seq + 1
             if code <= OP_MESSAGE:  # OP_ENTRY or OP_MESSAGE
                 if track_entries:
                     rec = obj if op[3] < 0 else obj[op[3]]
@@ -266,7 +268,6 @@ class Index:
                 clean = False
             else:  # usage rows and retirements are never copied
                 clean = False
-            seq += 1
         if not clean:
             self._dirty.append((number,))
         if len(self._entries) + len(self._values) + len(self._elements) >= _BATCH:
@@ -410,7 +411,7 @@ def fork_jsonl(
         high = 0
         # Tree scope needs no entry ids in pass 1 (lean operations).
         for number, _, obj, first, last, ops in capture.transactions(source_id, lean=tree):
-            index.fold(number, obj, first, ops)
+            index.fold(number, obj, first, ops, lean=tree)
             high = last
         index.settle()
         hdr = capture.header
