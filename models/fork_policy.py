@@ -384,6 +384,21 @@ class ForkDriver:
                 return ()
         raise AssertionError(disposition)  # pragma: no cover - the match is closed
 
+    def copies_verbatim(self, namespace: str, is_list: bool) -> bool:
+        """Whether :meth:`value` (or :meth:`list_element` when ``is_list``) returns every
+        current session-scoped row of ``namespace`` unchanged and records nothing for
+        :meth:`finish`: a backend may then copy such rows as they are without feeding them
+        through the driver (the JSONL fork copies whole unchanged lines, JSONL-20).  A
+        subclass that changes what :meth:`value` or :meth:`list_element` does for a namespace
+        must answer ``False`` for it (the planted-bug drivers only touch reserved namespaces,
+        which answer ``False`` here already)."""
+        if is_list:
+            return self.branch is None and classify_list(namespace) is Disposition.APPLICATION
+        disposition = classify(namespace)
+        return disposition is Disposition.COPY or (
+            self.branch is None and disposition is Disposition.APPLICATION
+        )
+
     def list_element(
         self, scope_id: str | None, namespace: str, key: str, element: ListElement
     ) -> tuple[DestElement, ...]:

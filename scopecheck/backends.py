@@ -93,7 +93,15 @@ class JsonlWorld:
     ) -> None:
         import tempfile
 
-        from impl.fs import FileSystem, OsFileSystem, TracingFileSystem, pyfakefs_reader
+        from impl.fs import (
+            FileSystem,
+            OsFileSystem,
+            TracingFileSystem,
+            pyfakefs_lister,
+            pyfakefs_reader,
+            pyfakefs_renamer,
+            pyfakefs_writer,
+        )
         from impl.jsonl import JsonlRepository
 
         self._clock = clock
@@ -109,6 +117,9 @@ class JsonlWorld:
                 FakeOsModule(self.fake_filesystem),
                 sync=False,
                 reader=pyfakefs_reader(self.fake_filesystem),
+                lister=pyfakefs_lister(self.fake_filesystem),
+                renamer=pyfakefs_renamer(self.fake_filesystem),
+                writer=pyfakefs_writer(self.fake_filesystem),
             )
             self.root = "/sessions"
         else:

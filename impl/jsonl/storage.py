@@ -27,9 +27,17 @@ import orjson
 from impl.fs import AppendFile, FileSystem, OsFileSystem, fs_code, join_lines
 from impl.jsonl import layout
 from impl.jsonl.codec import (
+    OP_APPEND,
+    OP_CLEAR,
+    OP_DELETE,
+    OP_ENTRY,
+    OP_MESSAGE,
+    OP_SET,
+    OP_USAGE,
     encode_header,
     encode_scope_header,
     encode_transaction,
+    record_op,
 )
 from impl.jsonl.fork import Capture, SourcePrefix, fork_jsonl
 from impl.jsonl.lazy import LazyRecords, build_entry, build_usage, build_value
@@ -38,13 +46,13 @@ from impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
 from impl.jsonl.legacy_fork import LegacyCapture
 from impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
 from impl.memory import MemoryState, MemoryStorage, new_fork_id, wall_clock_ms
-from impl.stats import MESSAGE_TYPE, add_usages
+from impl.stats import add_usages
 from impl.validation import check_references, check_session_id, check_shape
 from models.errors import ClosedError, StorageIOError, UsageError, usage
 from models.fork import ForkOptions, check_fork_options
 from models.fork_policy import ForkDriver
 from models.protocols import Clock
-from models.records import Committed, ListElement
+from models.records import Committed
 from models.writes import RetireScope, Write
 
 _dumps = orjson.dumps
@@ -80,42 +88,43 @@ def replay(state: MemoryState, load: SessionLoad) -> None:
 
     Retirement records are *boundaries* here, not deletions: the records they end were already
     left out by stage 6 (000 §6.3), so replay never needs to apply them.  Entries, usage rows
-    and values are kept as their decoded dicts until first read (:mod:`impl.jsonl.lazy`).
+    and values are kept as their replay operations, which point at their lines, until first
+    read (:mod:`impl.jsonl.lazy`); the operation already carries the resident key.
     """
     values, lists, entries, usage_rows = state.values, state.lists, state.entries, state.usage
     assert isinstance(values, LazyRecords) and isinstance(entries, LazyRecords)
     assert isinstance(usage_rows, LazyRecords)
-    put_value, put_entry, put_usage = values.put_raw, entries.put_raw, usage_rows.put_raw
     drop_value = values.pop_raw
     message_count = state.stats.message_count
     usage_values: list[dict[str, Any]] = []
-    for scope_id, tx in load.retained:
-        for rec in tx.records:
-            kind = rec["kind"]
-            if kind == "entry":
-                put_entry(rec["id"], rec)
-                if rec["type"] == MESSAGE_TYPE:
-                    message_count += 1
-            elif kind == "value":
-                if rec["op"] == "set":
-                    put_value((scope_id, rec["namespace"], rec["key"]), rec)
+    add_usage_value = usage_values.append
+    for _scope_id, tx in load.retained:
+        for op in tx.ops:
+            code = op[0]
+            if code == OP_MESSAGE:
+                entries[op[1]] = op
+                message_count += 1
+            elif code == OP_SET:
+                values[op[1]] = op
+            elif code == OP_ENTRY:
+                entries[op[1]] = op
+            elif code == OP_USAGE:
+                usage_rows[op[1]] = op
+                add_usage_value(op[4])
+            elif code == OP_APPEND:
+                bucket = lists.get(op[1])
+                if bucket is None:
+                    lists[op[1]] = [op[2]]
                 else:
-                    drop_value((scope_id, rec["namespace"], rec["key"]))
-            elif kind == "list":
-                key = (scope_id, rec["namespace"], rec["key"])
-                if rec["op"] == "append":
-                    element = ListElement(rec["seq"], _dumps(rec["value"]), rec.get("tag"))
-                    bucket = lists.get(key)
-                    if bucket is None:
-                        lists[key] = [element]
-                    else:
-                        bucket.append(element)
-                else:
-                    lists.pop(key, None)
-            elif kind == "usage":
-                put_usage(rec["id"], rec)
-                usage_values.append(rec["usage"])
-            # kind == "scope": a boundary only (see docstring)
+                    bucket.append(op[2])
+            elif code == OP_DELETE:
+                drop_value(op[1])
+            elif code == OP_CLEAR:
+                lists.pop(op[1], None)
+            # OP_RETIRE: a boundary only (see docstring)
+    entries.count_raw()
+    values.count_raw()
+    usage_rows.count_raw()
     totals = add_usages(state.stats.usage, usage_values)
     state.stats = attrs.evolve(state.stats, message_count=message_count, usage=totals)
     state.next_seq = load.next_seq
@@ -260,11 +269,15 @@ class JsonlStorage(MemoryStorage):
             if not fs.is_dir(directory):
                 fs.create_dir(directory, recursive=True)
                 fs.fsync_dir(os.path.dirname(directory))
-            publish(fs, path, encode_scope_header(self.session_id, scope_id) + b"\n")
+            header = encode_scope_header(self.session_id, scope_id) + b"\n"
+            publish(fs, path, header)
             self._on_disk.add(scope_id)
+            size = len(header)  # just published: no need to ask the filesystem
+        else:
+            size = fs.file_size(path)
         handle = fs.open_append(path)
         self._sidecar_handles[scope_id] = handle
-        self._sidecar_sizes[scope_id] = fs.file_size(path)
+        self._sidecar_sizes[scope_id] = size
         return handle
 
     def _append_durably(self, handle: AppendFile, size: int, line: bytes) -> int:
@@ -351,7 +364,8 @@ class JsonlRepository:
         self._open: dict[str, JsonlStorage] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._fs.create_dir(self._root, recursive=True)
+        if not self._fs.is_dir(self._root):  # reopening an existing root creates nothing
+            self._fs.create_dir(self._root, recursive=True)
 
     @property
     def root(self) -> str:
@@ -438,7 +452,7 @@ class JsonlRepository:
         load.raise_if_corrupt()
         assert load.main.header is not None
         header = load.main.header
-        main_size = sum(len(line) + 1 for line in load.main.lines)
+        main_size = sum(map(len, load.main.lines)) + len(load.main.lines)
         # Stage 1 repair: republish the complete prefix (with nextSeq) before any write (JSONL-18).
         if load.main.torn is not None:
             header = dict(header)
@@ -504,7 +518,10 @@ class JsonlRepository:
             main, scan.lines, session_id, self._legacy_ids, torn=scan.torn is not None
         )
         load = SessionLoad(session_id, scan, next_seq=imported.next_seq)
-        load.retained = [(None, Tx(0, [r["seq"]], [r])) for r in imported.records]
+        load.retained = [
+            (None, Tx(0, r["seq"], r["seq"], [record_op(r, None, r, -1)], [r]))
+            for r in imported.records
+        ]
         state = resident_state()
         replay(state, load)
         storage = self.storage_class(
