@@ -167,6 +167,14 @@ class ForkMachine(SessionPairMachine):
     def _entries(self, sid: str) -> list[str]:
         return [e.id for e in self.models[sid].snapshot().entries]
 
+    def _entry_or_none(self, sid: str, data: st.DataObject) -> str | None:
+        """An omitted entry id half the time, however many entries the source has (a legacy
+        source starts with hundreds: a uniform pick would almost never omit it)."""
+        entries = self._entries(sid)
+        if not entries:
+            return None
+        return data.draw(st.none() | st.sampled_from(entries), "entry_id")
+
     @rule(sid=st.sampled_from(SESSION_IDS), writes=st.lists(sx.session_writes, max_size=3))
     def commit_session(self, sid: str, writes: list[Any]) -> None:
         self._commit(sid, writes)
@@ -305,7 +313,7 @@ class ForkMachine(SessionPairMachine):
             options: ForkOptions = TreeFork(id="fork1")
         else:
             branch = data.draw(st.sampled_from(BRANCHES), "branch")
-            entry = data.draw(st.sampled_from([None, None, *self._entries(sid)]), "entry_id")
+            entry = self._entry_or_none(sid, data)
             options = BranchFork(branch, entry_id=entry, position=position, id="fork1")
         legacy = self.model.legacy.get(sid)
         pending = legacy is not None and len(self.model.logs[sid]) == legacy.imported
@@ -400,7 +408,7 @@ class LegacyForkMachine(ForkMachine):
             if tree
             else BranchFork(
                 "main",
-                entry_id=data.draw(st.sampled_from([None, *self._entries(sid)]), "entry_id"),
+                entry_id=self._entry_or_none(sid, data),
                 position=position,
                 id="fork1",
             )

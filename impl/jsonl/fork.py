@@ -119,9 +119,11 @@ class SourcePrefix(Protocol):
     size: int
     header: dict[str, Any]
 
-    def records(
-        self, source_id: str, validate: bool = True
-    ) -> Iterator[tuple[int, dict[str, Any]]]: ...
+    def lines(self, source_id: str) -> Iterator[tuple[int, bytes]]: ...
+
+    def transactions(
+        self, source_id: str, lean: bool = False
+    ) -> Iterator[tuple[int, bytes, Any, int, int, Ops]]: ...
 
     def sidecar_high(self) -> int: ...
 
@@ -165,27 +167,10 @@ class Capture:
     def transactions(
         self, source_id: str, lean: bool = False
     ) -> Iterator[tuple[int, bytes, Any, int, int, Ops]]:
-        """``(line number, line, parsed line, first seq, last seq, operations)`` of every
-        transaction, each checked exactly as open checks it (JSONL-6): a malformed complete
-        line, or seqs that do not grow, are corruption.  ``lean``: operations for the records
-        other than entries only (see :func:`~impl.jsonl.codec.index_transaction`)."""
-        previous = 0
-        loads = orjson.loads
-        for number, raw in self.lines(source_id):
-            try:
-                try:
-                    obj = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    raise BadRecord(f"not JSON: {exc}") from None
-                first, last, ops = index_transaction(obj, raw, None, lean=lean)
-                if first <= previous:
-                    raise BadRecord(
-                        f"seq {first} does not follow the previous transaction's seq {previous}"
-                    )
-            except BadRecord as exc:
-                raise _corrupt(self.main, number, str(exc)) from None
-            previous = last
-            yield number, raw, obj, first, last, ops
+        """Every transaction, checked as open checks it (:func:`checked_transactions`).
+        ``lean``: operations for the records other than entries only (see
+        :func:`~impl.jsonl.codec.index_transaction`)."""
+        return checked_transactions(self.main, self.lines(source_id), lean)
 
     def close(self) -> None:
         """Nothing to release: a format-4 prefix is read straight from the source file."""
@@ -203,6 +188,31 @@ class Capture:
                         if type(seq) is int:
                             high = max(high, seq)
         return high
+
+
+def checked_transactions(
+    main: str, lines: Iterator[tuple[int, bytes]], lean: bool = False
+) -> Iterator[tuple[int, bytes, Any, int, int, Ops]]:
+    """``(line number, line, parsed line, first seq, last seq, operations)`` of every line,
+    each checked exactly as open checks it (JSONL-6): a malformed complete line, or seqs that
+    do not grow, are corruption of ``main`` at that line."""
+    previous = 0
+    loads = orjson.loads
+    for number, raw in lines:
+        try:
+            try:
+                obj = loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise BadRecord(f"not JSON: {exc}") from None
+            first, last, ops = index_transaction(obj, raw, None, lean=lean)
+            if first <= previous:
+                raise BadRecord(
+                    f"seq {first} does not follow the previous transaction's seq {previous}"
+                )
+        except BadRecord as exc:
+            raise _corrupt(main, number, str(exc)) from None
+        previous = last
+        yield number, raw, obj, first, last, ops
 
 
 class Index:

@@ -36,6 +36,7 @@ import apsw
 import orjson
 
 from impl.fs import FileSystem
+from impl.jsonl.fork import Ops, checked_transactions
 from impl.jsonl.legacy import (
     DISCARDED,
     IMPORT_DETAILS,
@@ -69,7 +70,8 @@ class LegacyCapture:
     """The fixed prefix of a closed legacy file, normalised through a disk index.
 
     Same surface as :class:`impl.jsonl.fork.Capture`: ``main``, ``size``, ``header``,
-    ``records(source_id, validate)``, ``sidecar_high()`` and ``close()``.
+    ``lines(source_id)``, ``transactions(source_id, lean)``, ``sidecar_high()`` and
+    ``close()``; ``records(source_id)`` gives the normalised records themselves.
     """
 
     def __init__(self, fs: FileSystem, main: str, ids: LegacyIds) -> None:
@@ -120,6 +122,19 @@ class LegacyCapture:
                 file=self.main,
                 line=exc.line,
             ) from None
+
+    def lines(self, source_id: str) -> Iterator[tuple[int, bytes]]:
+        """The import as format-4 lines, one record per line (a legacy file has no
+        transactions of several writes), numbered in the order :meth:`records` emits them."""
+        dumps = orjson.dumps
+        for number, rec in self.records(source_id):
+            yield number, dumps(rec)
+
+    def transactions(
+        self, source_id: str, lean: bool = False
+    ) -> Iterator[tuple[int, bytes, Any, int, int, Ops]]:
+        """Those lines checked exactly as a format-4 source's are (JSONL-6)."""
+        return checked_transactions(self.main, self.lines(source_id), lean)
 
     # -- pass A: the index ---------------------------------------------------------------
 

@@ -23,7 +23,7 @@ LegacyForkMachine: Any = make_fork_machine(EXTRA["jsonl-legacy"])
 
 
 LegacyForkMachine.TestCase.settings = settings(
-    max_examples=25,
+    max_examples=60,
     stateful_step_count=15,
     deadline=None,
     suppress_health_check=list(HealthCheck),
