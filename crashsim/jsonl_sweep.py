@@ -374,8 +374,11 @@ def crash_states(
     allowed_at: Callable[[int], tuple[int, ...]],
     seed: int = 0,
     partial: bool = True,
+    cuts_of: Callable[[bytes, random.Random], list[int]] | None = None,
 ) -> Iterator[CrashState]:
-    """Every crash state of ``ops`` (see the module docstring), in trace order."""
+    """Every crash state of ``ops`` (see the module docstring), in trace order;
+    ``cuts_of(data, rng)`` replaces :func:`cut_points` for torn writes (the generic sweep
+    cuts at fewer offsets)."""
     disk = Disk(initial.files, initial.dirs)
     for k in range(len(ops) + 1):
         allowed = allowed_at(k)
@@ -385,7 +388,10 @@ def crash_states(
         op = ops[k] if k < len(ops) else None
         if op is not None and op.kind in ("write", "append"):
             base = visible.files.get(op.path, b"") if op.kind == "append" else b""
-            cuts = cut_points(op.data, rng) if partial else [len(op.data) // 2]
+            if cuts_of is not None:
+                cuts = cuts_of(op.data, rng)
+            else:
+                cuts = cut_points(op.data, rng) if partial else [len(op.data) // 2]
             if op.kind == "write":
                 cuts = [0, *cuts]
             for n in cuts:
@@ -545,8 +551,12 @@ class Checker:
         repo_class: type[JsonlRepository] = JsonlRepository,
         *,
         recovery: bool = True,
+        invariants: Callable[[Any, int], list[str]] | None = None,
     ) -> None:
         self.trace = tr
+        #: ``invariants(storage, steps)``: extra checks of the reopened Session taken as the
+        #: model after the first ``steps`` workload steps (the lifecycle's, OP-21); ``[]`` = ok.
+        self.invariants = invariants
         self.mode = mode
         self.repo_class = repo_class
         self.box = Sandbox()
@@ -604,14 +614,31 @@ class Checker:
             got = storage.snapshot()
         except ScopecheckError as exc:
             return failure("CRASH-1", f"reopen failed: {exc.code}: {exc}")
+        # Extra invariants (the lifecycle's) on every recovered state, model state or not, so
+        # a broken one is reported in its own words: they must hold for an allowed prefix.
+        broken: list[str] = []
+        if self.invariants is not None:
+            for index in crash.allowed:
+                try:
+                    problems = self.invariants(storage, index)
+                except ScopecheckError as exc:
+                    problems = [f"reads of the recovered Session failed: {exc.code}: {exc}"]
+                if not problems:
+                    broken = []
+                    break
+                broken.append(f"as {index} steps: " + "; ".join(problems))
         if got not in expected:
             storage.close()
             return failure(
                 "CRASH-2",
                 "recovered state is no model state allowed here (an acknowledged step lost, "
-                "or a step partly visible)",
+                "or a step partly visible)"
+                + ("; lifecycle invariants broken — " + " | ".join(broken) if broken else ""),
                 describe(got),
             )
+        if broken:
+            storage.close()
+            return failure("OP-21", "lifecycle invariants broken — " + " | ".join(broken))
         recovery_ops = list(recorder.ops)
         dead = dead_sidecars(box.tree())
         if dead:
@@ -739,6 +766,7 @@ def explore_workload(
     only: tuple[int, str] | None = None,
     on_state: Callable[[int], None] | None = None,
     deadline: float | None = None,
+    invariants: Callable[[Any, int], list[str]] | None = None,
 ) -> WorkloadReport:
     """Check every crash state of ``workload`` (and, with ``faults``, every single I/O fault);
     ``only=(op_index, variant)`` checks just that state (a replay)."""
@@ -746,7 +774,7 @@ def explore_workload(
     report = WorkloadReport(workload.name, mode)
     tr = trace(workload, repo_class)
     report.ops = len(tr.ops)
-    checker = Checker(tr, mode, repo_class, recovery=recovery)
+    checker = Checker(tr, mode, repo_class, recovery=recovery, invariants=invariants)
     for crash in crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed):
         if only is not None and (crash.op_index, crash.variant) != only:
             continue
@@ -1008,7 +1036,7 @@ def render_files(title: str, files: dict[str, Any]) -> list[str]:
         lines.append("  (no files)")
     for path, data in sorted(files.items()):
         text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
-        lines.append(f"  {path}")
+        lines.append(f"  {path}" + ("   (empty)" if not text else ""))
         for line in text.splitlines(keepends=True)[:12]:
             shown = line.rstrip("\n")
             lines.append(

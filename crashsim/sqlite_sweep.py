@@ -28,7 +28,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import apsw
@@ -269,8 +269,16 @@ def _check_handle(
         problems.append(f"after failed commit {index} the open handle shows a non-model state")
 
 
-def _reopen_snapshot(box: _Sandbox, root: str) -> tuple[Snapshot | None, str | None]:
-    """Reopen ``root`` with a plain repository (default VFS, the real durability settings)."""
+#: ``check(storage, prefix)``: extra invariants of a reopened state taken as the model after the
+#: first ``prefix`` transactions (the lifecycle's, :mod:`crashsim.lifecycle`); problems or ``[]``.
+Invariants = Callable[[Any, int], list[str]]
+
+
+def _reopen_snapshot(
+    box: _Sandbox, root: str, inspect: Callable[[Any, Snapshot], str | None] | None = None
+) -> tuple[Snapshot | None, str | None]:
+    """Reopen ``root`` with a plain repository (default VFS, the real durability settings);
+    ``inspect`` looks at the open storage and its snapshot before it is closed."""
     try:
         repo = open_repository(box.layout, root, None, StepClock())
     except ScopecheckError as exc:
@@ -278,12 +286,16 @@ def _reopen_snapshot(box: _Sandbox, root: str) -> tuple[Snapshot | None, str | N
     try:
         storage = repo.open(SESSION_ID)
         snap = storage.snapshot()
+        try:
+            finding = None if inspect is None else inspect(storage, snap)
+        except ScopecheckError as exc:
+            finding = f"reads of the reopened state failed: {exc}"
         # the checked copy is thrown away: skip the checkpoint a last close would run
         storage.connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         if hasattr(repo, "connection"):
             repo.connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         storage.close()
-        return snap, None
+        return snap, finding
     except ScopecheckError as exc:
         return None, f"session open failed: {exc}"
     except Exception as exc:  # an uncoded error is a finding too
@@ -300,12 +312,32 @@ def _check_image(
     report: SweepReport,
     fault_at: int | None,
     acked: int,
+    invariants: Invariants | None = None,
+    prefixes: Sequence[int] = (),
 ) -> None:
+    """Reopen ``image``; its state must be one of ``candidates`` (the model after
+    ``prefixes[i]`` transactions) and, with ``invariants``, satisfy them for at least one
+    candidate prefix — checked on every image, model state or not, so a broken invariant is
+    reported in its own words."""
+
+    def inspect(storage: Any, snap: Snapshot) -> str | None:
+        if invariants is None:
+            return None
+        found: list[str] = []
+        for prefix in prefixes:
+            problems = invariants(storage, prefix)
+            if not problems:
+                return None
+            found.append(f"as {prefix} transactions: " + "; ".join(problems))
+        return "lifecycle invariants broken — " + " | ".join(found)
+
     materialise(image, box.work, box.check)
-    snap, problem = _reopen_snapshot(box, box.check)
+    snap, problem = _reopen_snapshot(box, box.check, inspect if invariants else None)
     report.states += 1
     if problem is None and snap not in candidates:
         problem = "reopened state is not a model state (partial commit or lost acknowledged one)"
+    elif problem is not None and snap is not None and snap not in candidates:
+        problem = "reopened state is not a model state; " + problem
     if problem is not None:
         report.failures.append(SweepFailure(report.sweep, fault_at, image.label, acked, problem))
 
@@ -323,6 +355,8 @@ def crash_sweep(
     crashes: bool = True,
     only: int | None = None,
     workload_label: str = "",
+    invariants: Invariants | None = None,
+    sweep_name: str | None = None,
 ) -> SweepReport:
     """Crash at every ``stride``-th I/O call, check every post-crash image (CRASH-SQL-1..3);
     ``crashes=False`` checks only the no-crash power-loss images; ``only=k`` replays the one
@@ -331,7 +365,7 @@ def crash_sweep(
     ``workload_label`` is a Python expression rebuilding ``workload`` (e.g.
     ``make_workload(3, 6, 3)``); with it every failure carries a one-line reproducer.
     """
-    report = SweepReport("crash" if crashes else "power-loss", layout)
+    report = SweepReport(sweep_name or ("crash" if crashes else "power-loss"), layout)
     started = time.perf_counter()
     expected = prefix_snapshots(workload)
     restart_at = len(workload) // 2
@@ -361,13 +395,12 @@ def crash_sweep(
                 )
                 report.fault_points += 1
                 acked = len(outcome.acked)
-                candidates = [expected[acked]]
-                if acked < len(workload):
-                    candidates.append(expected[acked + 1])
+                prefixes = [acked] + ([acked + 1] if acked < len(workload) else [])
+                candidates = [expected[n] for n in prefixes]
                 rng = random.Random(seed * 1_000_003 + k)
                 before = len(report.failures)
                 for image in post_crash_images(disk_model(box.base, outcome.calls), rng, variants):
-                    _check_image(box, image, candidates, report, k, acked)
+                    _check_image(box, image, candidates, report, k, acked, invariants, prefixes)
                 if workload_label:
                     replay = (
                         f"crash_sweep({workload_label}, layout={layout!r}, seed={seed}, "
@@ -390,10 +423,71 @@ def crash_sweep(
                 report.fault_points += 1
                 for image in post_crash_images(files, rng, variants):
                     labelled = Image(image.files, f"{label}/{image.label}")
-                    _check_image(box, labelled, [expected[-1]], report, None, len(workload))
+                    _check_image(
+                        box,
+                        labelled,
+                        [expected[-1]],
+                        report,
+                        None,
+                        len(workload),
+                        invariants,
+                        [len(workload)],
+                    )
     finally:
         box.cleanup()
     report.seconds = time.perf_counter() - started
+    return report
+
+
+def lifecycle_crash_sweep(
+    size: Literal["short", "long"] = "short",
+    *,
+    layout: Layout = "per-file",
+    repository_class: type[Any] | None = None,
+    variants: int = 3,
+    seed: int = 0,
+    stride: int = 1,
+    autocheckpoint: int = 8,
+    max_failures: int = 50,
+    crashes: bool = True,
+    only: int | None = None,
+    harness: Any = None,
+) -> SweepReport:
+    """Power loss at every I/O step of an operation lifecycle (OP-19..OP-21): the program of
+    :func:`crashsim.lifecycle.lifecycle_program` (two lanes: frames, tool batches, checkpoints
+    with memos, settlement, outcomes, cancellation, terminal cleanup with retirement, a later
+    operation) crashed at every ``stride``-th write/sync, every post-crash image reopened and
+    checked as an acknowledged prefix (:func:`crash_sweep`) and against the lifecycle
+    invariants (:func:`crashsim.lifecycle.lifecycle_problems`)."""
+    from crashsim.lifecycle import lifecycle_checker, lifecycle_program
+
+    program = lifecycle_program(size) if harness is None else lifecycle_program(size, harness)
+    report = crash_sweep(
+        program.workload,
+        layout=layout,
+        repository_class=repository_class,
+        variants=variants,
+        seed=seed,
+        stride=stride,
+        autocheckpoint=autocheckpoint,
+        max_failures=max_failures,
+        crashes=crashes,
+        only=only,
+        invariants=lifecycle_checker(program),
+        sweep_name="lifecycle-crash" if crashes else "lifecycle-power-loss",
+    )
+    report.failures = [
+        attrs.evolve(
+            f,
+            reproducer=(
+                f"lifecycle_crash_sweep({size!r}, layout={layout!r}, seed={seed}, "
+                f"variants={variants}, autocheckpoint={autocheckpoint}, only={f.fault_at})"
+            ),
+        )
+        if f.fault_at is not None
+        else f
+        for f in report.failures
+    ]
     return report
 
 

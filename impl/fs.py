@@ -198,6 +198,9 @@ class OsFileSystem:
         *,
         sync: bool = True,
         reader: Callable[[str], bytes] | None = None,
+        lister: Callable[[str], list[DirEntry]] | None = None,
+        renamer: Callable[[str, str], bool] | None = None,
+        writer: Callable[[str, bytes], bool] | None = None,
     ) -> None:
         """``sync=False`` turns ``fsync``/``fsync_file``/``fsync_dir`` into no-ops at the OS
         level, for filesystems with no durability model (pyfakefs: fsync does nothing there
@@ -205,10 +208,19 @@ class OsFileSystem:
         wrapping it sees every one of them.  ``reader`` replaces the open/read/close of
         :meth:`read_bytes` (reads change nothing, so a crash simulator loses nothing): over
         pyfakefs, :func:`pyfakefs_reader` is about 15 times faster than the fake ``os.open``.
+        ``lister`` likewise replaces :meth:`list_dir` (read-only too): pyfakefs's ``scandir``
+        resolves every entry's path twice, :func:`pyfakefs_lister` reads the directory once.
+        ``renamer(source, target)`` may perform the common case of :meth:`rename` itself and
+        return ``True``, or return ``False`` to leave it to ``os.replace`` (which then also
+        reports every error): see :func:`pyfakefs_renamer`.  ``writer(path, data)`` likewise
+        for :meth:`write_file` (:func:`pyfakefs_writer`).
         """
         self.os = os_module
         self.sync = sync
         self.reader = reader
+        self.lister = lister
+        self.renamer = renamer
+        self.writer = writer
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -282,6 +294,12 @@ class OsFileSystem:
     # -- writing -----------------------------------------------------------------------------
 
     def write_file(self, path: str, data: bytes) -> None:
+        if self.writer is not None:
+            try:
+                if self.writer(path, data):
+                    return
+            except OSError as exc:
+                raise fs_error("write", path, exc) from exc
         o = self.os
         try:
             fd = o.open(path, o.O_WRONLY | o.O_CREAT | o.O_TRUNC, 0o644)
@@ -351,6 +369,8 @@ class OsFileSystem:
 
     def rename(self, source: str, target: str) -> None:
         try:
+            if self.renamer is not None and self.renamer(source, target):
+                return
             self.os.replace(source, target)
         except OSError as exc:
             raise fs_error("rename", source, exc, target=target) from exc
@@ -364,6 +384,11 @@ class OsFileSystem:
     # -- directories -------------------------------------------------------------------------
 
     def list_dir(self, path: str) -> list[DirEntry]:
+        if self.lister is not None:
+            try:
+                return self.lister(path)
+            except OSError as exc:
+                raise fs_error("list_dir", path, exc) from exc
         try:
             with self.os.scandir(path) as it:
                 return [
@@ -443,6 +468,96 @@ def pyfakefs_reader(fake_filesystem: Any) -> Callable[[str], bytes]:
         return bytes(contents) if contents else b""
 
     return read
+
+
+def pyfakefs_lister(fake_filesystem: Any) -> Callable[[str], list[DirEntry]]:
+    """A fast directory lister for :class:`OsFileSystem` over a pyfakefs filesystem: the same
+    entries as ``scandir`` (names, directory / regular file, symlinks not followed)."""
+
+    def list_dir(path: str) -> list[DirEntry]:
+        directory = fake_filesystem.resolve(path)
+        if not stat.S_ISDIR(directory.st_mode):
+            raise NotADirectoryError(errno_mod.ENOTDIR, "Not a directory", path)
+        listed = []
+        for name, item in directory.entries.items():
+            mode = item.st_mode
+            listed.append(DirEntry(name, stat.S_ISDIR(mode), stat.S_ISREG(mode)))
+        return listed
+
+    return list_dir
+
+
+def _plain_parts(path: str) -> tuple[str, str] | None:
+    """``(directory, name)`` of an absolute, normal path with no ``.``-led components, else
+    ``None`` (the pyfakefs fast paths leave every other path to the fake ``os`` module)."""
+    directory, _, name = path.rpartition("/")
+    if not directory.startswith("/") or not name or "/." in path or "//" in path:
+        return None
+    return directory, name
+
+
+def pyfakefs_renamer(fake_filesystem: Any) -> Callable[[str, str], bool]:
+    """The common case of an atomic replace over pyfakefs, without its generic checks: a
+    regular file moved onto a new name or over another regular file, both parents existing
+    directories and both paths absolute and normal.  The move itself is pyfakefs's own
+    (``_do_rename``, pinned pyfakefs), so open handles follow the file as on a real system;
+    anything else returns ``False`` and goes through ``os.replace``, errors included.
+    ``os.replace`` spends most of its time re-validating paths (issue 4: the pyfakefs
+    machine's commits are dominated by sidecar publishes)."""
+    resolve = fake_filesystem.resolve
+
+    def rename(source: str, target: str) -> bool:
+        old_parts, new_parts = _plain_parts(source), _plain_parts(target)
+        if old_parts is None or new_parts is None:
+            return False
+        (source_dir, source_name), (target_dir, target_name) = old_parts, new_parts
+        try:
+            old_dir = resolve(source_dir)
+            new_dir = old_dir if target_dir == source_dir else resolve(target_dir)
+        except OSError:
+            return False
+        if not (stat.S_ISDIR(old_dir.st_mode) and stat.S_ISDIR(new_dir.st_mode)):
+            return False
+        moving = old_dir.entries.get(source_name)
+        replaced = new_dir.entries.get(target_name)
+        if moving is None or not stat.S_ISREG(moving.st_mode) or moving is replaced:
+            return False
+        if replaced is not None and not stat.S_ISREG(replaced.st_mode):
+            return False
+        fake_filesystem._do_rename(old_dir, source_name, new_dir, target_name)
+        return True
+
+    return rename
+
+
+def pyfakefs_writer(fake_filesystem: Any) -> Callable[[str, bytes], bool]:
+    """Creating a *new* file with its bytes over pyfakefs, as ``os.open(O_CREAT, 0o644)`` plus
+    one write does (the umask applies), without re-validating the path at every step: the
+    file object is built and added exactly as pyfakefs's own ``create_file`` does.  An
+    existing target, a missing parent or an unusual path returns ``False`` (the fake ``os``
+    path handles it, errors included)."""
+    from pyfakefs.fake_file import FakeFile
+
+    resolve = fake_filesystem.resolve
+
+    def write(path: str, data: bytes) -> bool:
+        parts = _plain_parts(path)
+        if parts is None:
+            return False
+        directory, name = parts
+        try:
+            parent = resolve(directory)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(parent.st_mode) or name in parent.entries:
+            return False
+        mode = stat.S_IFREG | (0o644 & ~fake_filesystem.umask)
+        created = FakeFile(name, mode, filesystem=fake_filesystem)
+        parent.add_entry(created)
+        created.set_initial_contents(data)
+        return True
+
+    return write
 
 
 def _check_handle(handle: AppendFile) -> None:

@@ -24,7 +24,7 @@ from impl.validation import (
     check_references,
     check_session_id,
     check_shape,
-    stop_page,
+    select_page,
 )
 from models.addresses import ListAddress, ValueAddress
 from models.errors import ClosedError, CorruptError, usage
@@ -230,11 +230,9 @@ class MemoryStorage:
             raise usage("invalid_query", f"not a list address: {address!r}")
         query = check_list_query(cursor, order, limit, stop_at_tag)
         elements = self._state.lists.get(_key(address), [])
-        if query.order == "asc":
-            picked = [e for e in elements if query.cursor is None or e.seq > query.cursor]
-        else:
-            picked = [e for e in reversed(elements) if query.cursor is None or e.seq < query.cursor]
-        return tuple(stop_page(picked[: query.limit], query.stop_at_tag))
+        return tuple(
+            select_page(elements, query.cursor, query.order, query.limit, query.stop_at_tag)
+        )
 
     def get_entry(self, entry_id: str) -> EntryRecord | None:
         self._check_open()
@@ -333,10 +331,16 @@ def build_memory_fork(
     driver = driver_class(options, copied, target)
     dest = MemoryState(next_seq=source.next_seq)
     messages = 0
-    for entry_id, record in entries.items():
-        if copied(entry_id):
-            dest.entries[entry_id] = record
-            messages += record.type == MESSAGE_TYPE
+    if target is None:
+        # Tree scope copies every entry: one presized copy of the map, so the destination's
+        # table is never regrown entry by entry (no transient second table, FORK-16).
+        dest.entries = dict(entries)
+        messages = sum(record.type == MESSAGE_TYPE for record in entries.values())
+    else:
+        for entry_id, record in entries.items():
+            if copied(entry_id):
+                dest.entries[entry_id] = record
+                messages += record.type == MESSAGE_TYPE
     for (scope_id, namespace, key), row in source.values.items():
         for out in driver.value(scope_id, namespace, key, row.seq, row.value_json):
             dest.values[(None, out.namespace, out.key)] = ValueRecord(out.seq, out.value_json)

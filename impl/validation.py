@@ -7,13 +7,13 @@ Nothing here touches state; a backend calls these before it mutates anything (TX
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import attrs
 
 from models.errors import usage
-from models.records import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, Order
+from models.records import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, ListElement, Order
 from models.scope import EphemeralScope
 from models.writes import (
     WRITE_TYPES,
@@ -150,14 +150,123 @@ def check_name(what: str, name: object) -> str:
     return name
 
 
-def stop_page(elements: Sequence[Any], stop_at_tag: str | None) -> list[Any]:
-    """Cut an already-limited page after the first element tagged ``stop_at_tag`` (LIST-5)."""
+def _stops_at_marker(
+    elements: Sequence[ListElement], stop_at_tag: str | None, page: list[ListElement]
+) -> bool:
+    """LIST-5: no marker before the page's last element, and the page is cut short only right
+    after a marker."""
+    if stop_at_tag is not None and any(e.tag == stop_at_tag for e in page[:-1]):
+        return False
+    return len(page) == len(elements) or (bool(page) and page[-1].tag == stop_at_tag)
+
+
+def stop_page(elements: Sequence[ListElement], stop_at_tag: str | None) -> list[ListElement]:
+    """Cut an already-limited page after the first element tagged ``stop_at_tag`` (LIST-5).
+
+    The contract (CHECK-2): the result is a prefix of the page; it ends at the first marker,
+    marker included, and it is cut nowhere else.
+
+    pre: len(elements) <= 4 and all(e.value_json == b"" for e in elements)
+    post: __return__ == list(elements[: len(__return__)])
+    post: _stops_at_marker(elements, stop_at_tag, __return__)
+    """
     if stop_at_tag is None:
         return list(elements)
     for index, element in enumerate(elements):
         if element.tag == stop_at_tag:
             return list(elements[: index + 1])
     return list(elements)
+
+
+def _beyond(seq: int, cursor: int | None, order: str) -> bool:
+    """LIST-2 in its own words: the cursor is exclusive, above it ascending, below descending."""
+    if cursor is None:
+        return True
+    return seq > cursor if order == "asc" else seq < cursor
+
+
+def _in_order(page: Sequence[ListElement], order: str) -> bool:
+    """LIST-4: seqs strictly rise (``asc``) or strictly fall (``desc``) along the page."""
+    pairs = itertools.pairwise(page)
+    if order == "asc":
+        return all(a.seq < b.seq for a, b in pairs)
+    return all(a.seq > b.seq for a, b in pairs)
+
+
+def _left_out(
+    elements: Sequence[ListElement], cursor: int | None, order: str, page: list[ListElement]
+) -> list[ListElement]:
+    """The elements beyond the cursor that the page does not hold (seqs are unique)."""
+    return [
+        e for e in elements if _beyond(e.seq, cursor, order) and all(p.seq != e.seq for p in page)
+    ]
+
+
+def _skips_none(
+    elements: Sequence[ListElement], cursor: int | None, order: str, page: list[ListElement]
+) -> bool:
+    """Everything beyond the cursor that the page leaves out comes after all of the page."""
+    return all(
+        e.seq > p.seq if order == "asc" else e.seq < p.seq
+        for e in _left_out(elements, cursor, order, page)
+        for p in page
+    )
+
+
+def _fits(page: list[ListElement], cursor: int | None, order: str, limit: int) -> bool:
+    """At most ``limit`` elements (LIST-3), all beyond the cursor (LIST-2), in order (LIST-4)."""
+    return (
+        len(page) <= limit
+        and all(_beyond(e.seq, cursor, order) for e in page)
+        and _in_order(page, order)
+    )
+
+
+def _cut_right(
+    elements: Sequence[ListElement],
+    cursor: int | None,
+    order: str,
+    limit: int,
+    stop_at_tag: str | None,
+    page: list[ListElement],
+) -> bool:
+    """LIST-5: only the last element may carry the marker, and a page that is not full leaves
+    nothing out unless it ends with the marker."""
+    if stop_at_tag is not None and any(e.tag == stop_at_tag for e in page[:-1]):
+        return False
+    if len(page) == limit or not _left_out(elements, cursor, order, page):
+        return True
+    return bool(page) and page[-1].tag == stop_at_tag
+
+
+def select_page(
+    elements: Sequence[ListElement],
+    cursor: int | None,
+    order: str,
+    limit: int,
+    stop_at_tag: str | None,
+) -> list[ListElement]:
+    """One page of a list whose ``elements`` are in seq order, for checked query options.
+
+    The contract says what a page is without saying how to cut it (CHECK-2, LIST-2..LIST-5): at
+    most ``limit`` elements, all beyond the cursor, in the asked order; whatever beyond the cursor
+    it leaves out comes after it (nothing skipped); and it leaves something out only when it is
+    full or ends with the first ``stop_at_tag`` marker, which it includes.  (``order`` is typed
+    ``str``, checked by a precondition: CrossHair 0.0.113 cannot build ``Literal`` arguments.)
+
+    pre: len(elements) <= 4 and all(e.value_json == b"" for e in elements)
+    pre: order in ("asc", "desc")
+    pre: all(a.seq < b.seq for a, b in zip(elements, elements[1:]))
+    pre: limit >= 1
+    post: _fits(__return__, cursor, order, limit)
+    post: _skips_none(elements, cursor, order, __return__)
+    post: _cut_right(elements, cursor, order, limit, stop_at_tag, __return__)
+    """
+    if order == "asc":
+        picked = [e for e in elements if cursor is None or e.seq > cursor]
+    else:
+        picked = [e for e in reversed(elements) if cursor is None or e.seq < cursor]
+    return stop_page(picked[:limit], stop_at_tag)
 
 
 def check_session_id(session_id: object) -> str:

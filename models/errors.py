@@ -36,6 +36,7 @@ CODES: frozenset[str] = frozenset(
         "unknown_entry",  # fork entry_id that is no entry of the source (FORK-3)
         "entry_not_on_branch",  # fork entry_id off the branch's tip ancestry (FORK-3)
         "unknown_namespace",  # current state in an undeclared reserved namespace (FORK-8)
+        "legacy_not_upgraded",  # fork of an open legacy Session before its first commit (LEGACY-13)
     }
 )
 

@@ -55,9 +55,35 @@ def is_reserved(namespace: str) -> bool:
     return namespace == "pi" or namespace.startswith("pi.")
 
 
-def classify(namespace: str) -> Disposition:
-    """The disposition of a scalar-value namespace (FORK-7, FORK-8).  Closed on purpose."""
-    match namespace:
+#: The dispositions :func:`classify_list` may give: a list is excluded, application data, or
+#: undeclared (FORK-9).
+LIST_DISPOSITIONS = frozenset(
+    {Disposition.EXCLUDE, Disposition.APPLICATION, Disposition.UNKNOWN_RESERVED}
+)
+
+
+def _reserved_spec(name: str) -> bool:
+    """FORK-8's wording, spelled apart from :func:`is_reserved` so the contracts test it."""
+    return name == "pi" or name.startswith("pi.")
+
+
+def _excluded_prefix(name: str) -> bool:
+    return name.startswith("pi.op.") or name.startswith("pi.pending.")
+
+
+def classify(name: str, /) -> Disposition:
+    """The disposition of a scalar-value namespace ``name`` (FORK-7, FORK-8).  Closed on purpose.
+
+    Total and closed (CHECK-3): every namespace gets a disposition without raising; exactly the
+    non-reserved ones are application data; ``pi.result``, ``pi.op.*`` and ``pi.pending.*`` and
+    nothing else are excluded.  (The parameter is not called ``namespace``: CrossHair 0.0.113
+    evaluates contracts with a local of its own by that name in scope.)
+
+    post: isinstance(__return__, Disposition)
+    post: (__return__ is Disposition.APPLICATION) == (not _reserved_spec(name))
+    post: (__return__ is Disposition.EXCLUDE) == (name == "pi.result" or _excluded_prefix(name))
+    """
+    match name:
         case "pi.result":
             return Disposition.EXCLUDE
         case "pi.session.name":
@@ -70,22 +96,110 @@ def classify(namespace: str) -> Disposition:
             return Disposition.LANE_CONFIG
         case "pi.lane.state":
             return Disposition.LANE_STATE
-        case _ if namespace.startswith((OP_PREFIX, PENDING_PREFIX)):
+        case _ if name.startswith((OP_PREFIX, PENDING_PREFIX)):
             return Disposition.EXCLUDE
-        case _ if is_reserved(namespace):
+        case _ if is_reserved(name):
             return Disposition.UNKNOWN_RESERVED
         case _:
             return Disposition.APPLICATION
 
 
-def classify_list(namespace: str) -> Disposition:
+def classify_list(name: str, /) -> Disposition:
     """Lists: the only built-in list namespace (``pi.pending.assistant_frame``) and every other
     op/pending/result namespace exclude; application lists are APPLICATION; a list in any other
-    reserved namespace has no declared list semantics and is UNKNOWN_RESERVED."""
-    disposition = classify(namespace)
+    reserved namespace has no declared list semantics and is UNKNOWN_RESERVED (CHECK-3).
+
+    post: __return__ in LIST_DISPOSITIONS
+    post: (__return__ is Disposition.APPLICATION) == (not _reserved_spec(name))
+    post: (__return__ is Disposition.EXCLUDE) == (classify(name) is Disposition.EXCLUDE)
+    """
+    disposition = classify(name)
     if disposition in (Disposition.EXCLUDE, Disposition.APPLICATION):
         return disposition
     return Disposition.UNKNOWN_RESERVED
+
+
+# -- what a fork has to read: namespace spans matching the classifier ------------------------
+
+
+@attrs.frozen
+class NamespaceSpan:
+    """A run of namespaces in code-point order, for index-range prefilters (001 §1.3 SQLite).
+
+    Python ``str`` order is code-point order, and SQLite's BINARY collation compares UTF-8
+    bytes, which orders the same way, so a span is one B-tree range on ``namespace``.
+    ``low``/``high`` of ``None`` are unbounded.
+    """
+
+    low: str | None = None
+    high: str | None = None
+    low_open: bool = False  # exclude ``low`` itself
+    high_closed: bool = False  # include ``high`` itself
+
+    def contains(self, namespace: str) -> bool:
+        low, high = self.low, self.high
+        if low is not None and (namespace < low or (self.low_open and namespace == low)):
+            return False
+        return high is None or namespace < high or (self.high_closed and namespace == high)
+
+
+def _exact(name: str) -> NamespaceSpan:
+    return NamespaceSpan(name, name, high_closed=True)
+
+
+def _prefix(prefix: str) -> NamespaceSpan:
+    """Every namespace starting with ``prefix``: ``[prefix, prefix with its last char + 1)``."""
+    return NamespaceSpan(prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
+
+
+def _gaps(bound: NamespaceSpan, holes: tuple[NamespaceSpan, ...]) -> tuple[NamespaceSpan, ...]:
+    """``bound`` minus ``holes`` (sorted, disjoint, inside ``bound``; each exact or prefix)."""
+    out: list[NamespaceSpan] = []
+    low, low_open = bound.low, bound.low_open
+    for hole in holes:
+        out.append(NamespaceSpan(low, hole.low, low_open))
+        low, low_open = hole.high, hole.high_closed
+    out.append(NamespaceSpan(low, bound.high, low_open, bound.high_closed))
+    return tuple(span for span in out if not _empty(span))
+
+
+def _empty(span: NamespaceSpan) -> bool:
+    if span.low is None or span.high is None:
+        return False
+    return span.low > span.high or (
+        span.low == span.high and (span.low_open or not span.high_closed)
+    )
+
+
+#: Never copied in either scope: ``pi.op.*``, ``pi.pending.*``, ``pi.result`` (in order).
+_EXCLUDED = (_prefix(OP_PREFIX), _prefix(PENDING_PREFIX), _exact(RESULT))
+#: The reserved namespaces: exact ``pi`` and ``pi.*`` (everything in ``["pi.", "pi/")``).
+_RESERVED = (_exact("pi"), _prefix("pi."))
+#: The structured built-ins a branch fork reads by point (its own lane) or through its
+#: member set (labels), not by scanning.
+_POINT_READ = (_exact(BRANCH_TIP), _exact(ENTRY_LABEL), _exact(LANE_CONFIG), _exact(LANE_STATE))
+
+#: Tree scope reads every current session-scoped row except the excluded namespaces — values
+#: and lists alike (a list in a reserved non-excluded namespace fails the fork).
+TREE_SPANS: tuple[NamespaceSpan, ...] = _gaps(NamespaceSpan(), _EXCLUDED)
+#: Branch scope scans only reserved scalar namespaces that are neither excluded nor read by
+#: point: ``pi.session.name`` (copied) and undeclared reserved ones (FORK-8).  Application
+#: namespaces are never read: branch scope copies none (FORK-9).
+BRANCH_VALUE_SPANS: tuple[NamespaceSpan, ...] = (
+    _RESERVED[0],
+    *_gaps(_RESERVED[1], tuple(sorted(_EXCLUDED + _POINT_READ, key=lambda s: s.low or ""))),
+)
+#: Branch scope scans list rows only where they would fail the fork: reserved, not excluded.
+BRANCH_LIST_SPANS: tuple[NamespaceSpan, ...] = (_RESERVED[0], *_gaps(_RESERVED[1], _EXCLUDED))
+
+
+def scan_spans(branch: bool, lists: bool) -> tuple[NamespaceSpan, ...]:
+    """The namespace spans a fork must scan for current rows (001 §1.3 "SQL-level namespace
+    prefilters matching the classifier"); every row read still passes through the driver.
+    ``tests/fork/test_fork_reads.py`` checks these agree with :func:`classify`."""
+    if not branch:
+        return TREE_SPANS
+    return BRANCH_LIST_SPANS if lists else BRANCH_VALUE_SPANS
 
 
 def unknown_namespace(namespace: str, kind: str) -> Exception:
@@ -269,6 +383,21 @@ class ForkDriver:
                 self._states[key] = seq
                 return ()
         raise AssertionError(disposition)  # pragma: no cover - the match is closed
+
+    def copies_verbatim(self, namespace: str, is_list: bool) -> bool:
+        """Whether :meth:`value` (or :meth:`list_element` when ``is_list``) returns every
+        current session-scoped row of ``namespace`` unchanged and records nothing for
+        :meth:`finish`: a backend may then copy such rows as they are without feeding them
+        through the driver (the JSONL fork copies whole unchanged lines, JSONL-20).  A
+        subclass that changes what :meth:`value` or :meth:`list_element` does for a namespace
+        must answer ``False`` for it (the planted-bug drivers only touch reserved namespaces,
+        which answer ``False`` here already)."""
+        if is_list:
+            return self.branch is None and classify_list(namespace) is Disposition.APPLICATION
+        disposition = classify(namespace)
+        return disposition is Disposition.COPY or (
+            self.branch is None and disposition is Disposition.APPLICATION
+        )
 
     def list_element(
         self, scope_id: str | None, namespace: str, key: str, element: ListElement

@@ -15,10 +15,11 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import orjson
 
 from models.addresses import value
-from models.errors import CorruptError
+from models.errors import CorruptError, usage
 from models.records import Committed
 from models.writes import AnyWrite, insert_entry, insert_usage, set_value
 
@@ -285,3 +286,40 @@ def _usage_sum(nodes: list[_Node]) -> dict[str, Any] | None:
                 if type(v) in (int, float):
                     money[k] += v
     return {**tokens, "cost": money}
+
+
+@attrs.frozen
+class LegacySource:
+    """A Session that is still a legacy file on disk (LEGACY-13): its complete lines, the id
+    mint its repository uses, and the length of its imported log — the Session stays legacy
+    while its log has exactly that many transactions (any non-empty commit upgrades it,
+    LEGACY-9)."""
+
+    lines: tuple[bytes, ...]
+    mint: Callable[[int, int], str]
+    imported: int
+
+
+def import_transactions(
+    lines: Sequence[bytes], session_id: str, mint: Callable[[int, int], str]
+) -> list[Any]:
+    """The imported log as reference-model transactions, one write each."""
+    from models.reference import Transaction
+
+    return [
+        Transaction(c.seq, c.timestamp, (c.write,)) for c in import_log(lines, session_id, mint)
+    ]
+
+
+def legacy_fork_log(source: LegacySource, session_id: str, is_open: bool) -> list[Any]:
+    """The log a fork of a not-yet-upgraded legacy Session reads (001 §1.3).
+
+    Open: rejected — its ids were minted for that open only and the fork may not upgrade the
+    file itself.  Closed: a fresh reparse of the file with the repository's mint (so with
+    random ids an id from an earlier open names nothing and rejects as ``unknown_entry``)."""
+    if is_open:
+        raise usage(
+            "legacy_not_upgraded",
+            f"model: {session_id!r} is an open legacy Session not yet upgraded",
+        )
+    return import_transactions(source.lines, session_id, source.mint)

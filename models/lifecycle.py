@@ -178,10 +178,10 @@ class Operation:
             "status": self.status,
             "response": self.response,
             "responses": self.responses,
-            "tools": {
-                inv: {"name": t.name, "status": t.status, "memos": list(t.memo_names)}
-                for inv, t in self.tools.items()
-            },
+            # Status only: the tool's name and memo names are fixed at placement and live in
+            # its ``pi.op.tool_args`` value, written once, rather than being rewritten with
+            # every state transition (``scopecheck bench size``: settled bytes per operation).
+            "tools": {inv: t.status for inv, t in self.tools.items()},
         }
 
 
@@ -349,12 +349,14 @@ class Lifecycle:
                         break
                     cursor = page[-1].seq
             tools: dict[str, Any] = {}
-            for inv, tool in state.get("tools", {}).items():
-                if tool["status"] != "running":
+            for inv, status in state.get("tools", {}).items():
+                if status != "running":
                     continue
+                args = reader.get_value(operation_tool_args(op_id, inv))
+                memo_names = [] if args is None else args.value.get("memos", [])
                 checkpoint = reader.get_value(pending_tool_output(op_id, inv, scoped=self.scoped))
                 memos = {}
-                for memo_name in tool["memos"]:
+                for memo_name in memo_names:
                     memo = reader.get_value(
                         operation_tool_memo(op_id, inv, memo_name, scoped=self.scoped)
                     )
@@ -475,17 +477,27 @@ class Lifecycle:
         )
 
     def start_tool(self, lane: str, name: str = "bash", memos: tuple[str, ...] = ("cursor",)) -> Tx:
+        return self.start_tools(lane, [(name, memos)])
+
+    def start_tools(self, lane: str, calls: Iterable[tuple[str, tuple[str, ...]]]) -> Tx:
+        """Place a batch of tool calls (those of one assistant message) in one session
+        transaction: each call's arguments, then the op state once — as the harness stages an
+        assistant message's tool calls as one batch (upstream ``state.batch.calls``)."""
         op = self._need(lane)
-        invocation = f"t{len(op.tools) + 1}"
-        op.tools[invocation] = Tool(name, tuple(memos))
-        return self._session(
-            "start_tool",
-            op.id,
-            [
-                set_value(operation_tool_args(op.id, invocation), {"tool": name, "args": {}}),
-                set_value(operation_state(op.id), op.state_json()),
-            ],
-        )
+        writes: list[AnyWrite] = []
+        for name, memos in calls:
+            invocation = f"t{len(op.tools) + 1}"
+            op.tools[invocation] = Tool(name, tuple(memos))
+            writes.append(
+                set_value(
+                    operation_tool_args(op.id, invocation),
+                    {"tool": name, "args": {}, "memos": list(memos)},
+                )
+            )
+        if not writes:
+            raise LifecycleError("a tool batch needs at least one call")
+        writes.append(set_value(operation_state(op.id), op.state_json()))
+        return self._session("start_tool", op.id, writes)
 
     def running_tools(self, lane: str) -> list[str]:
         op = self.active(lane)
@@ -599,8 +611,11 @@ class Lifecycle:
             delete_value(operation_state(op.id)),
             delete_value(operation_meta(op.id)),
             *(delete_value(operation_tool_args(op.id, inv)) for inv in op.tools),
-            delete_value(operation_preparation(op.id)),
         ]
+        # Deletes only what the operation wrote, as upstream's cleanup deletes what its prefix
+        # scans find: an unprepared operation has no preparation to delete.
+        if op.prepared:
+            writes.append(delete_value(operation_preparation(op.id)))
         if op.response is not None:
             writes.append(delete_value(pending_entry(op.response)))
         writes.extend(self.retirement(op, final))

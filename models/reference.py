@@ -380,6 +380,18 @@ class ReferenceRepository:
         self.open_handles: dict[str, ReferenceSession] = {}
         #: Fork destinations and their sources (``parentSessionId``, FORK-11).
         self.parents: dict[str, str] = {}
+        #: Sessions imported from legacy files (:meth:`import_legacy`, LEGACY-13).
+        self.legacy: dict[str, Any] = {}
+
+    def import_legacy(self, session_id: str, lines: Sequence[bytes], mint: Any) -> None:
+        """A Session that exists as the legacy file ``lines`` (LEGACY-11): its log is the
+        model's own import; it stays legacy until its first non-empty commit."""
+        from models.legacy import LegacySource, import_transactions
+
+        self._check_id(session_id)
+        log = import_transactions(lines, session_id, mint)
+        self.logs[session_id] = log
+        self.legacy[session_id] = LegacySource(tuple(lines), mint, len(log))
 
     def fork(self, source_id: str, options: object, dest_id: str) -> str:
         """Fork ``source_id`` into ``dest_id`` (the id the backend chose when ``options.id`` is
@@ -394,7 +406,13 @@ class ReferenceRepository:
             raise usage("not_found", "missing")
         if dest_id in self.logs:
             raise usage("already_exists", "exists")
-        self.logs[dest_id] = expected_fork(self.logs[source_id], checked)
+        log = self.logs[source_id]
+        legacy = self.legacy.get(source_id)
+        if legacy is not None and len(log) == legacy.imported:
+            from models.legacy import legacy_fork_log
+
+            log = legacy_fork_log(legacy, source_id, source_id in self.open_handles)
+        self.logs[dest_id] = expected_fork(log, checked)
         self.parents[dest_id] = source_id
         return dest_id
 
@@ -444,3 +462,4 @@ class ReferenceRepository:
             raise usage("not_found", "missing")
         del self.logs[session_id]
         self.parents.pop(session_id, None)
+        self.legacy.pop(session_id, None)

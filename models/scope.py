@@ -7,7 +7,7 @@ are frozen values compared by ID; object identity means nothing (SCOPE-3).
 from __future__ import annotations
 
 from typing import Final, Literal, TypeAlias
-from urllib.parse import quote
+from urllib.parse import unquote
 
 import attrs
 
@@ -16,17 +16,63 @@ from models.errors import usage
 #: Longest allowed ``encodeURIComponent`` form of a scope ID (000 §2.1, SCOPE-2).
 MAX_ENCODED_SCOPE_ID: Final = 180
 
-# encodeURIComponent leaves A-Z a-z 0-9 and - _ . ! ~ * ' ( ) alone; quote() always keeps
-# A-Z a-z 0-9 _ . - ~, so the rest are named here.
-_URI_COMPONENT_SAFE: Final = "!*'()"
+#: What ``encodeURIComponent`` leaves alone (ECMA-262 "uriUnreserved").
+_UNRESERVED: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!~*'()"
+
+#: What an encoded form may contain: the unreserved characters and ``%`` for the escapes.
+_ENCODED_ALPHABET: Final = frozenset(_UNRESERVED + "%")
+
+
+def well_formed(text: str) -> bool:
+    """True when ``text`` has no lone surrogate, so it encodes to UTF-8 (SCOPE-2)."""
+    return not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def _encode(text: str) -> str:
+    # ECMA-262's Encode, one character at a time: as fast as urllib's quote() on short IDs, and
+    # CrossHair can follow the per-character branch symbolically (it cannot through quote()).
+    out: list[str] = []
+    for ch in text:
+        if ch in _UNRESERVED:
+            out.append(ch)
+        else:
+            out.extend(f"%{byte:02X}" for byte in ch.encode("utf-8"))
+    return "".join(out)
 
 
 def encode_uri_component(text: str) -> str:
     """JavaScript's ``encodeURIComponent`` for well-formed text (UTF-8, upper-case hex).
 
     Raises ``UnicodeEncodeError`` on lone surrogates, as the JavaScript function raises URIError.
+    The encoded form is what reaches file names (JSONL-2), so the contract states what makes that
+    safe: only unreserved ASCII and ``%`` escapes (so never ``/``, ``\\`` or NUL), and it
+    decodes back to ``text``, so the encoding is injective (SCOPE-4, CHECK-1).  CrossHair checks
+    it with no size bound because every decoder calls it; its search starts at short inputs, and
+    a wrong ``safe`` set or a dropped escape shows on one or two characters.
+
+    raises: UnicodeEncodeError
+    post: set(__return__) <= _ENCODED_ALPHABET
+    post: decode_uri_component(__return__) == text
     """
-    return quote(text.encode("utf-8"), safe=_URI_COMPONENT_SAFE)
+    return _encode(text)
+
+
+def decode_uri_component(encoded: str) -> str | None:
+    """The text whose :func:`encode_uri_component` form is exactly ``encoded``, else ``None``.
+
+    Only the canonical spelling decodes: ``a%2fb`` (lower-case hex), ``%41`` (an escaped letter),
+    a bad escape, or bytes that are not UTF-8 of well-formed text all give ``None``, so two file
+    names never decode to the same ID (SCOPE-4, CHECK-1).  Never raises.
+
+    post: __return__ is None or _encode(__return__) == encoded
+    """
+    try:
+        text = unquote(encoded, errors="strict") if "%" in encoded else encoded
+        if _encode(text) != encoded:
+            return None
+    except UnicodeError:
+        return None
+    return text
 
 
 @attrs.frozen(repr=False)
@@ -39,6 +85,33 @@ class SessionScope:
         return "SESSION"
 
 
+def scope_id_problem(scope_id: str) -> str | None:
+    """Why ``scope_id`` is not a valid ephemeral scope ID, or ``None`` when it is (SCOPE-2).
+
+    A pure function so CrossHair can check it against the rule's own wording (CHECK-1): valid
+    exactly when non-empty, well-formed and at most 180 characters once encoded.  Never raises.
+    Within the small bound CrossHair explores, every non-empty well-formed ID fits, so the
+    contract says "accepts exactly those"; the 180 limit is a counting fact CrossHair cannot
+    reach with short inputs, so it is left to tests/test_contract_types.py rather than written
+    as a condition that could never fail here.
+
+    pre: len(scope_id) <= 3
+    post: (__return__ is None) == (scope_id != "" and well_formed(scope_id))
+    """
+    if not scope_id:
+        return "scope ID must not be empty (SCOPE-2)"
+    try:
+        encoded = encode_uri_component(scope_id)
+    except UnicodeEncodeError:
+        return "scope ID is not well-formed Unicode (lone surrogate) (SCOPE-2)"
+    if len(encoded) > MAX_ENCODED_SCOPE_ID:
+        return (
+            f"scope ID encodes to {len(encoded)} characters; at most {MAX_ENCODED_SCOPE_ID} "
+            "are allowed (SCOPE-2)"
+        )
+    return None
+
+
 def _check_scope_id(_: object, __: attrs.Attribute[str], scope_id: object) -> None:
     if not isinstance(scope_id, str):
         raise usage(
@@ -46,23 +119,10 @@ def _check_scope_id(_: object, __: attrs.Attribute[str], scope_id: object) -> No
             f"scope ID must be a str (got {type(scope_id).__name__})",
             value=repr(scope_id),
         )
-    if not scope_id:
-        raise usage("invalid_scope", "scope ID must not be empty (SCOPE-2)", value=scope_id)
-    try:
-        encoded = encode_uri_component(scope_id)
-    except UnicodeEncodeError:
-        raise usage(
-            "invalid_scope",
-            "scope ID is not well-formed Unicode (lone surrogate) (SCOPE-2)",
-            value=repr(scope_id),
-        ) from None
-    if len(encoded) > MAX_ENCODED_SCOPE_ID:
-        raise usage(
-            "invalid_scope",
-            f"scope ID encodes to {len(encoded)} characters; at most {MAX_ENCODED_SCOPE_ID} "
-            "are allowed (SCOPE-2)",
-            value=scope_id[:40] + "…",
-        )
+    problem = scope_id_problem(scope_id)
+    if problem is not None:
+        value = scope_id if len(scope_id) <= 40 else scope_id[:40] + "…"
+        raise usage("invalid_scope", problem, value=repr(value))
 
 
 @attrs.frozen(repr=False)

@@ -6,13 +6,25 @@ repository has a ``reopen()`` method returning a new repository over the same da
 uses it to simulate a process restart; otherwise a restart closes every open handle and keeps
 the same repository object.  A module attribute that already is a
 :class:`~scopecheck.backends.Backend` is used as it is.
+
+A backend that keeps files may take two more keyword arguments, ``fs`` (an
+:class:`impl.fs.FileSystem`) and ``root`` (a directory path): ``make_backend(clock, *, fs,
+root)``.  It must do every file operation through ``fs``, keep every file under ``root``, and,
+called again over the same ``root``, reopen what is there.  Then the machine runs it over a
+fresh real temp directory per example (a restart calls the factory again over the same
+directory) and crash exploration (:mod:`crashsim.generic_sweep`) runs it over a simulated
+disk; without them crash exploration is reported as skipped (CRASH-FS-8).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +90,42 @@ class AdapterWorld:
             close()
 
 
+class FileAdapterWorld(AdapterWorld):
+    """A World over a factory that takes ``fs`` and ``root``: a fresh real temp directory
+    (under ``$SCOPECHECK_SCRATCH`` if set, e.g. a RAM disk), real fsyncs, and a restart that
+    calls the factory again over the same directory, so every restart reads the files back."""
+
+    def __init__(self, factory: Any, clock: Clock) -> None:
+        from impl.fs import OsFileSystem
+
+        self._factory = factory
+        self._clock = clock
+        self._fs = OsFileSystem()
+        scratch = os.environ.get("SCOPECHECK_SCRATCH") or None
+        self._root = tempfile.mkdtemp(prefix="scopecheck-user-", dir=scratch)
+        self._repo = _Tracking(factory(clock, fs=self._fs, root=self._root))
+
+    def restart(self) -> Repository:
+        for handle in self._repo.handles:
+            handle.close()
+        close = getattr(self._repo.inner, "close", None)
+        if callable(close):
+            close()
+        self._repo = _Tracking(self._factory(self._clock, fs=self._fs, root=self._root))
+        return self._repo
+
+    def cleanup(self) -> None:
+        """Close every handle (they may hold open files), the repository, then delete the
+        directory; a handle that refuses to close does not keep the directory."""
+        try:
+            for handle in self._repo.handles:
+                with contextlib.suppress(Exception):
+                    handle.close()
+            super().cleanup()
+        finally:
+            shutil.rmtree(self._root, ignore_errors=True)
+
+
 def _import_target(target: str) -> Any:
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target)
@@ -103,8 +151,8 @@ def _import_target(target: str) -> Any:
         raise UsageError("invalid_payload", f"importing {target} failed: {exc!r}") from None
 
 
-def load_backend(spec: str) -> Backend:
-    """``PATH_OR_MODULE:FACTORY`` → a :class:`Backend`; a ``UsageError`` says what is wrong."""
+def load_factory(spec: str) -> tuple[str, Any]:
+    """``PATH_OR_MODULE:FACTORY`` → ``(name, attribute)``; a ``UsageError`` says what is wrong."""
     target, sep, attribute = spec.rpartition(":")
     if not sep or not target or not attribute or len(target) == 1:  # "C:" is a drive, not a split
         raise UsageError(
@@ -116,16 +164,35 @@ def load_backend(spec: str) -> Backend:
     factory = getattr(module, attribute, None)
     if factory is None:
         raise UsageError("not_found", f"{target} has no attribute {attribute!r}")
+    name = Path(target).stem if target.endswith(".py") else target.rsplit(".", 1)[-1]
+    return name, factory
+
+
+def load_backend(spec: str) -> Backend:
+    """``PATH_OR_MODULE:FACTORY`` → a :class:`Backend`; a ``UsageError`` says what is wrong.
+
+    A factory that takes ``fs`` and ``root`` gets a :class:`FileAdapterWorld` and a generic
+    crash explorer (``Backend.crash``); any other gets an :class:`AdapterWorld` and none."""
+    from crashsim.generic_sweep import takes_filesystem
+
+    name, factory = load_factory(spec)
     if isinstance(factory, Backend):
         return factory
     if not callable(factory):
         raise UsageError("invalid_payload", f"{spec} is not callable")
+    files = takes_filesystem(factory)
+    world = FileAdapterWorld if files else AdapterWorld
     try:  # fail early, with one line, if the factory itself is broken
-        probe = factory(lambda: 0)
-        close = getattr(probe, "close", None)
-        if callable(close):
-            close()
+        world(factory, lambda: 0).cleanup()
     except Exception as exc:
         raise UsageError("invalid_payload", f"factory {spec} raised {exc!r}") from None
-    name = Path(target).stem if target.endswith(".py") else target.rsplit(".", 1)[-1]
-    return Backend(name, lambda clock: AdapterWorld(factory, clock), f"user backend {spec}")
+    if not files:
+        return Backend(name, lambda clock: AdapterWorld(factory, clock), f"user backend {spec}")
+    from scopecheck.crash_explorers import GenericCrashExplorer
+
+    return Backend(
+        name,
+        lambda clock: FileAdapterWorld(factory, clock),
+        f"user backend {spec} (files through impl.fs)",
+        crash=GenericCrashExplorer(factory, name, spec),
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
@@ -47,6 +48,9 @@ class Backend:
     #: Crash explorer for ``scopecheck fuzz`` / ``replay`` (``scopecheck.crash_explorers``):
     #: ``explore(budget, seed) -> (states, reproducer records)``, ``replay(record)``.
     crash: Any = None
+    #: Whether the world's Sessions start as legacy files (``legacy_files``): the fork machine
+    #: then opens every example with a fork of a not-yet-upgraded source (LEGACY-13).
+    starts_legacy: bool = False
 
 
 class MemoryWorld:
@@ -89,7 +93,15 @@ class JsonlWorld:
     ) -> None:
         import tempfile
 
-        from impl.fs import FileSystem, OsFileSystem, TracingFileSystem, pyfakefs_reader
+        from impl.fs import (
+            FileSystem,
+            OsFileSystem,
+            TracingFileSystem,
+            pyfakefs_lister,
+            pyfakefs_reader,
+            pyfakefs_renamer,
+            pyfakefs_writer,
+        )
         from impl.jsonl import JsonlRepository
 
         self._clock = clock
@@ -105,6 +117,9 @@ class JsonlWorld:
                 FakeOsModule(self.fake_filesystem),
                 sync=False,
                 reader=pyfakefs_reader(self.fake_filesystem),
+                lister=pyfakefs_lister(self.fake_filesystem),
+                renamer=pyfakefs_renamer(self.fake_filesystem),
+                writer=pyfakefs_writer(self.fake_filesystem),
             )
             self.root = "/sessions"
         else:
@@ -174,6 +189,94 @@ JSONL_UNLINK_FAILS = Backend(
     "jsonl-unlink-fails",
     _jsonl_unlink_fails_world,
     "JSONL on pyfakefs where every second sidecar unlink fails (retired sidecars survive)",
+)
+
+
+# -- JSONL Sessions that start as real legacy transcripts (LEGACY-11, LEGACY-13) ---------------
+
+#: Lines (header included) of each shared transcript a legacy world's Session starts from: ``s1``
+#: is the start of ``large-session`` (past its first thinking level: a configured ``main`` lane),
+#: ``s2`` ``before-compaction`` through its first compaction (no model yet: a data-only ``main``).
+LEGACY_PREFIX: dict[str, tuple[str, int]] = {
+    "s1": ("large-session", 240),
+    "s2": ("before-compaction", 380),
+}
+
+
+def legacy_data_dir() -> Path:
+    """Where the shared legacy transcripts are: ``$SCOPECHECK_PI_SESSIONS``, else
+    ``shared/data/pi-sessions`` beside the clone, else ``/work/shared/data/pi-sessions``."""
+    from models.errors import UsageError
+
+    env = os.environ.get("SCOPECHECK_PI_SESSIONS")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data" / "pi-sessions")
+    candidates.append(Path("/work/shared/data/pi-sessions"))
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    raise UsageError(
+        "not_found",
+        "the legacy transcripts (large-session.jsonl, before-compaction.jsonl) were not found; "
+        "set SCOPECHECK_PI_SESSIONS to their directory",
+    )
+
+
+def legacy_lines(session_id: str) -> list[bytes]:
+    """The complete lines a legacy world's Session starts from, its header renamed."""
+    import orjson
+
+    name, count = LEGACY_PREFIX[session_id]
+    lines = (legacy_data_dir() / f"{name}.jsonl").read_bytes().split(b"\n")[:count]
+    head = orjson.loads(lines[0])
+    head["id"] = session_id
+    return [orjson.dumps(head), *lines[1:]]
+
+
+def counter_legacy_ids(timestamp_ms: int, ordinal: int) -> str:
+    """Import ids that are the same on every open, so the model can name them (LEGACY-3)."""
+    del timestamp_ms
+    return f"imp-{ordinal}"
+
+
+def _deterministic_legacy_repository(base: type[Any]) -> type[Any]:
+    class DeterministicLegacyIds(base):  # type: ignore[misc]
+        def __init__(
+            self, root: str, fs: Any = None, clock: Any = None, cwd: str | None = None
+        ) -> None:
+            super().__init__(root, fs, clock, cwd, legacy_ids=counter_legacy_ids)
+
+    DeterministicLegacyIds.__name__ = f"DeterministicLegacyIds{base.__name__}"
+    return DeterministicLegacyIds
+
+
+class JsonlLegacyWorld(JsonlWorld):
+    """A JSONL world whose Sessions ``s1``/``s2`` exist as legacy files (real transcript
+    prefixes, :data:`LEGACY_PREFIX`) instead of being created.
+
+    ``legacy_files`` and ``legacy_ids`` tell the machine to *open* these Sessions and to start
+    the model from its own importer over the same lines (``ReferenceRepository.import_legacy``);
+    the ids are deterministic so both sides name the same entries.  ``repository_class`` lets a
+    planted bug run in the same world (scopecheck/mutants/legacy.py).
+    """
+
+    legacy_ids = staticmethod(counter_legacy_ids)
+
+    def __init__(self, clock: Clock, *, repository_class: type[Any] | None = None) -> None:
+        from impl.jsonl import JsonlRepository
+
+        self.legacy_files = {sid: legacy_lines(sid) for sid in LEGACY_PREFIX}
+        cls = _deterministic_legacy_repository(repository_class or JsonlRepository)
+        super().__init__(clock, repository_class=cls)
+        for sid, lines in self.legacy_files.items():
+            Path(self.root, f"{sid}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+
+
+JSONL_LEGACY = Backend(
+    "jsonl-legacy",
+    JsonlLegacyWorld,
+    "JSONL whose Sessions start as real legacy transcripts (imported, upgraded at first commit)",
+    starts_legacy=True,
 )
 
 
@@ -255,6 +358,7 @@ BUNDLED: dict[str, Backend] = {
 EXTRA: dict[str, Backend] = {
     "jsonl-fakefs": JSONL_FAKEFS,
     "jsonl-unlink-fails": JSONL_UNLINK_FAILS,
+    "jsonl-legacy": JSONL_LEGACY,
 }
 """More worlds of the bundled backends, by name (``scopecheck fuzz --backend jsonl-fakefs``)."""
 

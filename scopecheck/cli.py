@@ -275,22 +275,28 @@ def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json:
     if not budget > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
     console = Console(stderr=True, quiet=as_json)
-    with console.status(f"validating {factory}: machine ({budget:g}s), then conformance…"):
+    with console.status(f"validating {factory}: machine and crashes ({budget:g}s), conformance…"):
         verdict = run_validate(factory, budget, Path(failures_dir), seed)
     if as_json:
         emit_json(verdict.as_json())
     else:
         out = Console()
+        if verdict.crash_exploration == "ran":
+            crashes = f"crash exploration: {verdict.crash_states:,} crash states"
+        else:
+            crashes = f"crash exploration: {verdict.crash_exploration}"
         if verdict.passed:
             out.print(
                 f"[green]PASSED[/] {verdict.backend}: machine {verdict.machine_steps} steps, "
                 f"{verdict.conformance_tests} conformance tests, {verdict.seconds:.1f}s"
             )
+            out.print(f"  {crashes}")
         else:
             out.print(
                 f"[red]FAILED[/] {verdict.backend}: {len(verdict.failures)} failing checks "
                 f"({verdict.seconds:.1f}s)"
             )
+            out.print(f"  {crashes}")
             for failure in verdict.failures:
                 out.print(f"  {failure['rule'] or '(no rule)'}: {failure.get('error', '')}")
                 out.print(f"    rerun: {failure['reproducer']}", soft_wrap=True)
@@ -361,6 +367,30 @@ def mutants(backend: str | None, names: tuple[str, ...], as_json: bool) -> None:
             )
         Console().print(table)
     sys.exit(0 if all(r.caught for r in results) else 1)
+
+
+# -- crosshair ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--planted", is_flag=True, help="Also check that a planted bug in each function is caught."
+)
+@click.option(
+    "--iterations",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Override every module's --max_uninteresting_iterations (default: per-module budget).",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def crosshair(planted: bool, iterations: int | None, workers: int, as_json: bool) -> None:
+    """Run CrossHair over the PEP 316 contracts of the pure functions (CHECK-1..CHECK-5)."""
+    from scopecheck.crosshair_check import crosshair_command
+
+    sys.exit(
+        crosshair_command(planted=planted, iterations=iterations, workers=workers, as_json=as_json)
+    )
 
 
 # -- inspect --------------------------------------------------------------------------------

@@ -96,3 +96,27 @@ class SqliteCrashExplorer:
         lines = [report.summary()]
         lines.extend(str(f) for f in report.failures)
         return bool(report.failures), "\n".join(lines)
+
+
+@attrs.frozen
+class GenericCrashExplorer:
+    """Crash states of seeded workloads for a backend whose factory takes ``fs`` and ``root``
+    (``crashsim.generic_sweep``): any format, checked against the model only."""
+
+    factory: Any
+    backend: str
+    spec: str | None = None
+
+    def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
+        from crashsim.generic_sweep import explore
+
+        states, found = explore(self.factory, budget=budget, seed=seed)
+        return states, [
+            failure.record(workload, workload_seed, self.backend, self.spec, workload_seed)
+            for workload, workload_seed, failure in found[:1]
+        ]
+
+    def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
+        from crashsim.generic_sweep import replay_record
+
+        return replay_record(record, self.factory)

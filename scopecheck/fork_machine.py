@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from models.addresses import value, value_list
 from models.fork import BranchFork, ForkOptions, TreeFork
@@ -161,9 +161,19 @@ class ForkMachine(SessionPairMachine):
     backend: ClassVar[Backend]
     forks_run: ClassVar[int] = 0
     forks_ok: ClassVar[int] = 0
+    #: Fork outcomes by error code ("ok" for a fork that succeeded); set per machine class.
+    outcomes: ClassVar[dict[str, int]] = {}
 
     def _entries(self, sid: str) -> list[str]:
         return [e.id for e in self.models[sid].snapshot().entries]
+
+    def _entry_or_none(self, sid: str, data: st.DataObject) -> str | None:
+        """An omitted entry id half the time, however many entries the source has (a legacy
+        source starts with hundreds: a uniform pick would almost never omit it)."""
+        entries = self._entries(sid)
+        if not entries:
+            return None
+        return data.draw(st.none() | st.sampled_from(entries), "entry_id")
 
     @rule(sid=st.sampled_from(SESSION_IDS), writes=st.lists(sx.session_writes, max_size=3))
     def commit_session(self, sid: str, writes: list[Any]) -> None:
@@ -236,6 +246,37 @@ class ForkMachine(SessionPairMachine):
         )
         self._commit(sid, writes)
 
+    @rule(sid=st.sampled_from(SESSION_IDS), branch=st.sampled_from(BRANCHES))
+    def app_state_then_turn(self, sid: str, branch: str) -> None:
+        """The 001 §1.1 scalar and list trace: the application records state (a scalar and a
+        list element), then the lane takes a turn — a new entry under its tip, the tip moves
+        there and the lane is complete.  Application rows now have seqs *below* the tip
+        entry's, so a branch fork of this lane is exactly where a ``seq <= tip`` cutoff would
+        copy them; branch scope must copy none (FORK-9)."""
+        self.now += 1
+        self._commit(
+            sid,
+            [
+                set_value(value("my-app.state"), self.now),
+                append_list(value_list("my-app.log"), self.now),
+            ],
+        )
+        existing = self._entries(sid)
+        fresh = [e for e in sx.ENTRY_IDS if e not in existing]
+        tip_row = self.models[sid].get_value(value("pi.branch.tip", branch))
+        tip = None if tip_row is None else tip_row.value
+        writes: list[AnyWrite] = []
+        if fresh:
+            parent = tip if isinstance(tip, str) and tip in existing else None
+            writes.append(insert_entry(fresh[0], parent, "message", {"text": fresh[0]}))
+            tip = fresh[0]
+        writes += [
+            set_value(value("pi.branch.tip", branch), tip),
+            set_value(value("pi.lane.config", branch), {"model": "m1"}),
+            set_value(value("pi.lane.state", branch), {"currentOperationId": "op1"}),
+        ]
+        self._commit(sid, writes)
+
     @rule(
         sid=st.sampled_from(SESSION_IDS),
         branch=st.sampled_from((*BRANCHES, "nope")),
@@ -259,17 +300,49 @@ class ForkMachine(SessionPairMachine):
     def fork_tree(self, sid: str, dest: str | None) -> None:
         self._fork(sid, TreeFork(id=dest))
 
-    def _fork(self, sid: str, options: ForkOptions) -> None:
+    @rule(
+        sid=st.sampled_from(SESSION_IDS),
+        tree=st.booleans(),
+        position=st.sampled_from(("at", "before")),
+        data=st.data(),
+    )
+    def fork_closed(self, sid: str, tree: bool, position: Any, data: st.DataObject) -> None:
+        """Fork a *closed* source, then reopen it: a closed legacy file takes the bounded disk
+        normaliser and must fork, where the open one rejects (001 §1.3, LEGACY-13)."""
+        if tree:
+            options: ForkOptions = TreeFork(id="fork1")
+        else:
+            branch = data.draw(st.sampled_from(BRANCHES), "branch")
+            entry = self._entry_or_none(sid, data)
+            options = BranchFork(branch, entry_id=entry, position=position, id="fork1")
+        legacy = self.model.legacy.get(sid)
+        pending = legacy is not None and len(self.model.logs[sid]) == legacy.imported
+        self.stores[sid].close()
+        self.model.close_session(sid)
+        try:
+            key = self._fork(sid, options)
+            if pending:  # a closed, not yet upgraded legacy file (the disk normaliser)
+                tally = type(self).outcomes
+                tally[f"closed-legacy:{key}"] = tally.get(f"closed-legacy:{key}", 0) + 1
+        finally:
+            self.models[sid] = self.model.open(sid)
+            self.stores[sid] = self.repo.open(sid)
+
+    def _fork(self, sid: str, options: ForkOptions) -> str:
+        """Fork on both sides and compare; returns the outcome ("ok" or the error code)."""
         self.now += 1
         actual = outcome(lambda: self.repo.fork(sid, options))
         dest = actual[1] if actual[0] == "ok" else (options.id or "fork-model")
         expected = outcome(lambda: self.model.fork(sid, options, dest))
         same(f"fork({sid!r}, {options!r})", expected, actual)
         type(self).forks_run += 1
+        key = actual[1] if actual[0] == "error" else "ok"
+        type(self).outcomes[key] = type(self).outcomes.get(key, 0) + 1
         if actual[0] != "ok":
-            return
+            return key
         type(self).forks_ok += 1
         check_destination(self.model, self.repo, dest, sid)
+        return key
 
     @rule()
     def restart(self) -> None:
@@ -311,10 +384,43 @@ def check_destination(model: ReferenceRepository, repo: Any, dest: str, source: 
     model.delete(dest)
 
 
+class LegacyForkMachine(ForkMachine):
+    """The fork machine for worlds whose Sessions start as legacy files (``jsonl-legacy``):
+    every example first forks a not-yet-upgraded source, open (must reject with
+    ``legacy_not_upgraded``) or closed (the disk normaliser), so that state is never left
+    to chance — any commit upgrades it (LEGACY-13)."""
+
+    @initialize(
+        sid=st.sampled_from(SESSION_IDS),
+        closed=st.booleans(),
+        tree=st.booleans(),
+        position=st.sampled_from(("at", "before")),
+        data=st.data(),
+    )
+    def legacy_fork_first(
+        self, sid: str, closed: bool, tree: bool, position: Any, data: st.DataObject
+    ) -> None:
+        if closed:
+            self.fork_closed(sid, tree, position, data)
+            return
+        options: ForkOptions = (
+            TreeFork(id="fork1")
+            if tree
+            else BranchFork(
+                "main",
+                entry_id=self._entry_or_none(sid, data),
+                position=position,
+                id="fork1",
+            )
+        )
+        self._fork(sid, options)
+
+
 def make_fork_machine(backend: Backend) -> type[ForkMachine]:
     words = "".join(ch if ch.isalnum() else " " for ch in backend.name).split()
     name = "".join(word[:1].upper() + word[1:] for word in words)
-    return type(f"{name}ForkMachine", (ForkMachine,), {"backend": backend})
+    base = LegacyForkMachine if backend.starts_legacy else ForkMachine
+    return type(f"{name}ForkMachine", (base,), {"backend": backend, "outcomes": {}})
 
 
 class LockstepForkMachine(RuleBasedStateMachine):

@@ -235,10 +235,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         lane=indexes,
         tool=st.sampled_from(TOOLS),
         memos=st.sampled_from(((), MEMO_NAMES[:1], MEMO_NAMES)),
+        batch=st.booleans(),
     )
-    def start_tool(self, lane: int, tool: str, memos: tuple[str, ...]) -> None:
+    def start_tool(self, lane: int, tool: str, memos: tuple[str, ...], batch: bool = False) -> None:
+        """Place one tool call, or a response's batch of two in one transaction."""
         name = self._pick(self._active(), lane)
-        self._step(lambda: self.life.start_tool(name, tool, memos))
+        calls = [(tool, memos), ("read", MEMO_NAMES[1:])] if batch else [(tool, memos)]
+        self._step(lambda: self.life.start_tools(name, calls))
 
     def _tool(self, lane: int, index: int) -> tuple[str, str]:
         name = self._pick(self._with_tools(), lane)

@@ -68,9 +68,18 @@ class SessionPairMachine(RuleBasedStateMachine):
         self.model = ReferenceRepository()
         self.stores: dict[str, Storage] = {}
         self.models: dict[str, ReferenceSession] = {}
+        # A world may hold Sessions that already exist as legacy files (jsonl-legacy): the
+        # backend opens them, the model imports the same lines itself (LEGACY-11).
+        legacy: dict[str, list[bytes]] = getattr(self.world, "legacy_files", {})
         for sid in SESSION_IDS:
-            self.models[sid] = self.model.create(sid)
-            self.stores[sid] = self.repo.create(sid)
+            if sid in legacy:
+                mint = self.world.legacy_ids  # type: ignore[attr-defined]
+                self.model.import_legacy(sid, legacy[sid], mint)
+                self.models[sid] = self.model.open(sid)
+                self.stores[sid] = self.repo.open(sid)
+            else:
+                self.models[sid] = self.model.create(sid)
+                self.stores[sid] = self.repo.create(sid)
 
     def clock(self) -> int:
         return self.now

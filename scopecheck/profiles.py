@@ -1,8 +1,14 @@
-"""Hypothesis settings profiles: ``dev`` (default), ``ci``, ``nightly``, ``mutants``, ``mutation``.
+"""Hypothesis settings profiles: ``dev`` (default), ``ci``, ``nightly``, ``mutants``, ``crosshair``,
+``mutation``.
 
-Pick one with ``SCOPECHECK_PROFILE=ci`` or ``scopecheck fuzz --profile ci``.  Under mutmut (which
-sets ``MUTANT_UNDER_TEST`` in the environment) the default is ``mutation`` instead of ``dev``, so a
-plain ``mutmut run`` gets the same verdict for the same mutant every time (docs/mutation.md).
+Pick one with ``SCOPECHECK_PROFILE=ci`` or ``scopecheck fuzz --profile ci``.  ``crosshair`` is
+opt-in and meant for the property tests of the model's pure parts
+(``SCOPECHECK_PROFILE=crosshair pytest tests/checking/test_pure_properties.py``, CHECK-6): it
+draws examples with the CrossHair solver backend (``hypothesis-crosshair``, in the ``test``
+extra) instead of Hypothesis's random search, so it reaches inputs a random draw rarely hits.
+Under mutmut (which sets ``MUTANT_UNDER_TEST`` in the environment) the default is ``mutation``
+instead of ``dev``, so a plain ``mutmut run`` gets the same verdict for the same mutant every
+time (docs/mutation.md).
 
 The failing-example database is Hypothesis's directory database under ``.hypothesis/`` (override
 the path with ``SCOPECHECK_DB``), so failures found in one run are replayed first in the next.
@@ -15,8 +21,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import InvalidArgument
 
-PROFILES = ("dev", "ci", "nightly", "mutants", "mutation")
+PROFILES = ("dev", "ci", "nightly", "mutants", "crosshair", "mutation")
 MUTMUT_ENV_VAR = "MUTANT_UNDER_TEST"
 ENV_VAR = "SCOPECHECK_PROFILE"
 
@@ -67,12 +74,33 @@ def register_profiles() -> None:
     )
 
 
+def register_crosshair_profile() -> None:
+    """Registered only when chosen: ``backend="crosshair"`` is validated at registration and
+    needs the ``hypothesis-crosshair`` plugin, which a non-test install does not have."""
+    try:
+        settings.register_profile(
+            "crosshair",
+            backend="crosshair",
+            max_examples=100,
+            database=None,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            print_blob=True,
+        )
+    except InvalidArgument as exc:
+        raise ValueError(
+            f"the crosshair profile needs hypothesis-crosshair: pip install -e '.[test]' ({exc})"
+        ) from None
+
+
 def load_profile(name: str | None = None) -> settings:
-    """Load ``name`` (or ``$SCOPECHECK_PROFILE``, default ``dev``) and return its settings."""
+    """Load ``name`` (or ``$SCOPECHECK_PROFILE``; default ``dev``, ``mutation`` under mutmut)."""
     register_profiles()
     default = "mutation" if MUTMUT_ENV_VAR in os.environ else "dev"
     chosen = name or os.environ.get(ENV_VAR, default)
     if chosen not in PROFILES:
         raise ValueError(f"unknown profile {chosen!r}; choose one of {', '.join(PROFILES)}")
+    if chosen == "crosshair":
+        register_crosshair_profile()
     settings.load_profile(chosen)
     return settings.get_profile(chosen)

@@ -1,6 +1,11 @@
 """pytest plugin: run the conformance suite and the machine against a third-party backend::
 
 pytest --scopecheck-backend=PATH_OR_MODULE:FACTORY --pyargs scopecheck.conformance
+
+When the factory takes ``fs`` and ``root`` (its file I/O goes through ``impl.fs``),
+``scopecheck/conformance/test_crash.py`` also runs the generic crash sweep against it; otherwise
+that test is reported *skipped* ("crash exploration: skipped (backend does not take a
+FileSystem)"), never passed (CRASH-FS-8).
 """
 
 from __future__ import annotations

@@ -63,7 +63,21 @@ def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
 
 def replay_crash(record: dict[str, Any]) -> tuple[bool, str]:
     """Re-check a kind ``crash`` reproducer with the crash explorer of its backend (JSONL on
-    pyfakefs, or a SQLite sweep), showing the files before and after recovery."""
+    pyfakefs, a SQLite sweep, or the generic sweep of a third-party backend named by its
+    ``spec``), showing the files before and after recovery."""
+    if record.get("engine") == "fs":
+        from crashsim.generic_sweep import replay_record, takes_filesystem
+        from scopecheck.adapters import load_factory
+
+        spec = record.get("spec")
+        if not isinstance(spec, str):
+            raise UsageError("invalid_payload", "crash reproducer of engine fs without a spec")
+        _, factory = load_factory(spec)
+        if not callable(factory) or not takes_filesystem(factory):
+            raise UsageError(
+                "invalid_payload", f"{spec} no longer takes fs and root; cannot replay a crash"
+            )
+        return replay_record(record, factory)
     backend = resolve_backend(record["backend"])
     explorer = backend.crash
     if explorer is None:

@@ -1,10 +1,13 @@
-"""``scopecheck validate PATH_OR_MODULE:FACTORY``: the machine and the conformance suite
-against a backend that lives outside this project.
+"""``scopecheck validate PATH_OR_MODULE:FACTORY``: the machine, crash exploration and the
+conformance suite against a backend that lives outside this project.
 
 The machine runs in-process for the time budget (its failure is saved as a reproducer file that
-``scopecheck replay`` reruns); the conformance suite runs in a pytest subprocess with the
-plugin, and each failing test is reported with the spec rules it checks and the command that
-reruns it.
+``scopecheck replay`` reruns).  When the factory takes ``fs`` and ``root`` (its file I/O goes
+through ``impl.fs``), :data:`CRASH_SHARE` of the budget goes to the generic crash sweep
+(``crashsim.generic_sweep``, rules CRASH-FS-*), whatever the machine found; otherwise the
+verdict says crash exploration was skipped — never that it passed (CRASH-FS-8).  The
+conformance suite runs in a pytest subprocess with the plugin, and each failing test is
+reported with the spec rules it checks and the command that reruns it.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from typing import Any
 import attrs
 import orjson
 
+from crashsim.generic_sweep import SKIPPED
 from scopecheck.adapters import load_backend
-from scopecheck.fuzz import fuzz_backend
+from scopecheck.fuzz import fuzz_backend, save_reproducer
 from scopecheck.machine import rules_of_program
 
 REPORT_ENV = "SCOPECHECK_VALIDATE_REPORT"
+#: Share of the budget spent on crash exploration when the backend takes a FileSystem.
+CRASH_SHARE = 0.3
 
 
 @attrs.define
@@ -33,6 +39,9 @@ class Verdict:
     failures: list[dict[str, Any]] = attrs.field(factory=list)
     machine_steps: int = 0
     conformance_tests: int = 0
+    #: ``"ran"`` or :data:`crashsim.generic_sweep.SKIPPED` (CRASH-FS-8).
+    crash_exploration: str = SKIPPED
+    crash_states: int = 0
     seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
@@ -42,6 +51,8 @@ class Verdict:
             "failures": self.failures,
             "machine_steps": self.machine_steps,
             "conformance_tests": self.conformance_tests,
+            "crash_exploration": self.crash_exploration,
+            "crash_states": self.crash_states,
             "seconds": round(self.seconds, 2),
         }
 
@@ -102,9 +113,10 @@ def validate(spec: str, budget: float, failures_dir: Path, seed: int) -> Verdict
     started = time.perf_counter()
     backend = load_backend(spec)
     verdict = Verdict(backend.name)
+    explorer = backend.crash
     report = fuzz_backend(
-        backend,
-        budget=budget,
+        attrs.evolve(backend, crash=None),
+        budget=budget * (1 - CRASH_SHARE) if explorer is not None else budget,
         seed=seed,
         settings=load_profile("ci"),
         failures_dir=failures_dir,
@@ -120,6 +132,19 @@ def validate(spec: str, budget: float, failures_dir: Path, seed: int) -> Verdict
                     "rule": rule,
                     "reproducer": f"scopecheck replay {path}",
                     "error": record["error"].splitlines()[0],
+                }
+            )
+    if explorer is not None:
+        verdict.crash_exploration = "ran"
+        verdict.crash_states, records = explorer.explore(budget * CRASH_SHARE, seed)
+        for record in records:
+            record["spec"] = spec
+            saved = save_reproducer(failures_dir, record)
+            verdict.failures.append(
+                {
+                    "rule": record["rule"],
+                    "reproducer": f"scopecheck replay {saved}",
+                    "error": str(record["error"]).removeprefix(f"{record['rule']}: "),
                 }
             )
     verdict.conformance_tests, conformance_failures = run_conformance(spec)

@@ -136,6 +136,8 @@ def test_validate_passes_the_good_example_and_fails_the_broken_one(tmp_path: Pat
     verdict = orjson.loads(good.stdout)
     assert verdict["passed"] is True and verdict["failures"] == [] and verdict["machine_steps"] > 0
     assert verdict["conformance_tests"] > 40
+    # A dict backend takes no FileSystem: crash exploration is skipped, and says so (CRASH-FS-8).
+    assert verdict["crash_exploration"].startswith("skipped") and verdict["crash_states"] == 0
 
     bad = scopecheck(
         "validate",
@@ -158,6 +160,89 @@ def test_validate_passes_the_good_example_and_fails_the_broken_one(tmp_path: Pat
     assert replays, verdict
     replayed = scopecheck(*replays[0].split()[1:])
     assert replayed.returncode == 1 and "Still failing." in replayed.stdout
+
+
+@pytest.mark.rule("ARCH-2", "CRASH-FS-6", "CRASH-FS-8")
+def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: Path) -> None:
+    """The file-backed example passes with crash states explored; its unsynced variant fails
+    CRASH-FS-6 with a reproducer that ``scopecheck replay`` reruns to the same failure."""
+    good = scopecheck(
+        "validate",
+        "examples/good_file_backend.py:make_backend",
+        "--budget",
+        "3",
+        "--json",
+        "--failures-dir",
+        str(tmp_path),
+    )
+    assert good.returncode == 0, good.stdout + good.stderr
+    verdict = orjson.loads(good.stdout)
+    assert verdict["passed"] is True and verdict["crash_exploration"] == "ran"
+    assert verdict["crash_states"] > 0 and verdict["machine_steps"] > 0
+
+    bad = scopecheck(
+        "validate",
+        "examples/broken_file_backend.py:make_backend",
+        "--budget",
+        "3",
+        "--failures-dir",
+        str(tmp_path),
+    )
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "CRASH-FS-6" in bad.stdout and "crash exploration:" in bad.stdout
+    (saved,) = tmp_path.glob("broken_file_backend-*.json")
+    record = orjson.loads(saved.read_bytes())
+    assert record["kind"] == "crash" and record["engine"] == "fs" and record["rule"] == "CRASH-FS-6"
+    assert f"scopecheck replay {saved}" in bad.stdout.replace("\n", "")
+    replayed = scopecheck("replay", str(saved))
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert (
+        "Still failing." in replayed.stdout and "files on disk after the crash" in replayed.stdout
+    )
+
+
+@pytest.mark.rule("CRASH-FS-8")
+@pytest.mark.parametrize(
+    ("example", "status", "outcome"),
+    [
+        ("good_file_backend", 0, "2 passed"),
+        ("broken_file_backend", 1, "2 failed"),
+        ("good_backend", 0, "2 skipped"),
+    ],
+)
+def test_pytest_plugin_runs_crash_exploration_or_skips_it(
+    example: str, status: int, outcome: str
+) -> None:
+    """``pytest --scopecheck-backend=...`` runs the crash conformance test for a backend that
+    takes a FileSystem and reports it *skipped* (not passed) for one that does not."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "scopecheck.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            f"--scopecheck-backend=examples/{example}.py:make_backend",
+            "--pyargs",
+            "scopecheck.conformance.test_crash",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == status, result.stdout + result.stderr
+    assert outcome in result.stdout, result.stdout
+    if status == 1:
+        assert "CRASH-FS-6" in result.stdout
+    if "skipped" in outcome:
+        assert "crash exploration: skipped (backend does not take a FileSystem)" in result.stdout
 
 
 @pytest.mark.rule("ARCH-2")

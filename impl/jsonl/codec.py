@@ -17,12 +17,14 @@ the file and the 1-based line (JSONL-6).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from models.records import Committed
+from impl.stats import MESSAGE_TYPE
+from models.records import Committed, ListElement
 from models.writes import (
     RESERVED_ENTRY_KEYS,
     AppendList,
@@ -345,3 +347,205 @@ def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
 def entry_payload_json(rec: dict[str, Any]) -> bytes:
     """The entry payload bytes: every key but the record's own, in line order."""
     return _dumps({k: v for k, v in rec.items() if k not in RESERVED_ENTRY_KEYS})
+
+
+# -- transactions: indexing for open ---------------------------------------------------------
+
+#: Replay operations (:func:`index_transaction`).  Each is a tuple led by its code:
+#:
+#: ``(OP_ENTRY | OP_MESSAGE, id, src, i)``, ``(OP_USAGE, id, src, i, usage)``,
+#: ``(OP_SET, address, src, i)``, ``(OP_DELETE, address)``,
+#: ``(OP_APPEND, address, ListElement)``, ``(OP_CLEAR, address)``, ``(OP_RETIRE, scopeId, seq)``
+#:
+#: where ``address`` is ``(scope_id, namespace, key)`` and ``src, i`` locate the record without
+#: holding it decoded: ``src`` is the transaction's line (``i`` its index in the array, ``-1``
+#: for a one-write line) or an already decoded record dict (legacy import).  See
+#: :func:`op_record`.
+OP_ENTRY, OP_MESSAGE, OP_USAGE, OP_SET, OP_DELETE, OP_APPEND, OP_CLEAR, OP_RETIRE = range(8)
+
+
+def op_record(op: tuple[Any, ...], decoded: dict[int, Any] | None = None) -> dict[str, Any]:
+    """The record an entry, usage or value-set operation stands for, decoded again from its
+    line (records are built on first read, :mod:`impl.jsonl.lazy`).  ``decoded`` (keyed by
+    the line object's ``id``, valid while the caller holds the operations) lets a caller
+    that builds many records decode each line once."""
+    src, index = op[2], op[3]
+    if type(src) is dict:
+        return src
+    if decoded is None:
+        obj = orjson.loads(src)
+    else:
+        obj = decoded.get(id(src))
+        if obj is None:
+            obj = decoded[id(src)] = orjson.loads(src)
+    record: dict[str, Any] = obj if index < 0 else obj[index]
+    return record
+
+
+def record_op(rec: dict[str, Any], scope: str | None, src: Any, index: int) -> tuple[Any, ...]:
+    """The replay operation of one record already accepted by :func:`check_record`."""
+    kind = rec["kind"]
+    if kind == "entry":
+        code = OP_MESSAGE if rec["type"] == MESSAGE_TYPE else OP_ENTRY
+        return (code, rec["id"], src, index)
+    if kind == "usage":
+        return (OP_USAGE, rec["id"], src, index, rec["usage"])
+    if kind == "scope":
+        return (OP_RETIRE, rec["scopeId"], rec["seq"])
+    address = (scope, rec["namespace"], rec["key"])
+    if kind == "value":
+        return (OP_SET, address, src, index) if rec["op"] == "set" else (OP_DELETE, address)
+    if rec["op"] == "append":
+        element = ListElement(rec["seq"], _dumps(rec["value"]), rec.get("tag"))
+        return (OP_APPEND, address, element)
+    return (OP_CLEAR, address)
+
+
+def index_transaction(
+    obj: Any, line: bytes, sidecar_scope: str | None, *, lean: bool = False
+) -> tuple[int, int, list[tuple[Any, ...]]]:
+    """Validate one parsed transaction line and return ``(first seq, last seq, operations)``.
+
+    Exactly as strict as :func:`transaction_records` plus :func:`check_record` on every record
+    plus consecutive seqs (JSONL-6): :func:`_fast_ops` recognises the shapes a writer produces
+    inline, and a line it does not fully recognise goes through the documented checks, which
+    raise :class:`BadRecord` with the reason (or accept it, and :func:`record_op` indexes it).
+    Why not just keep the decoded records: open speed (JSONL-7).  A decoded record costs far
+    more memory traffic than its replay operation, and most records are superseded or never
+    read; the lazy maps decode the line again on first read.
+
+    ``lean`` (the JSONL fork) checks exactly the same but returns operations for the records
+    other than entries only, each with its seq appended as its last item, and list appends
+    without their element.
+    """
+    if type(obj) is dict:
+        fast = _fast_ops((obj,), line, -1, sidecar_scope, lean)
+    elif type(obj) is list and len(obj) > 1:
+        fast = _fast_ops(obj, line, 0, sidecar_scope, lean)
+    else:
+        fast = None
+    if fast is not None:
+        return fast
+    records = transaction_records(obj)
+    seqs = [check_record(rec, sidecar_scope) for rec in records]
+    if any(b != a + 1 for a, b in itertools.pairwise(seqs)):
+        raise BadRecord(f"seqs inside one transaction must be consecutive ({seqs})")
+    single = type(obj) is dict
+    ops = [
+        record_op(rec, sidecar_scope, line, -1 if single else index)
+        for index, rec in enumerate(records)
+    ]
+    if lean:
+        ops = [(*op, seq) for op, seq in zip(ops, seqs, strict=True) if op[0] > OP_MESSAGE]
+    return seqs[0], seqs[-1], ops
+
+
+def _fast_ops(
+    records: Any, line: bytes, where: int, scope: str | None, lean: bool
+) -> tuple[int, int, list[tuple[Any, ...]]] | None:
+    """The operations of a line whose every record has a shape :func:`check_record` accepts,
+    checked inline; ``None`` as soon as anything differs (the caller then runs the full
+    checks).  ``where`` is ``-1`` for a one-write line, else ``0`` (array indexes follow).
+
+    A record holding exactly *n* keys, all *n* of them required ones, has exactly the required
+    key set, so ``len`` plus the subscripts the indexing needs anyway replace set comparisons.
+    A record that is no dict fails its first subscript (``TypeError``).
+    """
+    ops: list[tuple[Any, ...]] = []
+    add = ops.append
+    main = scope is None
+    extra = 0 if main else 1  # sidecar value/list records also carry scopeId
+    first = previous = 0
+    try:
+        for rec in records:
+            seq = rec["seq"]
+            if type(seq) is not int or (seq != previous + 1 if where > 0 else seq < 1):
+                return None
+            kind = rec["kind"]
+            if kind == "entry":
+                ident, parent, type_ = rec["id"], rec["parentId"], rec["type"]
+                if (
+                    not main
+                    or type(ident) is not str
+                    or type(type_) is not str
+                    or type(rec["timestamp"]) is not int
+                    or (parent is not None and type(parent) is not str)
+                ):
+                    return None
+                if not lean:
+                    add((OP_MESSAGE if type_ == MESSAGE_TYPE else OP_ENTRY, ident, line, where))
+            elif kind == "value" or kind == "list":
+                namespace, key, verb = rec["namespace"], rec["key"], rec["op"]
+                if (
+                    type(namespace) is not str
+                    or type(key) is not str
+                    or (not main and rec["scopeId"] != scope)
+                ):
+                    return None
+                address = (scope, namespace, key)
+                size = len(rec)
+                if verb == "delete":
+                    if size != 5 + extra:
+                        return None
+                    code = OP_DELETE if kind == "value" else OP_CLEAR
+                    add((code, address, seq) if lean else (code, address))
+                elif "value" not in rec:
+                    return None
+                elif kind == "value":
+                    if verb != "set" or size != 6 + extra:
+                        return None
+                    add(
+                        (OP_SET, address, line, where, seq)
+                        if lean
+                        else (OP_SET, address, line, where)
+                    )
+                else:
+                    if verb != "append":
+                        return None
+                    if size == 6 + extra:
+                        tag = None
+                    else:
+                        tag = rec["tag"]
+                        if size != 7 + extra or type(tag) is not str or not tag:
+                            return None
+                    if lean:
+                        add((OP_APPEND, address, None, seq))
+                    else:
+                        add((OP_APPEND, address, ListElement(seq, _dumps(rec["value"]), tag)))
+            elif kind == "usage":
+                usage_value = rec["usage"]
+                optional = ("entryId" in rec) + ("details" in rec)
+                if (
+                    not main
+                    or len(rec) != 6 + optional
+                    or type(rec["id"]) is not str
+                    or type(usage_value) is not dict
+                    or type(rec["adjustment"]) is not bool
+                    or type(rec["timestamp"]) is not int
+                    or ("entryId" in rec and type(rec["entryId"]) is not str)
+                ):
+                    return None
+                op = (OP_USAGE, rec["id"], line, where, usage_value)
+                add((*op, seq) if lean else op)
+            elif kind == "scope":
+                scope_id = rec["scopeId"]
+                if (
+                    not main
+                    or len(rec) != 4
+                    or rec["op"] != "retire"
+                    or type(scope_id) is not str
+                    or not scope_id
+                ):
+                    return None
+                add((OP_RETIRE, scope_id, seq, seq) if lean else (OP_RETIRE, scope_id, seq))
+            else:
+                return None
+            if where < 0:
+                return seq, seq, ops
+            if where == 0:
+                first = seq
+            previous = seq
+            where += 1
+    except (KeyError, TypeError):
+        return None
+    return first, previous, ops

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import posixpath
 from typing import Final
-from urllib.parse import unquote
 
 from models.errors import usage
-from models.scope import MAX_ENCODED_SCOPE_ID, encode_uri_component
+from models.scope import (
+    MAX_ENCODED_SCOPE_ID,
+    decode_uri_component,
+    encode_uri_component,
+    scope_id_problem,  # noqa: F401 - used by the CrossHair contracts in docstrings
+)
 
 MAIN_SUFFIX: Final = ".jsonl"
 SCOPES_SUFFIX: Final = ".scopes"
@@ -52,20 +56,16 @@ def encode_session_id(session_id: str) -> str:
 def decode_main_name(name: str) -> str | None:
     """The session id a directory entry names, or ``None`` if it is not a main log name.
 
-    Only the canonical spelling counts: ``a%2fb.jsonl`` (lower-case hex) is a foreign file.
+    Only the canonical spelling counts: ``a%2fb.jsonl`` (lower-case hex) is a foreign file, and
+    so is a name whose escapes are not UTF-8 (CHECK-1).  Never raises.
+
+    post: __return__ is None or encode_uri_component(__return__) + MAIN_SUFFIX == name
+    post: __return__ != ""
     """
     if not name.endswith(MAIN_SUFFIX):
         return None
     stem = name[: -len(MAIN_SUFFIX)]
-    if not stem:
-        return None
-    session_id = unquote(stem, errors="strict") if "%" in stem else stem
-    try:
-        if encode_uri_component(session_id) != stem:
-            return None
-    except UnicodeEncodeError:
-        return None
-    return session_id
+    return decode_uri_component(stem) if stem else None
 
 
 def main_path(root: str, session_id: str) -> str:
@@ -77,7 +77,24 @@ def scopes_dir(main: str) -> str:
     return main + SCOPES_SUFFIX
 
 
+def sidecar_stem(scope_id: str) -> str:
+    """``scope-<encoded id>.scope`` without the length check (for contracts and the inspector)."""
+    return SIDECAR_PREFIX + encode_uri_component(scope_id) + SIDECAR_SUFFIX
+
+
 def sidecar_name(scope_id: str) -> str:
+    """The file name of ``scope_id``'s sidecar (JSONL-2).
+
+    The contract is the path-safety argument of the module docstring (CHECK-1): one path
+    segment, never ``.`` or ``..``, ASCII, and it decodes back to the same scope ID.  CrossHair
+    explores ASCII IDs here (this function's own cases: ``/``, ``.``, the prefix); escaping
+    non-ASCII text is :func:`~models.scope.encode_uri_component`'s contract.
+
+    pre: len(scope_id) <= 3
+    pre: scope_id != "" and scope_id.isascii()
+    post: "/" not in __return__ and __return__ not in (".", "..") and __return__.isascii()
+    post: decode_sidecar_name(__return__) == scope_id
+    """
     encoded = encode_uri_component(scope_id)
     if len(encoded) > MAX_ENCODED_SCOPE_ID:  # pragma: no cover - EphemeralScope refuses these
         raise usage("invalid_scope", "scope ID too long for a sidecar name")
@@ -89,19 +106,20 @@ def sidecar_path(main: str, scope_id: str) -> str:
 
 
 def decode_sidecar_name(name: str) -> str | None:
-    """The scope ID a file in ``.scopes`` belongs to, or ``None`` for unrelated/temp files."""
+    """The scope ID a file in ``.scopes`` belongs to, or ``None`` for unrelated/temp files.
+
+    Only the canonical spelling of a valid scope ID counts, so two files never claim one scope
+    (CHECK-1).  Never raises.
+
+    post: __return__ is None or sidecar_stem(__return__) == name
+    post: __return__ is None or scope_id_problem(__return__) is None
+    """
     if not (name.startswith(SIDECAR_PREFIX) and name.endswith(SIDECAR_SUFFIX)):
         return None
     stem = name[len(SIDECAR_PREFIX) : -len(SIDECAR_SUFFIX)]
-    if not stem:
+    if not stem or len(stem) > MAX_ENCODED_SCOPE_ID:
         return None
-    try:
-        scope_id = unquote(stem, errors="strict")
-        if encode_uri_component(scope_id) != stem or len(stem) > MAX_ENCODED_SCOPE_ID:
-            return None
-    except UnicodeError:
-        return None
-    return scope_id
+    return decode_uri_component(stem)
 
 
 def temp_path(path: str) -> str:

@@ -1,10 +1,11 @@
 """Resident maps that build their records on first use (open speed, JSONL-7).
 
-Replay stores each decoded record dict as it is and turns it into an ``EntryRecord``,
-``UsageRecord`` or ``ValueRecord`` only when something reads it.  A value overwritten a
-thousand times in the log is built once, and opening a long Session does not pay for records
-nobody reads.  Every way the Memory code reads these maps (``get``, ``[]``, ``values``,
-``items``, ``pop``) returns built records, so callers never see the raw form.
+Replay stores each record's replay operation (which points at its line, see
+:func:`impl.jsonl.codec.index_transaction`) or a decoded record dict, and turns it into an
+``EntryRecord``, ``UsageRecord`` or ``ValueRecord`` only when something reads it.  A value
+overwritten a thousand times in the log is built once, and opening a long Session does not
+pay for records nobody reads.  Every way the Memory code reads these maps (``get``, ``[]``,
+``values``, ``items``, ``pop``) returns built records, so callers never see the raw form.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, TypeVar, overload
 
 import orjson
 
-from impl.jsonl.codec import entry_payload_json
+from impl.jsonl.codec import entry_payload_json, op_record
 from models.records import EntryRecord, UsageRecord, ValueRecord
 
 K = TypeVar("K")
@@ -25,7 +26,9 @@ _dumps = orjson.dumps
 
 
 class LazyRecords(dict[K, V]):
-    """A dict whose values may be held as raw record dicts until first read."""
+    """A dict whose values may be held raw until first read: a record dict, or a replay
+    operation tuple (:func:`~impl.jsonl.codec.op_record` finds its record).  Replay stores
+    operations with plain item assignment and then calls :meth:`count_raw`."""
 
     __slots__ = ("_build", "_raw")
 
@@ -39,13 +42,18 @@ class LazyRecords(dict[K, V]):
         self._raw += 1
         _set(self, key, record)
 
+    def count_raw(self) -> None:
+        """Note that values were stored raw by plain item assignment (replay)."""
+        self._raw = len(self)
+
     def pop_raw(self, key: K) -> None:
         """Drop ``key`` without building its record (replay of a delete)."""
         dict.pop(self, key, None)
 
     def _ready(self, key: K, stored: Any) -> V:
-        if type(stored) is dict:
-            built = self._build(stored)
+        kind = type(stored)
+        if kind is tuple or kind is dict:
+            built = self._build(_as_raw(stored))
             dict.__setitem__(self, key, built)
             return built
         result: V = stored
@@ -66,9 +74,13 @@ class LazyRecords(dict[K, V]):
 
     def _build_all(self) -> None:
         if self._raw:
+            decoded: dict[int, Any] = {}  # each line decoded once for all its records
+            stored: Any
             for key, stored in list(dict.items(self)):
-                if type(stored) is dict:
-                    _set(self, key, self._build(_as_raw(stored)))
+                if type(stored) is tuple:
+                    _set(self, key, self._build(op_record(stored, decoded)))
+                elif type(stored) is dict:
+                    _set(self, key, self._build(stored))
             self._raw = 0
 
     def values(self) -> Any:
@@ -86,8 +98,8 @@ class LazyRecords(dict[K, V]):
         return self._ready_detached(stored)
 
     def _ready_detached(self, stored: Any) -> V:
-        if type(stored) is dict:
-            built: V = self._build(stored)
+        if type(stored) is tuple or type(stored) is dict:
+            built: V = self._build(_as_raw(stored))
             return built
         result: V = stored
         return result
@@ -98,6 +110,9 @@ _set: Any = dict.__setitem__
 
 
 def _as_raw(stored: Any) -> dict[str, Any]:
+    """The record dict of a raw value (a replay operation is decoded from its line)."""
+    if type(stored) is tuple:
+        return op_record(stored)
     raw: dict[str, Any] = stored
     return raw
 

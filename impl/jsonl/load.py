@@ -12,7 +12,6 @@ inspector shows exactly what open would do.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Literal
 
 import attrs
@@ -21,30 +20,41 @@ import orjson
 from impl.fs import FileSystem, Lines, fs_code
 from impl.jsonl import layout
 from impl.jsonl.codec import (
+    OP_RETIRE,
     BadRecord,
-    check_record,
     decode_header,
     decode_scope_header,
+    index_transaction,
     transaction_records,
 )
+from impl.jsonl.highwater import high_water
 from models.errors import CorruptError, StorageIOError
 
 
 @attrs.define
 class Tx:
-    """One complete transaction line: its 1-based line number, seqs and decoded records."""
+    """One complete transaction line: its 1-based line number, first and last seq, its replay
+    operations (:func:`~impl.jsonl.codec.index_transaction`) and its source: the line's bytes,
+    or the decoded records for a legacy import.
+
+    The decoded records are not kept (open speed, JSONL-7); :attr:`records` decodes them again
+    for the inspector and the planted bugs.
+    """
 
     line: int
-    seqs: list[int]
-    records: list[dict[str, Any]]
+    first: int
+    last: int
+    ops: list[tuple[Any, ...]]
+    raw: bytes | list[dict[str, Any]]
 
     @property
-    def first(self) -> int:
-        return self.seqs[0]
+    def seqs(self) -> list[int]:
+        return list(range(self.first, self.last + 1))
 
     @property
-    def last(self) -> int:
-        return self.seqs[-1]
+    def records(self) -> list[dict[str, Any]]:
+        raw = self.raw
+        return transaction_records(orjson.loads(raw)) if isinstance(raw, bytes) else raw
 
 
 @attrs.frozen
@@ -109,34 +119,26 @@ def scan_lines(path: str, lines: Lines, session_id: str, scope_id: str | None) -
     txs = scan.txs
     append = txs.append
     loads = orjson.loads
-    check = check_record
+    index_tx = index_transaction
     for index in range(1, len(complete)):
+        line = complete[index]
         try:
-            # The common case, one write per line, without the generic decoder's call.
             try:
-                obj = loads(complete[index])
+                obj = loads(line)
             except orjson.JSONDecodeError as exc:
                 raise BadRecord(f"not JSON: {exc}") from None
-            if type(obj) is dict:
-                records = [obj]
-                seqs = [check(obj, scope_id)]
-            else:
-                records = transaction_records(obj)
-                seqs = [check(rec, scope_id) for rec in records]
-                for a, b in itertools.pairwise(seqs):
-                    if b != a + 1:
-                        raise BadRecord(f"seqs inside one transaction must be consecutive ({seqs})")
-            if seqs[0] <= previous:
+            first, last, ops = index_tx(obj, line, scope_id)
+            if first <= previous:
                 raise BadRecord(
-                    f"seq {seqs[0]} does not follow the previous transaction's seq {previous}"
+                    f"seq {first} does not follow the previous transaction's seq {previous}"
                 )
         except BadRecord as exc:
             problem = Problem("corrupt", path, index + 1, str(exc))
             scan.corrupt.append(problem)
             scan.malformed_at.append((problem, len(txs)))
             continue
-        previous = seqs[-1]
-        append(Tx(index + 1, seqs, records))
+        previous = last
+        append(Tx(index + 1, first, last, ops, line))
     return scan
 
 
@@ -216,15 +218,12 @@ def plan(
     # Stage 5: the latest retirement per scope, from complete main transactions.
     boundaries = load.boundaries
     for tx in main.txs:
-        for rec in tx.records:
-            if rec["kind"] == "scope":
-                boundaries[rec["scopeId"]] = rec["seq"]
+        for op in tx.ops:
+            if op[0] == OP_RETIRE:
+                boundaries[op[1]] = op[2]
     # Stage 4: the high-water mark from the header and every complete record of every file.
-    high = 0
-    if main.header is not None and "nextSeq" in main.header:
-        high = main.header["nextSeq"] - 1
-    if main.txs:
-        high = max(high, main.txs[-1].last)
+    header_next_seq = main.header.get("nextSeq") if main.header is not None else None
+    tops = [main.txs[-1].last] if main.txs else []
     # Stage 6: retained sidecar transactions; decide which sidecars are live.
     retained: list[tuple[str | None, Tx]] = [(None, tx) for tx in main.txs]
     for scope_id, scan in load.sidecars.items():
@@ -234,7 +233,7 @@ def plan(
             top = (
                 scan.txs[-1].last if count_retired_in_high_water else (kept[-1].last if kept else 0)
             )
-            high = max(high, top)
+            tops.append(top)
         if kept:
             load.live.add(scope_id)
         retained.extend((scope_id, tx) for tx in kept)
@@ -247,6 +246,7 @@ def plan(
             later = scan.txs[next_good:]
             if not any(tx.last <= boundary for tx in later):
                 load.errors.append(problem)
+    high = high_water(header_next_seq, tops)
     if not count_retired_in_high_water:  # planted bug: retirement markers do not count either
         high = 0
         for owner, tx in retained:

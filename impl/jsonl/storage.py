@@ -27,23 +27,32 @@ import orjson
 from impl.fs import AppendFile, FileSystem, OsFileSystem, fs_code, join_lines
 from impl.jsonl import layout
 from impl.jsonl.codec import (
+    OP_APPEND,
+    OP_CLEAR,
+    OP_DELETE,
+    OP_ENTRY,
+    OP_MESSAGE,
+    OP_SET,
+    OP_USAGE,
     encode_header,
     encode_scope_header,
     encode_transaction,
+    record_op,
 )
-from impl.jsonl.fork import Capture, fork_jsonl
+from impl.jsonl.fork import Capture, SourcePrefix, fork_jsonl
 from impl.jsonl.lazy import LazyRecords, build_entry, build_usage, build_value
 from impl.jsonl.legacy import LegacyIds, LegacyImport, import_legacy, is_legacy_header, uuid7_ids
 from impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
+from impl.jsonl.legacy_fork import LegacyCapture
 from impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
 from impl.memory import MemoryState, MemoryStorage, new_fork_id, wall_clock_ms
-from impl.stats import MESSAGE_TYPE, add_usages
+from impl.stats import add_usages
 from impl.validation import check_references, check_session_id, check_shape
-from models.errors import ClosedError, StorageIOError, usage
+from models.errors import ClosedError, StorageIOError, UsageError, usage
 from models.fork import ForkOptions, check_fork_options
 from models.fork_policy import ForkDriver
 from models.protocols import Clock
-from models.records import Committed, ListElement
+from models.records import Committed
 from models.writes import RetireScope, Write
 
 _dumps = orjson.dumps
@@ -79,45 +88,61 @@ def replay(state: MemoryState, load: SessionLoad) -> None:
 
     Retirement records are *boundaries* here, not deletions: the records they end were already
     left out by stage 6 (000 §6.3), so replay never needs to apply them.  Entries, usage rows
-    and values are kept as their decoded dicts until first read (:mod:`impl.jsonl.lazy`).
+    and values are kept as their replay operations, which point at their lines, until first
+    read (:mod:`impl.jsonl.lazy`); the operation already carries the resident key.
     """
     values, lists, entries, usage_rows = state.values, state.lists, state.entries, state.usage
     assert isinstance(values, LazyRecords) and isinstance(entries, LazyRecords)
     assert isinstance(usage_rows, LazyRecords)
-    put_value, put_entry, put_usage = values.put_raw, entries.put_raw, usage_rows.put_raw
     drop_value = values.pop_raw
     message_count = state.stats.message_count
     usage_values: list[dict[str, Any]] = []
-    for scope_id, tx in load.retained:
-        for rec in tx.records:
-            kind = rec["kind"]
-            if kind == "entry":
-                put_entry(rec["id"], rec)
-                if rec["type"] == MESSAGE_TYPE:
-                    message_count += 1
-            elif kind == "value":
-                if rec["op"] == "set":
-                    put_value((scope_id, rec["namespace"], rec["key"]), rec)
+    add_usage_value = usage_values.append
+    for _scope_id, tx in load.retained:
+        for op in tx.ops:
+            code = op[0]
+            if code == OP_MESSAGE:
+                entries[op[1]] = op
+                message_count += 1
+            elif code == OP_SET:
+                values[op[1]] = op
+            elif code == OP_ENTRY:
+                entries[op[1]] = op
+            elif code == OP_USAGE:
+                usage_rows[op[1]] = op
+                add_usage_value(op[4])
+            elif code == OP_APPEND:
+                bucket = lists.get(op[1])
+                if bucket is None:
+                    lists[op[1]] = [op[2]]
                 else:
-                    drop_value((scope_id, rec["namespace"], rec["key"]))
-            elif kind == "list":
-                key = (scope_id, rec["namespace"], rec["key"])
-                if rec["op"] == "append":
-                    element = ListElement(rec["seq"], _dumps(rec["value"]), rec.get("tag"))
-                    bucket = lists.get(key)
-                    if bucket is None:
-                        lists[key] = [element]
-                    else:
-                        bucket.append(element)
-                else:
-                    lists.pop(key, None)
-            elif kind == "usage":
-                put_usage(rec["id"], rec)
-                usage_values.append(rec["usage"])
-            # kind == "scope": a boundary only (see docstring)
+                    bucket.append(op[2])
+            elif code == OP_DELETE:
+                drop_value(op[1])
+            elif code == OP_CLEAR:
+                lists.pop(op[1], None)
+            # OP_RETIRE: a boundary only (see docstring)
+    entries.count_raw()
+    values.count_raw()
+    usage_rows.count_raw()
     totals = add_usages(state.stats.usage, usage_values)
     state.stats = attrs.evolve(state.stats, message_count=message_count, usage=totals)
     state.next_seq = load.next_seq
+
+
+def legacy_not_upgraded(session_id: str) -> UsageError:
+    """The rejection of forking an open, not yet upgraded legacy Session (001 §1.3, LEGACY-13).
+
+    Its entry ids were minted for this open only (UUIDv7 tails); a disk reparse cannot
+    reproduce them, so neither the destination nor a caller's ``entry_id`` could match what the
+    open Session shows — and a fork never upgrades its source itself."""
+    return usage(
+        "legacy_not_upgraded",
+        f"session {session_id!r} is an open legacy file not yet upgraded to format 4: its "
+        "entry ids exist only in this open handle until the first non-empty commit persists "
+        "them; commit to it first, or close it and fork the closed file (001 §1.3)",
+        session=session_id,
+    )
 
 
 class JsonlStorage(MemoryStorage):
@@ -244,11 +269,15 @@ class JsonlStorage(MemoryStorage):
             if not fs.is_dir(directory):
                 fs.create_dir(directory, recursive=True)
                 fs.fsync_dir(os.path.dirname(directory))
-            publish(fs, path, encode_scope_header(self.session_id, scope_id) + b"\n")
+            header = encode_scope_header(self.session_id, scope_id) + b"\n"
+            publish(fs, path, header)
             self._on_disk.add(scope_id)
+            size = len(header)  # just published: no need to ask the filesystem
+        else:
+            size = fs.file_size(path)
         handle = fs.open_append(path)
         self._sidecar_handles[scope_id] = handle
-        self._sidecar_sizes[scope_id] = fs.file_size(path)
+        self._sidecar_sizes[scope_id] = size
         return handle
 
     def _append_durably(self, handle: AppendFile, size: int, line: bytes) -> int:
@@ -335,7 +364,8 @@ class JsonlRepository:
         self._open: dict[str, JsonlStorage] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._fs.create_dir(self._root, recursive=True)
+        if not self._fs.is_dir(self._root):  # reopening an existing root creates nothing
+            self._fs.create_dir(self._root, recursive=True)
 
     @property
     def root(self) -> str:
@@ -416,12 +446,13 @@ class JsonlRepository:
     def _load_files(self, main: str, session_id: str) -> JsonlStorage:
         fs = self._fs
         load = self._load_plan(main, session_id)
+        self._remove_main_temp(main)
         if load.main.header is None and load.main.lines and is_legacy_header(load.main.lines[0]):
             return self._open_legacy(main, session_id, load.main)
         load.raise_if_corrupt()
         assert load.main.header is not None
         header = load.main.header
-        main_size = sum(len(line) + 1 for line in load.main.lines)
+        main_size = sum(map(len, load.main.lines)) + len(load.main.lines)
         # Stage 1 repair: republish the complete prefix (with nextSeq) before any write (JSONL-18).
         if load.main.torn is not None:
             header = dict(header)
@@ -463,6 +494,23 @@ class JsonlRepository:
             fs, main, session_id, header, state, self._clock, main_size, on_disk
         )
 
+    def _remove_main_temp(self, main: str) -> None:
+        """Remove ``<id>.jsonl.tmp`` left by a crash between a publish's temp write and its
+        rename (the first-commit upgrade of a legacy file, LEGACY-9, or a torn-tail repair).
+
+        The main file exists and is not open here, so no publish of it can be in flight: the
+        temp is dead.  It never reaches a listing either way (``list()`` takes ``*.jsonl``
+        only, JSONL-13); a failed removal is harmless and retried at the next open."""
+        temp = layout.temp_path(main)
+        fs = self._fs
+        if not fs.exists(temp):
+            return
+        try:
+            fs.unlink(temp)
+            fs.fsync_dir(self._root)
+        except StorageIOError:
+            pass
+
     def _open_legacy(self, main: str, session_id: str, scan: FileScan) -> JsonlStorage:
         """A legacy v1/v2/v3 file opens read-only as its import (LEGACY-1..LEGACY-8); nothing
         on disk changes until the first non-empty commit (LEGACY-9)."""
@@ -470,7 +518,10 @@ class JsonlRepository:
             main, scan.lines, session_id, self._legacy_ids, torn=scan.torn is not None
         )
         load = SessionLoad(session_id, scan, next_seq=imported.next_seq)
-        load.retained = [(None, Tx(0, [r["seq"]], [r])) for r in imported.records]
+        load.retained = [
+            (None, Tx(0, r["seq"], r["seq"], [record_op(r, None, r, -1)], [r]))
+            for r in imported.records
+        ]
         state = resident_state()
         replay(state, load)
         storage = self.storage_class(
@@ -507,6 +558,8 @@ class JsonlRepository:
                 raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
             handle = self._open.get(source_id)
             with handle._queue if handle is not None else contextlib.nullcontext():
+                if handle is not None and handle.legacy is not None:
+                    raise legacy_not_upgraded(source_id)
                 capture = self.capture(source)
             created_at = self._clock()
             fs.remove(layout.scopes_dir(dest), recursive=True, force=True)
@@ -523,9 +576,26 @@ class JsonlRepository:
             fork_jsonl(fs, capture, source_id, options, dest, header, self.fork_driver)
         return dest_id
 
-    def capture(self, source: str) -> Capture:
-        """Record the fixed prefix (hook for tests that append after the boundary)."""
-        return Capture(self._fs, source)
+    def capture(self, source: str) -> SourcePrefix:
+        """Record the fixed prefix (hook for tests that append after the boundary).
+
+        A closed legacy file (its first line a legacy header) is normalised by the bounded
+        disk-backed :class:`LegacyCapture`, never by the in-memory importer and never by
+        writing the file (001 §1.3, LEGACY-13)."""
+        fs = self._fs
+        first = b""
+        lines = fs.iter_prefix_lines(source, fs.file_size(source))
+        try:
+            for raw, _ in lines:
+                first = raw
+                break
+        finally:
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
+        if is_legacy_header(first):
+            return LegacyCapture(fs, source, self._legacy_ids)
+        return Capture(fs, source)
 
     def list(self) -> list[str]:
         """Session ids of the main logs in the root: regular ``*.jsonl`` files with a canonical

@@ -23,7 +23,7 @@ from typing import Any, Final
 import apsw
 
 from impl.memory import new_fork_id, wall_clock_ms
-from impl.sqlite.fork import publish_stage, run_stage
+from impl.sqlite.fork import Stage, publish_stage, run_stage
 from impl.sqlite.schema import (
     COST_COLUMNS,
     STORAGE_VERSION,
@@ -170,6 +170,8 @@ class _Base:
 
     #: The fork driver class; planted bugs substitute a broken one (scopecheck/mutants/fork.py).
     fork_driver: type[ForkDriver] = ForkDriver
+    #: The staging reader; a planted bug substitutes one without the namespace prefilters.
+    fork_stage: type[Stage] = Stage
 
     def fork(self, source_id: str, options: ForkOptions) -> str:
         """Fork through a staging database (001 §1.3 SQLite, SQLITE-15).  The repository lock
@@ -190,6 +192,8 @@ class _Base:
                 self._open.get(source_id),
                 lambda stage, high: self._fork_publish(stage, dest_id, source_id, high),
                 self.fork_driver,
+                self.fork_stage,
+                self._vfs,
             )
         return dest_id
 

@@ -108,6 +108,8 @@ def render(which: str, result: dict[str, Any]) -> None:
     console.print(f"[dim]{' · '.join(f'{k} {v}' for k, v in env.items())}[/]")
     if which == "size":
         _render_size(console, result)
+    elif which == "fork":
+        _render_fork(console, result)
     elif which in ("machine", "lifecycle"):
         table = Table(title=f"{which} machine steps/s (median of {result['runs']})")
         for column in ("machine", "steps/s", "ratio to trivial", "runs"):
@@ -121,10 +123,83 @@ def render(which: str, result: dict[str, Any]) -> None:
                 ", ".join(f"{v:,.0f}" for v in result["all_runs"][name]),
             )
         console.print(table)
+        power = result.get("power_loss")
+        if power:
+            count = power["transactions"]
+            crash = Table(title=f"power loss during the short lifecycle ({count} transactions)")
+            for column in ("sweep", "states", "states/s", "failures"):
+                crash.add_column(column)
+            for name, row in power.items():
+                if isinstance(row, dict):
+                    crash.add_row(
+                        name,
+                        f"{row['states']:,}",
+                        f"{row['states_per_second']:,.0f}",
+                        str(row["failures"]),
+                    )
+            console.print(crash)
     else:
         from rich.pretty import pprint
 
         pprint(result)
+
+
+def _render_fork(console: Any, result: dict[str, Any]) -> None:
+    """One row per backend and scope: auxiliary (peak − retained) and SQLite memory at each
+    size, the growth ratios and whether the ≤ 1.5× target holds (scopecheck/bench/fork.py)."""
+    from rich.table import Table
+
+    backends = [name for name in ("memory", "jsonl", "sqlite", "sqlite-shared") if name in result]
+    if not backends:
+        return
+    sizes = sorted(int(k) for k in result[backends[0]] if k.isdigit())
+    small, large = str(sizes[0]), str(sizes[-1])
+    table = Table(
+        title=(
+            f"fork memory in KB, {sizes[0]:,} → {sizes[-1]:,} entries: kept = traced memory "
+            "the fork left allocated (Memory: its destination); aux = peak traced − kept; "
+            "sql = SQLite's allocator high-water (its page caches); target aux × ≤ 1.5"
+        )
+    )
+    lo, hi = (f"{int(size) // 1000}k" for size in (small, large))
+    table.add_column("backend", no_wrap=True)
+    table.add_column("scope", no_wrap=True)
+    for column in ("kept", f"aux {lo}", f"aux {hi}", "×", f"sql {lo}", f"sql {hi}", "×", "≤1.5"):
+        table.add_column(column, justify="right", no_wrap=True)
+
+    def kb(value: int) -> str:
+        return f"{value / 1024:,.0f}"
+
+    for name in backends:
+        per = result[name]
+        for scope in ("tree", "branch"):
+            a, b = per[small][scope], per[large][scope]
+            aux = per["auxiliary_ratio_largest_to_smallest"][scope]
+            sql = per.get("sqlite_ratio_largest_to_smallest", {}).get(scope)
+            sqlite_small, sqlite_large = (
+                a.get("sqlite_peak_bytes", 0),
+                b.get("sqlite_peak_bytes", 0),
+            )
+            table.add_row(
+                name,
+                scope,
+                kb(b["retained_bytes"]),
+                kb(a["auxiliary_bytes"]),
+                kb(b["auxiliary_bytes"]),
+                f"{aux:.2f}",
+                kb(sqlite_small),
+                kb(sqlite_large),
+                "-" if sql is None or not sqlite_large else f"{sql:.2f}",
+                "met" if aux <= 1.5 else "[red]missed[/]",
+            )
+    console.print(table)
+    jsonl = result.get("jsonl", {}).get(large, {})
+    if "speed_vs_plain_copy" in jsonl:
+        console.print(
+            f"JSONL tree fork of {sizes[-1]:,} entries: {jsonl['tree_fork_seconds']} s, "
+            f"plain orjson line copy {jsonl['plain_orjson_copy_seconds']} s → "
+            f"{jsonl['speed_vs_plain_copy']:.2f}× as fast (target ≥ 0.5)"
+        )
 
 
 def _render_size(console: Any, result: dict[str, Any]) -> None:
@@ -166,6 +241,23 @@ def _render_size(console: Any, result: dict[str, Any]) -> None:
             "-" if row["ratio"] is None else f"{row['ratio']:,.1f}×",
         )
     console.print(table)
+    jsonl = result.get("jsonl") or {}
+    breakdown = jsonl.get("scoped_main_breakdown")
+    if breakdown:
+        kinds = Table(
+            title=(
+                f"JSONL scoped main log per operation: {breakdown['bytes_per_op']:,.0f} B "
+                f"(1,000× allows {jsonl['budget_bytes_per_op_for_1000x']:,} B); "
+                f"{breakdown['settled_text_bytes_per_op']:,.0f} B of it settled text"
+            )
+        )
+        for column in ("record kind", "bytes/op", "records/op"):
+            kinds.add_column(column, justify="right")
+        counts = breakdown["records_per_op_by_kind"]
+        for kind, size in breakdown["bytes_per_op_by_kind"].items():
+            count = counts.get(kind)
+            kinds.add_row(kind, f"{size:,.0f}", "-" if count is None else f"{count:g}")
+        console.print(kinds)
 
 
 # -- the operation lifecycle (issue 7): storage size and lifecycle-machine rate -------------

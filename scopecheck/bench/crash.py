@@ -1,11 +1,29 @@
-"""``scopecheck bench crash``: JSONL crash states checked per second, and how many states each
-bundled workload has in prefix and unsynced modes (figures, never assertions)."""
+"""``scopecheck bench crash``: JSONL crash states checked per second, how many states each
+bundled workload has in prefix and unsynced modes, and the generic sweep's rate (our JSONL
+backend and the file-backed example through ``crashsim.generic_sweep``, measured in the same
+loop) — figures, never assertions."""
 
 from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 from typing import Any
+
+GENERIC_TRANSACTIONS = 20
+
+
+def _generic_factories() -> dict[str, Any]:
+    """Our JSONL backend and, in a source checkout, ``examples/good_file_backend.py``."""
+    from crashsim.generic_sweep import jsonl_factory
+
+    factories: dict[str, Any] = {"jsonl": jsonl_factory}
+    example = Path(__file__).resolve().parents[2] / "examples" / "good_file_backend.py"
+    if example.is_file():
+        from scopecheck.adapters import load_factory
+
+        factories["good_file_backend"] = load_factory(f"{example}:make_backend")[1]
+    return factories
 
 
 def bench_crash(runs: int) -> dict[str, Any]:
@@ -15,6 +33,9 @@ def bench_crash(runs: int) -> dict[str, Any]:
     workload = generated(2, 50)
     rates: dict[str, list[float]] = {"prefix": [], "unsynced": []}
     checked: dict[str, int] = {}
+    generic = _generic_factories()
+    generic_rates: dict[str, list[float]] = {name: [] for name in generic}
+    generic_checked: dict[str, int] = {}
     for _ in range(runs):
         for mode in MODES:
             started = time.perf_counter()
@@ -22,6 +43,14 @@ def bench_crash(runs: int) -> dict[str, Any]:
             seconds = time.perf_counter() - started
             rates[mode].append(report.states / seconds)
             checked[mode] = report.states
+        for name, factory in generic.items():
+            from crashsim.generic_sweep import sweep
+            from crashsim.generic_sweep import workload as generic_workload
+
+            started = time.perf_counter()
+            found = sweep(factory, generic_workload(1, GENERIC_TRANSACTIONS), seed=1)
+            generic_rates[name].append(found.states / (time.perf_counter() - started))
+            generic_checked[name] = found.states
     per_workload = {}
     for name, make in BUNDLED.items():
         tr = trace(make())
@@ -48,6 +77,14 @@ def bench_crash(runs: int) -> dict[str, Any]:
                 m: round(statistics.median(v), 1) for m, v in rates.items()
             },
             "states_per_second_runs": {m: [round(x, 1) for x in v] for m, v in rates.items()},
+        },
+        "generic_sweep": {
+            "workload": f"fs-{GENERIC_TRANSACTIONS}-seed1",
+            "note": "unsynced mode; states_checked includes crash-during-recovery states",
+            "states_checked": generic_checked,
+            "states_per_second_median": {
+                n: round(statistics.median(v), 1) for n, v in generic_rates.items()
+            },
         },
         "enumerated_states": per_workload,
         "enumerated_totals": totals,

@@ -8,6 +8,11 @@ For each transcript in ``shared/data/pi-sessions`` (copied to a temp dir under i
 * ``upgrade_ms`` — the first non-empty commit, which rewrites the file as format 4 (fsync on);
 * ``crash_points`` — the mutating filesystem operations of a first *scoped* commit and of a
   first session commit: each is a crash point of the upgrade (an append adds a torn variant).
+* ``fork`` — forks of the *closed* legacy file through the bounded disk normaliser
+  (LEGACY-15): tree and branch (omitted entry id) time and tracemalloc peak, and the same peak
+  for the transcript repeated ``scale`` times (a v1 file stays valid when its body repeats,
+  compaction indexes shifted per copy) against the import's peak at that size: the fork's peak
+  should stay flat while the import's grows with the file.
 
 Medians of ``runs`` runs.  Nothing here asserts on time.
 """
@@ -54,7 +59,80 @@ def _crash_points(source: Path, tmp: Path, scoped: bool) -> dict[str, Any]:
     return {"ops": ops, "points": len(ops) + ops.count("append")}
 
 
-def bench_legacy(runs: int = 3, data: Path = DATA) -> dict[str, Any]:
+def _scaled(source: Path, root: Path, copies: int) -> str:
+    """The transcript's body repeated ``copies`` times (v1: ids are line numbers; compaction
+    ``firstKeptEntryIndex`` shifted into its own copy)."""
+    lines = source.read_bytes().split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    head, body = lines[0], lines[1:]
+    out = [head]
+    for copy in range(copies):
+        for line in body:
+            if copy and b'"firstKeptEntryIndex"' in line:
+                rec = orjson.loads(line)
+                if isinstance(rec.get("firstKeptEntryIndex"), int):
+                    rec["firstKeptEntryIndex"] += copy * len(body)
+                line = orjson.dumps(rec)
+            out.append(line)
+    root.mkdir(parents=True, exist_ok=True)
+    sid: str = orjson.loads(head)["id"]
+    (root / f"{sid}.jsonl").write_bytes(b"\n".join(out) + b"\n")
+    return sid
+
+
+def _peak(call: Any, *args: Any) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        call(*args)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return int(peak)
+
+
+def _fork_figures(source: Path, tmp: Path, runs: int, scale: int) -> dict[str, Any]:
+    from models.fork import BranchFork, TreeFork
+
+    scopes: dict[str, Any] = {
+        "tree": TreeFork,
+        "branch": lambda id: BranchFork("main", id=id),
+    }
+    out: dict[str, Any] = {}
+    for scope, build in scopes.items():
+        root = tmp / f"fork-{source.stem}-{scope}"
+        sid = _install(source, root)
+        repo = JsonlRepository(str(root), OsFileSystem(), cwd="/b")
+        times = []
+        for run in range(runs):
+            gc.collect()
+            start = time.perf_counter()
+            repo.fork(sid, build(id=f"d{run}"))
+            times.append(time.perf_counter() - start)
+        peak = _peak(repo.fork, sid, build(id="dm"))
+        big_root = tmp / f"fork-{source.stem}-{scope}-x{scale}"
+        big = _scaled(source, big_root, scale)
+        big_repo = JsonlRepository(str(big_root), OsFileSystem(), cwd="/b")
+        big_peak = _peak(big_repo.fork, big, build(id="dm"))
+        out[scope] = {
+            "ms": round(statistics.median(times) * 1000, 1),
+            "peak_mib": round(peak / 2**20, 2),
+            f"peak_mib_x{scale}": round(big_peak / 2**20, 2),
+            f"peak_ratio_x{scale}": round(big_peak / peak, 2),
+        }
+    big_root = tmp / f"import-{source.stem}-x{scale}"
+    big = _scaled(source, big_root, scale)
+    repo = JsonlRepository(str(big_root), OsFileSystem(), cwd="/b")
+    handles: list[Any] = []
+    out[f"import_peak_mib_x{scale}"] = round(
+        _peak(lambda: handles.append(repo.open(big))) / 2**20, 1
+    )
+    handles[0].close()
+    return out
+
+
+def bench_legacy(runs: int = 3, data: Path = DATA, scale: int = 8) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="scopecheck-legacy-bench-") as name:
         tmp = Path(name)
@@ -102,5 +180,6 @@ def bench_legacy(runs: int = 3, data: Path = DATA) -> dict[str, Any]:
                 "crash_points_first_scoped_commit": scoped["points"],
                 "crash_points_first_session_commit": session["points"],
                 "first_scoped_commit_ops": scoped["ops"],
+                "fork": _fork_figures(source, tmp, runs, scale),
             }
-    return {"runs": runs, "transcripts": results}
+    return {"runs": runs, "scale": scale, "transcripts": results}

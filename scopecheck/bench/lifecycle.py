@@ -1,5 +1,7 @@
 """``scopecheck bench lifecycle``: lifecycle-machine steps/s per bundled backend, next to the
-trivial dict machine (Hypothesis's own cost per step), interleaved in one process."""
+trivial dict machine (Hypothesis's own cost per step), interleaved in one process; and the
+power-loss sweeps of the short lifecycle program (OP-19..21): states checked and states/s on
+SQLite (both layouts) and JSONL."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from hypothesis import settings as Settings
 
 def bench_lifecycle(runs: int) -> dict[str, Any]:
     from scopecheck.backends import BUNDLED
-    from scopecheck.bench import environment, machine_rate
+    from scopecheck.bench import machine_rate
     from scopecheck.bench.trivial import TrivialMachine
     from scopecheck.lifecycle_machine import make_lifecycle_machine
     from scopecheck.profiles import load_profile
@@ -24,6 +26,48 @@ def bench_lifecycle(runs: int) -> dict[str, Any]:
         for name, machine in machines.items():
             rates[name].append(machine_rate(machine, settings))
     medians = {name: statistics.median(values) for name, values in rates.items()}
+    return {
+        **_rates(runs, medians, rates, machines),
+        "power_loss": power_loss_figures(),
+    }
+
+
+def power_loss_figures() -> dict[str, Any]:
+    """One run of each lifecycle power-loss sweep on the short program (every I/O call, two
+    random images per fault point besides durable-only and all-written; JSONL without the
+    crash-during-recovery states and I/O faults)."""
+    import time
+
+    from crashsim.lifecycle import explore_jsonl_lifecycle, lifecycle_program
+    from crashsim.sqlite_sweep import lifecycle_crash_sweep
+
+    figures: dict[str, Any] = {"transactions": len(lifecycle_program("short").txs)}
+    for layout in ("per-file", "shared"):
+        report = lifecycle_crash_sweep("short", layout=layout, variants=2, seed=7)
+        figures[f"sqlite-{layout}"] = {
+            "io_calls": report.io_calls,
+            "fault_points": report.fault_points,
+            "states": report.states,
+            "failures": len(report.failures),
+            "states_per_second": round(report.states_per_second, 1),
+        }
+    started = time.perf_counter()
+    jsonl = explore_jsonl_lifecycle("short", recovery=False, faults=False, seed=5)
+    seconds = time.perf_counter() - started
+    figures["jsonl"] = {
+        "ops": jsonl.ops,
+        "states": jsonl.states,
+        "failures": len(jsonl.failures),
+        "states_per_second": round(jsonl.states / seconds, 1),
+    }
+    return figures
+
+
+def _rates(
+    runs: int, medians: dict[str, float], rates: dict[str, list[float]], machines: dict[str, Any]
+) -> dict[str, Any]:
+    from scopecheck.bench import environment
+
     return {
         "benchmark": "lifecycle",
         "environment": environment(),

@@ -8,9 +8,16 @@ addresses in the session scope with explicit deletes, as before Step 1).  Report
   the main log of the unscoped run; ``ratio`` = unscoped main ÷ scoped main (target ≥ 1,000,
   the seed's "three orders of magnitude"; final sidecar bytes 0 once every operation retired);
 * SQLite — the database file (plus WAL) after close, scoped and unscoped, and the peak while
-  running; SQLite deletes rows in place, so its ratio says how little it cared;
+  running; SQLite deletes rows in place, so its ratio says how little it cared (``--json``
+  adds the live bytes, file size less free pages: equal with and without scopes);
 * Memory — no files: a format-4 estimate of the same two logs from the committed records
   (:class:`Format4Meter`), so the figures exist before the file backends land.
+
+``--json`` adds, for JSONL, the main logs' bytes per operation by record kind
+(:func:`main_log_breakdown`) and ``budget_bytes_per_op_for_1000x``: the arithmetic of the ratio.
+On the full seed workload the scoped main log keeps about 5.8 KB per operation (settled entries
+~2.8 KB, usage ~0.16 KB, session-scoped coordination values ~2.85 KB) against a 1,000x budget of
+about 5.0 KB, so the ratio is about 860x; OP-14 in ``spec/rules/ops.toml`` has the figures.
 
 Worlds live under ``$SCOPECHECK_SCRATCH`` or ``/dev/shm`` when present: the bytes do not depend
 on the medium and tmpfs keeps the 100 MB unscoped run quick.  Figures, never assertions.
@@ -24,10 +31,12 @@ import os
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
+import orjson
 
 from models.lifecycle import Tx
 from models.records import Committed
@@ -53,8 +62,6 @@ _BASE_TIME = 1_750_000_000_000
 
 def record_bytes(item: Committed) -> int:
     """Length of the format-4 JSON object of one committed write (REFERENCE §1 shapes)."""
-    import orjson
-
     write, seq = item.write, item.seq
     if isinstance(write, InsertEntry):
         head = orjson.dumps(
@@ -136,6 +143,87 @@ class Format4Meter:
         return sum(self.sidecars.values())
 
 
+# -- where the main log's bytes go (the arithmetic behind the ratio) ------------------------
+
+
+def _record_kind(record: dict[str, Any]) -> str:
+    kind = record.get("kind")
+    if kind == "entry":
+        message = record.get("message")
+        role = message.get("role") if isinstance(message, dict) else None
+        return f"entry {record.get('type')}" + (f" ({role})" if role else "")
+    if kind in ("value", "list"):
+        return f"{kind} {record.get('op')} {record.get('namespace')}"
+    if kind == "scope":
+        return f"scope {record.get('op')}"
+    return str(kind)
+
+
+def _settled_text(record: dict[str, Any]) -> int:
+    message = record.get("message") if record.get("kind") == "entry" else None
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return 0
+    return sum(
+        len(part["text"].encode())
+        for part in message["content"]
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+    )
+
+
+def main_log_breakdown(data: bytes, ops: int) -> dict[str, Any]:
+    """Bytes of a format-4 main log by record kind, per operation: each record's compact JSON,
+    plus ``framing`` (transaction array brackets, commas, newlines) and the ``header`` line.
+
+    This is the arithmetic of the ratio: what the main log keeps per operation, and how much of
+    it is settled text (assistant message and tool-result text) against envelopes and
+    coordination values.
+    """
+    by_kind: Counter[str] = Counter()
+    records: Counter[str] = Counter()
+    text = 0
+    for index, line in enumerate(data.splitlines(keepends=True)):
+        if index == 0:
+            by_kind["header"] += len(line)
+            continue
+        parsed = orjson.loads(line)
+        items = parsed if isinstance(parsed, list) else [parsed]
+        used = 0
+        for record in items:
+            size = len(orjson.dumps(record))
+            used += size
+            kind = _record_kind(record)
+            by_kind[kind] += size
+            records[kind] += 1
+            text += _settled_text(record)
+        by_kind["framing"] += len(line) - used
+    per = max(ops, 1)
+    return {
+        "total_bytes": len(data),
+        "bytes_per_op": round(len(data) / per, 1),
+        "settled_text_bytes_per_op": round(text / per, 1),
+        "bytes_per_op_by_kind": {
+            k: round(v / per, 1) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])
+        },
+        "records_per_op_by_kind": {k: round(v / per, 2) for k, v in sorted(records.items())},
+    }
+
+
+def sqlite_live_bytes(path: str) -> int:
+    """Bytes of the pages a closed SQLite file uses: its size less the free pages that deleted
+    rows left behind (SQLite reuses them; only VACUUM returns them to the filesystem)."""
+    import apsw
+
+    connection = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+
+    def pragma(name: str) -> int:
+        return int(str(connection.execute(f"PRAGMA {name}").fetchall()[0][0]))
+
+    try:
+        return (pragma("page_count") - pragma("freelist_count")) * pragma("page_size")
+    finally:
+        connection.close()
+
+
 # -- running the workload on a backend -------------------------------------------------------
 
 
@@ -152,6 +240,10 @@ class SizeRun:
     estimate_main_bytes: int
     estimate_sidecar_peak_bytes: int
     estimate_sidecar_final_bytes: int
+    #: JSONL only: :func:`main_log_breakdown` of the main log after close.
+    breakdown: dict[str, Any] | None = None
+    #: SQLite only: bytes of the pages in use after close (page count less free pages).
+    live_bytes: int | None = None
 
 
 def _dir_bytes(path: str) -> int:
@@ -223,7 +315,7 @@ def scratch_dir() -> str | None:
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def run_workload(backend: str, txs: Iterable[Tx]) -> SizeRun:
+def run_workload(backend: str, txs: Iterable[Tx], ops: int = 1) -> SizeRun:
     """Commit ``txs`` to a fresh ``backend`` location and measure its bytes as it goes."""
     layout = LAYOUTS[backend]()
     root = tempfile.mkdtemp(prefix=f"scopecheck-size-{backend}-", dir=scratch_dir())
@@ -252,6 +344,13 @@ def run_workload(backend: str, txs: Iterable[Tx]) -> SizeRun:
         repo.close()
         main = _files_bytes(layout.main_files(root))
         seconds = time.perf_counter() - start
+        breakdown = None
+        live = None
+        if backend == "jsonl":
+            with open(layout.main_files(root)[0], "rb") as handle:
+                breakdown = main_log_breakdown(handle.read(), ops)
+        elif backend == "sqlite":
+            live = sqlite_live_bytes(layout.main_files(root)[0])
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return SizeRun(
@@ -264,6 +363,8 @@ def run_workload(backend: str, txs: Iterable[Tx]) -> SizeRun:
         estimate_main_bytes=meter.main,
         estimate_sidecar_peak_bytes=meter.peak_sidecar,
         estimate_sidecar_final_bytes=meter.sidecar_bytes,
+        breakdown=breakdown,
+        live_bytes=live,
     )
 
 
@@ -280,8 +381,8 @@ def available_backends() -> list[str]:
 
 def compare(backend: str, params: WorkloadParams) -> dict[str, Any]:
     """The scoped and unscoped runs of ``params`` on ``backend``, side by side."""
-    scoped = run_workload(backend, seed_workload(params, scoped=True))
-    unscoped = run_workload(backend, seed_workload(params, scoped=False))
+    scoped = run_workload(backend, seed_workload(params, scoped=True), params.ops)
+    unscoped = run_workload(backend, seed_workload(params, scoped=False), params.ops)
     if backend == "memory":
         scoped_main, unscoped_main = scoped.estimate_main_bytes, unscoped.estimate_main_bytes
         peak_sidecar: int | None = scoped.estimate_sidecar_peak_bytes
@@ -305,6 +406,25 @@ def compare(backend: str, params: WorkloadParams) -> dict[str, Any]:
         },
         "commits": scoped.commits,
         "seconds": {"scoped": scoped.seconds, "unscoped": unscoped.seconds},
+        **(
+            {
+                # Both files hold the same live pages; the difference is free pages.
+                "scoped_live_bytes": scoped.live_bytes,
+                "unscoped_live_bytes": unscoped.live_bytes,
+            }
+            if scoped.live_bytes is not None
+            else {}
+        ),
+        **(
+            {
+                # The most the scoped main log may hold per operation for the 1,000x target.
+                "budget_bytes_per_op_for_1000x": round(unscoped_main / 1000 / max(params.ops, 1)),
+                "scoped_main_breakdown": scoped.breakdown,
+                "unscoped_main_breakdown": unscoped.breakdown,
+            }
+            if scoped.breakdown is not None
+            else {}
+        ),
         **({"estimate": True} if backend == "memory" else {}),
     }
 

@@ -27,6 +27,7 @@ _MODULES = (
     "scopecheck.mutants.jsonl",
     "scopecheck.mutants.ops",
     "scopecheck.mutants.fork",
+    "scopecheck.mutants.legacy",
     "scopecheck.mutants.jsonl_crash",
 )
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from impl.jsonl import JsonlRepository
 from impl.memory import MemoryRepository, MemoryState, build_memory_fork
-from impl.sqlite import SqliteRepository
+from impl.sqlite import SqliteContainerRepository, SqliteRepository
+from impl.sqlite.fork import Rows, Stage
 from models.errors import ScopecheckError
 from models.fork import BranchFork, ForkOptions, TreeFork
 from models.fork_policy import (
@@ -26,6 +27,7 @@ from models.fork_policy import (
     DestValue,
     Disposition,
     ForkDriver,
+    NamespaceSpan,
     classify,
     classify_list,
     select_target,
@@ -158,6 +160,98 @@ _register(
     "sqlite",
     "the same classifier mistake in the SQLite staging path (FORK-8, SQLITE-15)",
     lambda: Backend("sqlite[fork-unknown-reserved-copied]", _sqlite_unknown, "SQLite mutant"),
+)
+
+
+# 4b. the SQLite stage reads every current row and lets the classifier drop most of them
+class UnfilteredStage(Stage):
+    """The stage without SQL-level namespace prefilters (the pre-WP08 ``readAllScalarValueRows``
+    shape): every session-scoped scalar and list row of the source is read and handed to the
+    driver, which drops what the fork does not keep.  The destination is still right — only
+    the read spy (scopecheck/fork_reads.py) can tell (001 §1.3, SQLITE-16)."""
+
+    def value_rows(self, options: ForkOptions) -> Rows:
+        return self._session_rows("scalar_values", "namespace, key, seq, value", (NamespaceSpan(),))
+
+    def list_rows(self, options: ForkOptions) -> Rows:
+        columns = "namespace, key, seq, value, tag"
+        return self._session_rows("list_values", columns, (NamespaceSpan(),))
+
+
+UnfilteredSqlite = type("UnfilteredSqlite", (SqliteRepository,), {"fork_stage": UnfilteredStage})
+UnfilteredSqliteContainer = type(
+    "UnfilteredSqliteContainer", (SqliteContainerRepository,), {"fork_stage": UnfilteredStage}
+)
+
+
+def probe_unfiltered_reads() -> tuple[bool, str]:
+    """The read spy over both layouts and scopes against the unfiltered stage."""
+    from scopecheck.fork_reads import probe
+
+    return probe((UnfilteredSqlite, UnfilteredSqliteContainer))
+
+
+PROBES["fork-sqlite-reads-unfiltered"] = probe_unfiltered_reads
+_register(
+    "fork-sqlite-reads-unfiltered",
+    "sqlite",
+    "the SQLite fork stage reads every current row of the source and drops most of them in "
+    "the classifier instead of prefiltering namespaces by index range (001 §1.3, SQLITE-16)",
+    lambda: Backend(
+        "sqlite[fork-reads-unfiltered]",
+        lambda clock: SqliteWorld(clock, repository_class=UnfilteredSqlite),
+        "SQLite mutant",
+    ),
+    caught_by="fork-probe",
+)
+
+
+# 4c. forks that materialise the source (FORK-16): caught by the auxiliary-memory growth probe
+def _snapshot_build(source: MemoryState, options: ForkOptions) -> MemoryState:
+    """The pre-WP08 shape (``snapshotEntriesAndValues`` + ``createForkSnapshot``): copy the
+    source's entries, values and lists into arrays first, then build the destination."""
+    snapshot = (
+        list(source.entries.items()),
+        list(source.values.items()),
+        [(key, list(elements)) for key, elements in source.lists.items()],
+    )
+    dest = build_memory_fork(source, options)
+    del snapshot
+    return dest
+
+
+class MaterialisingStage(Stage):
+    """Reads every selected value and list row into a list before staging it (the source-sized
+    ``.all()`` arrays 001 §1.3 forbids)."""
+
+    def value_rows(self, options: ForkOptions) -> Rows:
+        return iter(list(super().value_rows(options)))
+
+    def list_rows(self, options: ForkOptions) -> Rows:
+        return iter(list(super().list_rows(options)))
+
+
+def probe_materialised() -> tuple[bool, str]:
+    """The FORK-16 growth probe against both materialising forks (Memory, SQLite per-file)."""
+    from scopecheck.bench.fork import _clock, probe_growth
+
+    memory = type(
+        "SnapshotMemory", (MemoryRepository,), {"build_fork": staticmethod(_snapshot_build)}
+    )
+    sqlite = type("MaterialisingSqlite", (SqliteRepository,), {"fork_stage": MaterialisingStage})
+    caught_memory, memory_notes = probe_growth({"memory": lambda root: memory(_clock)})
+    caught_sqlite, sqlite_notes = probe_growth({"sqlite": lambda root: sqlite(root, _clock)})
+    return caught_memory and caught_sqlite, f"{memory_notes}; {sqlite_notes}"
+
+
+PROBES["fork-materialises-source"] = probe_materialised
+_register(
+    "fork-materialises-source",
+    "memory+sqlite",
+    "a fork copies the source into arrays first (Memory: entries/values/lists snapshot; SQLite: "
+    "value and list rows fetched into lists) instead of streaming (001 §1.3, FORK-16)",
+    lambda: _memory("materialises-source", _snapshot_build),
+    caught_by="fork-probe",
 )
 
 

@@ -115,10 +115,10 @@ def seed_workload(params: WorkloadParams = SEED, *, scoped: bool = True) -> Iter
             assert tx is not None
             yield tx
         yield life.settle_response(lane)
-        invocations = []
-        for _ in range(params.tools):
-            yield life.start_tool(lane, "bash", ("cursor",))
-            invocations.append(life.running_tools(lane)[-1])
+        # The response's tool calls are placed as one batch (one session transaction).
+        if params.tools:
+            yield life.start_tools(lane, [("bash", ("cursor",))] * params.tools)
+        invocations = life.running_tools(lane)
         produced = dict.fromkeys(invocations, "")
         for step in range(1, params.checkpoints + 1):
             total = step * params.growth_bytes

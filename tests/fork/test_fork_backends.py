@@ -15,6 +15,7 @@ import pytest
 
 from impl.fs import OsFileSystem, TracingFileSystem
 from impl.jsonl import JsonlRepository
+from impl.jsonl.codec import transaction_records
 from impl.sqlite import SqliteContainerRepository, SqliteRepository
 from models.addresses import value, value_list
 from models.errors import ScopecheckError
@@ -105,7 +106,7 @@ def test_jsonl_destination_holds_only_current_rows_in_seq_order(tmp_path: Any) -
     lines = Path(repo.path_of("d")).read_bytes().splitlines()
     header = orjson.loads(lines[0])
     assert header["parentSessionId"] == "src" and header["nextSeq"] == 13
-    records = [orjson.loads(line) for line in lines[1:]]
+    records = destination_records(lines[1:])
     seqs = [r["seq"] for r in records]
     assert seqs == sorted(seqs)
     assert all(r.get("op") in (None, "set", "append") for r in records)
@@ -249,11 +250,17 @@ def test_jsonl_destination_has_no_sidecars_or_retirement_state(tmp_path: Any) ->
         dest = repo.fork("src", options)
         path = repo.path_of(dest)
         assert not os.path.exists(path + ".scopes")
-        records = [orjson.loads(line) for line in Path(path).read_bytes().splitlines()[1:]]
+        records = destination_records(Path(path).read_bytes().splitlines()[1:])
         assert all(r["kind"] in ("entry", "value", "list") for r in records)
         assert all("scopeId" not in r for r in records)
         assert header_next_seq(path) == 17
     repo.close()
+
+
+def destination_records(lines: list[bytes]) -> list[dict[str, Any]]:
+    """The records of destination lines: a line is one write or a transaction array (JSONL-3;
+    a tree fork copies unchanged source transactions as they are)."""
+    return [rec for line in lines for rec in transaction_records(orjson.loads(line))]
 
 
 def header_next_seq(path: str) -> int:
@@ -291,3 +298,37 @@ def test_bench_fork_smoke() -> None:
     for name in ("memory", "jsonl", "sqlite"):
         assert set(result[name]["ratio_largest_to_smallest"]) == {"tree", "branch"}
     assert result["jsonl"]["400"]["speed_vs_plain_copy"] > 0
+
+
+@pytest.mark.rule("JSONL-20")
+def test_jsonl_tree_fork_copies_unchanged_transactions_verbatim_and_splits_the_rest(
+    tmp_path: Any,
+) -> None:
+    """A source line whose every record the destination keeps unchanged is copied byte for
+    byte; a line with a superseded set or an unclassified label is decoded and its kept records
+    written one per line; a label is kept iff its entry is in the prefix."""
+    repo = JsonlRepository(str(tmp_path), clock=CLOCK, cwd="/")
+    storage = repo.create("src")
+    storage.commit([insert_entry("e1", None, "message"), set_value(value("app.a"), 1)])
+    storage.commit([insert_entry("e2", "e1", "message"), set_value(value("app.b"), 1)])
+    storage.commit([set_value(value("app.b"), 2), append_list(value_list("app.l"), 3)])
+    storage.commit(
+        [
+            set_value(value("pi.entry.label", "e2"), "two"),
+            set_value(value("pi.entry.label", "nope"), "ghost"),
+        ]
+    )
+    storage.close()
+    source_lines = Path(repo.path_of("src")).read_bytes().splitlines()
+    repo.fork("src", TreeFork(id="d"))
+    lines = Path(repo.path_of("d")).read_bytes().splitlines()
+    assert source_lines[1] in lines and source_lines[3] in lines  # clean: verbatim
+    assert source_lines[2] not in lines and source_lines[4] not in lines  # dirty: split
+    records = destination_records(lines[1:])
+    assert [r["seq"] for r in records] == [1, 2, 3, 5, 6, 7]
+    assert [r.get("key") for r in records if r.get("namespace") == "pi.entry.label"] == ["e2"]
+    dest = repo.open("d")
+    assert dest.get_value(value("app.b")).value == 2  # type: ignore[union-attr]
+    assert dest.get_value(value("app.a")).value == 1  # type: ignore[union-attr]
+    dest.close()
+    repo.close()

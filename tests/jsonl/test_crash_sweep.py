@@ -40,18 +40,24 @@ class SimulatedCrash(BaseException):
 
 class CrashAt:
     """Crash at the ``target``-th mutating operation; ``torn`` makes an append write half of
-    its bytes first."""
+    its bytes first. The process stays dead: every operation after the crash point raises
+    too, so no ``except``/``finally`` cleanup (e.g. ``publish`` removing its temp file) can
+    touch the disk after the crash, which a real crash would never allow."""
 
     def __init__(self, target: int, torn: bool) -> None:
         self.target = target
         self.torn = torn
         self.count = 0
+        self.dead = False
 
     def __call__(self, op: str, path: str) -> Any:
+        if self.dead:
+            raise SimulatedCrash(f"already crashed ({op} {path})")
         if op not in MUTATING:
             return None
         self.count += 1
         if self.count == self.target:
+            self.dead = True
             if op == "append" and self.torn:
                 return (_TornThenCrash(), None)
             raise SimulatedCrash(f"crash before {op} {path}")

@@ -9,7 +9,15 @@ import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.fake_os import FakeOsModule
 
-from impl.fs import OsFileSystem, fs_code, pyfakefs_reader, split_lines
+from impl.fs import (
+    OsFileSystem,
+    fs_code,
+    pyfakefs_lister,
+    pyfakefs_reader,
+    pyfakefs_renamer,
+    pyfakefs_writer,
+    split_lines,
+)
 from models.errors import StorageIOError
 
 
@@ -20,8 +28,10 @@ def fs_root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Os
     else:
         fake = FakeFilesystem()
         fake.create_dir("/root")
-        reader = pyfakefs_reader(fake) if request.param == "fake-fast-reader" else None
-        yield OsFileSystem(FakeOsModule(fake), reader=reader), "/root"
+        fast = request.param == "fake-fast-reader"
+        reader = pyfakefs_reader(fake) if fast else None
+        lister = pyfakefs_lister(fake) if fast else None
+        yield OsFileSystem(FakeOsModule(fake), reader=reader, lister=lister), "/root"
 
 
 def test_line_reader_reports_unterminated_tail(fs_root: tuple[OsFileSystem, str]) -> None:
@@ -165,3 +175,82 @@ def test_failed_rename_names_source_and_target(fs_root: tuple[OsFileSystem, str]
         root + "/missing",
         root + "/t",
     )
+
+
+def test_pyfakefs_lister_agrees_with_scandir() -> None:
+    """The fast pyfakefs lister sees the same names and kinds as the fake ``scandir``, and
+    fails the same way on a missing path or a file."""
+    fake = FakeFilesystem()
+    fake.create_dir("/r/d")
+    fake.create_file("/r/f", contents="x")
+    fake.create_symlink("/r/l", "/r/f")
+    plain = OsFileSystem(FakeOsModule(fake))
+    fast = OsFileSystem(FakeOsModule(fake), lister=pyfakefs_lister(fake))
+    assert sorted(fast.list_dir("/r"), key=lambda e: e.name) == sorted(
+        plain.list_dir("/r"), key=lambda e: e.name
+    )
+    for path, code in (("/r/missing", "not_found"), ("/r/f", "not_directory")):
+        for fs in (plain, fast):
+            with pytest.raises(StorageIOError) as caught:
+                fs.list_dir(path)
+            assert fs_code(caught.value) == code
+
+
+def test_pyfakefs_renamer_moves_like_os_replace() -> None:
+    """The fast pyfakefs rename replaces the target, keeps open handles on the moved file and
+    leaves every unusual case (and its error) to ``os.replace``."""
+    results = []
+    for fast in (False, True):
+        fake = FakeFilesystem()
+        fake.create_dir("/r/d")
+        fake.create_file("/r/old", contents="old\n")
+        renamer = pyfakefs_renamer(fake) if fast else None
+        fs = OsFileSystem(FakeOsModule(fake), renamer=renamer)
+        fs.write_file("/r/new.tmp", b"new\n")
+        handle = fs.open_append("/r/new.tmp")
+        fs.rename("/r/new.tmp", "/r/old")
+        fs.append(handle, b"more\n")
+        fs.close(handle)
+        fs.rename("/r/old", "/r/d/moved")
+        moved = fs.read_bytes("/r/d/moved")
+        codes = []
+        for source, target in (("/r/missing", "/r/x"), ("/r/d/moved", "/r/d"), ("/r/d", "/r/e")):
+            try:
+                fs.rename(source, target)
+                codes.append("ok")
+            except StorageIOError as exc:
+                codes.append(str(fs_code(exc)))
+        listing = sorted((e.name, e.is_dir) for e in fs.list_dir("/r"))
+        results.append((moved, fs.exists("/r/new.tmp"), codes, listing))
+    assert results[0] == results[1]
+    assert results[1][0] == b"new\nmore\n" and results[1][1] is False
+
+
+def test_pyfakefs_writer_creates_files_like_the_fake_os() -> None:
+    """The fast pyfakefs writer gives a new file the same bytes and mode as the fake
+    ``os.open`` + ``write``, and leaves existing targets and every error to the fake ``os``."""
+    results = []
+    for fast in (False, True):
+        fake = FakeFilesystem()
+        fake.create_dir("/r/d")
+        fake.create_file("/r/old", contents="old\n")
+        fake_os = FakeOsModule(fake)
+        writer = pyfakefs_writer(fake) if fast else None
+        fs = OsFileSystem(fake_os, writer=writer)
+        fs.write_file("/r/new", b"new\n")
+        fs.write_file("/r/old", b"over\n")
+        handle = fs.open_append("/r/new")
+        fs.append(handle, b"more\n")
+        fs.close(handle)
+        codes = []
+        for path in ("/r/missing/x", "/r/d", "/r/old/x"):
+            try:
+                fs.write_file(path, b"x")
+                codes.append("ok")
+            except StorageIOError as exc:
+                codes.append(str(fs_code(exc)))
+        modes = [fake_os.stat(p).st_mode for p in ("/r/new", "/r/old")]
+        contents = [fs.read_bytes(p) for p in ("/r/new", "/r/old")]
+        results.append((contents, modes, codes, fs.file_size("/r/new")))
+    assert results[0] == results[1]
+    assert results[1][0] == [b"new\nmore\n", b"over\n"]

@@ -153,6 +153,11 @@ class _Recording(CrashAt):
         return super().__call__(op, path)
 
 
+#: Crash states that left ``<id>.jsonl.tmp`` behind (a crash between the upgrade's temp write
+#: and its rename); the reopen must remove it (LEGACY-9).
+TEMP_LEFT: list[str] = []
+
+
 def explore(
     source: Path, sid: str, tmp: Path, repo_class: type[JsonlRepository] = JsonlRepository
 ) -> tuple[int, list[str]]:
@@ -197,8 +202,16 @@ def explore(
             else:
                 continue
             explored += 1
+            temp = root / f"{sid}.jsonl.tmp"
+            if temp.exists():
+                TEMP_LEFT.append(f"op {target} torn={torn}")
             try:
-                survivor = repo_over(root, OsFileSystem()).open(sid)
+                recovered = repo_over(root, OsFileSystem())
+                if recovered.list() != [sid]:
+                    failures.append(f"op {target}: listed {recovered.list()}")
+                survivor = recovered.open(sid)
+                if temp.exists():
+                    failures.append(f"op {target} torn={torn}: {temp.name} survived the reopen")
                 got = survivor.snapshot()
                 if acked == 0 and got != states[0] and got != states[1]:
                     failures.append(f"op {target} torn={torn}: not import or import+tx1")
@@ -234,9 +247,49 @@ def test_crash_anywhere_in_a_first_scoped_commit_of_a_v3_file(tmp_path: Path) ->
 @pytest.mark.parametrize("name", TRANSCRIPTS)
 def test_crash_anywhere_in_the_first_commit_of_a_real_transcript(tmp_path: Path, name: str) -> None:
     sid = install_transcript(name, tmp_path / "src", session_id=SID)
+    TEMP_LEFT.clear()
     explored, failures = explore(tmp_path / "src" / f"{sid}.jsonl", sid, tmp_path / "sweep")
     assert failures == []
     assert explored >= 15  # 14 operations of the first scoped commit + its torn append, …
+    # Crashes after the temp write and before the rename left the temp; each reopen removed it.
+    print(f"{name}: {explored} crash states, temp left in {len(TEMP_LEFT)}: {TEMP_LEFT}")
+    assert TEMP_LEFT
+
+
+@pytest.mark.rule("LEGACY-14", "LEGACY-9", "JSONL-13")
+def test_temp_left_by_a_crash_before_the_upgrade_rename_is_removed_at_reopen(
+    root: Path, make_repo: RepoFactory
+) -> None:
+    """A crash between the first-commit upgrade's temp write and its rename leaves
+    ``<id>.jsonl.tmp`` beside the untouched legacy file; it is never listed, the next open
+    removes it, and the Session is still the legacy import (then upgrades normally)."""
+    path = write_legacy(root, SID, [msg("m1", None), msg("m2", "m1")])
+    before = path.read_bytes()
+
+    crashed: list[str] = []
+
+    def crash_at_rename(op: str, target: str) -> Any:
+        """The process dies at the rename: nothing after it runs (no cleanup either)."""
+        if crashed or (op == "rename" and target.endswith(".jsonl.tmp")):
+            crashed.append(op)
+            raise SimulatedCrash(op)
+        return None
+
+    storage = make_repo(CrashingFs(OsFileSystem(sync=False), crash_at_rename)).open(SID)
+    imported = storage.snapshot()
+    with pytest.raises(SimulatedCrash):
+        storage.commit([set_value(value("a", "b"), 1)])
+    temp = root / f"{SID}.jsonl.tmp"
+    assert temp.exists() and path.read_bytes() == before
+    repo = make_repo()
+    assert repo.list() == [SID]  # never listed
+    reopened = repo.open(SID)
+    assert not temp.exists()
+    assert reopened.legacy is not None and reopened.snapshot() == imported
+    reopened.commit([set_value(value("a", "b"), 1)])
+    reopened.close()
+    assert sorted(p.name for p in root.iterdir()) == [f"{SID}.jsonl"]
+    assert make_repo().open(SID).legacy is None
 
 
 # -- planted bugs the exploration must catch -------------------------------------------------
@@ -299,3 +352,49 @@ def test_upgrade_drops_a_torn_tail_and_a_stray_scopes_directory(
     reopened = make_repo().open(SID)
     assert reopened.snapshot().entries == imported.entries
     assert reopened.commit([set_value(value("a", "c"), 2)])[0].seq == 5
+
+
+# -- 000 §9.3, legacy bullet ----------------------------------------------------------------------
+
+
+V3_RECORDS: list[dict[str, Any]] = [
+    msg("m1", None),
+    {"type": "model_change", "id": "mc", "parentId": "m1", "provider": "p", "modelId": "m"},
+    {"type": "thinking_level_change", "id": "tl", "parentId": "mc", "thinkingLevel": "high"},
+    msg("m2", "tl", role="assistant", usage={"input": 3, "output": 4, "totalTokens": 7}),
+    {"type": "session_info", "id": "si", "parentId": "m2", "name": "legacy v3"},
+]
+
+
+@pytest.mark.rule("LEGACY-17", "JSONL-19", "LEGACY-9", "LEGACY-10")
+@pytest.mark.parametrize("first", ["session", "scoped"])
+def test_legacy_v3_first_session_write_and_first_scoped_write_paths_both_produce_valid_v4_state(
+    root: Path, make_repo: RepoFactory, first: str
+) -> None:
+    """Both first-write paths of a v3 file leave a main file that loads as format 4 (no
+    corruption, header v4 with nextSeq, seqs 1..nextSeq-1), the scoped write only in its
+    sidecar, and a reopen equal to the model (its own importer plus the same commit)."""
+    from impl.jsonl.load import load_session
+
+    path = write_legacy(root, SID, V3_RECORDS, version=3)
+    lines = path.read_bytes().splitlines()
+    writes: list[Any] = (
+        [set_value(value("my-app.state"), 1)]
+        if first == "session"
+        else [set_value(value("memo", "m", OP), 1)]
+    )
+    model = ReferenceRepository()
+    model.import_legacy(SID, lines, counter_ids)
+    mine = model.open(SID)
+    storage = make_repo().open(SID)
+    assert [c.seq for c in storage.commit(writes)] == [c.seq for c in mine.commit(writes, 1)]
+    storage.close()
+    load = load_session(OsFileSystem(), str(path), SID)
+    load.raise_if_corrupt()
+    assert load.main.header is not None and load.main.header["v"] == 4
+    records = main_lines(root, SID)
+    assert records[0]["nextSeq"] == 8  # 2 entries, name, tip, config, state, usage
+    assert [r["seq"] for r in records[1:]] == list(range(1, 8 + (first == "session")))
+    sidecar = root / f"{SID}.jsonl.scopes" / "scope-op-1.scope"
+    assert sidecar.exists() == (first == "scoped")
+    assert make_repo().open(SID).snapshot() == mine.snapshot()

@@ -27,42 +27,10 @@ import pytest
 from models.lifecycle import Lifecycle, Tx
 from models.reference import ReferenceRepository
 from scopecheck.lifecycle_machine import scoped_keys
+from tests.jsonl.test_crash_sweep import CrashAt, CrashingFs, SimulatedCrash
 
 jsonl = pytest.importorskip("impl.jsonl")
 fs = pytest.importorskip("impl.fs")
-
-MUTATING = fs.MUTATING_OPS
-
-
-class SimulatedCrash(BaseException):
-    """The process dies here (BaseException: no ``except Exception`` swallows it)."""
-
-
-class _Torn(OSError):
-    pass
-
-
-class CrashAt:
-    def __init__(self, target: int, torn: bool) -> None:
-        self.target, self.torn, self.count = target, torn, 0
-
-    def __call__(self, op: str, path: str) -> Any:
-        if op not in MUTATING:
-            return None
-        self.count += 1
-        if self.count == self.target:
-            if op == "append" and self.torn:
-                return (_Torn(), None)
-            raise SimulatedCrash(f"crash before {op} {path}")
-        return None
-
-
-class CrashingFs(fs.TracingFileSystem):  # type: ignore[misc,name-defined]
-    def append(self, handle: Any, data: bytes) -> None:
-        if self._maybe_fail("append", handle.path) is not None:
-            self.inner.append(handle, data[: max(1, len(data) // 2)])
-            raise SimulatedCrash(f"crash in the middle of append {handle.path}")
-        self.inner.append(handle, data)
 
 
 def program() -> tuple[Lifecycle, list[Tx], list[dict[str, Any]]]:

@@ -128,9 +128,9 @@ def test_a_tool_outcome_is_a_tool_result_message_after_the_response(
     run.frames(L, ["call"])
     run.settle(L, False)
     run.start_tool(L, "read", ("cursor",))
-    assert _value(run, operation_tool_args(op, "t1")) == {"tool": "read", "args": {}}
-    tools = _value(run, operation_state(op))["tools"]
-    assert tools == {"t1": {"name": "read", "status": "running", "memos": ["cursor"]}}
+    args = {"tool": "read", "args": {}, "memos": ["cursor"]}
+    assert _value(run, operation_tool_args(op, "t1")) == args
+    assert _value(run, operation_state(op))["tools"] == {"t1": "running"}
     run.checkpoint(L, 0, True)
     assert run.store.get_value(pending_tool_output(op, "t1")) is not None
     assert run.store.get_value(operation_tool_memo(op, "t1", "cursor")) is not None
@@ -147,7 +147,7 @@ def test_a_tool_outcome_is_a_tool_result_message_after_the_response(
         "content": [{"type": "text", "text": "ok"}],
     }
     assert _value(run, branch_tip(A)) == result_id
-    assert _value(run, operation_state(op))["tools"]["t1"]["status"] == "outcome_ready"
+    assert _value(run, operation_state(op))["tools"] == {"t1": "outcome_ready"}
     assert run.life.running_tools(A) == []
 
     run.terminal(L, "completed")
@@ -180,7 +180,7 @@ def test_a_cancelled_operation_ends_cancelled_and_an_unknown_tool_interrupted(
     run.start_tool(L, "bash", ())
     run.recover_unknown(L)
     state = _value(run, operation_state(second))
-    assert state["status"] == "recovering" and state["tools"]["t1"]["status"] == "unknown"
+    assert state["status"] == "recovering" and state["tools"] == {"t1": "unknown"}
     run.terminal(L, "completed")
     assert _value(run, operation_result(second)) == {"outcome": "interrupted"}
 

@@ -73,6 +73,8 @@ def test_size_scoped_main_holds_no_progress_and_sidecars_end_empty(backend: str)
         # No sidecars: rows are deleted in place, so the file barely differs (a figure only).
         assert result["scoped_sidecar_peak_bytes"] is None
         assert result["scoped_main_bytes"] > 0 and result["unscoped_main_bytes"] > 0
+        assert 0 < result["scoped_live_bytes"] <= result["scoped_main_bytes"]
+        assert 0 < result["unscoped_live_bytes"] <= result["unscoped_main_bytes"]
         return
     assert result["scoped_sidecar_final_bytes"] == 0
     assert result["scoped_sidecar_peak_bytes"] > result["scoped_main_bytes"]
@@ -129,3 +131,38 @@ def test_unscoped_workload_cleans_up_with_explicit_deletes() -> None:
     assert not [k for k, _ in snapshot.values if k[1] in EPHEMERAL_NAMESPACES]
     assert not [k for k, _ in snapshot.lists if k[1] in EPHEMERAL_NAMESPACES]
     assert all(k[0] is None for k, _ in snapshot.values)
+
+
+@pytest.mark.rule("OP-13")
+@pytest.mark.skipif("jsonl" not in BACKENDS, reason="JSONL backend not present")
+def test_main_log_breakdown_accounts_for_every_byte() -> None:
+    """The per-kind arithmetic behind the ratio adds up to the file, names no progress record
+    in the scoped log, and counts one retirement and one assistant message per operation."""
+    result = size.compare("jsonl", SMALL)
+    scoped, unscoped = result["scoped_main_breakdown"], result["unscoped_main_breakdown"]
+    for breakdown, total in ((scoped, "scoped_main_bytes"), (unscoped, "unscoped_main_bytes")):
+        assert breakdown["total_bytes"] == result[total]
+        summed = sum(breakdown["bytes_per_op_by_kind"].values()) * SMALL.ops
+        assert abs(summed - result[total]) <= len(breakdown["bytes_per_op_by_kind"]) * SMALL.ops
+        assert all(v >= 0 for v in breakdown["bytes_per_op_by_kind"].values())
+    kinds = scoped["records_per_op_by_kind"]
+    assert kinds["scope retire"] == 1 and kinds["entry message (assistant)"] == 1
+    assert not [k for k in kinds if any(ns in k for ns in EPHEMERAL_NAMESPACES)]
+    assert [k for k in unscoped["records_per_op_by_kind"] if "pi.pending.tool_output" in k]
+    assert result["budget_bytes_per_op_for_1000x"] == round(
+        result["unscoped_main_bytes"] / 1000 / SMALL.ops
+    )
+
+
+def test_breakdown_of_a_hand_written_log() -> None:
+    header = b'{"v":4,"kind":"header","id":"s"}\n'
+    one = b'{"kind":"scope","op":"retire","seq":1,"scopeId":"a"}\n'
+    two = (
+        b'[{"kind":"value","op":"set","seq":2,"namespace":"n","key":"k","value":1},'
+        b'{"kind":"value","op":"delete","seq":3,"namespace":"n","key":"k"}]\n'
+    )
+    got = size.main_log_breakdown(header + one + two, ops=1)
+    kinds = got["bytes_per_op_by_kind"]
+    assert kinds["header"] == len(header) and kinds["scope retire"] == len(one) - 1
+    assert kinds["framing"] == 1 + 3 + 1  # newline of `one`; [ , ] and newline of `two`
+    assert got["total_bytes"] == len(header + one + two)

@@ -1,0 +1,669 @@
+"""Crash exploration of *any* backend that does its file I/O through :mod:`impl.fs`.
+
+The JSONL sweep (:mod:`crashsim.jsonl_sweep`) knows the JSONL format (sidecars, headers,
+``nextSeq``); this one knows nothing about the files.  It needs only a factory
+``factory(clock, *, fs, root) -> Repository`` that keeps every file under ``root``, does every
+file operation through ``fs`` (a :class:`~impl.fs.FileSystem`) and, called again over the same
+``root``, reopens what is there (rules CRASH-FS-1..8 in ``spec/rules/crash_fs.toml``).
+
+How (the same machinery as the JSONL sweep, REFERENCE §7): a seeded workload of creates,
+commits (retirements included), restarts and a delete runs once through
+:class:`~crashsim.jsonl_disk.RecordingFs` on a pyfakefs sandbox, recording every mutating
+operation with the workload step it ran in; the reference model (``models.reference``) runs
+beside it.  :func:`crashsim.jsonl_sweep.crash_states` replays the trace on a
+:class:`~crashsim.jsonl_disk.Disk`, which tracks synced against unsynced data (pyfakefs has no
+durability model), and yields for every crash point *k*: the process crash just before op *k*,
+torn variants of op *k* when it writes bytes, and — in ``unsynced`` mode — power loss (every
+unsynced byte and undurable directory entry lost; or directory operations kept and each file's
+unsynced data dropped or torn).  Each image is loaded into one reused sandbox, the user's
+factory reopens it, and :class:`Checker` compares with the model:
+
+* reopening must not raise — not even ``corrupt``: every image is one a real disk can hold
+  after a crash, so a backend that cannot open it loses the Session (CRASH-FS-1);
+* the recovered Session equals the model after the step the crash hit or the one before it —
+  every acknowledged transaction present, none partly visible, an acknowledged create still
+  there and an acknowledged delete still gone (CRASH-FS-2; CRASH-FS-6 for power-loss images);
+* the next commit gets sequences above every acknowledged write (SEQ-7) (CRASH-FS-3);
+* a second reopen gives the same state, probe commit included (CRASH-FS-4);
+* a crash at any mutating operation of the recovery itself is survived (CRASH-FS-5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import random
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+import orjson
+
+from crashsim.jsonl_disk import DiskState, Op, RecordingFs, SimulatedCrash
+from crashsim.jsonl_sweep import (
+    MODES,
+    CrashState,
+    Mode,
+    Sandbox,
+    StepClock,
+    crash_states,
+    describe,
+    render_files,
+    show_files,
+)
+from crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
+from models.addresses import value
+from models.errors import UsageError
+from models.records import Snapshot
+from models.reference import ReferenceRepository
+from models.writes import set_value
+
+ROOT = "/sessions"
+SESSION = "s"
+BASE_TIME = 1_700_000_000_000
+#: Torn writes: every offset up to this size, else boundaries plus a seeded sample.
+SHORT_WRITE = 64
+LONG_SAMPLES = 6
+
+#: ``factory(clock, *, fs, root)``: a Repository over ``root`` doing its I/O through ``fs``.
+Factory = Callable[..., Any]
+
+SKIPPED = "skipped (backend does not take a FileSystem)"
+
+
+def takes_filesystem(factory: Any) -> bool:
+    """Whether ``factory`` accepts the keyword arguments ``fs`` and ``root`` (CRASH-FS-8).
+
+    Detected from the signature only: a factory that takes ``**kwargs`` is not guessed at.
+    """
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return all(name in parameters and parameters[name].kind in kinds for name in ("fs", "root"))
+
+
+def workload(seed: int, transactions: int = 6) -> Workload:
+    """A seeded workload: ``create``, ``transactions`` random commits (entries, usage, values,
+    lists, retirements) with a restart every third, and for odd seeds a delete, a new create
+    under the same id and one commit (so a resurrected or merged old Session shows)."""
+    base = generated(seed, transactions, reopen_every=3)
+    steps = list(base.steps)
+    if seed % 2:
+        steps += [
+            Step("delete"),
+            Step("create"),
+            Step("commit", (set_value(value("app", "a"), "after delete"),)),
+        ]
+    return Workload(
+        f"fs-{transactions}-seed{seed}",
+        tuple(steps),
+        f"{base.description}{', then delete and create again' if seed % 2 else ''}",
+    )
+
+
+# -- the model ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ModelStates:
+    """``snapshots[i]``: the model's Session after the first ``i`` steps (``None``: none);
+    ``next_seqs[i]``: the lowest seq the next commit may get then (SEQ-7)."""
+
+    snapshots: tuple[Snapshot | None, ...]
+    next_seqs: tuple[int, ...]
+
+
+def model_states(wl: Workload) -> ModelStates:
+    repo = ReferenceRepository()
+    session: Any = None
+    snapshots: list[Snapshot | None] = [None]
+    next_seqs = [1]
+    for index, step in enumerate(wl.steps):
+        if step.op == "create":
+            session = repo.create(SESSION)
+        elif step.op == "commit":
+            session.commit(step.writes, BASE_TIME + 1000 * index)
+        elif step.op == "delete":
+            repo.close_session(SESSION)
+            repo.delete(SESSION)
+            session = None
+        snapshots.append(None if session is None else session.snapshot())
+        log = session.log if session is not None else []
+        next_seqs.append(log[-1].first_seq + len(log[-1].writes) if log else 1)
+    return ModelStates(tuple(snapshots), tuple(next_seqs))
+
+
+# -- running a workload --------------------------------------------------------------------------
+
+
+def _close(thing: Any) -> None:
+    close = getattr(thing, "close", None)
+    if callable(close):
+        close()
+
+
+def run_steps(
+    factory: Factory,
+    fs: Any,
+    steps: tuple[Step, ...],
+    clock: StepClock,
+    on_step: Callable[[int], None] | None = None,
+) -> None:
+    """Run ``steps`` through ``factory`` over ``fs``; ``reopen`` is a restart: close the
+    handle and the repository, then call the factory again over the same root."""
+    repo = factory(clock, fs=fs, root=ROOT)
+    storage: Any = None
+    for index, step in enumerate(steps):
+        clock.at(index)
+        if on_step is not None:
+            on_step(index)
+        if step.op == "create":
+            storage = repo.create(SESSION)
+        elif step.op == "commit":
+            storage.commit(step.writes)
+        elif step.op == "reopen":
+            storage.close()
+            _close(repo)
+            repo = factory(clock, fs=fs, root=ROOT)
+            storage = repo.open(SESSION)
+        elif step.op == "delete":
+            storage.close()
+            storage = None
+            repo.delete(SESSION)
+    if storage is not None:
+        storage.close()
+    _close(repo)
+
+
+@attrs.frozen
+class Trace:
+    workload: Workload
+    ops: tuple[Op, ...]
+    model: ModelStates
+    initial: DiskState
+
+
+class WorkloadFailed(Exception):
+    """The backend failed the workload without any crash (CRASH-FS-7)."""
+
+
+def trace(factory: Factory, wl: Workload) -> Trace:
+    box = Sandbox()
+    initial = box.state()
+    recorder = RecordingFs(box.fs)
+
+    def on_step(index: int) -> None:
+        recorder.step = index
+
+    model = model_states(wl)
+    try:
+        run_steps(factory, recorder, wl.steps, StepClock(), on_step)
+    except Exception as exc:
+        raise WorkloadFailed(
+            f"step {recorder.step} ({wl.steps[recorder.step].op}) raised {exc!r} with no crash"
+        ) from exc
+    outside = [op for op in recorder.ops if not _under_root(op.path, op.target)]
+    if outside:
+        raise WorkloadFailed(
+            f"{outside[0].describe()} is outside the root {ROOT!r}: keep every file under root, "
+            "or the crash images cannot hold it"
+        )
+    try:
+        final = _read_session(factory, box, StepClock())
+    except Exception as exc:
+        raise WorkloadFailed(
+            f"after the workload, with no crash, reopening raised {exc!r}"
+        ) from exc
+    if final != model.snapshots[-1]:
+        raise WorkloadFailed(
+            "after the workload, with no crash, a restart does not give the model's Session: "
+            f"got {orjson.dumps(describe(final)).decode()}"
+        )
+    return Trace(wl, tuple(recorder.ops), model, initial)
+
+
+def _under_root(*paths: str) -> bool:
+    return all(not p or p == ROOT or p.startswith(ROOT + "/") for p in paths)
+
+
+def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot | None:
+    repo = factory(clock, fs=box.fs, root=ROOT)
+    try:
+        if SESSION not in repo.list():
+            return None
+        storage = repo.open(SESSION)
+        snapshot: Snapshot = storage.snapshot()
+        storage.close()
+        return snapshot
+    finally:
+        _close(repo)
+
+
+def allowed_for(tr: Trace) -> Callable[[int], tuple[int, ...]]:
+    """Op *k* ran inside step *s*: the Session may be as before or as after that step."""
+    ops, final = tr.ops, len(tr.workload.steps)
+
+    def allowed(k: int) -> tuple[int, ...]:
+        if k >= len(ops):
+            return (final,)
+        return (ops[k].step, ops[k].step + 1)
+
+    return allowed
+
+
+def generic_states(tr: Trace, mode: Mode, seed: int) -> Iterator[CrashState]:
+    """The crash states of :func:`crashsim.jsonl_sweep.crash_states`, with torn writes cut at
+    fewer offsets (see :func:`cuts`): a third-party reopen costs more than a JSONL one."""
+    return crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed, cuts_of=cuts)
+
+
+def cuts(data: bytes, rng: random.Random) -> list[int]:
+    """Byte counts of a torn write: every one for short data; 1, the middle, the end - 1, each
+    line boundary and a seeded sample for long data (never 0 nor ``len``)."""
+    size = len(data)
+    if size <= SHORT_WRITE:
+        return list(range(1, size))
+    found = {1, size // 2, size - 1}
+    found |= {i + 1 for i, b in enumerate(data) if b == 0x0A}
+    found |= {rng.randrange(1, size) for _ in range(LONG_SAMPLES)}
+    return sorted(c for c in found if 0 < c < size)
+
+
+# -- checking ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class GenericFailure:
+    """One crash state that broke a CRASH-FS rule, with what a replay needs."""
+
+    workload: str
+    mode: str
+    op_index: int
+    variant: str
+    op: str
+    rule: str
+    problem: str
+    expected: list[Any]
+    recovered: Any
+    files_before: dict[str, str]
+    files_after: dict[str, str]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.workload}: crash at op {self.op_index} ({self.op}), {self.variant}: "
+            f"{self.rule} {self.problem}"
+        )
+
+    def record(
+        self, wl: Workload, seed: int, backend: str, spec: str | None, workload_seed: int | None
+    ) -> dict[str, Any]:
+        """Reproducer file contents (kind ``crash``, engine ``fs``) for ``scopecheck replay``."""
+        return {
+            "kind": "crash",
+            "engine": "fs",
+            "backend": backend,
+            "spec": spec,
+            "workload": wl.to_json(),
+            "workload_seed": workload_seed,
+            "mode": self.mode,
+            "seed": seed,
+            "op_index": self.op_index,
+            "fault": self.variant,
+            "op": self.op,
+            "rule": self.rule,
+            "error": f"{self.rule}: {self.problem}",
+            "expected": self.expected,
+            "recovered": self.recovered,
+            "files_before": self.files_before,
+            "files_after": self.files_after,
+            "program": f"scopecheck replay <this file>  # {self}",
+        }
+
+
+def _power_loss(variant: str) -> bool:
+    return variant == "strict" or variant == "lost" or variant.startswith("torn:")
+
+
+_PROBE = value("scopecheck.probe", "after-crash")
+_EMPTY: Snapshot = ReferenceRepository().create(SESSION).snapshot()
+
+
+class Checker:
+    """Reopens crash states with the user's factory on one sandbox and checks them."""
+
+    def __init__(self, factory: Factory, tr: Trace, mode: Mode, *, recovery: bool = True) -> None:
+        self.factory = factory
+        self.trace = tr
+        self.mode = mode
+        self.recovery = recovery
+        self.box = Sandbox()
+        self.clock = StepClock()
+        self.clock.at(len(tr.workload.steps) + 1)
+        self.states = 0
+        self.recovery_states = 0
+
+    def check(self, crash: CrashState) -> GenericFailure | None:
+        self.states += 1
+        box = self.box
+        box.load(crash.state)
+        snapshots = self.trace.model.snapshots
+        expected = [snapshots[i] for i in crash.allowed]
+
+        def failure(rule: str, problem: str, recovered: Any = None) -> GenericFailure:
+            if rule == "CRASH-FS-2" and _power_loss(crash.variant):
+                rule = "CRASH-FS-6"
+                problem = (
+                    f"after power loss {problem}: fsync the file's data (and its directory, "
+                    "after a create, rename or unlink) before acknowledging"
+                )
+            ops = self.trace.ops
+            op = ops[crash.op_index].describe() if crash.op_index < len(ops) else "(end of trace)"
+            return GenericFailure(
+                self.trace.workload.name,
+                self.mode,
+                crash.op_index,
+                crash.variant,
+                op,
+                rule,
+                problem,
+                [describe(s) for s in expected],
+                recovered,
+                show_files(crash.state.files),
+                show_files(box.tree()),
+            )
+
+        recorder = RecordingFs(box.fs)
+        repo: Any = None
+        storage: Any = None
+        try:
+            repo = self.factory(self.clock, fs=recorder, root=ROOT)
+            present = SESSION in repo.list()
+            if present:
+                storage = repo.open(SESSION)
+                got = storage.snapshot()
+        except Exception as exc:
+            _quietly_close(storage, repo)
+            return failure("CRASH-FS-1", f"reopen after the crash raised {_error(exc)}")
+        if not present:
+            if None not in expected:
+                _quietly_close(storage, repo)
+                return failure(
+                    "CRASH-FS-2", "the Session vanished though its create was acknowledged"
+                )
+            return self._recreate(repo, failure)
+        if got not in expected:
+            _quietly_close(storage, repo)
+            return failure("CRASH-FS-2", self._mismatch(got, crash.allowed), describe(got))
+        matched = crash.allowed[expected.index(got)]
+        recovery_ops = list(recorder.ops)
+        try:
+            done = storage.commit([set_value(_PROBE, self.states)])
+            after = storage.snapshot()
+            storage.close()
+            _close(repo)
+        except Exception as exc:
+            _quietly_close(storage, repo)
+            return failure("CRASH-FS-3", f"the first commit after recovery raised {_error(exc)}")
+        floor = self.trace.model.next_seqs[matched]
+        if not done or done[0].seq < floor:
+            seq = done[0].seq if done else None
+            return failure(
+                "CRASH-FS-3",
+                f"the first commit after recovery got seq {seq}, but the recovered state is "
+                f"the model after step {matched}, whose writes used every seq below {floor}: a "
+                "consumed sequence is reused (SEQ-7), or part of a transaction whose other "
+                "writes left nothing visible was recovered",
+                describe(got),
+            )
+        again = self._reopen()
+        if again != after:
+            return failure(
+                "CRASH-FS-4",
+                "a second reopen gives a different state (recovery is not idempotent, or the "
+                "commit after recovery was lost)",
+                again if isinstance(again, str) else describe(again),
+            )
+        if self.recovery:
+            for index, op in enumerate(recovery_ops):
+                torn = len(op.data) // 2 if op.kind in ("write", "append") else 0
+                for partial in (0, torn) if torn else (0,):
+                    self.states += 1
+                    self.recovery_states += 1
+                    problem = self._crash_in_recovery(crash.state, index, partial, got)
+                    if problem is not None:
+                        where = f" after {partial} of its {len(op.data)} bytes" if partial else ""
+                        return failure(
+                            "CRASH-FS-5",
+                            f"crash at op {index} of the recovery ({op.describe()}){where}: "
+                            f"{problem}",
+                        )
+        return None
+
+    def _recreate(self, repo: Any, failure: Callable[..., GenericFailure]) -> GenericFailure | None:
+        """The Session is absent (allowed here): creating it again must give an empty one —
+        nothing of a deleted or never-acknowledged Session joins it (CRASH-FS-2)."""
+        storage: Any = None
+        try:
+            storage = repo.create(SESSION)
+            got = storage.snapshot()
+        except Exception as exc:
+            _quietly_close(storage, repo)
+            return failure("CRASH-FS-1", f"creating the absent Session raised {_error(exc)}")
+        _quietly_close(storage, repo)
+        if got != _EMPTY:
+            return failure(
+                "CRASH-FS-2",
+                "the Session is absent, but creating it again gives old data instead of an "
+                "empty Session",
+                describe(got),
+            )
+        return None
+
+    def _mismatch(self, got: Snapshot, allowed: tuple[int, ...]) -> str:
+        """Say which way the recovered state is wrong: an acknowledged delete undone, acknowledged
+        steps lost (it equals an earlier model state), or something no prefix produces."""
+        snapshots, steps = self.trace.model.snapshots, self.trace.workload.steps
+        if all(snapshots[i] is None for i in allowed):
+            return "a Session whose delete was acknowledged is back"
+        earlier = [i for i in range(min(allowed)) if snapshots[i] == got]
+        if earlier:
+            lost = [f"{i + 1}:{steps[i].op}" for i in range(earlier[-1], min(allowed))]
+            return (
+                f"the recovered Session lost acknowledged steps {', '.join(lost)} (it is the "
+                f"model after step {earlier[-1]})"
+            )
+        return (
+            "the recovered Session is no state any prefix of the workload produces (part of a "
+            "transaction visible, or data changed)"
+        )
+
+    def _reopen(self) -> Snapshot | str | None:
+        try:
+            return _read_session(self.factory, self.box, self.clock)
+        except Exception as exc:
+            return f"reopen raised {_error(exc)}"
+
+    def _crash_in_recovery(
+        self, state: DiskState, index: int, partial: int, want: Snapshot
+    ) -> str | None:
+        """Crash the recovery of ``state`` before its op ``index`` (after ``partial`` bytes of
+        it, for a write or append), then open again: the state must be ``want`` (CRASH-FS-5)."""
+        self.box.load(state)
+        recorder = RecordingFs(self.box.fs, crash_at=index, partial=partial)
+        repo: Any = None
+        try:
+            repo = self.factory(self.clock, fs=recorder, root=ROOT)
+            if SESSION in repo.list():
+                repo.open(SESSION).close()
+            _close(repo)
+        except SimulatedCrash:
+            pass
+        except Exception as exc:
+            return f"the interrupted recovery raised {_error(exc)}"
+        got = self._reopen()
+        if got != want:
+            shown = got if isinstance(got, str) else orjson.dumps(describe(got)).decode()
+            return f"the next open gives {shown}, not the state of the uninterrupted recovery"
+        return None
+
+
+def _quietly_close(storage: Any, repo: Any) -> None:
+    for thing in (storage, repo):  # the reopen already failed; that is the report
+        with contextlib.suppress(Exception):
+            _close(thing)
+
+
+def _error(exc: BaseException) -> str:
+    code = getattr(exc, "code", None)
+    return f"{type(exc).__name__}({code}): {exc}" if code else f"{type(exc).__name__}: {exc}"
+
+
+# -- sweeping ----------------------------------------------------------------------------------
+
+
+@attrs.define
+class SweepReport:
+    workload: str
+    mode: str
+    ops: int = 0
+    states: int = 0
+    recovery_states: int = 0
+    failures: list[GenericFailure] = attrs.field(factory=list)
+    seconds: float = 0.0
+
+
+def sweep(
+    factory: Factory,
+    wl: Workload,
+    *,
+    mode: Mode = "unsynced",
+    seed: int = 0,
+    max_failures: int = 1,
+    recovery: bool = True,
+    only: tuple[int, str] | None = None,
+    deadline: float | None = None,
+) -> SweepReport:
+    """Check every crash state of ``wl`` (``only=(op_index, variant)``: just that one)."""
+    started = time.perf_counter()
+    report = SweepReport(wl.name, mode)
+    try:
+        tr = trace(factory, wl)
+    except WorkloadFailed as exc:
+        report.failures.append(
+            GenericFailure(wl.name, mode, -1, "no-crash", "(whole workload)", "CRASH-FS-7",
+                           str(exc), [], None, {}, {})
+        )  # fmt: skip
+        report.seconds = time.perf_counter() - started
+        return report
+    report.ops = len(tr.ops)
+    checker = Checker(factory, tr, mode, recovery=recovery)
+    for crash in generic_states(tr, mode, seed):
+        if only is not None and (crash.op_index, crash.variant) != only:
+            continue
+        found = checker.check(crash)
+        if found is not None:
+            report.failures.append(found)
+            if len(report.failures) >= max_failures:
+                break
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+    report.states = checker.states
+    report.recovery_states = checker.recovery_states
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def explore(
+    factory: Factory,
+    *,
+    budget: float,
+    seed: int = 0,
+    transactions: int = 6,
+    mode: Mode = "unsynced",
+) -> tuple[int, list[tuple[Workload, int, GenericFailure]]]:
+    """Sweep fresh seeded workloads until ``budget`` seconds pass or one fails; returns
+    (states checked, [(workload, its seed, failure)])."""
+    started = time.perf_counter()
+    states = 0
+    round_number = 0
+    while time.perf_counter() - started < budget:
+        workload_seed = seed + round_number
+        wl = workload(workload_seed, transactions)
+        report = sweep(factory, wl, mode=mode, seed=workload_seed, deadline=started + budget)
+        states += report.states
+        if report.failures:
+            return states, [(wl, workload_seed, f) for f in report.failures]
+        round_number += 1
+    return states, []
+
+
+# -- replay ------------------------------------------------------------------------------------
+
+
+def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
+    """Replay a kind ``crash`` / engine ``fs`` reproducer: (still failing, text showing the
+    steps and the files before and after recovery)."""
+    try:
+        wl = workload_from_json(record["workload"])
+        op_index = int(record["op_index"])
+        variant = str(record["fault"])
+        seed = int(record.get("seed", 0))
+        mode = str(record.get("mode", "unsynced"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError("invalid_payload", f"not a crash reproducer: missing {exc}") from None
+    if mode not in MODES:
+        raise UsageError("invalid_payload", f"unknown crash mode {mode!r}")
+    try:
+        tr = trace(factory, wl)
+    except WorkloadFailed as exc:
+        return True, f"{wl.name}: CRASH-FS-7 {exc}"
+    if variant == "no-crash":
+        return False, f"{wl.name}: the workload now runs and restarts as the model says"
+    chosen: Mode = "unsynced" if mode == "unsynced" else "prefix"
+    crash = next(
+        (
+            c
+            for c in generic_states(tr, chosen, seed)
+            if (c.op_index, c.variant) == (op_index, variant)
+        ),
+        None,
+    )
+    if crash is None:
+        return False, (
+            f"{wl.name}: the trace has no crash state (op {op_index}, {variant}) any more "
+            f"({len(tr.ops)} ops); the recorded crash point is gone"
+        )
+    checker = Checker(factory, tr, chosen)
+    found = checker.check(crash)
+    after = checker.box.tree()
+    last = tr.ops[op_index].step if op_index < len(tr.ops) else len(wl.steps) - 1
+    op = tr.ops[op_index].describe() if op_index < len(tr.ops) else "(end of trace)"
+    lines = [
+        f"{wl.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
+        "steps up to the crash: "
+        + ", ".join(f"{i + 1}:{_step_text(s)}" for i, s in enumerate(wl.steps[: last + 1])),
+        *render_files("files on disk after the crash (before recovery)", crash.state.files),
+        *render_files("files on disk after recovery (and the checks that passed)", after),
+    ]
+    if found is None:
+        lines.append("recovered state is allowed; every check passes")
+        return False, "\n".join(lines)
+    lines.append(f"FAILED {found.rule}: {found.problem}")
+    lines.append(f"expected one of: {orjson.dumps(found.expected).decode()}")
+    lines.append(f"recovered: {orjson.dumps(found.recovered).decode()}")
+    return True, "\n".join(lines)
+
+
+def jsonl_factory(clock: Any, *, fs: Any, root: str) -> Any:
+    """Our JSONL backend as a generic factory: the generic sweep run against it proves the
+    sweep raises no false alarm on a backend the JSONL sweep already checks (CRASH-FS-*)."""
+    from impl.jsonl import JsonlRepository
+
+    return JsonlRepository(root, fs, clock, cwd="/crash")
+
+
+def _step_text(step: Step) -> str:
+    return f"commit({len(step.writes)} writes)" if step.op == "commit" else step.op
