@@ -47,8 +47,10 @@ from crashsim.jsonl_sweep import (
     Mode,
     Sandbox,
     StepClock,
+    allowed_for,
     crash_states,
     describe,
+    drive_steps,
     render_files,
     show_files,
 )
@@ -154,25 +156,9 @@ def run_steps(
 ) -> None:
     """Run ``steps`` through ``factory`` over ``fs``; ``reopen`` is a restart: close the
     handle and the repository, then call the factory again over the same root."""
-    repo = factory(clock, fs=fs, root=ROOT)
-    storage: Any = None
-    for index, step in enumerate(steps):
-        clock.at(index)
-        if on_step is not None:
-            on_step(index)
-        if step.op == "create":
-            storage = repo.create(SESSION)
-        elif step.op == "commit":
-            storage.commit(step.writes)
-        elif step.op == "reopen":
-            storage.close()
-            _close(repo)
-            repo = factory(clock, fs=fs, root=ROOT)
-            storage = repo.open(SESSION)
-        elif step.op == "delete":
-            storage.close()
-            storage = None
-            repo.delete(SESSION)
+    repo, storage = drive_steps(
+        lambda: factory(clock, fs=fs, root=ROOT), steps, clock, on_step, restart_on_reopen=True
+    )
     if storage is not None:
         storage.close()
     _close(repo)
@@ -240,18 +226,6 @@ def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot 
         return snapshot
     finally:
         _close(repo)
-
-
-def allowed_for(tr: Trace) -> Callable[[int], tuple[int, ...]]:
-    """Op *k* ran inside step *s*: the Session may be as before or as after that step."""
-    ops, final = tr.ops, len(tr.workload.steps)
-
-    def allowed(k: int) -> tuple[int, ...]:
-        if k >= len(ops):
-            return (final,)
-        return (ops[k].step, ops[k].step + 1)
-
-    return allowed
 
 
 def generic_states(tr: Trace, mode: Mode, seed: int) -> Iterator[CrashState]:

@@ -32,7 +32,7 @@ import re
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import attrs
 import orjson
@@ -263,6 +263,16 @@ def _dirs(fs: FakeFs, top: str) -> list[str]:
     return [d for d, _, _ in _walk(fs, top)]
 
 
+class Traced(Protocol):
+    """What :func:`allowed_for` reads of a trace (this module's or the generic sweep's)."""
+
+    @property
+    def workload(self) -> Workload: ...
+
+    @property
+    def ops(self) -> tuple[Op, ...]: ...
+
+
 @attrs.frozen
 class Trace:
     workload: Workload
@@ -272,15 +282,17 @@ class Trace:
     initial: DiskState
 
 
-def run_steps(
-    repo_class: type[JsonlRepository],
-    fs: Any,
+def drive_steps(
+    new_repo: Callable[[], Any],
     steps: Sequence[Step],
     clock: StepClock,
     on_step: Callable[[int], None] | None = None,
-) -> Any:
-    """Run ``steps`` on a repository over ``fs``; returns the open storage (or ``None``)."""
-    repo = repo_class(ROOT, fs, clock, cwd="/crash")
+    restart_on_reopen: bool = False,
+) -> tuple[Any, Any]:
+    """Run ``steps`` on the repository ``new_repo()`` builds; returns ``(repository, open
+    storage or None)``.  ``restart_on_reopen``: a ``reopen`` also closes the repository and
+    builds a new one (a process restart; the generic sweep's third-party backends)."""
+    repo = new_repo()
     storage: Any = None
     for index, step in enumerate(steps):
         clock.at(index)
@@ -292,12 +304,28 @@ def run_steps(
             storage.commit(step.writes)
         elif step.op == "reopen":
             storage.close()
+            if restart_on_reopen:
+                close = getattr(repo, "close", None)
+                if callable(close):
+                    close()
+                repo = new_repo()
             storage = repo.open(SESSION)
         elif step.op == "delete":
             storage.close()
             storage = None
             repo.delete(SESSION)
-    return storage
+    return repo, storage
+
+
+def run_steps(
+    repo_class: type[JsonlRepository],
+    fs: Any,
+    steps: Sequence[Step],
+    clock: StepClock,
+    on_step: Callable[[int], None] | None = None,
+) -> Any:
+    """Run ``steps`` on a repository over ``fs``; returns the open storage (or ``None``)."""
+    return drive_steps(lambda: repo_class(ROOT, fs, clock, cwd="/crash"), steps, clock, on_step)[1]
 
 
 def model_states(workload: Workload) -> list[Snapshot | None]:
@@ -408,7 +436,7 @@ def crash_states(
             disk.apply(op)
 
 
-def allowed_for(tr: Trace) -> Callable[[int], tuple[int, ...]]:
+def allowed_for(tr: Traced) -> Callable[[int], tuple[int, ...]]:
     """Op *k* ran inside step *s*: the Session may be as before or as after that step."""
     ops, final = tr.ops, len(tr.workload.steps)
 
