@@ -12,8 +12,6 @@ inspector shows exactly what open would do.
 
 from __future__ import annotations
 
-from itertools import chain, compress
-from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 import attrs
@@ -218,11 +216,11 @@ def plan(
     main = load.main
     load.errors.extend(main.corrupt)
     # Stage 5: the latest retirement per scope, from complete main transactions.
-    # Selected by C-level builtins, not a Python loop over every operation (open speed).
     boundaries = load.boundaries
-    main_ops = list(chain.from_iterable(map(_tx_ops, main.txs)))
-    for op in compress(main_ops, map(OP_RETIRE.__eq__, map(_code, main_ops))):
-        boundaries[op[1]] = op[2]
+    for tx in main.txs:
+        for op in tx.ops:
+            if op[0] == OP_RETIRE:
+                boundaries[op[1]] = op[2]
     # Stage 4: the high-water mark from the header and every complete record of every file.
     header_next_seq = main.header.get("nextSeq") if main.header is not None else None
     tops = [main.txs[-1].last] if main.txs else []
@@ -278,10 +276,6 @@ def plan(
                 )
             )
         previous = item
-
-
-_code = itemgetter(0)
-_tx_ops = attrgetter("ops")
 
 
 def _first_seq(item: tuple[str | None, Tx]) -> int:
