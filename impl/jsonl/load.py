@@ -253,8 +253,14 @@ def plan(
             if owner is not None or any(r["kind"] != "scope" for r in tx.records):
                 high = max(high, tx.last)
     load.high_water = high
-    # Stage 7: merge by global seq; reject duplicates and interleaving transactions.
-    retained.sort(key=lambda item: item[1].first)
+    # Stage 7: merge by global seq; reject duplicates and interleaving transactions.  The main
+    # log's own transactions already ascend strictly (scan_lines rejects anything else), so
+    # with no sidecar transaction retained there is nothing to merge or check.
+    load.retained = retained
+    load.next_seq = high + 1  # stage 8: advance to the precomputed high-water mark
+    if len(retained) == len(main.txs):
+        return
+    retained.sort(key=_first_seq)
     previous: tuple[str | None, Tx] | None = None
     for item in retained:
         if previous is not None and item[1].first <= previous[1].last:
@@ -270,6 +276,7 @@ def plan(
                 )
             )
         previous = item
-    load.retained = retained
-    # Stage 8: advance to the precomputed high-water mark.
-    load.next_seq = high + 1
+
+
+def _first_seq(item: tuple[str | None, Tx]) -> int:
+    return item[1].first

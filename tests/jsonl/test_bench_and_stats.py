@@ -71,3 +71,13 @@ def test_lazy_records_never_hand_out_raw_dicts() -> None:
         ("d", ValueRecord(100, b'["d"]')),
     ]
     assert all(isinstance(v, ValueRecord) for v in lazy.values())
+
+
+def test_open_stages_accounts_for_the_whole_open() -> None:
+    """The stage breakdown names every stage and its rows add up to the measured open."""
+    from scopecheck.bench.jsonl_stages import STAGES, open_stages
+
+    figures = open_stages(50_000, repeat=1)
+    assert [row["stage"] for row in figures["stages"]] == [label for _, label in STAGES]
+    total = sum(row["ms"] for row in figures["stages"])
+    assert abs(total - figures["open_ms"]) < 0.1 and figures["ratio"] > 0
