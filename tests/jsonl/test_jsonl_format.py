@@ -13,7 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from impl.jsonl import layout
-from impl.jsonl.codec import entry_payload_json
+from impl.jsonl.codec import (
+    BadRecord,
+    _fast_ops,
+    check_record,
+    entry_payload_json,
+    index_transaction,
+)
 from models.addresses import value, value_list
 from models.errors import CorruptError, StorageIOError
 from models.scope import ephemeral_scope
@@ -101,6 +107,86 @@ def test_header_and_write_shapes_follow_format_4(make_repo: RepoFactory, root: s
     }
     assert tx[4] == {"kind": "list", "op": "delete", "seq": 6, "namespace": "ns", "key": "old"}
     assert tx[5] == {"kind": "scope", "op": "retire", "seq": 7, "scopeId": "op-A"}
+
+
+@pytest.mark.rule("JSONL-7")
+def test_fast_indexer_recognises_every_shape_the_writer_produces(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """Open indexes each line with the inline recogniser and only falls back to the slow
+    documented checks for lines it does not recognise (JSONL-7: open speed).  Every record
+    shape the writer produces, in the main log and in a sidecar, one write per line and several,
+    must take the fast path, in both the full and the lean (fork) form -- else open is slower
+    for no reason while every result stays the same."""
+    storage = make_repo().create("s")
+    storage.commit([insert_entry("e1", None, "message", {"role": "user"})])
+    storage.commit([insert_entry("e2", "e1", "note")])
+    storage.commit([insert_usage("u1", {"input": 2}, entry_id="e1", details={"k": 1})])
+    storage.commit([insert_usage("u2", {"input": 1}, adjustment=True)])
+    writes = [
+        set_value(value("ns", "k"), [1, "x"]),
+        delete_value(value("ns", "gone")),
+        append_list(value_list("ns", "l"), {"a": None}, tag="mark"),
+        append_list(value_list("ns", "l"), 3),
+        delete_list(value_list("ns", "old")),
+    ]
+    for write in writes:
+        storage.commit([write])
+    storage.commit(writes)
+    scoped = [
+        set_value(value("ns", "k", scope=A), 1),
+        delete_value(value("ns", "gone", scope=A)),
+        append_list(value_list("ns", "l", scope=A), 2, tag="t"),
+        append_list(value_list("ns", "l", scope=A), 3),
+        delete_list(value_list("ns", "old", scope=A)),
+    ]
+    for write in scoped:
+        storage.commit([write])
+    storage.commit(scoped)
+    main = os.path.join(root, "s.jsonl")
+    with open(layout.sidecar_path(main, A.id), "rb") as handle:
+        sidecar = handle.read().splitlines()[1:]
+    storage.commit([retire_scope(A)])
+    storage.close()
+    files = [(main_lines(root)[1:], None), (sidecar, A.id)]
+    assert [len(lines) for lines, _ in files] == [4 + len(writes) + 1 + 1, len(scoped) + 1]
+    for lines, scope in files:
+        for line in lines:
+            obj = orjson.loads(line)
+            records, where = ((obj,), -1) if type(obj) is dict else (obj, 0)
+            for lean in (False, True):
+                fast = _fast_ops(records, line, where, scope, lean)
+                assert fast is not None, f"fast path refused a writer's line {line!r} ({lean=})"
+
+
+@pytest.mark.rule("JSONL-6")
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"kind": "list", "op": "append", "seq": 1, "namespace": "n", "key": "k", "value": 1,
+         "tag": ""},
+        {"kind": "bogus", "op": "retire", "seq": 1, "scopeId": "op-A"},
+        {"kind": "scope", "op": "retire", "seq": 1, "scopeId": "op-A", "extra": 1},
+        {"kind": "scope", "op": "delete", "seq": 1, "scopeId": "op-A"},
+    ],
+    ids=["empty-tag", "unknown-kind-shaped-as-retire", "retire-extra-key", "scope-not-retire"],
+)  # fmt: skip
+def test_fast_indexer_rejects_near_misses_of_the_writer_shapes(record: dict[str, Any]) -> None:
+    """Records one detail away from a writer shape: the inline recogniser must not accept what
+    ``check_record`` rejects (JSONL-6), alone or inside a transaction array."""
+    with pytest.raises(BadRecord):
+        check_record(record, None)
+    line = orjson.dumps(record)
+    with pytest.raises(BadRecord):
+        index_transaction(orjson.loads(line), line, None)
+    pair = [
+        {"kind": "value", "op": "delete", "seq": 1, "namespace": "n", "key": "k"},
+        dict(record, seq=2),
+    ]
+    line = orjson.dumps(pair)
+    for lean in (False, True):
+        with pytest.raises(BadRecord):
+            index_transaction(orjson.loads(line), line, None, lean=lean)
 
 
 json_values = st.recursive(
