@@ -14,14 +14,17 @@ from hypothesis import strategies as st
 
 from impl.jsonl import layout
 from impl.jsonl.codec import (
+    OP_APPEND,
     BadRecord,
     _fast_ops,
     check_record,
     entry_payload_json,
     index_transaction,
+    record_op,
 )
 from models.addresses import value, value_list
-from models.errors import CorruptError, StorageIOError
+from models.errors import CorruptError, StorageIOError, UsageError
+from models.fork import TreeFork
 from models.scope import ephemeral_scope
 from models.writes import (
     append_list,
@@ -307,8 +310,11 @@ def test_duplicate_seq_across_files_fails_open(make_repo: RepoFactory, root: str
     content = Path(side).read_bytes().replace(b'"seq":2', b'"seq":1')
     with open(side, "wb") as handle:
         handle.write(content)
-    with pytest.raises(CorruptError, match="repeats"):
+    with pytest.raises(CorruptError, match="repeats") as info:
         make_repo().open("s")
+    main = os.path.join(root, "s.jsonl")
+    assert info.value.details == {"file": side, "line": 2}  # the later of the two places
+    assert f"{main}:2" in str(info.value)  # and the earlier one
 
 
 class AppendFault:
@@ -441,6 +447,53 @@ HOSTILE = [
     "*",
     "'()!",
 ]
+
+
+@pytest.mark.rule("JSONL-14")
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "../x", "/etc"])
+def test_the_last_path_guard_refuses_names_that_leave_the_directory(name: str) -> None:
+    """Encoded names never leave their directory; the guard under every path join refuses
+    one that would anyway, as an invalid session id (a bug upstream must not write outside
+    the root)."""
+    with pytest.raises(UsageError) as info:
+        layout._join("/root/sessions", name)
+    assert info.value.code == "invalid_session_id"
+    assert layout._join("/root/sessions", "s.jsonl") == "/root/sessions/s.jsonl"
+
+
+@pytest.mark.rule("JSONL-6", "FORK-14")
+def test_fork_of_a_closed_source_with_a_foreign_header_is_corrupt_at_line_1(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """The fork checks the source's header as open does: a header naming another session is
+    corruption at line 1, and nothing is published."""
+    storage = make_repo().create("s")
+    storage.commit([set_value(value("a", "k"), 1)])
+    storage.close()
+    content = main_lines(root)
+    header = orjson.loads(content[0])
+    header["id"] = "other"
+    content[0] = orjson.dumps(header)
+    path = os.path.join(root, "s.jsonl")
+    with open(path, "wb") as handle:
+        handle.write(b"\n".join(content) + b"\n")
+    with pytest.raises(CorruptError) as info:
+        make_repo().fork("s", TreeFork(id="d"))
+    assert info.value.details["line"] == 1
+    assert not os.path.exists(os.path.join(root, "d.jsonl"))
+
+
+@pytest.mark.rule("JSONL-4")
+def test_record_op_of_a_tagged_append_keeps_seq_value_and_tag() -> None:
+    """The slow path's (and the legacy import's) replay operation of a list append carries
+    the element exactly: seq, value bytes and tag."""
+    rec = {"kind": "list", "op": "append", "seq": 9, "namespace": "n", "key": "k",
+           "value": {"a": [1]}, "tag": "mark"}  # fmt: skip
+    code, address, element = record_op(rec, "op-A", b"", -1)
+    assert code == OP_APPEND and address == ("op-A", "n", "k")
+    assert (element.seq, orjson.loads(element.value_json), element.tag) == (9, {"a": [1]}, "mark")
+    untagged = record_op({k: v for k, v in rec.items() if k != "tag"}, None, b"", -1)
+    assert untagged[2].tag is None
 
 
 @pytest.mark.rule("JSONL-14")
