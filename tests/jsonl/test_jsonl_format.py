@@ -35,6 +35,7 @@ from models.writes import (
     retire_scope,
     set_value,
 )
+from scopecheck.inspect import inspect_session
 from tests.jsonl.conftest import RepoFactory, tree
 
 A = ephemeral_scope("op-A")
@@ -481,6 +482,9 @@ def test_fork_of_a_closed_source_with_a_foreign_header_is_corrupt_at_line_1(
         make_repo().fork("s", TreeFork(id="d"))
     assert info.value.details["line"] == 1
     assert not os.path.exists(os.path.join(root, "d.jsonl"))
+    # The inspector reports the same damage as a corrupt line (not a torn tail).
+    problems = inspect_session(path)["problems"]
+    assert [(p["kind"], p["file"], p["line"]) for p in problems] == [("corrupt", path, 1)]
 
 
 @pytest.mark.rule("JSONL-4")
