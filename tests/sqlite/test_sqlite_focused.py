@@ -357,3 +357,20 @@ def test_per_file_fork_whose_publish_fails_is_an_io_error_naming_the_destination
     assert info.value.code == "io_error"
     assert info.value.details["path"] == str(tmp_path / "d.sqlite")
     assert sorted(os.listdir(tmp_path)) == ["src.sqlite"]
+
+
+@pytest.mark.rule("LIFE-1", "REPO-4")
+def test_closing_a_closed_handle_again_leaves_its_successor_tracked(tmp_path: Any) -> None:
+    """close() is idempotent: closing an old handle a second time, after the session was opened
+    again, must not untrack the new handle (it stays already_open and is closed with the
+    repository)."""
+    repo = SqliteRepository(tmp_path)
+    old = repo.create("s")
+    old.close()
+    new = repo.open("s")
+    old.close()
+    with pytest.raises(UsageError) as info:
+        repo.open("s")
+    assert info.value.code == "already_open"
+    repo.close()
+    assert new.closed
