@@ -94,6 +94,20 @@ def test_truncated_session_database_fails_with_corrupt(tmp_path: Path) -> None:
 
 
 @pytest.mark.rule("SQLITE-9")
+def test_damaged_btree_page_fails_quick_check_at_open_naming_the_file(tmp_path: Path) -> None:
+    """A file whose header is intact but one of whose b-tree pages is damaged is refused at
+    open by quick_check (not halfway through a later read or commit), naming the file."""
+    path = make_session_file(tmp_path)
+    data = bytearray(file_bytes(path))
+    page = 4096  # page 2: a table b-tree page; its cell pointers now point outside the page
+    data[page : page + 12] = bytes([0x0D, 0, 0, 0, 5, 0x0F, 0xFF, 0, 0, 0, 0, 0])
+    with open(path, "wb") as handle:
+        handle.write(data)
+    error = expect_code("corrupt", SqliteRepository(tmp_path).open, "s")
+    assert "quick_check" in str(error) and error.details["path"] == path
+
+
+@pytest.mark.rule("SQLITE-9")
 def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
     path = make_session_file(tmp_path)
     conn = raw_connection(path)
