@@ -482,9 +482,28 @@ def test_fork_of_a_closed_source_with_a_foreign_header_is_corrupt_at_line_1(
         make_repo().fork("s", TreeFork(id="d"))
     assert info.value.details["line"] == 1
     assert not os.path.exists(os.path.join(root, "d.jsonl"))
-    # The inspector reports the same damage as a corrupt line (not a torn tail).
-    problems = inspect_session(path)["problems"]
-    assert [(p["kind"], p["file"], p["line"]) for p in problems] == [("corrupt", path, 1)]
+
+
+@pytest.mark.rule("JSONL-6")
+def test_inspector_reports_a_foreign_header_as_a_corrupt_line(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """``scopecheck inspect`` names the damage open fails on: a header naming another session
+    is a *corrupt* line 1 of the main file (not a torn tail)."""
+    storage = make_repo().create("s")
+    storage.commit([set_value(value("a", "k"), 1)])
+    storage.close()
+    content = main_lines(root)
+    header = orjson.loads(content[0])
+    header["id"] = "other"
+    content[0] = orjson.dumps(header)
+    path = os.path.join(root, "s.jsonl")
+    with open(path, "wb") as handle:
+        handle.write(b"\n".join(content) + b"\n")
+    report = inspect_session(path)
+    problems = [(p["kind"], p["file"], p["line"]) for p in report["problems"]]
+    assert problems == [("corrupt", path, 1)]
+    assert report["open"].startswith("fails: corrupt")
 
 
 @pytest.mark.rule("JSONL-4")
