@@ -183,6 +183,10 @@ def test_the_stop_page_contract_can_fail() -> None:
     # Cut short although no marker was asked for: the untagged element's None tag once
     # passed for a marker here, so CrossHair could not catch such a pager.
     assert not _stops_at_marker(elements, None, elements[:2])
+    assert not _stops_at_marker(elements, "x", elements[:1])  # cut short, not at a marker
+    middle = [ListElement(1, b"1", None), ListElement(2, b"2", "m"), ListElement(3, b"3", None)]
+    assert not _stops_at_marker(middle, "m", middle)  # ran past a marker in the middle
+    assert _stops_at_marker(middle, "m", middle[:2])
     assert _stops_at_marker(elements, "m", elements[:1])
     assert _stops_at_marker(elements, None, elements)
     for tag in ("m", None, "absent"):
