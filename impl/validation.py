@@ -154,8 +154,11 @@ def _stops_at_marker(
     elements: Sequence[ListElement], stop_at_tag: str | None, page: list[ListElement]
 ) -> bool:
     """LIST-5: no marker before the page's last element, and the page is cut short only right
-    after a marker."""
-    if stop_at_tag is not None and any(e.tag == stop_at_tag for e in page[:-1]):
+    after a marker.  Without a ``stop_at_tag`` nothing is a marker (an untagged element's
+    ``None`` tag must not count as one), so the page is never cut."""
+    if stop_at_tag is None:
+        return len(page) == len(elements)
+    if any(e.tag == stop_at_tag for e in page[:-1]):
         return False
     return len(page) == len(elements) or (bool(page) and page[-1].tag == stop_at_tag)
 

@@ -217,6 +217,27 @@ def test_tree_copies_application_state_with_original_seqs(env: Env) -> None:
         cursor = page_src[-1].seq if page_src else None
 
 
+@pytest.mark.rule("FORK-9", "FORK-6")
+def test_tree_copies_tagged_elements_that_share_a_transaction_with_superseded_writes(
+    env: Env,
+) -> None:
+    """A transaction whose set is later superseded cannot be copied whole (the JSONL fork
+    rewrites such a line record by record): its surviving list elements keep seq, value and
+    tag, and its entries are copied."""
+    log = value_list("my-app.log")
+    env.commit(
+        insert_entry("e1", None, "message", {"role": "user"}),
+        set_value(value("my-app.state"), "v1"),
+        append_list(log, {"n": 1}, tag="mark"),
+        append_list(log, 2),
+    )
+    env.commit(set_value(value("my-app.state"), "v2"))
+    dest = env.fork(TreeFork(id="d"))
+    assert [(e.value, e.tag) for e in dest.read_list(log)] == [({"n": 1}, "mark"), (2, None)]
+    assert dest.read_list(log) == env.source.read_list(log)
+    assert [e.id for e in dest.snapshot().entries] == ["e1"]
+
+
 @pytest.mark.rule("FORK-9")
 def test_branch_copies_no_application_state_scalar_trace(env: Env) -> None:
     """001 §1.1 scalar trace: v1 at seq ~10, e1 at ~12, v2 at ~50; a branch fork at e1 must not

@@ -22,6 +22,7 @@ from models.fork_policy import (
     NamespaceSpan,
     classify,
     classify_list,
+    scan_spans,
 )
 from scopecheck import fork_reads
 from scopecheck.mutants.fork import probe_unfiltered_reads
@@ -77,6 +78,15 @@ def _hits(spans: tuple[NamespaceSpan, ...], namespace: str) -> int:
 
 
 @pytest.mark.rule("SQLITE-16", "FORK-8")
+def test_scan_spans_pick_the_table_for_the_scope_and_row_kind() -> None:
+    """``scan_spans(branch, lists)``: tree scope scans the same spans for values and lists;
+    branch scope scans values and lists differently (lists only where they fail the fork)."""
+    assert scan_spans(False, False) == scan_spans(False, True) == TREE_SPANS
+    assert scan_spans(True, False) == BRANCH_VALUE_SPANS
+    assert scan_spans(True, True) == BRANCH_LIST_SPANS
+    assert BRANCH_VALUE_SPANS != BRANCH_LIST_SPANS
+
+
 @given(namespace=namespaces)
 @example(namespace="pi")
 @example(namespace="pi.session.name")

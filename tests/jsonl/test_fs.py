@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
@@ -254,3 +258,73 @@ def test_pyfakefs_writer_creates_files_like_the_fake_os() -> None:
         results.append((contents, modes, codes, fs.file_size("/r/new")))
     assert results[0] == results[1]
     assert results[1][0] == [b"new\nmore\n", b"over\n"]
+
+
+def test_fast_pyfakefs_writer_takes_the_common_case_itself() -> None:
+    """The fast writer is only worth having if it handles the common case (a new file in an
+    existing directory, a plain absolute path) itself: it says so by returning ``True``.  A
+    path with a trailing slash, a ``.`` component or a doubled slash is left to the fake ``os``."""
+    fake = FakeFilesystem()
+    fake.create_dir("/r/d")
+    write = pyfakefs_writer(fake)
+    assert write("/r/d/new", b"x") is True
+    assert fake.get_object("/r/d/new").byte_contents == b"x"
+    for odd in ("/r/d/", "/r/./d/y", "/r//d/y", "/r/d/.hidden"):
+        assert write(odd, b"y") is False
+
+
+def test_a_failing_fast_writer_is_reported_as_a_write_error() -> None:
+    """An ``OSError`` from a ``writer`` hook is wrapped like one from ``os.open``: the error
+    names the operation, the path and the filesystem code."""
+
+    def full(path: str, data: bytes) -> bool:
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    fake = FakeFilesystem()
+    fake.create_dir("/r")
+    fs = OsFileSystem(FakeOsModule(fake), writer=full)
+    with pytest.raises(StorageIOError) as info:
+        fs.write_file("/r/f", b"x")
+    assert info.value.details["op"] == "write" and info.value.details["path"] == "/r/f"
+    assert fs_code(info.value) == "no_space"
+
+
+def test_exists_and_is_dir_report_errors_other_than_absence(tmp_path: Path) -> None:
+    """Only a missing path is ``False``; any other failure to look (here a name too long for
+    the filesystem) is an error naming the operation and the path, not a silent answer."""
+    fs = OsFileSystem()
+    long = str(tmp_path / ("x" * 300))
+    for op, call in (("exists", fs.exists), ("is_dir", fs.is_dir)):
+        with pytest.raises(StorageIOError) as info:
+            call(long)
+        assert info.value.details["op"] == op and info.value.details["path"] == long
+        assert fs_code(info.value) == "invalid"  # ENAMETOOLONG
+    assert fs.exists(str(tmp_path / "missing")) is False
+    assert fs.is_dir(str(tmp_path / "missing")) is False
+
+
+class _GrowingOs:
+    """An ``os`` whose ``fstat`` reports the size the file had before a concurrent writer
+    appended to it (the race read_bytes must survive)."""
+
+    def __init__(self, stale_size: int) -> None:
+        self.stale_size = stale_size
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def fstat(self, fd: int) -> Any:
+        info = os.fstat(fd)
+        return SimpleNamespace(st_mode=info.st_mode, st_size=self.stale_size)
+
+
+@pytest.mark.parametrize("stale_size", [0, 10])
+def test_read_bytes_returns_everything_when_the_file_grew_after_fstat(
+    tmp_path: Path, stale_size: int
+) -> None:
+    """A file that grew between ``fstat`` and ``read`` (or a file whose size ``fstat`` does not
+    know, 0) is read to its end, not cut at the size first seen."""
+    path = tmp_path / "f"
+    data = bytes(range(256)) * 400  # 100 KiB: more than the first read of an unknown size
+    path.write_bytes(data)
+    assert OsFileSystem(_GrowingOs(stale_size)).read_bytes(str(path)) == data

@@ -13,9 +13,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from impl.jsonl import layout
-from impl.jsonl.codec import entry_payload_json
+from impl.jsonl.codec import (
+    OP_APPEND,
+    BadRecord,
+    _fast_ops,
+    check_record,
+    entry_payload_json,
+    index_transaction,
+    record_op,
+)
 from models.addresses import value, value_list
-from models.errors import CorruptError, StorageIOError
+from models.errors import CorruptError, StorageIOError, UsageError
+from models.fork import TreeFork
 from models.scope import ephemeral_scope
 from models.writes import (
     append_list,
@@ -26,6 +35,7 @@ from models.writes import (
     retire_scope,
     set_value,
 )
+from scopecheck.inspect import inspect_session
 from tests.jsonl.conftest import RepoFactory, tree
 
 A = ephemeral_scope("op-A")
@@ -101,6 +111,86 @@ def test_header_and_write_shapes_follow_format_4(make_repo: RepoFactory, root: s
     }
     assert tx[4] == {"kind": "list", "op": "delete", "seq": 6, "namespace": "ns", "key": "old"}
     assert tx[5] == {"kind": "scope", "op": "retire", "seq": 7, "scopeId": "op-A"}
+
+
+@pytest.mark.rule("JSONL-7")
+def test_fast_indexer_recognises_every_shape_the_writer_produces(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """Open indexes each line with the inline recogniser and only falls back to the slow
+    documented checks for lines it does not recognise (JSONL-7: open speed).  Every record
+    shape the writer produces, in the main log and in a sidecar, one write per line and several,
+    must take the fast path, in both the full and the lean (fork) form -- else open is slower
+    for no reason while every result stays the same."""
+    storage = make_repo().create("s")
+    storage.commit([insert_entry("e1", None, "message", {"role": "user"})])
+    storage.commit([insert_entry("e2", "e1", "note")])
+    storage.commit([insert_usage("u1", {"input": 2}, entry_id="e1", details={"k": 1})])
+    storage.commit([insert_usage("u2", {"input": 1}, adjustment=True)])
+    writes = [
+        set_value(value("ns", "k"), [1, "x"]),
+        delete_value(value("ns", "gone")),
+        append_list(value_list("ns", "l"), {"a": None}, tag="mark"),
+        append_list(value_list("ns", "l"), 3),
+        delete_list(value_list("ns", "old")),
+    ]
+    for write in writes:
+        storage.commit([write])
+    storage.commit(writes)
+    scoped = [
+        set_value(value("ns", "k", scope=A), 1),
+        delete_value(value("ns", "gone", scope=A)),
+        append_list(value_list("ns", "l", scope=A), 2, tag="t"),
+        append_list(value_list("ns", "l", scope=A), 3),
+        delete_list(value_list("ns", "old", scope=A)),
+    ]
+    for write in scoped:
+        storage.commit([write])
+    storage.commit(scoped)
+    main = os.path.join(root, "s.jsonl")
+    with open(layout.sidecar_path(main, A.id), "rb") as handle:
+        sidecar = handle.read().splitlines()[1:]
+    storage.commit([retire_scope(A)])
+    storage.close()
+    files = [(main_lines(root)[1:], None), (sidecar, A.id)]
+    assert [len(lines) for lines, _ in files] == [4 + len(writes) + 1 + 1, len(scoped) + 1]
+    for lines, scope in files:
+        for line in lines:
+            obj = orjson.loads(line)
+            records, where = ((obj,), -1) if type(obj) is dict else (obj, 0)
+            for lean in (False, True):
+                fast = _fast_ops(records, line, where, scope, lean)
+                assert fast is not None, f"fast path refused a writer's line {line!r} ({lean=})"
+
+
+@pytest.mark.rule("JSONL-6")
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"kind": "list", "op": "append", "seq": 1, "namespace": "n", "key": "k", "value": 1,
+         "tag": ""},
+        {"kind": "bogus", "op": "retire", "seq": 1, "scopeId": "op-A"},
+        {"kind": "scope", "op": "retire", "seq": 1, "scopeId": "op-A", "extra": 1},
+        {"kind": "scope", "op": "delete", "seq": 1, "scopeId": "op-A"},
+    ],
+    ids=["empty-tag", "unknown-kind-shaped-as-retire", "retire-extra-key", "scope-not-retire"],
+)  # fmt: skip
+def test_fast_indexer_rejects_near_misses_of_the_writer_shapes(record: dict[str, Any]) -> None:
+    """Records one detail away from a writer shape: the inline recogniser must not accept what
+    ``check_record`` rejects (JSONL-6), alone or inside a transaction array."""
+    with pytest.raises(BadRecord):
+        check_record(record, None)
+    line = orjson.dumps(record)
+    with pytest.raises(BadRecord):
+        index_transaction(orjson.loads(line), line, None)
+    pair = [
+        {"kind": "value", "op": "delete", "seq": 1, "namespace": "n", "key": "k"},
+        dict(record, seq=2),
+    ]
+    line = orjson.dumps(pair)
+    for lean in (False, True):
+        with pytest.raises(BadRecord):
+            index_transaction(orjson.loads(line), line, None, lean=lean)
 
 
 json_values = st.recursive(
@@ -221,8 +311,11 @@ def test_duplicate_seq_across_files_fails_open(make_repo: RepoFactory, root: str
     content = Path(side).read_bytes().replace(b'"seq":2', b'"seq":1')
     with open(side, "wb") as handle:
         handle.write(content)
-    with pytest.raises(CorruptError, match="repeats"):
+    with pytest.raises(CorruptError, match="repeats") as info:
         make_repo().open("s")
+    main = os.path.join(root, "s.jsonl")
+    assert info.value.details == {"file": side, "line": 2}  # the later of the two places
+    assert f"{main}:2" in str(info.value)  # and the earlier one
 
 
 class AppendFault:
@@ -355,6 +448,75 @@ HOSTILE = [
     "*",
     "'()!",
 ]
+
+
+@pytest.mark.rule("JSONL-14")
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "../x", "/etc"])
+def test_the_last_path_guard_refuses_names_that_leave_the_directory(name: str) -> None:
+    """Encoded names never leave their directory; the guard under every path join refuses
+    one that would anyway, as an invalid session id (a bug upstream must not write outside
+    the root)."""
+    with pytest.raises(UsageError) as info:
+        layout._join("/root/sessions", name)
+    assert info.value.code == "invalid_session_id"
+    assert layout._join("/root/sessions", "s.jsonl") == "/root/sessions/s.jsonl"
+
+
+@pytest.mark.rule("JSONL-6", "FORK-14")
+def test_fork_of_a_closed_source_with_a_foreign_header_is_corrupt_at_line_1(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """The fork checks the source's header as open does: a header naming another session is
+    corruption at line 1, and nothing is published."""
+    storage = make_repo().create("s")
+    storage.commit([set_value(value("a", "k"), 1)])
+    storage.close()
+    content = main_lines(root)
+    header = orjson.loads(content[0])
+    header["id"] = "other"
+    content[0] = orjson.dumps(header)
+    path = os.path.join(root, "s.jsonl")
+    with open(path, "wb") as handle:
+        handle.write(b"\n".join(content) + b"\n")
+    with pytest.raises(CorruptError) as info:
+        make_repo().fork("s", TreeFork(id="d"))
+    assert info.value.details["line"] == 1
+    assert not os.path.exists(os.path.join(root, "d.jsonl"))
+
+
+@pytest.mark.rule("JSONL-6")
+def test_inspector_reports_a_foreign_header_as_a_corrupt_line(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """``scopecheck inspect`` names the damage open fails on: a header naming another session
+    is a *corrupt* line 1 of the main file (not a torn tail)."""
+    storage = make_repo().create("s")
+    storage.commit([set_value(value("a", "k"), 1)])
+    storage.close()
+    content = main_lines(root)
+    header = orjson.loads(content[0])
+    header["id"] = "other"
+    content[0] = orjson.dumps(header)
+    path = os.path.join(root, "s.jsonl")
+    with open(path, "wb") as handle:
+        handle.write(b"\n".join(content) + b"\n")
+    report = inspect_session(path)
+    problems = [(p["kind"], p["file"], p["line"]) for p in report["problems"]]
+    assert problems == [("corrupt", path, 1)]
+    assert report["open"].startswith("fails: corrupt")
+
+
+@pytest.mark.rule("JSONL-4")
+def test_record_op_of_a_tagged_append_keeps_seq_value_and_tag() -> None:
+    """The slow path's (and the legacy import's) replay operation of a list append carries
+    the element exactly: seq, value bytes and tag."""
+    rec = {"kind": "list", "op": "append", "seq": 9, "namespace": "n", "key": "k",
+           "value": {"a": [1]}, "tag": "mark"}  # fmt: skip
+    code, address, element = record_op(rec, "op-A", b"", -1)
+    assert code == OP_APPEND and address == ("op-A", "n", "k")
+    assert (element.seq, orjson.loads(element.value_json), element.tag) == (9, {"a": [1]}, "mark")
+    untagged = record_op({k: v for k, v in rec.items() if k != "tag"}, None, b"", -1)
+    assert untagged[2].tag is None
 
 
 @pytest.mark.rule("JSONL-14")

@@ -439,3 +439,79 @@ def test_crash_anywhere_in_a_closed_legacy_fork(
             shutil.rmtree(root)
     print(f"closed legacy fork crash states ({name}, {options.scope}): {total} points, {states}")
     assert states["absent"] > 0 and states["complete"] > 0, states
+
+
+def _corrupt_line(call: Any) -> Any:
+    try:
+        call()
+    except CorruptError as exc:
+        return exc.details.get("line")
+    return "accepted"
+
+
+@pytest.mark.rule("LEGACY-15", "LEGACY-2")
+@pytest.mark.parametrize(
+    ("header", "records", "line"),
+    [
+        ({"id": "someone-else"}, [msg("m1", None)], 1),
+        ({"version": 4}, [msg("m1", None)], 1),
+        ({"version": True}, [msg("m1", None)], 1),
+        ({}, [msg("m1", None), {"type": "nope", "id": "x", "parentId": "m1"}], 3),
+        (None, [], 1),
+    ],
+    ids=["header-names-another-session", "version-4", "version-true", "unknown-type", "empty"],
+)
+def test_disk_normaliser_blames_the_same_line_as_the_import(
+    tmp_path: Path, header: dict[str, Any] | None, records: list[dict[str, Any]], line: int
+) -> None:
+    """A damaged legacy file fails the fork as corrupt at the line the in-memory import names
+    (the error tells the user which line to repair, LEGACY-15): a header for another session,
+    an unsupported version (4, or ``true`` which equals 1 but is no int), an unknown record
+    type, an empty file (missing header)."""
+    if header is None:
+        path = tmp_path / f"{SID}.jsonl"
+        path.write_bytes(b"")
+    else:
+        path = write_legacy(tmp_path, SID, records, **header)
+
+    def capture() -> None:
+        legacy = LegacyCapture(OsFileSystem(), str(path), counter_ids)
+        try:
+            list(legacy.records(SID))
+        finally:
+            legacy.close()
+
+    def imported() -> None:
+        import_legacy(str(path), complete_lines(path), SID, counter_ids)
+
+    assert _corrupt_line(capture) == line
+    assert _corrupt_line(imported) == line
+
+
+@pytest.mark.rule("LEGACY-15", "LEGACY-8")
+def test_disk_normaliser_projects_an_earlier_compaction_into_a_later_retained_tail(
+    tmp_path: Path,
+) -> None:
+    """A compaction kept by a later compaction appears in that one's retained tail as a
+    ``compactionSummary`` message with its summary and tokensBefore, as the import has it."""
+    path = write_legacy(
+        tmp_path,
+        SID,
+        [
+            msg("m1", None),
+            {"type": "compaction", "id": "c1", "parentId": "m1", "summary": "s1",
+             "tokensBefore": 10, "firstKeptEntryId": "m1"},
+            msg("m2", "c1"),
+            {"type": "compaction", "id": "c2", "parentId": "m2", "summary": "s2",
+             "tokensBefore": 20, "firstKeptEntryId": "c1"},
+        ],
+    )  # fmt: skip
+    got = _capture_records(path, SID)
+    assert got != "corrupt" and got == _import_records(path, SID)
+    last = orjson.loads([r for r in got if b'"compaction"' in r][-1])
+    assert last["summary"] == "s2" and last["tokensBefore"] == 20
+    assert last["retainedTail"] == [
+        {"role": "compactionSummary", "summary": "s1", "tokensBefore": 10,
+         "timestamp": last["retainedTail"][0]["timestamp"]},
+        {"role": "user", "content": [{"type": "text", "text": "m2"}]},
+    ]  # fmt: skip

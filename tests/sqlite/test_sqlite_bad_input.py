@@ -51,9 +51,21 @@ def test_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
     conn.close()
     before = file_bytes(foreign)
     repo = SqliteRepository(tmp_path)
-    expect_code("corrupt", repo.open, "x")
-    expect_code("corrupt", SqliteContainerRepository, foreign)
+    assert expect_code("corrupt", repo.open, "x").details["path"] == foreign
+    assert expect_code("corrupt", SqliteContainerRepository, foreign).details["path"] == foreign
     assert file_bytes(foreign) == before
+
+
+@pytest.mark.rule("SQLITE-9")
+def test_session_database_missing_a_table_is_corrupt_and_names_the_file(tmp_path: Path) -> None:
+    """Our application id and schema version but a table gone: refused as corrupt, and the
+    error names the file (the user has to find it to repair or remove it)."""
+    path = make_session_file(tmp_path)
+    conn = raw_connection(path)
+    conn.execute("DROP TABLE list_values")
+    conn.close()
+    error = expect_code("corrupt", SqliteRepository(tmp_path).open, "s")
+    assert error.details["path"] == path and "list_values" in str(error)
 
 
 @pytest.mark.rule("SQLITE-9")
@@ -61,7 +73,7 @@ def test_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
 def test_corrupt_or_empty_file_is_refused_untouched(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "x.sqlite"
     path.write_bytes(content)
-    expect_code("corrupt", SqliteRepository(tmp_path).open, "x")
+    assert expect_code("corrupt", SqliteRepository(tmp_path).open, "x").details["path"] == str(path)
     assert path.read_bytes() == content
     if content:  # an empty container file is simply a new container
         expect_code("corrupt", SqliteContainerRepository, str(path))
@@ -77,7 +89,22 @@ def test_truncated_session_database_fails_with_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    expect_code("corrupt", SqliteRepository(tmp_path).open, "s")
+    error = expect_code("corrupt", SqliteRepository(tmp_path).open, "s")
+    assert error.details["path"] == str(path)
+
+
+@pytest.mark.rule("SQLITE-9")
+def test_damaged_btree_page_fails_quick_check_at_open_naming_the_file(tmp_path: Path) -> None:
+    """A file whose header is intact but one of whose b-tree pages is damaged is refused at
+    open by quick_check (not halfway through a later read or commit), naming the file."""
+    path = make_session_file(tmp_path)
+    data = bytearray(file_bytes(path))
+    page = 4096  # page 2: a table b-tree page; its cell pointers now point outside the page
+    data[page : page + 12] = bytes([0x0D, 0, 0, 0, 5, 0x0F, 0xFF, 0, 0, 0, 0, 0])
+    with open(path, "wb") as handle:
+        handle.write(data)
+    error = expect_code("corrupt", SqliteRepository(tmp_path).open, "s")
+    assert "quick_check" in str(error) and error.details["path"] == path
 
 
 @pytest.mark.rule("SQLITE-9")
@@ -134,7 +161,8 @@ def test_locked_database_fails_with_locked_and_writes_nothing(make_repo: Any, la
     blocker = raw_connection(path)
     blocker.execute("BEGIN IMMEDIATE")
     before = storage.snapshot()
-    expect_code("locked", storage.commit, [set_value(value("app", "k"), 2)])
+    error = expect_code("locked", storage.commit, [set_value(value("app", "k"), 2)])
+    assert error.details["path"] == path
     blocker.execute("ROLLBACK")
     blocker.close()
     assert storage.snapshot() == before

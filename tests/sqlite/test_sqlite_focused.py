@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
 import pytest
 
-from impl.sqlite import SqliteStorage
+import impl.sqlite.repository as repository
+from impl.sqlite import SqliteRepository, SqliteStorage
 from models.addresses import value, value_list
-from models.errors import UsageError
+from models.errors import StorageIOError, UsageError
+from models.fork import TreeFork
 from models.scope import ephemeral_scope
 from models.writes import (
     AnyWrite,
@@ -298,3 +301,76 @@ def test_both_layouts_do_their_io_through_the_given_vfs(make_repo: Any, layout: 
         assert any(call.kind == "write" for call in vfs.calls)
     finally:
         vfs.unregister()
+
+
+def _fork_source(root: Any) -> SqliteRepository:
+    repo = SqliteRepository(root)
+    source = repo.create("src")
+    source.commit([insert_entry("e1", None, "message", {"role": "user"})])
+    source.close()
+    return repo
+
+
+@pytest.mark.rule("FORK-1")
+def test_per_file_fork_that_loses_the_destination_to_another_process_fails_already_exists(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repository lock reserves the destination id in this process only; another process
+    may create the same file while the fork builds its temp copy.  Publishing with ``link``
+    then refuses to replace it: already_exists, the other session untouched, no temp left."""
+    repo = _fork_source(tmp_path)
+    original = repository.publish_stage
+
+    def racing(*args: Any, **kwargs: Any) -> Any:
+        other = SqliteRepository(tmp_path).create("d")  # another process wins the race
+        other.commit([set_value(value("app", "k"), "theirs")])
+        other.close()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(repository, "publish_stage", racing)
+    with pytest.raises(UsageError) as info:
+        repo.fork("src", TreeFork(id="d"))
+    assert info.value.code == "already_exists"
+    monkeypatch.undo()
+    theirs = SqliteRepository(tmp_path).open("d")
+    assert theirs.get_value(value("app", "k")).value == "theirs"
+    theirs.close()
+    assert sorted(os.listdir(tmp_path)) == ["d.sqlite", "src.sqlite"]
+
+
+@pytest.mark.rule("FORK-13")
+def test_per_file_fork_whose_publish_fails_is_an_io_error_naming_the_destination(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem failure while publishing the fork (here ``link`` across devices) is
+    io_error naming the destination path; nothing is published and the temp copy is gone."""
+
+    repo = _fork_source(tmp_path)
+
+    def cross_device(source: str, target: str) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link", target)
+
+    monkeypatch.setattr(repository.os, "link", cross_device)
+    with pytest.raises(StorageIOError) as info:
+        repo.fork("src", TreeFork(id="d"))
+    monkeypatch.undo()
+    assert info.value.code == "io_error"
+    assert info.value.details["path"] == str(tmp_path / "d.sqlite")
+    assert sorted(os.listdir(tmp_path)) == ["src.sqlite"]
+
+
+@pytest.mark.rule("LIFE-1", "REPO-4")
+def test_closing_a_closed_handle_again_leaves_its_successor_tracked(tmp_path: Any) -> None:
+    """close() is idempotent: closing an old handle a second time, after the session was opened
+    again, must not untrack the new handle (it stays already_open and is closed with the
+    repository)."""
+    repo = SqliteRepository(tmp_path)
+    old = repo.create("s")
+    old.close()
+    new = repo.open("s")
+    old.close()
+    with pytest.raises(UsageError) as info:
+        repo.open("s")
+    assert info.value.code == "already_open"
+    repo.close()
+    assert new.closed
