@@ -108,7 +108,7 @@ Ops = list[tuple[Any, ...]]
 
 
 def _corrupt(path: str, line: int, what: str) -> CorruptError:
-    return CorruptError("corrupt", f"{path}:{line}: {what}", path=path, line=line)
+    return CorruptError("corrupt", f"{path}:{line}: {what}", file=path, line=line)
 
 
 class SourcePrefix(Protocol):

@@ -80,6 +80,31 @@ def test_jsonl_torn_tail_source_is_never_repaired(tmp_path: Any) -> None:
     repo.close()
 
 
+@pytest.mark.rule("JSONL-6", "JSONL-20")
+def test_jsonl_fork_of_a_corrupt_source_names_its_file_and_line(tmp_path: Any) -> None:
+    """A complete malformed line in a closed source fails the fork as open fails: ``corrupt``
+    with the same ``file`` and 1-based ``line`` details; the source is untouched."""
+    repo = JsonlRepository(str(tmp_path), clock=CLOCK, cwd="/")
+    storage = repo.create("src")
+    _source(storage)
+    storage.close()
+    path = repo.path_of("src")
+    with open(path, "ab") as handle:
+        handle.write(b"not json\n")
+    before = Path(path).read_bytes()
+    line = before.count(b"\n")
+    with pytest.raises(ScopecheckError) as forked:
+        repo.fork("src", TreeFork(id="d"))
+    with pytest.raises(ScopecheckError) as opened:
+        repo.open("src")
+    assert forked.value.code == opened.value.code == "corrupt"
+    assert forked.value.details["file"] == opened.value.details["file"] == path
+    assert forked.value.details["line"] == opened.value.details["line"] == line
+    assert Path(path).read_bytes() == before
+    assert "d" not in repo.list()
+    repo.close()
+
+
 @pytest.mark.rule("FORK-14", "JSONL-20")
 def test_jsonl_fork_reads_the_source_only_through_the_prefix_reader(tmp_path: Any) -> None:
     """Instrumented: no whole-file read and no write of the source on the fork path."""
