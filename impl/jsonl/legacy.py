@@ -268,47 +268,6 @@ def _import(
             raise _Bad(line_of[rec["id"]], f"{field} {target!r} names no record")
         return target
 
-    def project(rec: dict[str, Any]) -> list[Any]:
-        """A record as context messages (what a compaction's retained tail holds)."""
-        kind = rec["type"]
-        if kind == "message":
-            return [rec.get("message")]
-        if kind == "custom_message":
-            return [custom_message(rec)]
-        if kind == "branch_summary":
-            if not rec.get("summary"):
-                return []
-            return [
-                {
-                    "role": "branchSummary",
-                    "summary": rec["summary"],
-                    "fromId": from_id(rec),
-                    "timestamp": rec["timestamp"],
-                }
-            ]
-        if kind == "compaction":
-            return [
-                {
-                    "role": "compactionSummary",
-                    "summary": rec.get("summary"),
-                    "tokensBefore": rec.get("tokensBefore"),
-                    "timestamp": rec["timestamp"],
-                }
-            ]
-        return []
-
-    def custom_message(rec: dict[str, Any]) -> dict[str, Any]:
-        message: dict[str, Any] = {
-            "role": "custom",
-            "customType": rec.get("customType"),
-            "content": rec.get("content"),
-        }
-        if "details" in rec:
-            message["details"] = rec["details"]
-        message["display"] = rec.get("display", False)
-        message["timestamp"] = rec["timestamp"]
-        return message
-
     def from_id(rec: dict[str, Any]) -> str | None:
         if rec.get("fromId") == "root":
             return None
@@ -324,7 +283,7 @@ def _import(
             chain.append(by_id[current])
             if current == first:
                 chain.reverse()
-                return [message for item in chain for message in project(item)]
+                return [message for item in chain for message in project(item, from_id)]
             current = by_id[current]["parentId"]
         raise _Bad(line_of[rec["id"]], f"firstKeptEntryId {first!r} is not on its parent branch")
 
@@ -335,37 +294,7 @@ def _import(
         if kind not in RETAINED:
             continue
         seq += 1
-        entry: dict[str, Any] = {
-            "kind": "entry",
-            "id": minted[rec["id"]],
-            "parentId": resolve(rec["parentId"]),
-        }
-        if kind == "message":
-            entry["type"] = "message"
-            entry["message"] = rec.get("message")
-        elif kind == "custom_message":
-            entry["type"] = "message"
-            entry["message"] = custom_message(rec)
-        elif kind == "custom":
-            entry["type"] = "custom"
-            entry["customType"] = rec.get("customType")
-            if "data" in rec:
-                entry["data"] = rec["data"]
-        else:
-            entry["type"] = kind
-            if kind == "branch_summary":
-                entry["fromId"] = from_id(rec)
-                entry["summary"] = rec.get("summary")
-            else:
-                entry["summary"] = rec.get("summary")
-                entry["retainedTail"] = tail(rec)
-                entry["tokensBefore"] = rec.get("tokensBefore")
-            for optional in ("details", "usage"):
-                if optional in rec:
-                    entry[optional] = rec[optional]
-            entry["fromHook"] = rec.get("fromHook", False)
-        entry["seq"] = seq
-        entry["timestamp"] = rec["timestamp"]
+        entry = legacy_entry(rec, minted[rec["id"]], resolve(rec["parentId"]), seq, from_id, tail)
         out.append(entry)
     retained = seq
 
@@ -478,6 +407,95 @@ def _lane_config(by_id: dict[str, dict[str, Any]], final: str | None) -> dict[st
     if model is None or level is None:
         return None
     return {"model": model, "thinkingLevel": level, "activeToolNames": tools or []}
+
+
+FromId = Callable[[dict[str, Any]], str | None]
+
+
+def custom_message(rec: dict[str, Any]) -> dict[str, Any]:
+    """A ``custom_message`` record as the ``custom``-role message it becomes (LEGACY-3)."""
+    message: dict[str, Any] = {
+        "role": "custom",
+        "customType": rec.get("customType"),
+        "content": rec.get("content"),
+    }
+    if "details" in rec:
+        message["details"] = rec["details"]
+    message["display"] = rec.get("display", False)
+    message["timestamp"] = rec["timestamp"]
+    return message
+
+
+def project(rec: dict[str, Any], from_id: FromId) -> list[Any]:
+    """A record as context messages (what a compaction's retained tail holds, LEGACY-8)."""
+    kind = rec["type"]
+    if kind == "message":
+        return [rec.get("message")]
+    if kind == "custom_message":
+        return [custom_message(rec)]
+    if kind == "branch_summary":
+        if not rec.get("summary"):
+            return []
+        return [
+            {
+                "role": "branchSummary",
+                "summary": rec["summary"],
+                "fromId": from_id(rec),
+                "timestamp": rec["timestamp"],
+            }
+        ]
+    if kind == "compaction":
+        return [
+            {
+                "role": "compactionSummary",
+                "summary": rec.get("summary"),
+                "tokensBefore": rec.get("tokensBefore"),
+                "timestamp": rec["timestamp"],
+            }
+        ]
+    return []
+
+
+def legacy_entry(
+    rec: dict[str, Any],
+    entry_id: str,
+    parent_id: str | None,
+    seq: int,
+    from_id: FromId,
+    tail: Callable[[dict[str, Any]], list[Any]],
+) -> dict[str, Any]:
+    """A retained record as its format-4 entry (LEGACY-3); the in-memory importer and the
+    fork's disk normaliser (:mod:`impl.jsonl.legacy_fork`) resolve ids and tails their own
+    way and share this mapping, so their lines stay byte-identical."""
+    kind = rec["type"]
+    entry: dict[str, Any] = {"kind": "entry", "id": entry_id, "parentId": parent_id}
+    if kind == "message":
+        entry["type"] = "message"
+        entry["message"] = rec.get("message")
+    elif kind == "custom_message":
+        entry["type"] = "message"
+        entry["message"] = custom_message(rec)
+    elif kind == "custom":
+        entry["type"] = "custom"
+        entry["customType"] = rec.get("customType")
+        if "data" in rec:
+            entry["data"] = rec["data"]
+    else:
+        entry["type"] = kind
+        if kind == "branch_summary":
+            entry["fromId"] = from_id(rec)
+            entry["summary"] = rec.get("summary")
+        else:
+            entry["summary"] = rec.get("summary")
+            entry["retainedTail"] = tail(rec)
+            entry["tokensBefore"] = rec.get("tokensBefore")
+        for optional in ("details", "usage"):
+            if optional in rec:
+                entry[optional] = rec[optional]
+        entry["fromHook"] = rec.get("fromHook", False)
+    entry["seq"] = seq
+    entry["timestamp"] = rec["timestamp"]
+    return entry
 
 
 def upgrade_bytes(imported: LegacyImport) -> bytes:

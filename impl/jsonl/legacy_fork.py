@@ -48,6 +48,8 @@ from impl.jsonl.legacy import (
     _add_usage,
     _ms,
     _usage_of,
+    legacy_entry,
+    project,
 )
 from models.errors import CorruptError
 
@@ -376,35 +378,14 @@ class LegacyCapture:
     def _entry(
         self, rec: dict[str, Any], line: int, minted: str, seq: int, parent_res: str | None
     ) -> dict[str, Any]:
-        kind = rec["type"]
-        entry: dict[str, Any] = {"kind": "entry", "id": minted, "parentId": parent_res}
-        if kind == "message":
-            entry["type"] = "message"
-            entry["message"] = rec.get("message")
-        elif kind == "custom_message":
-            entry["type"] = "message"
-            entry["message"] = _custom_message(rec)
-        elif kind == "custom":
-            entry["type"] = "custom"
-            entry["customType"] = rec.get("customType")
-            if "data" in rec:
-                entry["data"] = rec["data"]
-        else:
-            entry["type"] = kind
-            if kind == "branch_summary":
-                entry["fromId"] = self._from_id(rec, line)
-                entry["summary"] = rec.get("summary")
-            else:
-                entry["summary"] = rec.get("summary")
-                entry["retainedTail"] = self._tail_of(rec, line)
-                entry["tokensBefore"] = rec.get("tokensBefore")
-            for optional in ("details", "usage"):
-                if optional in rec:
-                    entry[optional] = rec[optional]
-            entry["fromHook"] = rec.get("fromHook", False)
-        entry["seq"] = seq
-        entry["timestamp"] = rec["timestamp"]
-        return entry
+        return legacy_entry(
+            rec,
+            minted,
+            parent_res,
+            seq,
+            lambda r: self._from_id(r, line),
+            lambda r: self._tail_of(r, line),
+        )
 
     def _from_id(self, rec: dict[str, Any], line: int) -> str | None:
         if rec.get("fromId") == "root":
@@ -424,39 +405,15 @@ class LegacyCapture:
             chain.append(current)
             if current == first:
                 chain.reverse()
-                return [m for lid in chain for m in self._project(self._record(lid), line)]
+                return [
+                    m
+                    for lid in chain
+                    for m in project(self._record(lid), lambda r: self._from_id(r, line))
+                ]
             current = next(
                 iter(self._conn.execute("SELECT parent FROM recs WHERE lid = ?", (current,)))
             )[0]
         raise _Bad(line, f"firstKeptEntryId {first!r} is not on its parent branch")
-
-    def _project(self, rec: dict[str, Any], line: int) -> list[Any]:
-        kind = rec["type"]
-        if kind == "message":
-            return [rec.get("message")]
-        if kind == "custom_message":
-            return [_custom_message(rec)]
-        if kind == "branch_summary":
-            if not rec.get("summary"):
-                return []
-            return [
-                {
-                    "role": "branchSummary",
-                    "summary": rec["summary"],
-                    "fromId": self._from_id(rec, line),
-                    "timestamp": rec["timestamp"],
-                }
-            ]
-        if kind == "compaction":
-            return [
-                {
-                    "role": "compactionSummary",
-                    "summary": rec.get("summary"),
-                    "tokensBefore": rec.get("tokensBefore"),
-                    "timestamp": rec["timestamp"],
-                }
-            ]
-        return []
 
 
 def _set(namespace: str, key: str, value: Any) -> dict[str, Any]:
@@ -491,16 +448,3 @@ def _text(value: object) -> str | None:
 
 def _label(value: object) -> str | None:
     return value if type(value) is str and value else None
-
-
-def _custom_message(rec: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "role": "custom",
-        "customType": rec.get("customType"),
-        "content": rec.get("content"),
-    }
-    if "details" in rec:
-        message["details"] = rec["details"]
-    message["display"] = rec.get("display", False)
-    message["timestamp"] = rec["timestamp"]
-    return message
