@@ -51,6 +51,7 @@ from crashsim.jsonl_sweep import (
     crash_states,
     describe,
     drive_steps,
+    fold_model,
     render_files,
     show_files,
 )
@@ -63,7 +64,6 @@ from models.writes import set_value
 
 ROOT = "/sessions"
 SESSION = "s"
-BASE_TIME = 1_700_000_000_000
 #: Torn writes: every offset up to this size, else boundaries plus a seeded sample.
 SHORT_WRITE = 64
 LONG_SAMPLES = 6
@@ -119,22 +119,15 @@ class ModelStates:
 
 
 def model_states(wl: Workload) -> ModelStates:
-    repo = ReferenceRepository()
-    session: Any = None
-    snapshots: list[Snapshot | None] = [None]
-    next_seqs = [1]
-    for index, step in enumerate(wl.steps):
-        if step.op == "create":
-            session = repo.create(SESSION)
-        elif step.op == "commit":
-            session.commit(step.writes, BASE_TIME + 1000 * index)
-        elif step.op == "delete":
-            repo.close_session(SESSION)
-            repo.delete(SESSION)
-            session = None
+    snapshots: list[Snapshot | None] = []
+    next_seqs: list[int] = []
+
+    def observe(session: Any) -> None:
         snapshots.append(None if session is None else session.snapshot())
         log = session.log if session is not None else []
         next_seqs.append(log[-1].first_seq + len(log[-1].writes) if log else 1)
+
+    fold_model(wl, observe)
     return ModelStates(tuple(snapshots), tuple(next_seqs))
 
 

@@ -328,11 +328,12 @@ def run_steps(
     return drive_steps(lambda: repo_class(ROOT, fs, clock, cwd="/crash"), steps, clock, on_step)[1]
 
 
-def model_states(workload: Workload) -> list[Snapshot | None]:
-    """The model's Session after each prefix of steps (index 0: before any)."""
+def fold_model(workload: Workload, observe: Callable[[Any], None]) -> None:
+    """Drive the reference model through ``workload``, calling ``observe(session or None)``
+    before any step and after each one."""
     repo = ReferenceRepository()
     session: Any = None
-    states: list[Snapshot | None] = [None]
+    observe(None)
     for index, step in enumerate(workload.steps):
         if step.op == "create":
             session = repo.create(SESSION)
@@ -342,7 +343,13 @@ def model_states(workload: Workload) -> list[Snapshot | None]:
             repo.close_session(SESSION)
             repo.delete(SESSION)
             session = None
-        states.append(None if session is None else session.snapshot())
+        observe(session)
+
+
+def model_states(workload: Workload) -> list[Snapshot | None]:
+    """The model's Session after each prefix of steps (index 0: before any)."""
+    states: list[Snapshot | None] = []
+    fold_model(workload, lambda s: states.append(None if s is None else s.snapshot()))
     return states
 
 
