@@ -14,7 +14,7 @@ import pytest
 
 from scopecheck.backends import resolve_backend
 from scopecheck.fuzz import BackendReport, fuzz_backend
-from scopecheck.profiles import load_profile
+from scopecheck.profiles import get_profile
 
 BACKENDS = [b for b in os.environ.get("SCOPECHECK_FUZZ_BACKENDS", "").split(",") if b]
 
@@ -33,7 +33,7 @@ def test_fuzz(name: str) -> None:
         resolve_backend(name),
         budget=float(os.environ["SCOPECHECK_FUZZ_BUDGET"]),
         seed=int(os.environ["SCOPECHECK_FUZZ_SEED"]),
-        settings=load_profile(profile),
+        settings=get_profile(profile),
         failures_dir=Path(os.environ["SCOPECHECK_FUZZ_FAILURES"]),
         profile=profile,
         on_progress=progress,

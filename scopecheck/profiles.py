@@ -93,14 +93,23 @@ def register_crosshair_profile() -> None:
         ) from None
 
 
+def get_profile(name: str) -> settings:
+    """The settings of profile ``name`` *without* making it the process default: a caller
+    that runs one machine under a profile (a planted bug, a replay, a benchmark) must not
+    change the budget of every later test in the same process."""
+    register_profiles()
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(PROFILES)}")
+    if name == "crosshair":
+        register_crosshair_profile()
+    return settings.get_profile(name)
+
+
 def load_profile(name: str | None = None) -> settings:
     """Load ``name`` (or ``$SCOPECHECK_PROFILE``; default ``dev``, ``mutation`` under mutmut)."""
     register_profiles()
     default = "mutation" if MUTMUT_ENV_VAR in os.environ else "dev"
     chosen = name or os.environ.get(ENV_VAR, default)
-    if chosen not in PROFILES:
-        raise ValueError(f"unknown profile {chosen!r}; choose one of {', '.join(PROFILES)}")
-    if chosen == "crosshair":
-        register_crosshair_profile()
+    profile = get_profile(chosen)
     settings.load_profile(chosen)
-    return settings.get_profile(chosen)
+    return profile

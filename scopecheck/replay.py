@@ -21,7 +21,7 @@ from models.errors import UsageError
 from scopecheck.backends import Backend, resolve_backend
 from scopecheck.machine import make_machine
 from scopecheck.mutants import failure_program
-from scopecheck.profiles import load_profile
+from scopecheck.profiles import get_profile
 
 
 def load_reproducer(path: str) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
         backend = resolve_backend(record["backend"])
     machine = make_machine(backend)
     settings = Settings(
-        load_profile(record.get("profile", "dev")),
+        get_profile(record.get("profile", "dev")),
         max_examples=record.get("examples_per_round", 10),
         database=None,
     )

@@ -108,7 +108,7 @@ def run_conformance(spec: str) -> tuple[int, list[dict[str, Any]]]:
 def validate(spec: str, budget: float, failures_dir: Path, seed: int) -> Verdict:
     import time
 
-    from scopecheck.profiles import load_profile
+    from scopecheck.profiles import get_profile
 
     started = time.perf_counter()
     backend = load_backend(spec)
@@ -118,7 +118,7 @@ def validate(spec: str, budget: float, failures_dir: Path, seed: int) -> Verdict
         attrs.evolve(backend, crash=None),
         budget=budget * (1 - CRASH_SHARE) if explorer is not None else budget,
         seed=seed,
-        settings=load_profile("ci"),
+        settings=get_profile("ci"),
         failures_dir=failures_dir,
         profile="ci",
         spec=spec,

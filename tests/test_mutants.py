@@ -44,3 +44,20 @@ def test_crash_check_catches_planted_bug(mutant) -> None:  # type: ignore[no-unt
     result = run_mutant(mutant)
     assert result.caught, f"{mutant.name} escaped: {result.error or 'no failure'}"
     assert result.error
+
+
+@pytest.mark.rule("ARCH-2")
+def test_running_a_planted_bug_leaves_the_suite_profile_alone() -> None:
+    """``run_mutant`` runs under the large ``mutants`` budget without making it the process
+    default: every later machine test in the same worker keeps the suite's profile."""
+    from hypothesis import settings
+
+    before = settings.default
+    mutant = next(m for m in MACHINE_MUTANTS if m.name == "memory-close-does-not-seal")
+    assert run_mutant(mutant).caught
+    after = settings.default
+    assert (after.max_examples, after.stateful_step_count, after.derandomize) == (
+        before.max_examples,
+        before.stateful_step_count,
+        before.derandomize,
+    )

@@ -38,9 +38,9 @@ def bench_machine(runs: int) -> dict[str, Any]:
     from scopecheck.backends import BUNDLED
     from scopecheck.bench.trivial import TrivialMachine
     from scopecheck.machine import make_machine
-    from scopecheck.profiles import load_profile
+    from scopecheck.profiles import get_profile
 
-    settings = Settings(load_profile("mutants"), max_examples=150)
+    settings = Settings(get_profile("mutants"), max_examples=150)
     backends = {name: make_machine(b) for name, b in BUNDLED.items()}
     rates: dict[str, list[float]] = {"trivial": [], **{name: [] for name in backends}}
     for _ in range(runs):

@@ -16,9 +16,9 @@ def bench_lifecycle(runs: int) -> dict[str, Any]:
     from scopecheck.bench import machine_rate
     from scopecheck.bench.trivial import TrivialMachine
     from scopecheck.lifecycle_machine import make_lifecycle_machine
-    from scopecheck.profiles import load_profile
+    from scopecheck.profiles import get_profile
 
-    settings = Settings(load_profile("mutants"), max_examples=60)
+    settings = Settings(get_profile("mutants"), max_examples=60)
     machines = {name: make_lifecycle_machine(b) for name, b in BUNDLED.items()}
     rates: dict[str, list[float]] = {"trivial": [], **{name: [] for name in machines}}
     for _ in range(runs):

@@ -128,13 +128,13 @@ def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult
     if mutant.check is not None:
         return mutant.check()
     from scopecheck.machine import make_machine
-    from scopecheck.profiles import load_profile
+    from scopecheck.profiles import get_profile
 
     if mutant.caught_by.startswith("fork-"):
         from scopecheck.mutants.fork import run_fork_mutant
 
         return run_fork_mutant(mutant)
-    chosen = settings or load_profile("mutants")
+    chosen = settings or get_profile("mutants")
     machine = (mutant.machine or make_machine)(mutant.make())
     lines: list[object] = []
     start = time.perf_counter()

@@ -23,7 +23,7 @@ from models.scope import ephemeral_scope
 from models.writes import append_list, retire_scope, set_value
 from scopecheck.mutants import CATALOGUE, all_mutants, run_mutant
 from scopecheck.mutants.jsonl import TornTailKept, UnlinkBeforeRetireDurable, _repository
-from scopecheck.profiles import load_profile
+from scopecheck.profiles import get_profile
 
 A = ephemeral_scope("op-A")
 JSONL_MUTANTS = all_mutants("jsonl")
@@ -50,8 +50,7 @@ def test_catalogue_has_the_six_jsonl_mutants() -> None:
 @pytest.mark.parametrize("name", sorted(m.name for m in JSONL_MUTANTS if m.caught_by == "machine"))
 def test_machine_catches_jsonl_mutant(name: str) -> None:
     """The stateful machine finds a falsifying program for this planted bug."""
-    fast = settings(load_profile("mutants"), phases=[Phase.generate], report_multiple_bugs=False)
-    load_profile()  # restore the suite's profile for later tests
+    fast = settings(get_profile("mutants"), phases=[Phase.generate], report_multiple_bugs=False)
     result = run_mutant(CATALOGUE[name], settings=fast)
     assert result.caught, f"{name} survived the machine"
 
