@@ -363,12 +363,22 @@ EXTRA: dict[str, Backend] = {
 """More worlds of the bundled backends, by name (``scopecheck fuzz --backend jsonl-fakefs``)."""
 
 
+def is_user_spec(name: str) -> bool:
+    """``PATH_OR_MODULE:FACTORY`` (a backend outside this project) rather than a name."""
+    return ":" in name and name not in BUNDLED and name not in EXTRA
+
+
 def resolve_backend(name: str) -> Backend:
-    """A bundled backend or a catalogue mutant by name; ``UsageError(not_found)`` otherwise."""
+    """A bundled backend, a catalogue mutant by name, or a user backend by
+    ``PATH_OR_MODULE:FACTORY``; a ``UsageError`` that says what is wrong otherwise."""
     from models.errors import UsageError
 
     if name in BUNDLED or name in EXTRA:
         return BUNDLED.get(name) or EXTRA[name]
+    if is_user_spec(name):
+        from scopecheck.adapters import load_backend
+
+        return load_backend(name)
     from scopecheck.mutants import all_mutants
 
     for mutant in all_mutants():

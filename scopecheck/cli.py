@@ -48,7 +48,8 @@ def cli() -> None:
     "--backend",
     "backends",
     multiple=True,
-    help="Backend to fuzz (repeatable; default: all bundled).",
+    help="Backend to fuzz: a bundled name or PATH_OR_MODULE:FACTORY (repeatable; default: all"
+    " bundled).",
 )
 @click.option(
     "--budget", type=float, default=None, help=f"Seconds per backend (default {DEFAULT_BUDGET:g})."
@@ -84,7 +85,7 @@ def fuzz(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from scopecheck.backends import BUNDLED, Backend, resolve_backend
+    from scopecheck.backends import BUNDLED, Backend, is_user_spec, resolve_backend
     from scopecheck.fuzz import BackendReport, fuzz_backend
     from scopecheck.profiles import PROFILES, load_profile
 
@@ -92,11 +93,13 @@ def fuzz(
     chosen: dict[str, Backend] = {}
     for name in names:
         try:
-            chosen[name] = resolve_backend(name)  # bundled, or a catalogue mutant by name
-        except ScopecheckError:
+            chosen[name] = resolve_backend(name)  # bundled, a catalogue mutant, or PATH:FACTORY
+        except ScopecheckError as exc:
+            if is_user_spec(name):
+                fail(str(exc))
             fail(
                 f"unknown backend {name!r}; choose from {', '.join(sorted(BUNDLED))} "
-                "(or a mutant name from 'scopecheck mutants')"
+                "(or a mutant name from 'scopecheck mutants', or PATH_OR_MODULE:FACTORY)"
             )
     per_backend = DEFAULT_BUDGET if budget is None else budget
     if not per_backend > 0:
@@ -143,6 +146,7 @@ def fuzz(
                 failures_dir=Path(failures_dir),
                 profile=profile_name,
                 on_progress=update,
+                spec=name if is_user_spec(name) else None,
             )
             progress.update(task, completed=per_backend)
     total_failures = sum(r.failures for r in reports.values())

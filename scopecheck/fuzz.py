@@ -7,6 +7,8 @@ holds Hypothesis's exact choice sequence (``@reproduce_failure`` blob) besides.
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +73,15 @@ def save_reproducer(directory: Path, record: dict[str, Any]) -> Path:
     path = directory / f"{safe.strip('-')}-{stamp}-seed{record['seed']}.json"
     path.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
     return path
+
+
+def report_file_name(name: str) -> str:
+    """A worker's report file for backend ``name``: bundled names as they are, a
+    ``PATH:FACTORY`` spec made safe for a file name (with a hash, so two specs never clash)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    if safe != name:
+        safe += "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{safe}.json"
 
 
 def fuzz_backend(

@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scopecheck.backends import resolve_backend
-from scopecheck.fuzz import BackendReport, fuzz_backend
+from scopecheck.backends import is_user_spec, resolve_backend
+from scopecheck.fuzz import BackendReport, fuzz_backend, report_file_name
 from scopecheck.profiles import get_profile
 
 BACKENDS = [b for b in os.environ.get("SCOPECHECK_FUZZ_BACKENDS", "").split(",") if b]
@@ -21,7 +21,7 @@ BACKENDS = [b for b in os.environ.get("SCOPECHECK_FUZZ_BACKENDS", "").split(",")
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_fuzz(name: str) -> None:
-    out = Path(os.environ["SCOPECHECK_FUZZ_DIR"]) / f"{name}.json"
+    out = Path(os.environ["SCOPECHECK_FUZZ_DIR"]) / report_file_name(name)
     profile = os.environ.get("SCOPECHECK_PROFILE", "dev")
 
     def progress(report: BackendReport) -> None:
@@ -37,5 +37,6 @@ def test_fuzz(name: str) -> None:
         failures_dir=Path(os.environ["SCOPECHECK_FUZZ_FAILURES"]),
         profile=profile,
         on_progress=progress,
+        spec=name if is_user_spec(name) else None,
     )
     out.write_bytes(orjson.dumps({**report.as_json(), "seconds": report.seconds, "done": True}))

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from scopecheck.fuzz import BackendReport
+from scopecheck.fuzz import BackendReport, report_file_name
 
 
 def fuzz_in_workers(
@@ -81,7 +81,7 @@ def _refresh(
 ) -> dict[str, BackendReport]:
     reports: dict[str, BackendReport] = {}
     for name, task in tasks.items():
-        path = scratch / f"{name}.json"
+        path = scratch / report_file_name(name)
         try:
             data = orjson.loads(path.read_bytes())
         except (FileNotFoundError, orjson.JSONDecodeError):

@@ -29,6 +29,8 @@ def scopecheck(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]
     "args",
     [
         ("fuzz", "--backend", "nope"),
+        ("fuzz", "--backend", "examples/nope.py:make_backend"),
+        ("fuzz", "--backend", "examples/good_backend.py:nothing"),
         ("fuzz", "--budget", "0"),
         ("fuzz", "--budget", "soon"),
         ("fuzz", "--profile", "weekly"),
@@ -100,6 +102,24 @@ def test_found_bug_saves_a_reproducer_that_replays_to_the_same_failure(tmp_path:
     assert replayed.returncode == 1
     assert "Still failing." in replayed.stdout
     assert "lists: model=()" in replayed.stdout
+
+
+@pytest.mark.rule("ARCH-2", "RETIRE-2")
+def test_fuzz_takes_a_user_backend_and_its_reproducer_replays(tmp_path: Path) -> None:
+    """``fuzz --backend PATH:FACTORY`` fuzzes a backend outside the project; the broken example
+    fails with a reproducer that names the spec, and replaying it loads the same factory."""
+    spec = "examples/broken_backend.py:make_backend"
+    result = scopecheck(
+        "fuzz", "--backend", spec, "--budget", "20", "--seed", "1", "--json",
+        "--failures-dir", str(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    data = orjson.loads(result.stdout)
+    assert data["backends"][spec]["failures"] == 1
+    (saved,) = tmp_path.glob("*.json")
+    assert orjson.loads(saved.read_bytes())["spec"] == spec
+    replayed = scopecheck("replay", str(saved))
+    assert replayed.returncode == 1 and "Still failing." in replayed.stdout
 
 
 @pytest.mark.rule("ERR-4")
