@@ -12,7 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def scopecheck(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def scopecheck(
+    *args: str, cwd: Path = ROOT, hash_seed: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "scopecheck", *args],
         cwd=cwd,
@@ -20,7 +22,11 @@ def scopecheck(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]
         text=True,
         check=False,
         timeout=300,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        env={
+            **__import__("os").environ,
+            "PYTHONPATH": str(ROOT),
+            **({"PYTHONHASHSEED": hash_seed} if hash_seed is not None else {}),
+        },
     )
 
 
