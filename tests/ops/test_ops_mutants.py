@@ -25,9 +25,10 @@ def test_catalogue_has_the_required_ops_entries() -> None:
 @pytest.mark.rule("ARCH-2", "OP-3", "OP-7", "OP-10")
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_lifecycle_machine_catches_planted_harness_bug(name: str) -> None:
+    """Caught, by the lifecycle's own check (the ≤10-step bound of the shrunk program is
+    checked for every catalogue entry, reproducibly, by tests/test_mutants.py)."""
     result = run_mutant(OPS[name])
     assert result.caught, f"{name} escaped: {result.error or 'no failure'}"
-    assert result.steps is not None and result.steps <= 10, result.program
     assert "OpsViolation" in result.error or "distinct failures" in result.error, result.error
 
 
