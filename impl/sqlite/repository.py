@@ -18,6 +18,7 @@ import os
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any, Final
 
 import apsw
@@ -257,15 +258,27 @@ class SqliteRepository(_Base):
 
     def _build(self, session_id: str, path: str) -> None:
         """Initialise under a temp name, then publish with ``link`` (exclusive create)."""
+
+        def fill(conn: apsw.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            initialise(conn)
+            self._insert_session_row(conn, session_id)
+            conn.execute("COMMIT")
+
+        self._build_and_link(session_id, path, fill, "create")
+
+    def _build_and_link(
+        self, session_id: str, path: str, fill: Callable[[apsw.Connection], None], verb: str
+    ) -> None:
+        """Run ``fill`` on a database under a temp name in the root, then publish it as
+        ``path`` with ``link`` (exclusive: an existing Session is ``already_exists``) and fsync
+        the directory; the temp name and its journals are removed whatever happens."""
         tmp = os.path.join(self.root, f".{uuid.uuid4().hex}.sqlite.tmp")
         try:
             conn = self._connect(tmp, create=True)
             try:
                 with translate(tmp):
-                    conn.execute("BEGIN IMMEDIATE")
-                    initialise(conn)
-                    self._insert_session_row(conn, session_id)
-                    conn.execute("COMMIT")
+                    fill(conn)
             finally:
                 with contextlib.suppress(apsw.Error):
                     conn.close()
@@ -281,7 +294,7 @@ class SqliteRepository(_Base):
         except ScopecheckError:
             raise
         except OSError as exc:
-            raise StorageIOError("io_error", f"cannot create {path}: {exc}", path=path) from exc
+            raise StorageIOError("io_error", f"cannot {verb} {path}: {exc}", path=path) from exc
         finally:
             for suffix in ("", *SIDECARS):
                 _remove(tmp + suffix)
@@ -301,35 +314,14 @@ class SqliteRepository(_Base):
 
     def _fork_publish(self, stage: str, dest_id: str, source_id: str, high_water: int) -> None:
         """Build the destination under a temp name in one transaction, publish with ``link``."""
-        path = self.path_for(dest_id)
-        tmp = os.path.join(self.root, f".{uuid.uuid4().hex}.sqlite.tmp")
-        try:
-            conn = self._connect(tmp, create=True)
-            try:
-                with translate(tmp):
-                    conn.execute("BEGIN IMMEDIATE")
-                    initialise(conn)
-                    conn.execute("COMMIT")
-                    publish_stage(
-                        conn, stage, dest_id, source_id, high_water, self._insert_session_row
-                    )
-            finally:
-                with contextlib.suppress(apsw.Error):
-                    conn.close()
-            for suffix in SIDECARS:
-                _remove(path + suffix)
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise usage("already_exists", f"session {dest_id!r} already exists") from None
-            _fsync_dir(self.root)
-        except ScopecheckError:
-            raise
-        except OSError as exc:
-            raise StorageIOError("io_error", f"cannot fork into {path}: {exc}", path=path) from exc
-        finally:
-            for suffix in ("", *SIDECARS):
-                _remove(tmp + suffix)
+
+        def fill(conn: apsw.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            initialise(conn)
+            conn.execute("COMMIT")
+            publish_stage(conn, stage, dest_id, source_id, high_water, self._insert_session_row)
+
+        self._build_and_link(dest_id, self.path_for(dest_id), fill, "fork into")
 
     def open(self, session_id: str) -> SqliteStorage:
         path = self.path_for(session_id)
