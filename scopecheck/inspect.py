@@ -20,7 +20,7 @@ from impl.fs import AppendFile, DirEntry, FileSystem, Lines, OsFileSystem
 from impl.jsonl import layout
 from impl.jsonl.legacy import is_legacy_header
 from impl.jsonl.load import FileScan, SessionLoad, load_session
-from impl.jsonl.storage import replay, resident_state
+from impl.jsonl.replay import replay
 from models.errors import ScopecheckError, StorageIOError, usage
 from scopecheck.inspect_legacy import inspect_legacy, render_legacy
 
@@ -136,8 +136,7 @@ def inspect_session(path: str, fs: FileSystem | None = None) -> dict[str, Any]:
     repairs: list[str] = []
     state_summary: dict[str, Any] | None = None
     if not load.errors:
-        state = resident_state()
-        replay(state, load)  # in memory only: what open would hold
+        state = replay(load)  # in memory only: what open would hold
         live_scopes = sorted({k[0] for k in [*state.values, *state.lists] if k[0] is not None})
         state_summary = {
             "entries": len(state.entries),

@@ -1,7 +1,8 @@
 """Resident maps that build their records on first use (open speed, JSONL-7).
 
 Replay stores each record's replay operation (which points at its line, see
-:func:`impl.jsonl.codec.index_transaction`) or a decoded record dict, and turns it into an
+:func:`impl.jsonl.codec.index_transaction`), the main-log line that holds it (the fast path,
+:func:`impl.jsonl.replay.fold_main_log`) or a decoded record dict, and turns it into an
 ``EntryRecord``, ``UsageRecord`` or ``ValueRecord`` only when something reads it.  A value
 overwritten a thousand times in the log is built once, and opening a long Session does not
 pay for records nobody reads.  Every way the Memory code reads these maps (``get``, ``[]``,
@@ -26,15 +27,21 @@ _dumps = orjson.dumps
 
 
 class LazyRecords(dict[K, V]):
-    """A dict whose values may be held raw until first read: a record dict, or a replay
-    operation tuple (:func:`~impl.jsonl.codec.op_record` finds its record).  Replay stores
-    operations with plain item assignment and then calls :meth:`count_raw`."""
+    """A dict whose values may be held raw until first read: a record dict, a replay
+    operation tuple (:func:`~impl.jsonl.codec.op_record` finds its record), or the bytes of
+    the line holding the record (``find(decoded line, key)`` finds it).  Replay stores raw
+    values with plain item assignment and then calls :meth:`count_raw`."""
 
-    __slots__ = ("_build", "_raw")
+    __slots__ = ("_build", "_find", "_raw")
 
-    def __init__(self, build: Callable[[dict[str, Any]], V]) -> None:
+    def __init__(
+        self,
+        build: Callable[[dict[str, Any]], V],
+        find: Callable[[Any, K], dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__()
         self._build = build
+        self._find = find
         self._raw = 0  # how many values are still raw; 0 means plain-dict speed
 
     def put_raw(self, key: K, record: dict[str, Any]) -> None:
@@ -52,12 +59,27 @@ class LazyRecords(dict[K, V]):
 
     def _ready(self, key: K, stored: Any) -> V:
         kind = type(stored)
-        if kind is tuple or kind is dict:
-            built = self._build(_as_raw(stored))
+        if kind is tuple or kind is dict or kind is bytes:
+            built = self._build(self._as_raw(key, stored))
             dict.__setitem__(self, key, built)
             return built
         result: V = stored
         return result
+
+    def _as_raw(self, key: K, stored: Any, decoded: dict[int, Any] | None = None) -> Any:
+        """The record dict of a raw value; ``decoded`` as in :func:`~impl.jsonl.codec.op_record`."""
+        kind = type(stored)
+        if kind is tuple:
+            return op_record(stored, decoded)
+        if kind is bytes:
+            assert self._find is not None, "a line is stored only where a finder is set"
+            if decoded is None:
+                return self._find(orjson.loads(stored), key)
+            obj = decoded.get(id(stored))
+            if obj is None:
+                obj = decoded[id(stored)] = orjson.loads(stored)
+            return self._find(obj, key)
+        return stored
 
     def __getitem__(self, key: K) -> V:
         return self._ready(key, dict.__getitem__(self, key))
@@ -77,10 +99,9 @@ class LazyRecords(dict[K, V]):
             decoded: dict[int, Any] = {}  # each line decoded once for all its records
             stored: Any
             for key, stored in list(dict.items(self)):
-                if type(stored) is tuple:
-                    _set(self, key, self._build(op_record(stored, decoded)))
-                elif type(stored) is dict:
-                    _set(self, key, self._build(stored))
+                kind = type(stored)
+                if kind is tuple or kind is dict or kind is bytes:
+                    _set(self, key, self._build(self._as_raw(key, stored, decoded)))
             self._raw = 0
 
     def values(self) -> Any:
@@ -95,26 +116,47 @@ class LazyRecords(dict[K, V]):
         stored = dict.pop(self, key, _MISSING)
         if stored is _MISSING:
             return default
-        return self._ready_detached(stored)
-
-    def _ready_detached(self, stored: Any) -> V:
-        if type(stored) is tuple or type(stored) is dict:
-            built: V = self._build(_as_raw(stored))
-            return built
-        result: V = stored
-        return result
+        kind = type(stored)
+        if kind is tuple or kind is dict or kind is bytes:
+            return self._build(self._as_raw(key, stored))
+        return stored
 
 
 _MISSING: Any = object()
 _set: Any = dict.__setitem__
 
 
-def _as_raw(stored: Any) -> dict[str, Any]:
-    """The record dict of a raw value (a replay operation is decoded from its line)."""
-    if type(stored) is tuple:
-        return op_record(stored)
-    raw: dict[str, Any] = stored
-    return raw
+def _last_match(obj: Any, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The last record of a decoded transaction line that ``match`` accepts (a later record of
+    the same key in one transaction is the one replay kept)."""
+    if type(obj) is dict:
+        return obj
+    for rec in reversed(obj):
+        if match(rec):
+            found: dict[str, Any] = rec
+            return found
+    raise LookupError("the stored line holds no such record")  # pragma: no cover
+
+
+def find_entry(obj: Any, key: str) -> dict[str, Any]:
+    return _last_match(obj, lambda rec: rec["kind"] == "entry" and rec["id"] == key)
+
+
+def find_usage(obj: Any, key: str) -> dict[str, Any]:
+    return _last_match(obj, lambda rec: rec["kind"] == "usage" and rec["id"] == key)
+
+
+def find_value(obj: Any, key: tuple[str | None, str, str]) -> dict[str, Any]:
+    """Only unscoped values are stored as lines (the main log's)."""
+    return _last_match(
+        obj,
+        lambda rec: (
+            rec["kind"] == "value"
+            and rec["op"] == "set"
+            and rec["namespace"] == key[1]
+            and rec["key"] == key[2]
+        ),
+    )
 
 
 def build_entry(rec: dict[str, Any]) -> EntryRecord:

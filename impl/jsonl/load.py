@@ -12,6 +12,7 @@ inspector shows exactly what open would do.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any, Literal
 
 import attrs
@@ -28,6 +29,7 @@ from impl.jsonl.codec import (
     transaction_records,
 )
 from impl.jsonl.highwater import high_water
+from impl.jsonl.replay import MainFold, fold_main_log
 from models.errors import CorruptError, StorageIOError
 
 
@@ -93,6 +95,14 @@ class FileScan:
 
 def scan_lines(path: str, lines: Lines, session_id: str, scope_id: str | None) -> FileScan:
     """Parse a main log (``scope_id is None``) or a sidecar; never raises for bad content."""
+    scan = scan_head(path, lines, session_id, scope_id)
+    if scan.header is not None:
+        scan_body(scan)
+    return scan
+
+
+def scan_head(path: str, lines: Lines, session_id: str, scope_id: str | None) -> FileScan:
+    """The torn tail and the header of a file (``header`` stays ``None`` if it is bad)."""
     scan = FileScan(path, scope_id, lines=lines.complete)
     complete = lines.complete
     if lines.tail is not None:
@@ -114,7 +124,12 @@ def scan_lines(path: str, lines: Lines, session_id: str, scope_id: str | None) -
             scan.header = decode_scope_header(complete[0], session_id, scope_id)
     except BadRecord as exc:
         scan.corrupt.append(Problem("corrupt", path, 1, str(exc)))
-        return scan
+    return scan
+
+
+def scan_body(scan: FileScan) -> None:
+    """The transactions of a file whose header is good, each line checked (JSONL-6)."""
+    path, scope_id, complete = scan.path, scan.scope_id, scan.lines
     previous = 0
     txs = scan.txs
     append = txs.append
@@ -139,7 +154,6 @@ def scan_lines(path: str, lines: Lines, session_id: str, scope_id: str | None) -
             continue
         previous = last
         append(Tx(index + 1, first, last, ops, line))
-    return scan
 
 
 @attrs.define
@@ -160,6 +174,9 @@ class SessionLoad:
     #: Sidecars holding at least one record after their scope's latest retirement.
     live: set[str] = attrs.field(factory=set)
     errors: list[Problem] = attrs.field(factory=list)
+    #: The main log as open's fast path folded it (:func:`~impl.jsonl.replay.fold_main_log`);
+    #: then ``main.txs`` is empty and ``retained`` holds sidecar transactions only.
+    folded: MainFold | None = None
 
     def raise_if_corrupt(self) -> None:
         if self.errors:
@@ -171,15 +188,26 @@ def load_session(
     main: str,
     session_id: str,
     *,
+    fold: bool = False,
     count_retired_in_high_water: bool = True,
     keep_torn_tail: bool = False,
     apply_boundaries: bool = True,
 ) -> SessionLoad:
-    """Stages 1–8 of 000 §6.3, read-only.  Keyword flags exist only for planted bugs."""
+    """Stages 1–8 of 000 §6.3, read-only.  The other keyword flags exist only for planted bugs.
+
+    ``fold`` (open) lets the fast path fold a clean main log straight into resident state
+    (:func:`~impl.jsonl.replay.fold_main_log`).  If the fast path gives up, or the plan finds
+    any problem, the Session is read again the documented way, so problems are always reported
+    by the same code whichever way open went.
+    """
     lines = fs.read_lines(main)
     if keep_torn_tail and lines.tail is not None:  # planted bug: torn tail kept as data
         lines = Lines([*lines.complete, lines.tail], None)
-    load = SessionLoad(session_id, scan_lines(main, lines, session_id, None))
+    scan = scan_head(main, lines, session_id, None)
+    folded = fold_main_log(scan.lines) if fold and scan.header is not None else None
+    if folded is None and scan.header is not None:
+        scan_body(scan)
+    load = SessionLoad(session_id, scan, folded=folded)
     # Stage 2/3: discover and parse sidecars of this Session.
     directory = layout.scopes_dir(main)
     try:
@@ -206,6 +234,15 @@ def load_session(
         count_retired_in_high_water=count_retired_in_high_water,
         apply_boundaries=apply_boundaries,
     )
+    if folded is not None and load.errors:
+        return load_session(
+            fs,
+            main,
+            session_id,
+            count_retired_in_high_water=count_retired_in_high_water,
+            keep_torn_tail=keep_torn_tail,
+            apply_boundaries=apply_boundaries,
+        )
     return load
 
 
@@ -214,16 +251,22 @@ def plan(
 ) -> None:
     """Stages 4–8 over already-scanned files."""
     main = load.main
+    folded = load.folded
     load.errors.extend(main.corrupt)
     # Stage 5: the latest retirement per scope, from complete main transactions.
     boundaries = load.boundaries
+    if folded is not None:
+        boundaries.update(folded.boundaries)
     for tx in main.txs:
         for op in tx.ops:
             if op[0] == OP_RETIRE:
                 boundaries[op[1]] = op[2]
     # Stage 4: the high-water mark from the header and every complete record of every file.
     header_next_seq = main.header.get("nextSeq") if main.header is not None else None
-    tops = [main.txs[-1].last] if main.txs else []
+    if folded is not None:
+        tops = [folded.last] if folded.firsts else []
+    else:
+        tops = [main.txs[-1].last] if main.txs else []
     # Stage 6: retained sidecar transactions; decide which sidecars are live.
     retained: list[tuple[str | None, Tx]] = [(None, tx) for tx in main.txs]
     for scope_id, scan in load.sidecars.items():
@@ -261,6 +304,9 @@ def plan(
     if len(retained) == len(main.txs):
         return
     retained.sort(key=_first_seq)
+    if folded is not None:
+        _check_against_folded(load, folded)
+        return
     previous: tuple[str | None, Tx] | None = None
     for item in retained:
         if previous is not None and item[1].first <= previous[1].last:
@@ -280,3 +326,19 @@ def plan(
 
 def _first_seq(item: tuple[str | None, Tx]) -> int:
     return item[1].first
+
+
+def _check_against_folded(load: SessionLoad, folded: MainFold) -> None:
+    """Stage 7 when the main log was folded: no retained sidecar transaction may share a seq
+    with a main transaction or another retained one.  Only *whether* is decided here;
+    :func:`load_session` then reads the Session again the documented way to say where."""
+    firsts, lasts = folded.firsts, folded.lasts
+    previous_last = 0
+    for _scope_id, tx in load.retained:  # sorted by first seq
+        at = bisect.bisect_right(firsts, tx.last) - 1  # the last main tx starting <= tx.last
+        if tx.first <= previous_last or (at >= 0 and lasts[at] >= tx.first):
+            load.errors.append(
+                Problem("corrupt", load.main.path, 0, "a sidecar transaction repeats a seq")
+            )
+            return
+        previous_last = tx.last

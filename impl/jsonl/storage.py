@@ -21,32 +21,23 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import orjson
 
 from impl.fs import AppendFile, FileSystem, OsFileSystem, fs_code, join_lines
 from impl.jsonl import layout
 from impl.jsonl.codec import (
-    OP_APPEND,
-    OP_CLEAR,
-    OP_DELETE,
-    OP_ENTRY,
-    OP_MESSAGE,
-    OP_SET,
-    OP_USAGE,
     encode_header,
     encode_scope_header,
     encode_transaction,
     record_op,
 )
 from impl.jsonl.fork import Capture, SourcePrefix, fork_jsonl
-from impl.jsonl.lazy import LazyRecords, build_entry, build_usage, build_value
 from impl.jsonl.legacy import LegacyIds, LegacyImport, import_legacy, is_legacy_header, uuid7_ids
 from impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
 from impl.jsonl.legacy_fork import LegacyCapture
 from impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
+from impl.jsonl.replay import replay
 from impl.memory import MemoryState, MemoryStorage, new_fork_id, wall_clock_ms
-from impl.stats import add_usages
 from impl.validation import check_references, check_session_id, check_shape
 from models.errors import ClosedError, StorageIOError, UsageError, usage
 from models.fork import ForkOptions, check_fork_options
@@ -71,63 +62,6 @@ def publish(fs: FileSystem, path: str, data: bytes) -> None:
             fs.remove(temp, force=True)
         raise
     fs.fsync_dir(os.path.dirname(path))
-
-
-def resident_state() -> MemoryState:
-    """An empty resident state whose entry, usage and value maps build records lazily."""
-    return MemoryState(
-        entries=LazyRecords(build_entry),
-        usage=LazyRecords(build_usage),
-        values=LazyRecords(build_value),
-    )
-
-
-def replay(state: MemoryState, load: SessionLoad) -> None:
-    """Fold the retained transactions into ``state`` (from :func:`resident_state`) in global
-    order (stage 7).
-
-    Retirement records are *boundaries* here, not deletions: the records they end were already
-    left out by stage 6 (000 §6.3), so replay never needs to apply them.  Entries, usage rows
-    and values are kept as their replay operations, which point at their lines, until first
-    read (:mod:`impl.jsonl.lazy`); the operation already carries the resident key.
-    """
-    values, lists, entries, usage_rows = state.values, state.lists, state.entries, state.usage
-    assert isinstance(values, LazyRecords) and isinstance(entries, LazyRecords)
-    assert isinstance(usage_rows, LazyRecords)
-    drop_value = values.pop_raw
-    message_count = state.stats.message_count
-    usage_values: list[dict[str, Any]] = []
-    add_usage_value = usage_values.append
-    for _scope_id, tx in load.retained:
-        for op in tx.ops:
-            code = op[0]
-            if code == OP_MESSAGE:
-                entries[op[1]] = op
-                message_count += 1
-            elif code == OP_SET:
-                values[op[1]] = op
-            elif code == OP_ENTRY:
-                entries[op[1]] = op
-            elif code == OP_USAGE:
-                usage_rows[op[1]] = op
-                add_usage_value(op[4])
-            elif code == OP_APPEND:
-                bucket = lists.get(op[1])
-                if bucket is None:
-                    lists[op[1]] = [op[2]]
-                else:
-                    bucket.append(op[2])
-            elif code == OP_DELETE:
-                drop_value(op[1])
-            elif code == OP_CLEAR:
-                lists.pop(op[1], None)
-            # OP_RETIRE: a boundary only (see docstring)
-    entries.count_raw()
-    values.count_raw()
-    usage_rows.count_raw()
-    totals = add_usages(state.stats.usage, usage_values)
-    state.stats = attrs.evolve(state.stats, message_count=message_count, usage=totals)
-    state.next_seq = load.next_seq
 
 
 def legacy_not_upgraded(session_id: str) -> UsageError:
@@ -425,7 +359,7 @@ class JsonlRepository:
             return self._track(session_id, storage)
 
     def _load_plan(self, main: str, session_id: str) -> SessionLoad:
-        return load_session(self._fs, main, session_id)
+        return load_session(self._fs, main, session_id, fold=True)
 
     def _load(self, main: str, session_id: str) -> JsonlStorage:
         """Open stages 1–9 (000 §6.3): plan read-only, fail on corruption before touching
@@ -488,8 +422,7 @@ class JsonlRepository:
         if removed:
             with contextlib.suppress(StorageIOError):
                 fs.fsync_dir(layout.scopes_dir(main))
-        state = resident_state()
-        replay(state, load)
+        state = replay(load)
         return self.storage_class(
             fs, main, session_id, header, state, self._clock, main_size, on_disk
         )
@@ -522,8 +455,7 @@ class JsonlRepository:
             (None, Tx(0, r["seq"], r["seq"], [record_op(r, None, r, -1)], [r]))
             for r in imported.records
         ]
-        state = resident_state()
-        replay(state, load)
+        state = replay(load)
         storage = self.storage_class(
             self._fs, main, session_id, imported.header, state, self._clock, 0, set()
         )

@@ -77,7 +77,8 @@ def _load_variant(
     self: JsonlRepository, main: str, session_id: str, *, repair: bool, retry: bool
 ) -> JsonlStorage:
     """``JsonlRepository._load_files`` with torn-tail repair or stage-9 unlink switched off."""
-    from impl.jsonl.storage import _dumps, replay, resident_state
+    from impl.jsonl.replay import replay
+    from impl.jsonl.storage import _dumps
 
     fs = self.fs
     load = self._load_plan(main, session_id)
@@ -106,8 +107,7 @@ def _load_variant(
     for temp in load.temps:
         with contextlib.suppress(StorageIOError):
             fs.unlink(temp)
-    state = resident_state()
-    replay(state, load)
+    state = replay(load)
     return self.storage_class(fs, main, session_id, header, state, self._clock, main_size, on_disk)
 
 

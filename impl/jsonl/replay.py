@@ -1,0 +1,263 @@
+"""Folding a Session's log into resident state (000 §6.3 stage 7, JSONL-7).
+
+Two ways in, one result:
+
+* :func:`replay` folds a load plan's retained transactions (:mod:`impl.jsonl.load`) in global
+  order.  The inspector, legacy imports, the planted bugs and any file the fast path does not
+  recognise go this way.
+* :func:`fold_main_log` is open's fast path for a *clean* main log: it checks each line and
+  folds it into the resident maps in the same pass, so nothing per transaction outlives its
+  line (no operation lists, no transaction objects).  It accepts exactly what the record checks
+  accept and folds exactly what :func:`replay` would (``tests/jsonl/test_fold_main_log.py``);
+  anything else -- a record it does not recognise, a corrupt line -- makes it give up
+  (``None``), and the caller reads the file the documented way, which names the problem.
+
+Folding the main log before the sidecars is the same fold as the global order: main-log
+records touch entries, usage rows and *unscoped* values and lists only, sidecar records only
+their own scope's (000 §6.1, JSONL-2), and a retirement is a boundary the plan applies to the
+sidecars, not a write (see :func:`replay`).  Reads never depend on map order (every read sorts).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import orjson
+
+from impl.jsonl.codec import (
+    OP_APPEND,
+    OP_CLEAR,
+    OP_DELETE,
+    OP_ENTRY,
+    OP_MESSAGE,
+    OP_SET,
+    OP_USAGE,
+)
+from impl.jsonl.lazy import (
+    LazyRecords,
+    build_entry,
+    build_usage,
+    build_value,
+    find_entry,
+    find_usage,
+    find_value,
+)
+from impl.memory import MemoryState
+from impl.stats import MESSAGE_TYPE, add_usages
+from models.records import ListElement
+
+if TYPE_CHECKING:
+    from impl.jsonl.load import SessionLoad
+
+_dumps = orjson.dumps
+
+
+def resident_state() -> MemoryState:
+    """An empty resident state whose entry, usage and value maps build records lazily."""
+    return MemoryState(
+        entries=LazyRecords(build_entry, find_entry),
+        usage=LazyRecords(build_usage, find_usage),
+        values=LazyRecords(build_value, find_value),
+    )
+
+
+@attrs.define
+class MainFold:
+    """A clean main log folded into ``state``, plus what the plan needs from it: its last seq
+    (0 when it holds no transaction), the latest retirement per scope (stage 5), and each
+    transaction's first and last seq in file order (stage 7 checks sidecar transactions
+    against them)."""
+
+    state: MemoryState
+    last: int
+    boundaries: dict[str, int]
+    firsts: list[int]
+    lasts: list[int]
+
+
+def fold_main_log(lines: list[bytes]) -> MainFold | None:
+    """Check and fold the transaction lines of a main log (``lines[0]`` is its header, already
+    checked); ``None`` if any line is not one the fast path recognises (JSONL-6 stays with the
+    documented checks then).
+
+    Each record's check is the one :func:`impl.jsonl.codec.check_record` makes for the main
+    log, written inline: a record holding exactly *n* keys, all *n* of them subscripted here,
+    has exactly the required key set.  Entries, usage rows and values are stored as the line
+    that holds them (:mod:`impl.jsonl.lazy` finds the record again on first read); the line is
+    alive anyway, so a record costs no object of its own until something reads it.
+    """
+    state = resident_state()
+    entries, usage_rows, values, lists = state.entries, state.usage, state.values, state.lists
+    assert isinstance(values, LazyRecords) and isinstance(entries, LazyRecords)
+    assert isinstance(usage_rows, LazyRecords)
+    drop_value = values.pop_raw
+    boundaries: dict[str, int] = {}
+    firsts: list[int] = []
+    lasts: list[int] = []
+    add_first, add_last = firsts.append, lasts.append
+    usage_values: list[dict[str, Any]] = []
+    add_usage_value = usage_values.append
+    loads = orjson.loads
+    messages = 0
+    previous = 0
+    try:
+        for index in range(1, len(lines)):
+            line = lines[index]
+            obj = loads(line)
+            if type(obj) is dict:
+                records: Any = (obj,)
+            elif type(obj) is list and len(obj) > 1:
+                records = obj
+            else:
+                return None
+            first = 0
+            for rec in records:
+                seq = rec["seq"]
+                if type(seq) is not int:
+                    return None
+                if first:
+                    if seq != previous + 1:  # consecutive inside a transaction
+                        return None
+                elif seq > previous:  # ascending along the file, and so >= 1
+                    first = seq
+                else:
+                    return None
+                previous = seq
+                kind = rec["kind"]
+                if kind == "entry":
+                    ident, type_, parent = rec["id"], rec["type"], rec["parentId"]
+                    if (
+                        type(ident) is not str
+                        or type(type_) is not str
+                        or type(rec["timestamp"]) is not int
+                        or (parent is not None and type(parent) is not str)
+                    ):
+                        return None
+                    entries[ident] = line
+                    if type_ == MESSAGE_TYPE:
+                        messages += 1
+                elif kind == "usage":
+                    ident, usage_value = rec["id"], rec["usage"]
+                    has_entry = "entryId" in rec
+                    if (
+                        len(rec) != 6 + has_entry + ("details" in rec)
+                        or type(ident) is not str
+                        or type(usage_value) is not dict
+                        or type(rec["adjustment"]) is not bool
+                        or type(rec["timestamp"]) is not int
+                        or (has_entry and type(rec["entryId"]) is not str)
+                    ):
+                        return None
+                    usage_rows[ident] = line
+                    add_usage_value(usage_value)
+                elif kind == "value" or kind == "list":
+                    namespace, key, verb = rec["namespace"], rec["key"], rec["op"]
+                    if type(namespace) is not str or type(key) is not str:
+                        return None
+                    size = len(rec)
+                    if verb == "delete":
+                        if size != 5:
+                            return None
+                        if kind == "value":
+                            drop_value((None, namespace, key))
+                        else:
+                            lists.pop((None, namespace, key), None)
+                    elif "value" not in rec:
+                        return None
+                    elif kind == "value":
+                        if verb != "set" or size != 6:
+                            return None
+                        values[(None, namespace, key)] = line
+                    else:
+                        if verb != "append":
+                            return None
+                        if size == 6:
+                            tag = None
+                        else:
+                            tag = rec["tag"]
+                            if size != 7 or type(tag) is not str or not tag:
+                                return None
+                        element = ListElement(seq, _dumps(rec["value"]), tag)
+                        bucket = lists.get((None, namespace, key))
+                        if bucket is None:
+                            lists[(None, namespace, key)] = [element]
+                        else:
+                            bucket.append(element)
+                elif kind == "scope":
+                    scope_id = rec["scopeId"]
+                    if (
+                        len(rec) != 4
+                        or rec["op"] != "retire"
+                        or type(scope_id) is not str
+                        or not scope_id
+                    ):
+                        return None
+                    boundaries[scope_id] = seq  # seqs ascend: the latest retirement wins
+                else:
+                    return None
+            add_first(first)
+            add_last(previous)
+    except (KeyError, TypeError, ValueError):  # a missing key, a non-dict record, bad JSON
+        return None
+    _count_raw(state)
+    state.stats = attrs.evolve(
+        state.stats,
+        message_count=state.stats.message_count + messages,
+        usage=add_usages(state.stats.usage, usage_values),
+    )
+    return MainFold(state, previous, boundaries, firsts, lasts)
+
+
+def replay(load: SessionLoad) -> MemoryState:
+    """The resident state of a load plan: its folded main log (:func:`fold_main_log`), if the
+    fast path read it, with the retained transactions folded in in global order (stage 7).
+
+    Retirement records are *boundaries* here, not deletions: the records they end were already
+    left out by stage 6 (000 §6.3), so replay never needs to apply them.  Entries, usage rows
+    and values are kept as their replay operations, which point at their lines, until first
+    read (:mod:`impl.jsonl.lazy`); the operation already carries the resident key.
+    """
+    state = load.folded.state if load.folded is not None else resident_state()
+    values, lists, entries, usage_rows = state.values, state.lists, state.entries, state.usage
+    assert isinstance(values, LazyRecords) and isinstance(entries, LazyRecords)
+    assert isinstance(usage_rows, LazyRecords)
+    drop_value = values.pop_raw
+    message_count = state.stats.message_count
+    usage_values: list[dict[str, Any]] = []
+    add_usage_value = usage_values.append
+    for _scope_id, tx in load.retained:
+        for op in tx.ops:
+            code = op[0]
+            if code == OP_MESSAGE:
+                entries[op[1]] = op
+                message_count += 1
+            elif code == OP_SET:
+                values[op[1]] = op
+            elif code == OP_ENTRY:
+                entries[op[1]] = op
+            elif code == OP_USAGE:
+                usage_rows[op[1]] = op
+                add_usage_value(op[4])
+            elif code == OP_APPEND:
+                bucket = lists.get(op[1])
+                if bucket is None:
+                    lists[op[1]] = [op[2]]
+                else:
+                    bucket.append(op[2])
+            elif code == OP_DELETE:
+                drop_value(op[1])
+            elif code == OP_CLEAR:
+                lists.pop(op[1], None)
+            # OP_RETIRE: a boundary only (see docstring)
+    _count_raw(state)
+    totals = add_usages(state.stats.usage, usage_values)
+    state.stats = attrs.evolve(state.stats, message_count=message_count, usage=totals)
+    state.next_seq = load.next_seq
+    return state
+
+
+def _count_raw(state: MemoryState) -> None:
+    for mapping in (state.entries, state.values, state.usage):
+        assert isinstance(mapping, LazyRecords)
+        mapping.count_raw()

@@ -1,0 +1,279 @@
+"""Open's fast path folds exactly what the documented path replays (JSONL-6, JSONL-7).
+
+``fold_main_log`` checks and folds a main log in one pass.  These tests pin, over main logs
+built from records mutated in every way the checker looks at (with and without a sidecar whose
+seqs may collide with the main log's), that
+
+* it accepts a main log exactly when the documented checks (``scan_lines``) find nothing wrong;
+* whenever it accepts, open's plan and resident state (every record built, stats, next seq,
+  live sidecars, retirement boundaries) equal the documented path's;
+* whenever anything is wrong, open reports the same problems as the documented path.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from impl.fs import Lines, OsFileSystem
+from impl.jsonl import layout
+from impl.jsonl import load as load_module
+from impl.jsonl import replay as replay_module
+from impl.jsonl.codec import encode_header, encode_scope_header
+from impl.jsonl.load import SessionLoad, load_session, scan_lines
+from impl.jsonl.replay import MainFold, fold_main_log, replay
+from impl.memory import MemoryState, MemoryStorage
+from models.records import Snapshot
+from tests.jsonl.test_index_transaction import BASES, ODD_VALUES, SCOPE, edits, mutated
+
+SID = "s"
+Fold = Callable[[list[bytes]], MainFold | None]
+
+
+def snapshot(state: MemoryState) -> Snapshot:
+    return MemoryStorage(SID, state, lambda: 0).snapshot()
+
+
+def plan_facts(load: SessionLoad) -> tuple[Any, ...]:
+    return (
+        load.next_seq,
+        load.high_water,
+        load.boundaries,
+        load.live,
+        [(scope, tx.first, tx.last) for scope, tx in load.retained if scope is not None],
+        [(p.path, p.line, p.message) for p in load.errors],
+    )
+
+
+line_records = st.lists(st.sampled_from(BASES), min_size=1, max_size=3)
+DEFECTS = ("edit", "unknown key", "gap inside a line", "seq repeats", "seq goes back")
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> tuple[list[bytes], list[bytes] | None]:
+    """Main-log lines (header first) and, sometimes, a sidecar's lines for ``SCOPE``.
+
+    Half the main logs are as a writer makes them; the other half carry one defect at one
+    drawn record, so each way a log can be wrong is tried on its own."""
+    main = [encode_header(SID, 1, "/")]
+    lines = draw(st.lists(line_records, max_size=5))
+    total = sum(map(len, lines))
+    at = draw(st.integers(0, total - 1)) if total and draw(st.booleans()) else -1
+    defect = draw(st.sampled_from(DEFECTS)) if at >= 0 else None
+    event(f"defect: {defect}")
+    seq, n = 0, 0
+    for picks in lines:
+        seq += draw(st.sampled_from([1, 2]))  # seqs of other files fall in the gaps
+        records = []
+        for index, base in enumerate(picks):
+            rec = dict(base, seq=seq)
+            if n == at:
+                if defect == "edit":
+                    rec = mutated(rec, draw(edits))
+                elif defect == "unknown key":
+                    rec["unknown"] = 1  # entries allow any payload key, nothing else does
+                elif defect == "gap inside a line" and index:
+                    rec["seq"] = seq = seq + 1
+                elif defect == "seq repeats" and not index:
+                    rec["seq"] = seq = seq - 1
+                elif defect == "seq goes back" and not index:
+                    rec["seq"] = seq = seq - 2
+            records.append(rec)
+            seq += 1
+            n += 1
+        seq -= 1
+        main.append(orjson.dumps(records[0] if len(records) == 1 else records))
+    if not draw(st.booleans()):
+        return main, None
+    side = [encode_scope_header(SID, SCOPE)]
+    for side_seq in sorted(draw(st.sets(st.integers(1, seq + 3), max_size=3))):
+        side.append(
+            orjson.dumps(
+                {
+                    "kind": "list",
+                    "op": "append",
+                    "seq": side_seq,
+                    "namespace": "n",
+                    "key": "k",
+                    "value": side_seq,
+                    "scopeId": SCOPE,
+                }
+            )
+        )
+    return main, side
+
+
+def write_session(root: str, main: list[bytes], side: list[bytes] | None) -> str:
+    path = layout.main_path(root, SID)
+    with open(path, "wb") as handle:
+        handle.write(b"\n".join(main) + b"\n")
+    if side is not None:
+        os.makedirs(layout.scopes_dir(path), exist_ok=True)
+        with open(layout.sidecar_path(path, SCOPE), "wb") as handle:
+            handle.write(b"\n".join(side) + b"\n")
+    return path
+
+
+def check_session(fold: Fold, session: tuple[list[bytes], list[bytes] | None]) -> None:
+    """``fold`` (open's fast path, or a planted copy of it) against the documented path."""
+    main_lines, side_lines = session
+    documented_scan = scan_lines("main", Lines(main_lines, None), SID, None)
+    assert (fold(main_lines) is not None) == (not documented_scan.corrupt), (
+        f"the fast path must accept a main log exactly when the record checks do: {main_lines!r}"
+    )
+    fs = OsFileSystem()
+    with tempfile.TemporaryDirectory() as root:
+        path = write_session(root, main_lines, side_lines)
+        fast = load_session(fs, path, SID, fold=True)
+        documented = load_session(fs, path, SID)
+    assert plan_facts(fast) == plan_facts(documented)
+    event("documented path: " + ("corrupt" if documented.errors else "clean"))
+    event(f"main transactions: {min(len(main_lines) - 1, 2)}+, sidecar: {side_lines is not None}")
+    if documented.errors:
+        assert fast.folded is None  # problems are always reported by the documented path
+        return
+    assert fast.folded is not None
+    assert snapshot(replay(fast)) == snapshot(replay(documented))
+
+
+def check_single_edits(fold: Fold) -> None:
+    """Exhaustive over one edit (drop a field, or set it to each odd value, or add an unknown
+    key) of each base record, alone on its line and in the middle of a three-write line."""
+    header = encode_header(SID, 1, "/")
+    tried = rejected = 0
+    for base in BASES:
+        for field in [*sorted(base), "unknown"]:
+            for change in [("drop", None), *(("set", value) for value in ODD_VALUES)]:
+                rec = dict(base, seq=2)
+                if change[0] == "drop":
+                    rec.pop(field, None)
+                else:
+                    rec[field] = change[1]
+                single = dict(rec, seq=1) if field != "seq" else rec
+                middle = [dict(BASES[4], seq=1), rec, dict(BASES[6], seq=3)]
+                for line in (orjson.dumps(single), orjson.dumps(middle)):
+                    lines = [header, line]
+                    corrupt = bool(scan_lines("main", Lines(lines, None), SID, None).corrupt)
+                    assert (fold(lines) is None) == corrupt, line
+                    tried += 1
+                    rejected += corrupt
+    assert tried > 1500 and 0 < rejected < tried  # both verdicts were exercised
+
+
+@pytest.mark.rule("JSONL-6")
+@pytest.mark.rule("JSONL-7")
+@settings(max_examples=600, deadline=None)
+@given(session=sessions())
+def test_fast_path_folds_exactly_what_the_documented_path_replays(
+    session: tuple[list[bytes], list[bytes] | None],
+) -> None:
+    check_session(fold_main_log, session)
+
+
+@pytest.mark.rule("JSONL-6")
+def test_fast_path_agrees_with_the_checks_on_every_single_edit_of_every_record() -> None:
+    check_single_edits(fold_main_log)
+
+
+#: Planted bugs in the fast path, as (name, text in impl/jsonl/replay.py, replacement); ``None``
+#: is the stage-7 check against the folded main log switched off.
+PLANTED: list[tuple[str, str, str] | tuple[str, None, None]] = [
+    (
+        "entry timestamp type unchecked",
+        'or type(type_) is not str\n                        or type(rec["timestamp"]) is not int',
+        "or type(type_) is not str",
+    ),
+    ("retirement key count unchecked", "len(rec) != 4\n                        or ", ""),
+    ("gap inside a transaction accepted", "if seq != previous + 1:", "if seq <= previous:"),
+    ("messages not counted", "messages += 1", "pass"),
+    ("value delete not folded", "drop_value((None, namespace, key))", "pass"),
+    ("usage totals skip the main log", "add_usage_value(usage_value)", "pass"),
+    ("stage-7 check skipped", None, None),
+]
+
+
+def planted_fold(old: str, new: str) -> Fold:
+    source = inspect.getsource(replay_module)
+    assert source.count(old) == 1, f"the planted text no longer matches once: {old!r}"
+    namespace: dict[str, Any] = {"__name__": "planted_replay"}
+    exec(compile(source.replace(old, new), "planted_replay", "exec"), namespace)
+    fold: Fold = namespace["fold_main_log"]
+    return fold
+
+
+@pytest.mark.parametrize("name, old, new", PLANTED, ids=[p[0] for p in PLANTED])
+def test_each_planted_fast_path_bug_is_caught(
+    name: str, old: str | None, new: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BRIEF "Prove the checks can fail": the two checks above catch each planted bug."""
+    fold: Fold
+    if old is None or new is None:
+        fold = fold_main_log
+        monkeypatch.setattr(load_module, "_check_against_folded", lambda load, folded: None)
+    else:
+        fold = planted_fold(old, new)
+        monkeypatch.setattr(load_module, "fold_main_log", fold)
+
+    @settings(max_examples=600, deadline=None, derandomize=True, database=None)
+    @given(session=sessions())
+    def sessions_agree(session: tuple[list[bytes], list[bytes] | None]) -> None:
+        check_session(fold, session)
+
+    with pytest.raises(AssertionError):
+        check_single_edits(fold)
+        sessions_agree()
+
+
+@pytest.mark.rule("JSONL-7")
+def test_a_sidecar_seq_inside_a_folded_main_transaction_is_reported_as_documented() -> None:
+    """The fast path's stage-7 check finds a collision with a main transaction's *middle* seq
+    (neither its first nor its last), and the documented path names it."""
+    records = [dict(BASES[4], seq=1), dict(BASES[4], seq=2), dict(BASES[4], seq=3)]
+    main = [encode_header(SID, 1, "/"), orjson.dumps(records)]
+    side = [
+        encode_scope_header(SID, SCOPE),
+        orjson.dumps(
+            {"kind": "value", "op": "set", "seq": 2, "namespace": "n", "key": "k",
+             "value": 1, "scopeId": SCOPE}
+        ),
+    ]  # fmt: skip
+    with tempfile.TemporaryDirectory() as root:
+        load = load_session(OsFileSystem(), write_session(root, main, side), SID, fold=True)
+    assert load.folded is None
+    assert [(p.line, p.message) for p in load.errors] == [
+        (2, f"seq 2 repeats or precedes seq 3 of {load.main.path}:2")
+    ]
+
+
+@pytest.mark.rule("JSONL-7")
+def test_a_clean_session_takes_the_fast_path_and_reads_back_every_record() -> None:
+    """Entries, usage rows and values stored as their lines build the same records as the
+    documented path, including a later record of the same key inside one transaction."""
+    header = encode_header(SID, 1, "/")
+    line = orjson.dumps(
+        [
+            dict(BASES[0], seq=1),
+            dict(BASES[4], seq=2, value="first"),
+            dict(BASES[0], seq=3, role="assistant"),  # the same entry id again: this one wins
+            dict(BASES[4], seq=4, value="second"),
+            dict(BASES[2], seq=5),
+        ]
+    )
+    with tempfile.TemporaryDirectory() as root:
+        path = write_session(root, [header, line], None)
+        fast = load_session(OsFileSystem(), path, SID, fold=True)
+        documented = load_session(OsFileSystem(), path, SID)
+    assert fast.folded is not None
+    fast_state, documented_state = replay(fast), replay(documented)
+    assert fast_state.entries["e1"] == documented_state.entries["e1"]
+    assert orjson.loads(fast_state.entries["e1"].payload_json) == {"role": "assistant"}
+    assert fast_state.values[(None, "n", "k")].value_json == b'"second"'
+    assert snapshot(fast_state) == snapshot(documented_state)
