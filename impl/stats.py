@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import attrs
+
 from models.records import UsageTotals
 
 MESSAGE_TYPE = "message"
@@ -27,44 +29,77 @@ def add_usage(totals: UsageTotals, usage_value: dict[str, Any]) -> UsageTotals:
     )
 
 
+class BadUsage(ValueError):
+    """A usage value no writer could have produced: the constructor admits only int token
+    counts (not bools) and a ``cost`` dict of numbers (``models/writes.py``), so on disk
+    anything else is a corrupt record (JSONL-6)."""
+
+
 def add_usages(totals: UsageTotals, rows: Iterable[dict[str, Any]]) -> UsageTotals:
-    """``add_usage`` over many rows in order, with one result object (the JSONL replay path).
+    """``add_usage`` over many rows in order, with one result object (the JSONL replay path),
+    checking each row as it goes: :class:`BadUsage` names the first bad field.
 
     The additions happen in exactly the order ``add_usage`` would make them, so float totals
-    are bit-identical to adding the rows one by one.
+    are bit-identical to adding the rows one by one.  The checks ride along because open must
+    make them on every row anyway (JSONL-6) and this loop already reads every field.
     """
-    i, o, cr, cw, tt = (
-        totals.input,
-        totals.output,
-        totals.cache_read,
-        totals.cache_write,
-        totals.total_tokens,
-    )
-    ci, co, ccr, ccw, ct = (
-        totals.cost_input,
-        totals.cost_output,
-        totals.cost_cache_read,
-        totals.cost_cache_write,
-        totals.cost_total,
-    )
+    return UsageTotals(*_checked_sums(attrs.astuple(totals), rows))
+
+
+_ZERO = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+_TOKEN_FIELDS = frozenset(("input", "output", "cacheRead", "cacheWrite", "totalTokens"))
+_COST_FIELDS = frozenset(("input", "output", "cacheRead", "cacheWrite", "total"))
+
+
+def _checked_sums(start: tuple[Any, ...], rows: Iterable[dict[str, Any]]) -> tuple[Any, ...]:
+    """The ten running sums over ``rows``.  Walks the keys a row has rather than asking for
+    every field (rows hold a few of them; open runs this on every usage row), adding each
+    field in row order as :func:`add_usage` would; other keys are ignored, as the
+    constructor ignores them."""
+    i, o, cr, cw, tt, ci, co, ccr, ccw, ct = start
     for usage_value in rows:
-        get = usage_value.get
-        i += get("input", 0)
-        o += get("output", 0)
-        cr += get("cacheRead", 0)
-        cw += get("cacheWrite", 0)
-        tt += get("totalTokens", 0)
-        cost = get("cost") or {}
-        if cost:
-            ci += cost.get("input", 0)
-            co += cost.get("output", 0)
-            ccr += cost.get("cacheRead", 0)
-            ccw += cost.get("cacheWrite", 0)
-            ct += cost.get("total", 0)
-        else:
-            ci += 0
-            co += 0
-            ccr += 0
-            ccw += 0
-            ct += 0
-    return UsageTotals(i, o, cr, cw, tt, ci, co, ccr, ccw, ct)
+        for name, count in usage_value.items():
+            if name == "cost":
+                if type(count) is not dict:
+                    raise BadUsage(f"usage.cost must be a dict (got {count!r})")
+                for cost_name, amount in count.items():
+                    if type(amount) is not float and type(amount) is not int:
+                        if cost_name in _COST_FIELDS:
+                            raise BadUsage(
+                                f"usage.cost.{cost_name} must be a number (got {amount!r})"
+                            )
+                    elif cost_name == "total":
+                        ct += amount
+                    elif cost_name == "input":
+                        ci += amount
+                    elif cost_name == "output":
+                        co += amount
+                    elif cost_name == "cacheRead":
+                        ccr += amount
+                    elif cost_name == "cacheWrite":
+                        ccw += amount
+            elif type(count) is not int:
+                if name in _TOKEN_FIELDS:
+                    raise BadUsage(f"usage.{name} must be an int (got {count!r})")
+            elif name == "input":
+                i += count
+            elif name == "output":
+                o += count
+            elif name == "totalTokens":
+                tt += count
+            elif name == "cacheRead":
+                cr += count
+            elif name == "cacheWrite":
+                cw += count
+    return i, o, cr, cw, tt, ci, co, ccr, ccw, ct
+
+
+def usage_problem(usage_value: dict[str, Any]) -> str | None:
+    """Why one usage value is bad, or ``None``: exactly :func:`add_usages`' checks."""
+    try:
+        _checked_sums(_ZERO, (usage_value,))
+    except BadUsage as exc:
+        return str(exc)
+    return None

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from impl.stats import MESSAGE_TYPE
+from impl.stats import MESSAGE_TYPE, usage_problem
 from models.records import Committed, ListElement
 from models.writes import (
     RESERVED_ENTRY_KEYS,
@@ -332,6 +332,9 @@ def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
             or ("entryId" in rec and type(rec["entryId"]) is not str)
         ):
             raise BadRecord("usage record field types are wrong")
+        problem = usage_problem(rec["usage"])
+        if problem is not None:
+            raise BadRecord(f"usage record: {problem}")
         return seq
     if kind == "scope":
         if sidecar_scope is not None:
@@ -523,6 +526,7 @@ def _fast_ops(
                     or type(rec["adjustment"]) is not bool
                     or type(rec["timestamp"]) is not int
                     or ("entryId" in rec and type(rec["entryId"]) is not str)
+                    or usage_problem(usage_value) is not None
                 ):
                     return None
                 op = (OP_USAGE, rec["id"], line, where, usage_value)

@@ -20,6 +20,7 @@ sidecars, not a write (see :func:`replay`).  Reads never depend on map order (ev
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -44,7 +45,7 @@ from impl.jsonl.lazy import (
     find_value,
 )
 from impl.memory import MemoryState
-from impl.stats import MESSAGE_TYPE, add_usages
+from impl.stats import MESSAGE_TYPE, BadUsage, add_usages
 from models.records import ListElement
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class MainFold:
     boundaries: dict[str, int]
     firsts: list[int]
     lasts: list[int]
+    messages: int = 0
 
 
 def fold_main_log(lines: list[bytes]) -> MainFold | None:
@@ -81,132 +83,145 @@ def fold_main_log(lines: list[bytes]) -> MainFold | None:
     checked); ``None`` if any line is not one the fast path recognises (JSONL-6 stays with the
     documented checks then).
 
+    :func:`_fold_lines` does the work and hands each usage value to
+    :func:`~impl.stats.add_usages` as it comes, which checks and sums it, so no decoded
+    record outlives its line.
+    """
+    fold = MainFold(resident_state(), 0, {}, [], [])
+    state = fold.state
+    try:
+        totals = add_usages(state.stats.usage, _fold_lines(lines, fold))
+    except (_Unrecognised, BadUsage, KeyError, TypeError, ValueError):
+        # ValueError covers bad JSON; KeyError and TypeError a missing key or a non-dict record
+        return None
+    _count_raw(state)
+    state.stats = attrs.evolve(
+        state.stats, message_count=state.stats.message_count + fold.messages, usage=totals
+    )
+    return fold
+
+
+class _Unrecognised(Exception):
+    """A line the fast path does not take (the documented path will say what is wrong)."""
+
+
+def _fold_lines(lines: list[bytes], fold: MainFold) -> Iterator[dict[str, Any]]:
+    """Fold ``lines[1:]`` into ``fold`` and yield each usage value in seq order.
+
     Each record's check is the one :func:`impl.jsonl.codec.check_record` makes for the main
     log, written inline: a record holding exactly *n* keys, all *n* of them subscripted here,
     has exactly the required key set.  Entries, usage rows and values are stored as the line
     that holds them (:mod:`impl.jsonl.lazy` finds the record again on first read); the line is
     alive anyway, so a record costs no object of its own until something reads it.
     """
-    state = resident_state()
+    state = fold.state
     entries, usage_rows, values, lists = state.entries, state.usage, state.values, state.lists
     assert isinstance(values, LazyRecords) and isinstance(entries, LazyRecords)
     assert isinstance(usage_rows, LazyRecords)
     drop_value = values.pop_raw
-    boundaries: dict[str, int] = {}
-    firsts: list[int] = []
-    lasts: list[int] = []
-    add_first, add_last = firsts.append, lasts.append
-    usage_values: list[dict[str, Any]] = []
-    add_usage_value = usage_values.append
+    boundaries = fold.boundaries
+    add_first, add_last = fold.firsts.append, fold.lasts.append
     loads = orjson.loads
     messages = 0
     previous = 0
-    try:
-        for index in range(1, len(lines)):
-            line = lines[index]
-            obj = loads(line)
-            if type(obj) is dict:
-                records: Any = (obj,)
-            elif type(obj) is list and len(obj) > 1:
-                records = obj
+    for index in range(1, len(lines)):
+        line = lines[index]
+        obj = loads(line)
+        if type(obj) is dict:
+            records: Any = (obj,)
+        elif type(obj) is list and len(obj) > 1:
+            records = obj
+        else:
+            raise _Unrecognised
+        first = 0
+        for rec in records:
+            seq = rec["seq"]
+            if type(seq) is not int:
+                raise _Unrecognised
+            if first:
+                if seq != previous + 1:  # consecutive inside a transaction
+                    raise _Unrecognised
+            elif seq > previous:  # ascending along the file, and so >= 1
+                first = seq
             else:
-                return None
-            first = 0
-            for rec in records:
-                seq = rec["seq"]
-                if type(seq) is not int:
-                    return None
-                if first:
-                    if seq != previous + 1:  # consecutive inside a transaction
-                        return None
-                elif seq > previous:  # ascending along the file, and so >= 1
-                    first = seq
-                else:
-                    return None
-                previous = seq
-                kind = rec["kind"]
-                if kind == "entry":
-                    ident, type_, parent = rec["id"], rec["type"], rec["parentId"]
-                    if (
-                        type(ident) is not str
-                        or type(type_) is not str
-                        or type(rec["timestamp"]) is not int
-                        or (parent is not None and type(parent) is not str)
-                    ):
-                        return None
-                    entries[ident] = line
-                    if type_ == MESSAGE_TYPE:
-                        messages += 1
-                elif kind == "usage":
-                    ident, usage_value = rec["id"], rec["usage"]
-                    has_entry = "entryId" in rec
-                    if (
-                        len(rec) != 6 + has_entry + ("details" in rec)
-                        or type(ident) is not str
-                        or type(usage_value) is not dict
-                        or type(rec["adjustment"]) is not bool
-                        or type(rec["timestamp"]) is not int
-                        or (has_entry and type(rec["entryId"]) is not str)
-                    ):
-                        return None
-                    usage_rows[ident] = line
-                    add_usage_value(usage_value)
-                elif kind == "value" or kind == "list":
-                    namespace, key, verb = rec["namespace"], rec["key"], rec["op"]
-                    if type(namespace) is not str or type(key) is not str:
-                        return None
-                    size = len(rec)
-                    if verb == "delete":
-                        if size != 5:
-                            return None
-                        if kind == "value":
-                            drop_value((None, namespace, key))
-                        else:
-                            lists.pop((None, namespace, key), None)
-                    elif "value" not in rec:
-                        return None
-                    elif kind == "value":
-                        if verb != "set" or size != 6:
-                            return None
-                        values[(None, namespace, key)] = line
+                raise _Unrecognised
+            previous = seq
+            kind = rec["kind"]
+            if kind == "entry":
+                ident, type_, parent = rec["id"], rec["type"], rec["parentId"]
+                if (
+                    type(ident) is not str
+                    or type(type_) is not str
+                    or type(rec["timestamp"]) is not int
+                    or (parent is not None and type(parent) is not str)
+                ):
+                    raise _Unrecognised
+                entries[ident] = line
+                if type_ == MESSAGE_TYPE:
+                    messages += 1
+            elif kind == "usage":
+                ident, usage_value = rec["id"], rec["usage"]
+                has_entry = "entryId" in rec
+                if (
+                    len(rec) != 6 + has_entry + ("details" in rec)
+                    or type(ident) is not str
+                    or type(usage_value) is not dict
+                    or type(rec["adjustment"]) is not bool
+                    or type(rec["timestamp"]) is not int
+                    or (has_entry and type(rec["entryId"]) is not str)
+                ):
+                    raise _Unrecognised
+                usage_rows[ident] = line
+                yield usage_value
+            elif kind == "value" or kind == "list":
+                namespace, key, verb = rec["namespace"], rec["key"], rec["op"]
+                if type(namespace) is not str or type(key) is not str:
+                    raise _Unrecognised
+                size = len(rec)
+                if verb == "delete":
+                    if size != 5:
+                        raise _Unrecognised
+                    if kind == "value":
+                        drop_value((None, namespace, key))
                     else:
-                        if verb != "append":
-                            return None
-                        if size == 6:
-                            tag = None
-                        else:
-                            tag = rec["tag"]
-                            if size != 7 or type(tag) is not str or not tag:
-                                return None
-                        element = ListElement(seq, _dumps(rec["value"]), tag)
-                        bucket = lists.get((None, namespace, key))
-                        if bucket is None:
-                            lists[(None, namespace, key)] = [element]
-                        else:
-                            bucket.append(element)
-                elif kind == "scope":
-                    scope_id = rec["scopeId"]
-                    if (
-                        len(rec) != 4
-                        or rec["op"] != "retire"
-                        or type(scope_id) is not str
-                        or not scope_id
-                    ):
-                        return None
-                    boundaries[scope_id] = seq  # seqs ascend: the latest retirement wins
+                        lists.pop((None, namespace, key), None)
+                elif "value" not in rec:
+                    raise _Unrecognised
+                elif kind == "value":
+                    if verb != "set" or size != 6:
+                        raise _Unrecognised
+                    values[(None, namespace, key)] = line
                 else:
-                    return None
-            add_first(first)
-            add_last(previous)
-    except (KeyError, TypeError, ValueError):  # a missing key, a non-dict record, bad JSON
-        return None
-    _count_raw(state)
-    state.stats = attrs.evolve(
-        state.stats,
-        message_count=state.stats.message_count + messages,
-        usage=add_usages(state.stats.usage, usage_values),
-    )
-    return MainFold(state, previous, boundaries, firsts, lasts)
+                    if verb != "append":
+                        raise _Unrecognised
+                    if size == 6:
+                        tag = None
+                    else:
+                        tag = rec["tag"]
+                        if size != 7 or type(tag) is not str or not tag:
+                            raise _Unrecognised
+                    element = ListElement(seq, _dumps(rec["value"]), tag)
+                    bucket = lists.get((None, namespace, key))
+                    if bucket is None:
+                        lists[(None, namespace, key)] = [element]
+                    else:
+                        bucket.append(element)
+            elif kind == "scope":
+                scope_id = rec["scopeId"]
+                if (
+                    len(rec) != 4
+                    or rec["op"] != "retire"
+                    or type(scope_id) is not str
+                    or not scope_id
+                ):
+                    raise _Unrecognised
+                boundaries[scope_id] = seq  # seqs ascend: the latest retirement wins
+            else:
+                raise _Unrecognised
+        add_first(first)
+        add_last(previous)
+    fold.last = previous
+    fold.messages = messages
 
 
 def replay(load: SessionLoad) -> MemoryState:

@@ -1,15 +1,19 @@
-"""The JSONL benchmark runs and reports its figures (no timing assertions), and the batched
-usage sum used by replay agrees with the one-row-at-a-time sum bit for bit."""
+"""The JSONL benchmark runs and reports its figures (no timing assertions); the batched usage
+sum used by replay agrees with the one-row-at-a-time sum bit for bit, and its checks accept
+exactly the usage values the constructor admits."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impl.stats import add_usage, add_usages
+from impl.stats import add_usage, add_usages, usage_problem
+from models.errors import UsageError
 from models.records import UsageTotals
+from models.writes import insert_usage
 from scopecheck.bench.jsonl import bench_jsonl
 
 
@@ -24,25 +28,65 @@ def test_bench_jsonl_reports_open_ratio_and_commit_rate() -> None:
 
 
 numbers = st.integers(-1000, 1000) | st.floats(-1e6, 1e6, allow_nan=False)
-usage_rows = st.fixed_dictionaries(
-    {},
-    optional={
-        "input": st.integers(0, 10**6),
-        "output": st.integers(0, 10**6),
-        "totalTokens": st.integers(0, 10**6),
-        "cost": st.fixed_dictionaries({}, optional={"input": numbers, "total": numbers}),
-    },
+TOKEN_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+COST_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "total")
+odd = st.none() | st.booleans() | st.text(max_size=2) | st.lists(st.integers(), max_size=1)
+
+
+def shuffled(pairs: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    """Key order is the writer's (the user's dict order), so sums must not depend on it."""
+    return pairs.flatmap(lambda d: st.permutations(list(d.items())).map(dict))
+
+
+usage_rows = shuffled(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            **{name: st.integers(0, 10**6) for name in TOKEN_FIELDS},
+            "cost": shuffled(
+                st.fixed_dictionaries(
+                    {}, optional={**{name: numbers for name in COST_FIELDS}, "note": odd}
+                )
+            ),
+            "note": odd,  # keys the constructor does not know are kept and ignored
+        },
+    )
 )
 
 
-@settings(max_examples=50)
+@settings(max_examples=200)
 @given(rows=st.lists(usage_rows, max_size=8))
 def test_add_usages_equals_folding_add_usage(rows: list[dict[str, Any]]) -> None:
-    """Replay's batched sum is exactly the commit path's fold (STATS-1)."""
+    """Replay's batched, checked sum is exactly the commit path's fold (STATS-1)."""
     folded = UsageTotals()
     for row in rows:
         folded = add_usage(folded, row)
     assert add_usages(UsageTotals(), rows) == folded
+
+
+@pytest.mark.rule("JSONL-6")
+@settings(max_examples=300)
+@given(
+    row=usage_rows,
+    field=st.sampled_from([*TOKEN_FIELDS, "cost", *(f"cost.{n}" for n in COST_FIELDS)]),
+    value=odd | numbers | st.dictionaries(st.sampled_from(COST_FIELDS), numbers, max_size=2),
+)
+def test_open_checks_a_usage_value_exactly_as_the_constructor_does(
+    row: dict[str, Any], field: str, value: Any
+) -> None:
+    """A usage value read from a file is accepted (``usage_problem`` is ``None``) exactly when
+    ``insert_usage`` would accept it, with one field set to anything."""
+    row = dict(row)
+    if field.startswith("cost.") and isinstance(row.get("cost"), dict):
+        row["cost"] = dict(row["cost"], **{field[5:]: value})
+    else:
+        row[field.removeprefix("cost.")] = value
+    try:
+        insert_usage("u", row)
+        admitted = True
+    except UsageError:
+        admitted = False
+    assert (usage_problem(row) is None) == admitted, row
 
 
 def test_measure_fuzz_reports_steps_per_second() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import pathlib
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -188,14 +189,14 @@ def test_fast_path_agrees_with_the_checks_on_every_single_edit_of_every_record()
 PLANTED: list[tuple[str, str, str] | tuple[str, None, None]] = [
     (
         "entry timestamp type unchecked",
-        'or type(type_) is not str\n                        or type(rec["timestamp"]) is not int',
+        'or type(type_) is not str\n                    or type(rec["timestamp"]) is not int',
         "or type(type_) is not str",
     ),
-    ("retirement key count unchecked", "len(rec) != 4\n                        or ", ""),
+    ("retirement key count unchecked", "len(rec) != 4\n                    or ", ""),
     ("gap inside a transaction accepted", "if seq != previous + 1:", "if seq <= previous:"),
     ("messages not counted", "messages += 1", "pass"),
     ("value delete not folded", "drop_value((None, namespace, key))", "pass"),
-    ("usage totals skip the main log", "add_usage_value(usage_value)", "pass"),
+    ("usage totals skip the main log", "yield usage_value", "yield {}"),
     ("stage-7 check skipped", None, None),
 ]
 
@@ -277,3 +278,63 @@ def test_a_clean_session_takes_the_fast_path_and_reads_back_every_record() -> No
     assert orjson.loads(fast_state.entries["e1"].payload_json) == {"role": "assistant"}
     assert fast_state.values[(None, "n", "k")].value_json == b'"second"'
     assert snapshot(fast_state) == snapshot(documented_state)
+
+
+BAD_USAGE = [
+    ({"input": "x"}, "usage.input must be an int (got 'x')"),
+    ({"output": True}, "usage.output must be an int (got True)"),
+    ({"totalTokens": 1.5}, "usage.totalTokens must be an int (got 1.5)"),
+    ({"cacheRead": None}, "usage.cacheRead must be an int (got None)"),
+    ({"cost": None}, "usage.cost must be a dict (got None)"),
+    ({"cost": [1]}, "usage.cost must be a dict (got [1])"),
+    ({"cost": {"total": "1"}}, "usage.cost.total must be a number (got '1')"),
+    ({"cost": {"input": False}}, "usage.cost.input must be a number (got False)"),
+]
+GOOD_USAGE = [
+    ({}, (0, 0.0)),
+    ({"input": 3, "cost": {"total": 0.5}}, (3, 0.5)),
+    ({"input": 3, "cost": {"total": 2}, "note": "unknown keys are ignored"}, (3, 2.0)),
+    ({"input": 3, "cost": {}}, (3, 0.0)),
+]
+
+
+@pytest.mark.rule("JSONL-6")
+@pytest.mark.parametrize("value, reason", BAD_USAGE, ids=[r for _, r in BAD_USAGE])
+def test_a_usage_value_no_writer_could_make_fails_open_as_corrupt(
+    value: dict[str, Any], reason: str, tmp_path: Any
+) -> None:
+    """``insert_usage`` admits int token counts and a cost dict of numbers only, so a file
+    holding anything else is corrupt: open names the line (it used to fail with a bare
+    ``TypeError``, or sum a bool), changes no byte, and the inspector agrees."""
+    from impl.jsonl import JsonlRepository
+    from models.errors import CorruptError
+    from scopecheck.inspect import inspect_session
+
+    rec = {"kind": "usage", "id": "u1", "usage": value, "adjustment": False, "seq": 1,
+           "timestamp": 5}  # fmt: skip
+    path = write_session(str(tmp_path), [encode_header(SID, 1, "/"), orjson.dumps(rec)], None)
+    before = pathlib.Path(path).read_bytes()
+    with pytest.raises(CorruptError) as caught:
+        JsonlRepository(str(tmp_path), cwd="/").open(SID)
+    assert caught.value.code == "corrupt"
+    assert caught.value.details["line"] == 2
+    assert f"usage record: {reason}" in str(caught.value)
+    assert pathlib.Path(path).read_bytes() == before
+    assert inspect_session(path)["open"].startswith("fails: ")
+
+
+@pytest.mark.rule("JSONL-6")
+@pytest.mark.parametrize("value, totals", GOOD_USAGE, ids=[str(v) for v, _ in GOOD_USAGE])
+def test_a_usage_value_a_writer_can_make_opens_with_its_totals(
+    value: dict[str, Any], totals: tuple[int, float], tmp_path: Any
+) -> None:
+    from impl.jsonl import JsonlRepository
+
+    rec = {"kind": "usage", "id": "u1", "usage": value, "adjustment": False, "seq": 1,
+           "timestamp": 5}  # fmt: skip
+    write_session(str(tmp_path), [encode_header(SID, 1, "/"), orjson.dumps(rec)], None)
+    storage = JsonlRepository(str(tmp_path), cwd="/").open(SID)
+    usage = storage.stats().usage
+    assert (usage.input, usage.cost_total) == totals
+    assert type(usage.cost_total) is type(totals[1])
+    storage.close()
