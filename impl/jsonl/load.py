@@ -12,7 +12,6 @@ inspector shows exactly what open would do.
 
 from __future__ import annotations
 
-import bisect
 from typing import Any, Literal
 
 import attrs
@@ -204,10 +203,7 @@ def load_session(
     if keep_torn_tail and lines.tail is not None:  # planted bug: torn tail kept as data
         lines = Lines([*lines.complete, lines.tail], None)
     scan = scan_head(main, lines, session_id, None)
-    folded = fold_main_log(scan.lines) if fold and scan.header is not None else None
-    if folded is None and scan.header is not None:
-        scan_body(scan)
-    load = SessionLoad(session_id, scan, folded=folded)
+    load = SessionLoad(session_id, scan)
     # Stage 2/3: discover and parse sidecars of this Session.
     directory = layout.scopes_dir(main)
     try:
@@ -229,12 +225,19 @@ def load_session(
         if keep_torn_tail and side_lines.tail is not None:
             side_lines = Lines([*side_lines.complete, side_lines.tail], None)
         load.sidecars[scope_id] = scan_lines(path, side_lines, session_id, scope_id)
+    if fold and scan.header is not None:
+        # The sidecars are read first so the fold can note which of their transactions share
+        # a seq with a main transaction as it goes (stage 7, :func:`_check_against_folded`).
+        spans = sorted((tx.first, tx.last) for side in load.sidecars.values() for tx in side.txs)
+        load.folded = fold_main_log(scan.lines, spans)
+    if load.folded is None and scan.header is not None:
+        scan_body(scan)
     plan(
         load,
         count_retired_in_high_water=count_retired_in_high_water,
         apply_boundaries=apply_boundaries,
     )
-    if folded is not None and load.errors:
+    if load.folded is not None and load.errors:
         return load_session(
             fs,
             main,
@@ -264,7 +267,7 @@ def plan(
     # Stage 4: the high-water mark from the header and every complete record of every file.
     header_next_seq = main.header.get("nextSeq") if main.header is not None else None
     if folded is not None:
-        tops = [folded.last] if folded.firsts else []
+        tops = [folded.last] if folded.last else []
     else:
         tops = [main.txs[-1].last] if main.txs else []
     # Stage 6: retained sidecar transactions; decide which sidecars are live.
@@ -330,13 +333,13 @@ def _first_seq(item: tuple[str | None, Tx]) -> int:
 
 def _check_against_folded(load: SessionLoad, folded: MainFold) -> None:
     """Stage 7 when the main log was folded: no retained sidecar transaction may share a seq
-    with a main transaction or another retained one.  Only *whether* is decided here;
-    :func:`load_session` then reads the Session again the documented way to say where."""
-    firsts, lasts = folded.firsts, folded.lasts
+    with a main transaction (the fold noted which do, ``folded.collisions``) or with another
+    retained one.  Only *whether* is decided here; :func:`load_session` then reads the Session
+    again the documented way to say where."""
+    collisions = folded.collisions
     previous_last = 0
     for _scope_id, tx in load.retained:  # sorted by first seq
-        at = bisect.bisect_right(firsts, tx.last) - 1  # the last main tx starting <= tx.last
-        if tx.first <= previous_last or (at >= 0 and lasts[at] >= tx.first):
+        if tx.first <= previous_last or (tx.first, tx.last) in collisions:
             load.errors.append(
                 Problem("corrupt", load.main.path, 0, "a sidecar transaction repeats a seq")
             )

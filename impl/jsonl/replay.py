@@ -20,7 +20,7 @@ sidecars, not a write (see :func:`replay`).  Reads never depend on map order (ev
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -66,31 +66,31 @@ def resident_state() -> MemoryState:
 @attrs.define
 class MainFold:
     """A clean main log folded into ``state``, plus what the plan needs from it: its last seq
-    (0 when it holds no transaction), the latest retirement per scope (stage 5), and each
-    transaction's first and last seq in file order (stage 7 checks sidecar transactions
-    against them)."""
+    (0 when it holds no transaction), the latest retirement per scope (stage 5), and the
+    sidecar transaction spans that share a seq with a main transaction (stage 7 rejects
+    those that are retained)."""
 
     state: MemoryState
-    last: int
-    boundaries: dict[str, int]
-    firsts: list[int]
-    lasts: list[int]
+    last: int = 0
+    boundaries: dict[str, int] = attrs.field(factory=dict)
+    collisions: set[tuple[int, int]] = attrs.field(factory=set)
     messages: int = 0
 
 
-def fold_main_log(lines: list[bytes]) -> MainFold | None:
+def fold_main_log(lines: list[bytes], spans: Sequence[tuple[int, int]] = ()) -> MainFold | None:
     """Check and fold the transaction lines of a main log (``lines[0]`` is its header, already
     checked); ``None`` if any line is not one the fast path recognises (JSONL-6 stays with the
-    documented checks then).
+    documented checks then).  ``spans`` are the sidecars' transactions as ``(first, last)``
+    seqs, sorted.
 
     :func:`_fold_lines` does the work and hands each usage value to
     :func:`~impl.stats.add_usages` as it comes, which checks and sums it, so no decoded
     record outlives its line.
     """
-    fold = MainFold(resident_state(), 0, {}, [], [])
+    fold = MainFold(resident_state())
     state = fold.state
     try:
-        totals = add_usages(state.stats.usage, _fold_lines(lines, fold))
+        totals = add_usages(state.stats.usage, _fold_lines(lines, spans, fold))
     except (_Unrecognised, BadUsage, KeyError, TypeError, ValueError):
         # ValueError covers bad JSON; KeyError and TypeError a missing key or a non-dict record
         return None
@@ -101,12 +101,20 @@ def fold_main_log(lines: list[bytes]) -> MainFold | None:
     return fold
 
 
+_NEVER = float("inf")
+
+
 class _Unrecognised(Exception):
     """A line the fast path does not take (the documented path will say what is wrong)."""
 
 
-def _fold_lines(lines: list[bytes], fold: MainFold) -> Iterator[dict[str, Any]]:
+def _fold_lines(
+    lines: list[bytes], spans: Sequence[tuple[int, int]], fold: MainFold
+) -> Iterator[dict[str, Any]]:
     """Fold ``lines[1:]`` into ``fold`` and yield each usage value in seq order.
+
+    Along the way it notes the sidecar ``spans`` a main transaction shares a seq with: both
+    ascend, so one comparison per line (``last >= next_span``) says whether to look.
 
     Each record's check is the one :func:`impl.jsonl.codec.check_record` makes for the main
     log, written inline: a record holding exactly *n* keys, all *n* of them subscripted here,
@@ -120,7 +128,9 @@ def _fold_lines(lines: list[bytes], fold: MainFold) -> Iterator[dict[str, Any]]:
     assert isinstance(usage_rows, LazyRecords)
     drop_value = values.pop_raw
     boundaries = fold.boundaries
-    add_first, add_last = fold.firsts.append, fold.lasts.append
+    span_count = len(spans)
+    span_at = 0  # spans before this one end before the current main transaction
+    next_span = spans[0][0] if spans else _NEVER
     loads = orjson.loads
     messages = 0
     previous = 0
@@ -218,8 +228,15 @@ def _fold_lines(lines: list[bytes], fold: MainFold) -> Iterator[dict[str, Any]]:
                 boundaries[scope_id] = seq  # seqs ascend: the latest retirement wins
             else:
                 raise _Unrecognised
-        add_first(first)
-        add_last(previous)
+        if previous >= next_span:
+            while span_at < span_count and spans[span_at][1] < first:
+                span_at += 1
+            at = span_at
+            while at < span_count and spans[at][0] <= previous:
+                if spans[at][1] >= first:
+                    fold.collisions.add(spans[at])
+                at += 1
+            next_span = spans[span_at][0] if span_at < span_count else _NEVER
     fold.last = previous
     fold.messages = messages
 

@@ -95,20 +95,18 @@ def sessions(draw: st.DrawFn) -> tuple[list[bytes], list[bytes] | None]:
     if not draw(st.booleans()):
         return main, None
     side = [encode_scope_header(SID, SCOPE)]
+    used = 0
     for side_seq in sorted(draw(st.sets(st.integers(1, seq + 3), max_size=3))):
-        side.append(
-            orjson.dumps(
-                {
-                    "kind": "list",
-                    "op": "append",
-                    "seq": side_seq,
-                    "namespace": "n",
-                    "key": "k",
-                    "value": side_seq,
-                    "scopeId": SCOPE,
-                }
-            )
-        )
+        if side_seq <= used:
+            continue
+        size = draw(st.integers(1, 3))  # a transaction of up to three appends
+        appends = [
+            {"kind": "list", "op": "append", "seq": n, "namespace": "n", "key": "k",
+             "value": n, "scopeId": SCOPE}
+            for n in range(side_seq, side_seq + size)
+        ]  # fmt: skip
+        side.append(orjson.dumps(appends[0] if size == 1 else appends))
+        used = side_seq + size - 1
     return main, side
 
 
@@ -197,6 +195,8 @@ PLANTED: list[tuple[str, str, str] | tuple[str, None, None]] = [
     ("messages not counted", "messages += 1", "pass"),
     ("value delete not folded", "drop_value((None, namespace, key))", "pass"),
     ("usage totals skip the main log", "yield usage_value", "yield {}"),
+    ("collision with a main transaction not noted", "fold.collisions.add(spans[at])", "pass"),
+    ("spans dropped by their start", "spans[span_at][1] < first", "spans[span_at][0] < first"),
     ("stage-7 check skipped", None, None),
 ]
 
