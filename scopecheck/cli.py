@@ -441,15 +441,18 @@ def rules(as_json: bool) -> None:
     "--runs", type=int, default=3, show_default=True, help="Repetitions (the median is reported)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def bench(which: str, runs: int, as_json: bool) -> None:
+@click.option("--large", is_flag=True, help="jsonl only: also open a 100 MB Session.")
+def bench(which: str, runs: int, as_json: bool, large: bool) -> None:
     """Benchmarks (figures, never assertions): machine, …"""
-    from scopecheck.bench import BENCHMARKS
+    from scopecheck.bench import BENCHMARKS, bench_jsonl_figures
 
     if which not in BENCHMARKS:
         fail(f"unknown benchmark {which!r}; choose from {', '.join(sorted(BENCHMARKS))}")
     if runs < 1:
         fail("--runs must be at least 1")
-    result = BENCHMARKS[which](runs)
+    if large and which != "jsonl":
+        fail("--large applies to the jsonl benchmark only")
+    result = bench_jsonl_figures(runs, large=True) if large else BENCHMARKS[which](runs)
     if as_json:
         emit_json(result)
     else:

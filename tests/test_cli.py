@@ -44,6 +44,7 @@ def scopecheck(
         ("frobnicate",),
         ("mutants", "--name", "nope"),
         ("bench", "nope"),
+        ("bench", "machine", "--large"),
     ],
 )
 def test_user_mistakes_print_one_line_and_exit_2(args: tuple[str, ...]) -> None:

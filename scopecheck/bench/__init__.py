@@ -60,11 +60,12 @@ def bench_machine(runs: int) -> dict[str, Any]:
     }
 
 
-def bench_jsonl_figures(runs: int) -> dict[str, Any]:
-    """JSONL open/replay vs plain orjson parsing, commits/s with fsync, machine steps/s."""
+def bench_jsonl_figures(runs: int, large: bool = False) -> dict[str, Any]:
+    """JSONL open/replay vs plain orjson parsing (1 MB, 10 MB, and 100 MB with ``large``),
+    commits/s with fsync, machine steps/s."""
     from scopecheck.bench.jsonl import bench_jsonl
 
-    return {"benchmark": "jsonl", **bench_jsonl(repeat=runs)}
+    return {"benchmark": "jsonl", **bench_jsonl(large=large, repeat=runs)}
 
 
 def bench_crash_figures(runs: int) -> dict[str, Any]:
@@ -110,6 +111,8 @@ def render(which: str, result: dict[str, Any]) -> None:
         _render_size(console, result)
     elif which == "fork":
         _render_fork(console, result)
+    elif which == "jsonl":
+        _render_jsonl(console, result)
     elif which in ("machine", "lifecycle"):
         table = Table(title=f"{which} machine steps/s (median of {result['runs']})")
         for column in ("machine", "steps/s", "ratio to trivial", "runs"):
@@ -142,6 +145,45 @@ def render(which: str, result: dict[str, Any]) -> None:
         from rich.pretty import pprint
 
         pprint(result)
+
+
+def _render_jsonl(console: Any, result: dict[str, Any]) -> None:
+    """Open next to plain orjson line parsing per size (issue 4 target: ratio at least 0.5),
+    commits/s with fsync, and the machine's steps/s next to the trivial machine."""
+    from rich.table import Table
+
+    table = Table(title="JSONL open + close next to plain orjson line parsing (medians)")
+    for column in ("size", "files", "parse MB/s", "open MB/s", "ratio", "CPU-time ratio"):
+        table.add_column(column)
+    for label, row in result["open"].items():
+        table.add_row(
+            label,
+            str(row["files"]),
+            f"{row['parse_mb_s']:,.0f}",
+            f"{row['open_mb_s']:,.0f}",
+            f"{row['ratio']:.3f}",
+            "-" if row["cpu_ratio"] is None else f"{row['cpu_ratio']:.3f}",
+        )
+    console.print(table)
+    commits = result["commits"]
+    console.print(
+        f"commits/s with fsync ({commits['count']} each): main log "
+        f"{commits['main_commits_per_s']:,.0f}, sidecar {commits['sidecar_commits_per_s']:,.0f}"
+    )
+    fuzz = result.get("fuzz")
+    if fuzz:
+        steps = Table(title="machine steps/s")
+        for column in ("machine", "steps", "steps/s", "ratio to trivial"):
+            steps.add_column(column)
+        for name, row in fuzz.items():
+            ratio = row.get("vs_trivial")
+            steps.add_row(
+                name,
+                f"{row['steps']:,}",
+                f"{row['steps_per_s']:,.0f}",
+                "-" if ratio is None else f"{ratio:.3f}",
+            )
+        console.print(steps)
 
 
 def _render_fork(console: Any, result: dict[str, Any]) -> None:

@@ -27,6 +27,21 @@ def test_bench_jsonl_reports_open_ratio_and_commit_rate() -> None:
     assert report["commits"]["sidecar_commits_per_s"] > 0
 
 
+def test_bench_jsonl_table_shows_each_size_with_its_ratio(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``scopecheck bench jsonl`` renders one row per size, with the ratio the target names."""
+    from scopecheck.bench import render
+
+    report = bench_jsonl(repeat=1, commits=2, sizes=(40_000, 60_000), fuzz_examples=0)
+    render("jsonl", report)
+    out = capsys.readouterr().out
+    assert "40000B" in out and "60000B" in out and "ratio" in out
+    for figures in report["open"].values():
+        assert f"{figures['ratio']:.3f}" in out
+    assert "commits/s with fsync" in out
+
+
 numbers = st.integers(-1000, 1000) | st.floats(-1e6, 1e6, allow_nan=False)
 TOKEN_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 COST_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "total")
