@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import attrs
-
 from models.records import UsageTotals
 
 MESSAGE_TYPE = "message"
@@ -43,7 +41,19 @@ def add_usages(totals: UsageTotals, rows: Iterable[dict[str, Any]]) -> UsageTota
     are bit-identical to adding the rows one by one.  The checks ride along because open must
     make them on every row anyway (JSONL-6) and this loop already reads every field.
     """
-    return UsageTotals(*_checked_sums(attrs.astuple(totals), rows))
+    start = (
+        totals.input,
+        totals.output,
+        totals.cache_read,
+        totals.cache_write,
+        totals.total_tokens,
+        totals.cost_input,
+        totals.cost_output,
+        totals.cost_cache_read,
+        totals.cost_cache_write,
+        totals.cost_total,
+    )
+    return UsageTotals(*_checked_sums(start, rows))
 
 
 _ZERO = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)

@@ -137,10 +137,12 @@ def _fold_lines(
     for index in range(1, len(lines)):
         line = lines[index]
         obj = loads(line)
-        if type(obj) is dict:
-            records: Any = (obj,)
-        elif type(obj) is list and len(obj) > 1:
-            records = obj
+        if type(obj) is list:
+            if len(obj) < 2:
+                raise _Unrecognised
+            records: Any = obj
+        elif type(obj) is dict:
+            records = (obj,)
         else:
             raise _Unrecognised
         first = 0
@@ -283,8 +285,9 @@ def replay(load: SessionLoad) -> MemoryState:
                 lists.pop(op[1], None)
             # OP_RETIRE: a boundary only (see docstring)
     _count_raw(state)
-    totals = add_usages(state.stats.usage, usage_values)
-    state.stats = attrs.evolve(state.stats, message_count=message_count, usage=totals)
+    if usage_values or message_count != state.stats.message_count:
+        totals = add_usages(state.stats.usage, usage_values)
+        state.stats = attrs.evolve(state.stats, message_count=message_count, usage=totals)
     state.next_seq = load.next_seq
     return state
 

@@ -149,27 +149,50 @@ def _plain_parse(files: list[str]) -> None:
 
 
 def measure_open(size_bytes: int, repeat: int = 3) -> dict[str, Any]:
+    """Open + close next to plain parsing of the same files.
+
+    The two are timed in alternation, ``repeat`` rounds of each, so drift in the machine's
+    speed falls on both alike; a round of a small Session repeats the action until about 8 MB
+    went through (a 1 MB open takes about 3 ms, where scheduler noise alone moves a single
+    sample by several per cent).  Figures are per action."""
     with tempfile.TemporaryDirectory(prefix="scopecheck-bench-") as root:
         actual = build_session(root, "bench", size_bytes)
         files = _session_files(root, "bench")
         repo = JsonlRepository(root, cwd="/bench")
+        per_round = max(1, round(8 * MB / actual))
+
+        def parse() -> None:
+            for _ in range(per_round):
+                _plain_parse(files)
 
         def open_and_close() -> None:
-            repo.open("bench").close()
+            for _ in range(per_round):
+                repo.open("bench").close()
 
-        parse_s, parse_cpu = _median_seconds(lambda: _plain_parse(files), repeat)
-        open_s, open_cpu = _median_seconds(open_and_close, repeat)
+        samples: dict[str, list[tuple[float, float]]] = {"parse": [], "open": []}
+        for _ in range(repeat):
+            samples["parse"].append(_median_seconds(parse, 1))
+            samples["open"].append(_median_seconds(open_and_close, 1))
+        parse_s, parse_cpu = _per_action(samples["parse"], per_round)
+        open_s, open_cpu = _per_action(samples["open"], per_round)
         mb = actual / MB
         return {
             "bytes": actual,
             "files": len(files),
-            "parse_s": round(parse_s, 4),
-            "open_s": round(open_s, 4),
+            "actions_per_round": per_round,
+            "parse_s": round(parse_s, 5),
+            "open_s": round(open_s, 5),
             "parse_mb_s": round(mb / parse_s, 1),
             "open_mb_s": round(mb / open_s, 1),
             "ratio": round(parse_s / open_s, 3),
             "cpu_ratio": round(parse_cpu / open_cpu, 3) if open_cpu else None,
         }
+
+
+def _per_action(samples: list[tuple[float, float]], per_round: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of one action from (wall, CPU) samples of whole rounds."""
+    walls, cpus = zip(*samples, strict=True)
+    return statistics.median(walls) / per_round, statistics.median(cpus) / per_round
 
 
 def measure_commits(count: int = 200) -> dict[str, Any]:
