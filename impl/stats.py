@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from models.records import UsageTotals
+from models.writes import USAGE_COST_FIELDS, USAGE_TOKEN_FIELDS
 
 MESSAGE_TYPE = "message"
 
@@ -59,15 +60,16 @@ def add_usages(totals: UsageTotals, rows: Iterable[dict[str, Any]]) -> UsageTota
 _ZERO = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
-_TOKEN_FIELDS = frozenset(("input", "output", "cacheRead", "cacheWrite", "totalTokens"))
-_COST_FIELDS = frozenset(("input", "output", "cacheRead", "cacheWrite", "total"))
+_TOKEN_FIELDS = frozenset(USAGE_TOKEN_FIELDS)
+_COST_FIELDS = frozenset(USAGE_COST_FIELDS)
 
 
 def _checked_sums(start: tuple[Any, ...], rows: Iterable[dict[str, Any]]) -> tuple[Any, ...]:
     """The ten running sums over ``rows``.  Walks the keys a row has rather than asking for
     every field (rows hold a few of them; open runs this on every usage row), adding each
     field in row order as :func:`add_usage` would; other keys are ignored, as the
-    constructor ignores them."""
+    constructor ignores them.  The token and cost chains look alike on purpose: one call per
+    field to a shared helper would cost more than the whole chain."""
     i, o, cr, cw, tt, ci, co, ccr, ccw, ct = start
     for usage_value in rows:
         for name, count in usage_value.items():
