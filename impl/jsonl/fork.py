@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -52,6 +50,7 @@ from impl.jsonl.codec import (
     decode_transaction,
     index_transaction,
 )
+from impl.jsonl.scratch import scratch_index
 from models.errors import CorruptError
 from models.fork import BranchFork, ForkOptions
 from models.fork_policy import (
@@ -216,7 +215,7 @@ def checked_transactions(
 
 
 class Index:
-    """The temporary disk-backed index of pass 1 (an APSW database in a temp directory).
+    """The temporary disk-backed index of pass 1 (:func:`~impl.jsonl.scratch.scratch_index`).
 
     Pass 1 only appends rows (batched ``executemany`` into tables without indexes, one
     transaction); :meth:`settle` then derives the current scalars, the surviving list elements
@@ -224,12 +223,7 @@ class Index:
     """
 
     def __init__(self, track_entries: bool, verbatim: Callable[[str, bool], bool] | None) -> None:
-        self.directory = tempfile.mkdtemp(prefix="scopecheck-fork-index-")
-        self.conn = apsw.Connection(os.path.join(self.directory, "index.sqlite"))
-        for pragma in ("journal_mode=OFF", "synchronous=OFF"):
-            self.conn.execute(f"PRAGMA {pragma}").fetchall()
-        self.conn.execute(_INDEX_DDL)
-        self.conn.execute("BEGIN")
+        self.conn = scratch_index(_INDEX_DDL)
         #: Branch scope walks ancestry: it needs ``entries`` from pass 1.  Tree scope needs it
         #: only for labels (:meth:`index_entries`).
         self.track_entries = track_entries
@@ -245,7 +239,6 @@ class Index:
     def close(self) -> None:
         with contextlib.suppress(apsw.Error):
             self.conn.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
 
     def _copies_verbatim(self, namespace: str, is_list: bool) -> bool:
         verdicts = self._verdicts

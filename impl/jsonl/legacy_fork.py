@@ -26,9 +26,6 @@ freshly normalised tip (001 §1.3).
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,6 +48,7 @@ from impl.jsonl.legacy import (
     legacy_entry,
     project,
 )
+from impl.jsonl.scratch import scratch_index
 from models.errors import CorruptError
 
 _DDL = """
@@ -82,7 +80,6 @@ class LegacyCapture:
         self.size = fs.file_size(main)
         self.header: dict[str, Any] = {}
         self._ids = ids
-        self._dir: str | None = None
         self._conn: apsw.Connection | None = None
         #: The synthesised rows before and after the labels (a name; tip, lane, usage).
         self._head: list[dict[str, Any]] = []
@@ -102,9 +99,6 @@ class LegacyCapture:
             with contextlib.suppress(apsw.Error):
                 self._conn.close()
             self._conn = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
 
     def records(
         self, source_id: str, validate: bool = True
@@ -141,13 +135,7 @@ class LegacyCapture:
     # -- pass A: the index ---------------------------------------------------------------
 
     def _build(self, session_id: str) -> None:
-        self._dir = tempfile.mkdtemp(prefix="scopecheck-legacy-fork-")
-        conn = apsw.Connection(os.path.join(self._dir, "index.sqlite"))
-        self._conn = conn
-        for pragma in ("journal_mode=OFF", "synchronous=OFF"):
-            conn.execute(f"PRAGMA {pragma}").fetchall()
-        conn.execute(_DDL)
-        conn.execute("BEGIN")
+        conn = self._conn = scratch_index(_DDL)
         ex = conn.execute
         version = 1
         created_at = 0

@@ -367,16 +367,17 @@ def test_disk_normaliser_matches_the_import_of_generated_files(lines: list[bytes
 
 
 def test_index_files_live_outside_the_repository(root: Path, make_repo: RepoFactory) -> None:
-    """The normaliser's index is a temp directory, never a file beside the source."""
+    """The normaliser's index is SQLite's anonymous database (``impl/jsonl/scratch.py``):
+    never a file beside the source, and closed with the capture (FORK-18)."""
     sid = install_transcript("large-session", root)
     capture = LegacyCapture(OsFileSystem(), str(root / f"{sid}.jsonl"), counter_ids)
     try:
         next(iter(capture.records(sid)))
-        assert capture._dir is not None and not capture._dir.startswith(str(root))
-        assert os.path.isdir(capture._dir)
+        assert capture._conn is not None and capture._conn.filename == ""
+        assert sorted(os.listdir(root)) == [f"{sid}.jsonl"]
     finally:
         capture.close()
-    assert capture._dir is None
+    assert capture._conn is None
 
 
 # -- crash exploration of a closed legacy fork ---------------------------------------------------
