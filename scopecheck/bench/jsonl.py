@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -41,6 +43,7 @@ from models.writes import (
     retire_scope,
     set_value,
 )
+from scopecheck.bench.legacy import DATA as TRANSCRIPTS
 
 MB = 1 << 20
 
@@ -149,44 +152,69 @@ def _plain_parse(files: list[str]) -> None:
 
 
 def measure_open(size_bytes: int, repeat: int = 3) -> dict[str, Any]:
+    """Open + close of the synthetic Session of about ``size_bytes`` (:func:`build_session`)
+    next to plain parsing of the same files (:func:`time_open`)."""
+    with tempfile.TemporaryDirectory(prefix="scopecheck-bench-") as root:
+        actual = build_session(root, "bench", size_bytes)
+        return time_open(root, "bench", actual, repeat)
+
+
+def measure_transcripts(repeat: int = 3, data: Path = TRANSCRIPTS) -> dict[str, Any]:
+    # TRANSCRIPTS: the real transcripts ``scopecheck bench legacy`` reads (REFERENCE §6)
+    """Open + close of each real coding-agent transcript in ``data`` once upgraded to format 4
+    (opened, one commit), next to plain parsing of the upgraded file.  Real lines are longer
+    than the synthetic Session's (1-3 KB against 0.6 KB, fewer usage rows), so parsing weighs
+    more against open's per-record work.  Empty when the transcripts are not there."""
+    figures: dict[str, Any] = {}
+    for source in sorted(data.glob("*.jsonl")) if data.is_dir() else []:
+        with tempfile.TemporaryDirectory(prefix="scopecheck-bench-") as root:
+            session_id: str = orjson.loads(source.read_bytes().split(b"\n", 1)[0])["id"]
+            shutil.copyfile(source, os.path.join(root, f"{session_id}.jsonl"))
+            storage = JsonlRepository(root, cwd="/bench").open(session_id)
+            storage.commit([set_value(value("bench.upgraded"), True)])  # rewrites as format 4
+            storage.close()
+            size = sum(map(os.path.getsize, _session_files(root, session_id)))
+            figures[source.stem] = time_open(root, session_id, size, repeat)
+    return figures
+
+
+def time_open(root: str, session_id: str, size: int, repeat: int) -> dict[str, Any]:
     """Open + close next to plain parsing of the same files.
 
     The two are timed in alternation, ``repeat`` rounds of each, so drift in the machine's
     speed falls on both alike; a round of a small Session repeats the action until about 8 MB
     went through (a 1 MB open takes about 3 ms, where scheduler noise alone moves a single
-    sample by several per cent).  Figures are per action."""
-    with tempfile.TemporaryDirectory(prefix="scopecheck-bench-") as root:
-        actual = build_session(root, "bench", size_bytes)
-        files = _session_files(root, "bench")
-        repo = JsonlRepository(root, cwd="/bench")
-        per_round = max(1, round(8 * MB / actual))
+    sample by several per cent).  Figures are per action; ``size`` is what MB/s count."""
+    files = _session_files(root, session_id)
+    repo = JsonlRepository(root, cwd="/bench")
+    per_round = max(1, round(8 * MB / size))
 
-        def parse() -> None:
-            for _ in range(per_round):
-                _plain_parse(files)
+    def parse() -> None:
+        for _ in range(per_round):
+            _plain_parse(files)
 
-        def open_and_close() -> None:
-            for _ in range(per_round):
-                repo.open("bench").close()
+    def open_and_close() -> None:
+        for _ in range(per_round):
+            repo.open(session_id).close()
 
-        samples: dict[str, list[tuple[float, float]]] = {"parse": [], "open": []}
-        for _ in range(repeat):
-            samples["parse"].append(_median_seconds(parse, 1))
-            samples["open"].append(_median_seconds(open_and_close, 1))
-        parse_s, parse_cpu = _per_action(samples["parse"], per_round)
-        open_s, open_cpu = _per_action(samples["open"], per_round)
-        mb = actual / MB
-        return {
-            "bytes": actual,
-            "files": len(files),
-            "actions_per_round": per_round,
-            "parse_s": round(parse_s, 5),
-            "open_s": round(open_s, 5),
-            "parse_mb_s": round(mb / parse_s, 1),
-            "open_mb_s": round(mb / open_s, 1),
-            "ratio": round(parse_s / open_s, 3),
-            "cpu_ratio": round(parse_cpu / open_cpu, 3) if open_cpu else None,
-        }
+    samples: dict[str, list[tuple[float, float]]] = {"parse": [], "open": []}
+    for _ in range(repeat):
+        samples["parse"].append(_median_seconds(parse, 1))
+        samples["open"].append(_median_seconds(open_and_close, 1))
+    parse_s, parse_cpu = _per_action(samples["parse"], per_round)
+    open_s, open_cpu = _per_action(samples["open"], per_round)
+    mb = size / MB
+    return {
+        "bytes": size,
+        "files": len(files),
+        "actions_per_round": per_round,
+        "parse_s": round(parse_s, 5),
+        "open_s": round(open_s, 5),
+        "parse_mb_s": round(mb / parse_s, 1),
+        "open_mb_s": round(mb / open_s, 1),
+        "ratio": round(parse_s / open_s, 3),
+        "cpu_ratio": round(parse_cpu / open_cpu, 3) if open_cpu else None,
+    }
 
 
 def _per_action(samples: list[tuple[float, float]], per_round: int) -> tuple[float, float]:
@@ -263,11 +291,13 @@ def bench_jsonl(
     commits: int = 200,
     sizes: tuple[int, ...] | None = None,
     fuzz_examples: int = 30,
+    transcripts: bool = True,
 ) -> dict[str, Any]:
     """Run every JSONL benchmark once and return the figures (see module docstring).
 
     ``sizes`` (bytes) overrides the default 1 MB and 10 MB (plus 100 MB with ``large``);
-    ``fuzz_examples=0`` skips the machine steps/s figures.
+    ``fuzz_examples=0`` skips the machine steps/s figures and ``transcripts=False`` the real
+    transcripts (:func:`measure_transcripts`).
     """
     if sizes is None:
         sizes = (1 * MB, 10 * MB) + ((100 * MB,) if large else ())
@@ -279,6 +309,7 @@ def bench_jsonl(
             "cpus": os.cpu_count(),
         },
         "open": {_label(size): measure_open(size, repeat) for size in sizes},
+        "open_transcripts": measure_transcripts(repeat) if transcripts else {},
         "commits": measure_commits(commits),
         "fuzz": measure_fuzz(fuzz_examples) if fuzz_examples else None,
     }

@@ -19,7 +19,7 @@ from scopecheck.bench.jsonl import bench_jsonl
 
 def test_bench_jsonl_reports_open_ratio_and_commit_rate() -> None:
     """A tiny run returns every figure the issue asks for."""
-    report = bench_jsonl(repeat=1, commits=5, sizes=(50_000,), fuzz_examples=0)
+    report = bench_jsonl(repeat=1, commits=5, sizes=(50_000,), fuzz_examples=0, transcripts=False)
     figures = report["open"]["50000B"]
     assert set(figures) >= {"parse_mb_s", "open_mb_s", "ratio", "bytes"}
     assert figures["bytes"] >= 50_000 and figures["ratio"] > 0
@@ -36,7 +36,10 @@ def test_bench_jsonl_table_shows_each_size_with_its_ratio(
     report = bench_jsonl(repeat=1, commits=2, sizes=(40_000, 60_000), fuzz_examples=0)
     render("jsonl", report)
     out = capsys.readouterr().out
-    assert "40000B" in out and "60000B" in out and "ratio" in out
+    assert "synthetic 40000B" in out and "synthetic 60000B" in out and "ratio" in out
+    assert set(report["open_transcripts"]) == {"before-compaction", "large-session"}
+    for name in report["open_transcripts"]:
+        assert f"real {name}" in out
     for figures in report["open"].values():
         assert f"{figures['ratio']:.3f}" in out
     assert "commits/s with fsync" in out
