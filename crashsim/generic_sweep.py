@@ -26,6 +26,9 @@ factory reopens it, and :class:`Checker` compares with the model:
 * the next commit gets sequences above every acknowledged write (SEQ-7) (CRASH-FS-3);
 * a second reopen gives the same state, probe commit included (CRASH-FS-4);
 * a crash at any mutating operation of the recovery itself is survived (CRASH-FS-5).
+
+Then :func:`sweep` runs the workload once per single I/O fault without a crash
+(:mod:`crashsim.generic_faults`, CRASH-FS-9..11), counted in ``SweepReport.fault_runs``.
 """
 
 from __future__ import annotations
