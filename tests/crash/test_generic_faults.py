@@ -7,10 +7,11 @@ wrong — each caught under its rule with a record ``scopecheck replay`` reruns.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import pytest
@@ -40,6 +41,22 @@ def _factory(repository: type[Any]) -> Factory:
 def _with_storage(storage: type[Any]) -> Factory:
     return _factory(type(f"{storage.__name__}Repository", (good.FileRepository,), {
         "storage_class": storage}))  # fmt: skip
+
+
+LONG = os.environ.get("SCOPECHECK_LONG_CRASH") == "1"
+
+
+@pytest.mark.rule("CRASH-FS-9", "CRASH-FS-10", "CRASH-FS-11")
+@pytest.mark.skipif(not LONG, reason="long sweep: set SCOPECHECK_LONG_CRASH=1")
+@pytest.mark.parametrize("seed", range(4, 12))
+@pytest.mark.parametrize(
+    "factory", [jsonl_factory, good.make_backend], ids=["jsonl", "good-file-example"]
+)
+def test_longer_workloads_pass_every_fault_run(factory: Factory, seed: int) -> None:
+    """Twenty-transaction workloads (about 80-120 fault runs each, ~1 s)."""
+    report = fault_runs(factory, trace(factory, workload(seed, 20)), max_failures=5)
+    assert not report.failures, "\n".join(str(f) for f in report.failures)
+    assert report.runs > 50
 
 
 # -- planted bugs ------------------------------------------------------------------------------
@@ -219,3 +236,25 @@ def test_scopecheck_replay_reruns_a_fault_reproducer_by_its_spec() -> None:
     assert still, text
     assert "no crash" in text and "files on disk at the end of the run" in text
     assert "FAILED CRASH-FS-10" in text
+
+
+class MarksFirstStart(good.FileRepository):  # type: ignore[misc]
+    """Writes a marker on the first start in this process only: rerun, its calls differ."""
+
+    started: ClassVar[list[bool]] = []
+
+    def __init__(self, clock: Any, fs: Any, root: str) -> None:
+        super().__init__(clock, fs, root)
+        if not MarksFirstStart.started:
+            MarksFirstStart.started.append(True)
+            fs.write_file(f"{self.root}/started.marker", b"1")
+
+
+@pytest.mark.rule("CRASH-FS-7")
+def test_a_fault_that_never_fires_is_reported_not_counted_as_passing() -> None:
+    MarksFirstStart.started.clear()
+    factory = _factory(MarksFirstStart)
+    tr = trace(factory, workload(0, 2))
+    report = fault_runs(factory, tr, max_failures=100)
+    unfired = [f for f in report.failures if "never fired" in f.problem]
+    assert unfired and all(f.rule == "CRASH-FS-7" for f in unfired)
