@@ -26,6 +26,9 @@ factory reopens it, and :class:`Checker` compares with the model:
 * the next commit gets sequences above every acknowledged write (SEQ-7) (CRASH-FS-3);
 * a second reopen gives the same state, probe commit included (CRASH-FS-4);
 * a crash at any mutating operation of the recovery itself is survived (CRASH-FS-5).
+
+Then :func:`sweep` runs the workload once per single I/O fault without a crash
+(:mod:`crashsim.generic_faults`, CRASH-FS-9..11), counted in ``SweepReport.fault_runs``.
 """
 
 from __future__ import annotations
@@ -259,15 +262,17 @@ class GenericFailure:
     files_after: dict[str, str]
 
     def __str__(self) -> str:
+        what = "I/O fault" if self.variant.startswith("fault:") else "crash"
         return (
-            f"{self.workload}: crash at op {self.op_index} ({self.op}), {self.variant}: "
+            f"{self.workload}: {what} at op {self.op_index} ({self.op}), {self.variant}: "
             f"{self.rule} {self.problem}"
         )
 
     def record(
         self, wl: Workload, seed: int, backend: str, spec: str | None, workload_seed: int | None
     ) -> dict[str, Any]:
-        """Reproducer file contents (kind ``crash``, engine ``fs``) for ``scopecheck replay``."""
+        """Reproducer file contents (kind ``crash``, engine ``fs``) for ``scopecheck replay``;
+        mode ``fault`` and fault ``fault:<kind>``: a single I/O fault at call ``op_index``."""
         return {
             "kind": "crash",
             "engine": "fs",
@@ -498,6 +503,8 @@ class SweepReport:
     ops: int = 0
     states: int = 0
     recovery_states: int = 0
+    #: Single-I/O-fault runs of the workload (CRASH-FS-9..11; :mod:`crashsim.generic_faults`).
+    fault_runs: int = 0
     failures: list[GenericFailure] = attrs.field(factory=list)
     seconds: float = 0.0
 
@@ -512,8 +519,12 @@ def sweep(
     recovery: bool = True,
     only: tuple[int, str] | None = None,
     deadline: float | None = None,
+    faults: bool = True,
+    crashes: bool = True,
 ) -> SweepReport:
-    """Check every crash state of ``wl`` (``only=(op_index, variant)``: just that one)."""
+    """Check every crash state of ``wl`` and then, with ``faults``, run it once per single I/O
+    fault (:func:`crashsim.generic_faults.fault_runs`); ``only=(op_index, variant)``: just that
+    crash state or (variant ``fault:<kind>``) that fault run."""
     started = time.perf_counter()
     report = SweepReport(wl.name, mode)
     try:
@@ -527,7 +538,8 @@ def sweep(
         return report
     report.ops = len(tr.ops)
     checker = Checker(factory, tr, mode, recovery=recovery)
-    for crash in generic_states(tr, mode, seed):
+    fault_only = only is not None and only[1].startswith("fault:")
+    for crash in generic_states(tr, mode, seed) if crashes and not fault_only else ():
         if only is not None and (crash.op_index, crash.variant) != only:
             continue
         found = checker.check(crash)
@@ -539,8 +551,34 @@ def sweep(
             break
     report.states = checker.states
     report.recovery_states = checker.recovery_states
+    in_time = deadline is None or time.perf_counter() < deadline
+    wanted = fault_only or (faults and only is None)
+    if wanted and len(report.failures) < max_failures and in_time:
+        from crashsim.generic_faults import fault_runs
+
+        found_faults = fault_runs(
+            factory,
+            tr,
+            max_failures=max_failures - len(report.failures),
+            only=only,
+            deadline=deadline,
+        )
+        report.fault_runs = found_faults.runs
+        report.failures.extend(found_faults.failures)
     report.seconds = time.perf_counter() - started
     return report
+
+
+#: Share of an :func:`explore` budget after which crash states stop and only fault runs go on
+#: (so a slow backend's first workload cannot starve the I/O-fault rules CRASH-FS-9..11).
+CRASH_STATE_SHARE = 0.7
+
+
+@attrs.frozen
+class Exploration:
+    states: int
+    fault_runs: int
+    found: list[tuple[Workload, int, GenericFailure]]
 
 
 def explore(
@@ -550,21 +588,36 @@ def explore(
     seed: int = 0,
     transactions: int = 6,
     mode: Mode = "unsynced",
-) -> tuple[int, list[tuple[Workload, int, GenericFailure]]]:
-    """Sweep fresh seeded workloads until ``budget`` seconds pass or one fails; returns
-    (states checked, [(workload, its seed, failure)])."""
+) -> Exploration:
+    """Sweep fresh seeded workloads (crash states, then single I/O faults) until ``budget``
+    seconds pass or one fails; crash states get the first :data:`CRASH_STATE_SHARE` of it."""
     started = time.perf_counter()
-    states = 0
+    states = runs = 0
     round_number = 0
     while time.perf_counter() - started < budget:
         workload_seed = seed + round_number
         wl = workload(workload_seed, transactions)
-        report = sweep(factory, wl, mode=mode, seed=workload_seed, deadline=started + budget)
+        crash_deadline = started + budget * CRASH_STATE_SHARE
+        report = sweep(
+            factory,
+            wl,
+            mode=mode,
+            seed=workload_seed,
+            deadline=crash_deadline,
+            faults=False,
+            crashes=time.perf_counter() < crash_deadline,
+        )
+        if not report.failures:
+            faults = sweep(
+                factory, wl, seed=workload_seed, deadline=started + budget, crashes=False
+            )
+            report.failures.extend(faults.failures)
+            runs += faults.fault_runs
         states += report.states
         if report.failures:
-            return states, [(wl, workload_seed, f) for f in report.failures]
+            return Exploration(states, runs, [(wl, workload_seed, f) for f in report.failures])
         round_number += 1
-    return states, []
+    return Exploration(states, runs, [])
 
 
 # -- replay ------------------------------------------------------------------------------------
@@ -581,7 +634,7 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
         mode = str(record.get("mode", "unsynced"))
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError("invalid_payload", f"not a crash reproducer: missing {exc}") from None
-    if mode not in MODES:
+    if mode not in (*MODES, "fault"):
         raise UsageError("invalid_payload", f"unknown crash mode {mode!r}")
     try:
         tr = trace(factory, wl)
@@ -589,6 +642,10 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
         return True, f"{wl.name}: CRASH-FS-7 {exc}"
     if variant == "no-crash":
         return False, f"{wl.name}: the workload now runs and restarts as the model says"
+    if variant.startswith("fault:"):
+        from crashsim.generic_faults import replay_fault
+
+        return replay_fault(factory, tr, op_index, variant.removeprefix("fault:"))
     chosen: Mode = "unsynced" if mode == "unsynced" else "prefix"
     crash = next(
         (

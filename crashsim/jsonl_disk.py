@@ -61,7 +61,9 @@ class RecordingFs:
     :class:`SimulatedCrash` instead of running, after applying its first ``partial`` bytes if
     it is a write or append (the machine's crash rule).  ``fault(index, op)`` may return an
     ``OSError`` to fail that call without a crash (or ``(OSError, n)``: write ``n`` bytes of
-    an append first); failed calls are not recorded.
+    an append first); a failed call is not recorded, but the bytes a partial append wrote
+    are (as an ``append`` of just those bytes), so replaying ``ops`` on a :class:`Disk` gives
+    the files the process sees.
     """
 
     def __init__(
@@ -145,6 +147,7 @@ class RecordingFs:
         op = Op("append", handle.path, data, step=self.step)
         partial = self._before(op)
         if partial is not None:
+            self.ops.append(Op("append", handle.path, data[:partial], step=self.step))
             self.inner.append(handle, data[:partial])
             raise fs_error(
                 "append", handle.path, OSError(errno.ENOSPC, "injected: disk full"), written=partial

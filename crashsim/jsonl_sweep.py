@@ -38,6 +38,7 @@ import attrs
 import orjson
 from pyfakefs.fake_file import FakeDirectory, FakeFile
 
+from crashsim.faults import OneFault, faults_for
 from crashsim.jsonl_disk import Disk, DiskState, Op, RecordingFs
 from crashsim.jsonl_workloads import Step, Workload
 from impl.fs import DirEntry, OsFileSystem, fs_error
@@ -836,43 +837,6 @@ def explore_workload(
 # -- I/O faults without a crash ----------------------------------------------------------------
 
 
-def _faults_for(op: str) -> list[str]:
-    return {
-        "unlink": ["eacces"],
-        "rename": ["eacces"],
-        "create_dir": ["eacces"],
-        "write": ["enospc", "eio"],
-        "append": ["enospc-partial", "eio"],
-        "fsync": ["eio"],
-        "fsync_file": ["eio"],
-        "fsync_dir": ["eio"],
-        "truncate": [],
-        "remove": ["eacces"],
-    }.get(op, [])
-
-
-class OneFault:
-    """Fail mutating call number ``target`` (0-based, in trace order) once with ``fault``
-    (transient, like SQLite's ``ioerr-transient``)."""
-
-    def __init__(self, target: int, fault: str) -> None:
-        self.target = target
-        self.fault = fault
-        self.hit: str | None = None
-
-    def __call__(self, index: int, op: Op) -> Any:
-        if index != self.target or self.fault not in _faults_for(op.kind):
-            return None
-        self.hit = op.kind
-        if self.fault == "eacces":
-            return PermissionError(errno.EACCES, "injected: permission denied")
-        if self.fault == "enospc":
-            return OSError(errno.ENOSPC, "injected: no space left on device")
-        if self.fault == "enospc-partial":
-            return (OSError(errno.ENOSPC, "injected: no space left on device"), 7)
-        return OSError(errno.EIO, "injected: I/O error")
-
-
 def fault_sweep(
     workload: Workload,
     repo_class: type[JsonlRepository] = JsonlRepository,
@@ -887,7 +851,7 @@ def fault_sweep(
     for target, op in enumerate(tr.ops):
         if workload.steps[op.step].op not in ("commit", "reopen", "delete"):
             continue
-        for fault in _faults_for(op.kind):
+        for fault in faults_for(op.kind):
             runs += 1
             problem = _run_with_fault(workload, repo_class, OneFault(target, fault))
             if problem is not None:

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from models.errors import StorageIOError
+
 from good_file_backend import FileRepository, FileStorage  # type: ignore[import-not-found]
 
 
 class UnsyncedStorage(FileStorage):  # type: ignore[misc]
     def persist(self, line: bytes) -> None:
-        self.fs.append(self.handle, line)  # no fsync: the OS may still lose it
+        try:
+            self.fs.append(self.handle, line)  # no fsync: the OS may still lose it
+        except StorageIOError:
+            self.cut_back("an append failed and could not be cut back")
+            raise
+        self.size += len(line)
 
 
 class UnsyncedRepository(FileRepository):  # type: ignore[misc]

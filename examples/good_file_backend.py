@@ -9,7 +9,10 @@ directories and the crash sweep over a simulated disk that can lose unsynced dat
 Durability: a commit appends its line and fsyncs before returning; create writes an empty file
 and fsyncs it and the directory; delete unlinks and fsyncs the directory.  Recovery: open
 replays the complete lines and cuts a torn last line off (an unacknowledged commit) before
-appending anything after it.
+appending anything after it.  I/O errors (CRASH-FS-9..11): a failed append is cut back to the
+last acknowledged line, so nothing ever follows a partial line; after a failed fsync (whose
+data the OS may already have dropped) or a failed cut the handle refuses writes with code
+``unusable`` until the Session is reopened.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from good_backend import DictRepository, DictStorage  # type: ignore[import-not-
 from impl.validation import check_references, check_session_id, check_shape
 from models import writes as w
 from models.addresses import ListAddress, ValueAddress
-from models.errors import usage
+from models.errors import StorageIOError, usage
 from models.records import UsageTotals
 from models.scope import SESSION, ephemeral_scope
 
@@ -66,11 +69,14 @@ def decode(item: list[Any]) -> Any:
 class FileStorage(DictStorage):  # type: ignore[misc]
     def attach(self, fs: Any, path: str) -> None:
         self.fs, self.handle, self.io_lock = fs, fs.open_append(path), threading.Lock()
+        self.size, self.unusable = fs.file_size(path), ""
         self.now, self.real_clock = 0, self.clock
         self.clock = lambda: self.now  # the timestamp written to the log is the one applied
     def commit(self, writes: Any) -> Any:
         with self.io_lock:
             data = self._open()
+            if self.unusable:
+                raise StorageIOError("unusable", f"{self.unusable}; close and reopen the Session")
             checked = check_shape(writes)
             check_references(checked.writes, data["ids"].__contains__, data["entries"].__contains__)
             if not checked.writes:
@@ -80,8 +86,24 @@ class FileStorage(DictStorage):  # type: ignore[misc]
             self.persist(orjson.dumps(line) + b"\n")
             return super().commit(checked.writes)
     def persist(self, line: bytes) -> None:
-        self.fs.append(self.handle, line)
-        self.fs.fsync(self.handle)  # durable before the commit is acknowledged
+        try:
+            self.fs.append(self.handle, line)
+        except StorageIOError:
+            self.cut_back("an append failed and could not be cut back")
+            raise
+        try:
+            self.fs.fsync(self.handle)  # durable before the commit is acknowledged
+        except StorageIOError:
+            self.cut_back("")
+            self.unusable = "an fsync failed (its data may be lost)"
+            raise
+        self.size += len(line)
+    def cut_back(self, why: str) -> None:
+        """Cut a failed line off, so the next commit does not land after part of it."""
+        try:
+            self.fs.truncate(self.handle, self.size)
+        except StorageIOError:
+            self.unusable = why
     def close(self) -> None:
         super().close()
         self.fs.close(self.handle)
@@ -141,8 +163,8 @@ class FileRepository(DictRepository):  # type: ignore[misc]
         if session_id not in self.sessions:
             raise usage("not_found", f"no session {session_id!r}")
         self.fs.unlink(self.path(session_id))
-        self.fs.fsync_dir(self.root)
-        del self.sessions[session_id]
+        del self.sessions[session_id]  # gone from the directory: gone here, even if the
+        self.fs.fsync_dir(self.root)  # fsync fails (the delete then reports an error)
 
 
 def make_backend(clock: Any, *, fs: Any, root: str) -> FileRepository:

@@ -286,7 +286,10 @@ def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json:
     else:
         out = Console()
         if verdict.crash_exploration == "ran":
-            crashes = f"crash exploration: {verdict.crash_states:,} crash states"
+            crashes = (
+                f"crash exploration: {verdict.crash_states:,} crash states, "
+                f"{verdict.crash_fault_runs:,} I/O-fault runs"
+            )
         else:
             crashes = f"crash exploration: {verdict.crash_exploration}"
         if verdict.passed:

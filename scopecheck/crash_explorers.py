@@ -108,13 +108,24 @@ class GenericCrashExplorer:
     spec: str | None = None
 
     def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
+        states, _, records = self.explore_with_faults(budget, seed)
+        return states, records
+
+    def explore_with_faults(
+        self, budget: float, seed: int
+    ) -> tuple[int, int, list[dict[str, Any]]]:
+        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-FS-1..11)."""
         from crashsim.generic_sweep import explore
 
-        states, found = explore(self.factory, budget=budget, seed=seed)
-        return states, [
-            failure.record(workload, workload_seed, self.backend, self.spec, workload_seed)
-            for workload, workload_seed, failure in found[:1]
-        ]
+        found = explore(self.factory, budget=budget, seed=seed)
+        return (
+            found.states,
+            found.fault_runs,
+            [
+                failure.record(workload, workload_seed, self.backend, self.spec, workload_seed)
+                for workload, workload_seed, failure in found.found[:1]
+            ],
+        )
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
         from crashsim.generic_sweep import replay_record

@@ -4,8 +4,9 @@ conformance suite against a backend that lives outside this project.
 The machine runs in-process for the time budget (its failure is saved as a reproducer file that
 ``scopecheck replay`` reruns).  When the factory takes ``fs`` and ``root`` (its file I/O goes
 through ``impl.fs``), :data:`CRASH_SHARE` of the budget goes to the generic crash sweep
-(``crashsim.generic_sweep``, rules CRASH-FS-*), whatever the machine found; otherwise the
-verdict says crash exploration was skipped — never that it passed (CRASH-FS-8).  The
+(``crashsim.generic_sweep``: crash states, then single I/O faults — rules CRASH-FS-*; the
+JSON counts both, ``crash_states`` and ``crash_fault_runs``), whatever the machine found;
+otherwise the verdict says crash exploration was skipped — never that it passed (CRASH-FS-8).  The
 conformance suite runs in a pytest subprocess with the plugin, and each failing test is
 reported with the spec rules it checks and the command that reruns it.
 """
@@ -24,6 +25,7 @@ import orjson
 
 from crashsim.generic_sweep import SKIPPED
 from scopecheck.adapters import load_backend
+from scopecheck.crash_explorers import GenericCrashExplorer
 from scopecheck.fuzz import fuzz_backend, save_reproducer
 from scopecheck.machine import rules_of_program
 
@@ -42,6 +44,8 @@ class Verdict:
     #: ``"ran"`` or :data:`crashsim.generic_sweep.SKIPPED` (CRASH-FS-8).
     crash_exploration: str = SKIPPED
     crash_states: int = 0
+    #: Single-I/O-fault runs of the generic sweep (CRASH-FS-9..11).
+    crash_fault_runs: int = 0
     seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
@@ -53,6 +57,7 @@ class Verdict:
             "conformance_tests": self.conformance_tests,
             "crash_exploration": self.crash_exploration,
             "crash_states": self.crash_states,
+            "crash_fault_runs": self.crash_fault_runs,
             "seconds": round(self.seconds, 2),
         }
 
@@ -136,7 +141,12 @@ def validate(spec: str, budget: float, failures_dir: Path, seed: int) -> Verdict
             )
     if explorer is not None:
         verdict.crash_exploration = "ran"
-        verdict.crash_states, records = explorer.explore(budget * CRASH_SHARE, seed)
+        if isinstance(explorer, GenericCrashExplorer):
+            verdict.crash_states, verdict.crash_fault_runs, records = explorer.explore_with_faults(
+                budget * CRASH_SHARE, seed
+            )
+        else:
+            verdict.crash_states, records = explorer.explore(budget * CRASH_SHARE, seed)
         for record in records:
             record["spec"] = spec
             saved = save_reproducer(failures_dir, record)

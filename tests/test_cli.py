@@ -206,6 +206,7 @@ def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: 
     verdict = orjson.loads(good.stdout)
     assert verdict["passed"] is True and verdict["crash_exploration"] == "ran"
     assert verdict["crash_states"] > 0 and verdict["machine_steps"] > 0
+    assert verdict["crash_fault_runs"] > 0
 
     bad = scopecheck(
         "validate",
@@ -232,16 +233,17 @@ def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: 
 @pytest.mark.parametrize(
     ("example", "status", "outcome"),
     [
-        ("good_file_backend", 0, "2 passed"),
-        ("broken_file_backend", 1, "2 failed"),
-        ("good_backend", 0, "2 skipped"),
+        ("good_file_backend", 0, "4 passed"),
+        ("broken_file_backend", 1, "4 failed"),
+        ("good_backend", 0, "4 skipped"),
     ],
 )
 def test_pytest_plugin_runs_crash_exploration_or_skips_it(
     example: str, status: int, outcome: str
 ) -> None:
-    """``pytest --scopecheck-backend=...`` runs the crash conformance test for a backend that
-    takes a FileSystem and reports it *skipped* (not passed) for one that does not."""
+    """``pytest --scopecheck-backend=...`` runs the crash and I/O-fault conformance tests for a
+    backend that takes a FileSystem and reports them *skipped* (not passed) for one that does
+    not."""
     result = subprocess.run(
         [
             sys.executable,
@@ -267,7 +269,8 @@ def test_pytest_plugin_runs_crash_exploration_or_skips_it(
     assert result.returncode == status, result.stdout + result.stderr
     assert outcome in result.stdout, result.stdout
     if status == 1:
-        assert "CRASH-FS-6" in result.stdout
+        # no fsync: power loss after a crash, and power loss right after a failed commit
+        assert "CRASH-FS-6" in result.stdout and "CRASH-FS-9" in result.stdout
     if "skipped" in outcome:
         assert "crash exploration: skipped (backend does not take a FileSystem)" in result.stdout
 

@@ -1,7 +1,7 @@
 """``scopecheck bench crash``: JSONL crash states checked per second, how many states each
 bundled workload has in prefix and unsynced modes, and the generic sweep's rate (our JSONL
 backend and the file-backed example through ``crashsim.generic_sweep``, measured in the same
-loop) — figures, never assertions."""
+loop: crash states/s and single-I/O-fault runs/s) — figures, never assertions."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ def bench_crash(runs: int) -> dict[str, Any]:
     generic = _generic_factories()
     generic_rates: dict[str, list[float]] = {name: [] for name in generic}
     generic_checked: dict[str, int] = {}
+    fault_rates: dict[str, list[float]] = {name: [] for name in generic}
+    fault_counts: dict[str, int] = {}
     for _ in range(runs):
         for mode in MODES:
             started = time.perf_counter()
@@ -47,10 +49,15 @@ def bench_crash(runs: int) -> dict[str, Any]:
             from crashsim.generic_sweep import sweep
             from crashsim.generic_sweep import workload as generic_workload
 
+            wl = generic_workload(1, GENERIC_TRANSACTIONS)
             started = time.perf_counter()
-            found = sweep(factory, generic_workload(1, GENERIC_TRANSACTIONS), seed=1)
+            found = sweep(factory, wl, seed=1, faults=False)
             generic_rates[name].append(found.states / (time.perf_counter() - started))
             generic_checked[name] = found.states
+            started = time.perf_counter()
+            faulted = sweep(factory, wl, seed=1, crashes=False)
+            fault_rates[name].append(faulted.fault_runs / (time.perf_counter() - started))
+            fault_counts[name] = faulted.fault_runs
     per_workload = {}
     for name, make in BUNDLED.items():
         tr = trace(make())
@@ -85,6 +92,11 @@ def bench_crash(runs: int) -> dict[str, Any]:
             "states_per_second_median": {
                 n: round(statistics.median(v), 1) for n, v in generic_rates.items()
             },
+            "fault_runs": fault_counts,
+            "fault_runs_per_second_median": {
+                n: round(statistics.median(v), 1) for n, v in fault_rates.items()
+            },
+            "fault_note": "single I/O faults without a crash (CRASH-FS-9..11), the trace included",
         },
         "enumerated_states": per_workload,
         "enumerated_totals": totals,

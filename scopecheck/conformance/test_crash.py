@@ -2,7 +2,8 @@
 
 With ``--scopecheck-backend=SPEC`` the test runs the generic crash sweep
 (``crashsim.generic_sweep``) against that backend, or is *skipped* — never passed — when its
-factory does not take a FileSystem (CRASH-FS-8).  Without the option it runs against our JSONL
+factory does not take a FileSystem (CRASH-FS-8); a second test runs the workload once per
+single I/O fault (CRASH-FS-9..11).  Without the option it runs against our JSONL
 backend through the same generic sweep (no false alarms on a backend known to recover).
 """
 
@@ -53,7 +54,7 @@ def test_every_crash_state_recovers(crash_target: tuple[str, Factory | None], se
     _, factory = crash_target
     if factory is None:
         pytest.skip(f"crash exploration: {SKIPPED}")
-    report = sweep(factory, workload(seed, TRANSACTIONS), seed=seed)
+    report = sweep(factory, workload(seed, TRANSACTIONS), seed=seed, faults=False)
     assert not report.failures, (
         f"{report.failures[0]}\nexpected one of: {report.failures[0].expected}\n"
         f"recovered: {report.failures[0].recovered}\nfiles before recovery: "
@@ -61,3 +62,22 @@ def test_every_crash_state_recovers(crash_target: tuple[str, Factory | None], se
         "that `scopecheck replay` reruns)"
     )
     assert report.states > report.ops > 0
+
+
+@pytest.mark.rule("CRASH-FS-7", "CRASH-FS-8", "CRASH-FS-9", "CRASH-FS-10", "CRASH-FS-11")
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_single_io_fault_is_handled(
+    crash_target: tuple[str, Factory | None], seed: int
+) -> None:
+    """Every mutating fs call of a seeded workload fails once (EACCES, ENOSPC, EIO, a partial
+    append): the operation fails with a stable code or copes durably, nothing failed becomes
+    visible, nothing acknowledged is lost, and the handle, a restart and a retry still work."""
+    _, factory = crash_target
+    if factory is None:
+        pytest.skip(f"I/O-fault runs: {SKIPPED}")
+    report = sweep(factory, workload(seed, TRANSACTIONS), seed=seed, crashes=False)
+    assert not report.failures, (
+        f"{report.failures[0]}\nfiles at the end of the run: {report.failures[0].files_after}\n"
+        "(`scopecheck validate SPEC` saves a reproducer that `scopecheck replay` reruns)"
+    )
+    assert report.fault_runs > 0

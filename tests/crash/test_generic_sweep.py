@@ -167,26 +167,28 @@ def _first_failure(factory: Factory, rule: str | None = None, seeds: int = 4) ->
 
 
 @pytest.mark.rule("CRASH-FS-1", "CRASH-FS-2", "CRASH-FS-3", "CRASH-FS-4", "CRASH-FS-5")
-@pytest.mark.rule("CRASH-FS-6", "CRASH-FS-7")
+@pytest.mark.rule("CRASH-FS-6", "CRASH-FS-7", "CRASH-FS-9", "CRASH-FS-10", "CRASH-FS-11")
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 @pytest.mark.parametrize(
     "factory", [jsonl_factory, good.make_backend], ids=["jsonl", "good-file-example"]
 )
 def test_backends_that_recover_pass_every_crash_state(factory: Factory, seed: int) -> None:
-    """Seeded workloads (restarts, retirements, delete and create again) in unsynced mode."""
+    """Seeded workloads (restarts, retirements, delete and create again) in unsynced mode,
+    then once per single I/O fault."""
     report = sweep(factory, workload(seed, 8), seed=seed)
     assert not report.failures, str(report.failures[0])
-    assert report.states > 100 and report.recovery_states > 0
+    assert report.states > 100 and report.recovery_states > 0 and report.fault_runs > 0
 
 
-@pytest.mark.rule("CRASH-FS-2", "CRASH-FS-5", "CRASH-FS-6")
+@pytest.mark.rule("CRASH-FS-2", "CRASH-FS-5", "CRASH-FS-6", "CRASH-FS-9", "CRASH-FS-10")
 @pytest.mark.parametrize("name", NAMED)
 def test_jsonl_named_crash_workloads_pass_the_generic_sweep(name: str) -> None:
     """The JSONL sweep's crash bullets (sidecars, retirement, torn tails, repository delete)
-    also pass the format-blind oracle: the generic sweep agrees with the JSONL one."""
+    also pass the format-blind oracle, crash states and single I/O faults: the generic sweep
+    agrees with the JSONL one (CRASH-1..12)."""
     report = sweep(jsonl_factory, BUNDLED[name](), seed=1)
     assert not report.failures, str(report.failures[0])
-    assert report.states > report.ops > 0
+    assert report.states > report.ops > 0 and report.fault_runs > 0
 
 
 # -- planted bugs --------------------------------------------------------------------------------

@@ -1,0 +1,559 @@
+"""Single I/O faults without a crash, for *any* backend whose factory takes ``fs`` and ``root``
+(rules CRASH-FS-9..11 in ``spec/rules/crash_fs.toml``; the format-blind twin of
+:func:`crashsim.jsonl_sweep.fault_sweep`, CRASH-10..12).
+
+A crash is not the only way a file operation goes wrong: a disk fills up, a directory turns
+read-only, an fsync reports EIO (SQLite's ``ioerr`` tests; PostgreSQL's fsyncgate).  For every
+mutating call *k* of the workload's trace and every fault its kind can have
+(:func:`crashsim.faults.faults_for`: EACCES, ENOSPC, EIO, an ENOSPC append that wrote a few
+bytes first), :class:`FaultRun` runs the workload again from an empty root with call *k*
+failing once (:class:`crashsim.faults.OneFault` in :class:`~crashsim.jsonl_disk.RecordingFs`)
+and the reference model (``models.reference``) beside it, folded over *acknowledged*
+operations only.  What each step may do when the fault hits it (decided here, stated in the
+rules):
+
+* **commit** (CRASH-FS-9, CRASH-FS-10): it either succeeds — the backend coped, and the commit
+  must then be read back and durable like any other — or raises a scopecheck error (a stable
+  ``code``; a bare ``OSError`` or ``KeyError`` is a traceback, not an answer).  A failed commit
+  is not visible, whole or in part, on the handle, after a process crash or power loss right
+  then, or after a clean restart.  Afterwards the handle either reads the model's state and
+  acknowledges later commits correctly (each read back at once and present after a restart), or
+  refuses them with a scopecheck error that is not a usage error (``unusable``), after which
+  closing and opening the Session again gives a handle that works.  A later commit the model
+  also rejects (it refers to an entry of the failed one) may be rejected with a usage error.
+* **create** (CRASH-FS-11): raises a scopecheck error; the Session is then absent or present
+  and empty (a crash or power loss right then too), and creating it again succeeds — or says
+  ``already_exists`` and opening it gives the empty Session.
+* **restart** (the factory call, or ``open``) (CRASH-FS-11): raises a scopecheck error, loses
+  nothing (a crash or power loss right then reopens to the acknowledged state), and calling
+  the factory / ``open`` again succeeds with the acknowledged state.
+* **delete** (CRASH-FS-11): raises a scopecheck error; the Session is then intact (opens with
+  its acknowledged state) or gone, a crash or power loss right then gives one of the two, and
+  if it is still listed, deleting again succeeds.
+
+Every check compares with the model only; nothing here reads the backend's files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import orjson
+
+from crashsim.faults import OneFault, faults_for
+from crashsim.generic_sweep import (
+    _EMPTY,
+    ROOT,
+    SESSION,
+    Factory,
+    GenericFailure,
+    Trace,
+    _close,
+    _error,
+    _read_session,
+)
+from crashsim.jsonl_disk import Disk, DiskState, RecordingFs, SimulatedCrash
+from crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, describe, show_files
+from crashsim.jsonl_workloads import Step, Workload
+from models.errors import ScopecheckError, UsageError
+from models.records import Snapshot
+from models.reference import ReferenceRepository
+
+#: The rule a failure in a step of this kind breaks (before any blame moves it to CRASH-FS-10).
+COMMIT_RULE = "CRASH-FS-9"
+HANDLE_RULE = "CRASH-FS-10"
+LIFECYCLE_RULE = "CRASH-FS-11"
+#: Fault runs over whose trace a fault never fired: the backend does other calls when rerun.
+UNFIRED_RULE = "CRASH-FS-7"
+
+
+@attrs.frozen
+class FaultProblem:
+    rule: str
+    problem: str
+    files: dict[str, bytes]
+
+
+class _Found(Exception):
+    """Ends a fault run: ``rule`` is broken, as ``problem`` says."""
+
+    def __init__(self, rule: str, problem: str) -> None:
+        super().__init__(problem)
+        self.rule = rule
+        self.problem = problem
+
+
+def _shown(got: Snapshot | str | None) -> str:
+    return got if isinstance(got, str) else orjson.dumps(describe(got)).decode()
+
+
+class FaultRun:
+    """One run of ``workload`` through ``factory`` with ``fault`` injected (see the module
+    docstring for what is checked); :meth:`run` returns the broken rule or ``None``."""
+
+    def __init__(self, factory: Factory, workload: Workload, fault: OneFault) -> None:
+        self.factory = factory
+        self.workload = workload
+        self.fault = fault
+        self.box = Sandbox()
+        self.initial = self.box.state()
+        self.fs = RecordingFs(self.box.fs, fault=fault)
+        self.clock = StepClock()
+        self.model = ReferenceRepository()
+        self.session: Any = None
+        self.repo: Any = None
+        self.storage: Any = None
+        self.index = 0
+        #: The op of the step the fault hit, once it has.
+        self.faulted_step: str | None = None
+        #: A commit failed on the fault; later, one was acknowledged after it (CRASH-FS-10).
+        self.commit_failed = False
+        self.acked_after_failure = False
+        self.imaged = False
+        #: Crash and power-loss images reopened (each one a factory call).
+        self.images = 0
+        self._scratch: Sandbox | None = None
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def expected(self) -> Snapshot | None:
+        return None if self.session is None else self.session.snapshot()
+
+    def _blame(self, rule: str) -> str:
+        """A wrong state found after a commit was acknowledged on a handle that had failed one
+        is the handle's fault (CRASH-FS-10): right after the failure the state was checked."""
+        return HANDLE_RULE if self.acked_after_failure else rule
+
+    def _step_rule(self) -> str:
+        op = self.faulted_step or self.workload.steps[self.index].op
+        return COMMIT_RULE if op == "commit" else LIFECYCLE_RULE
+
+    def _where(self) -> str:
+        return f"step {self.index + 1} ({self.workload.steps[self.index].op})"
+
+    def _attempt(self, rule: str, what: str, call: Callable[[], Any]) -> tuple[Any, Any]:
+        """``(result, None)``, or ``(None, error)`` when the injected fault failed the call with
+        a scopecheck error; any other exception breaks ``rule``."""
+        before = self.fault.hit
+        try:
+            return call(), None
+        except SimulatedCrash:  # pragma: no cover - fault runs never crash
+            raise
+        except Exception as exc:
+            if before is not None or self.fault.hit is None:
+                why = "after the injected fault had passed" if before else "with no fault"
+                raise _Found(self._blame(rule), f"{what} raised {_error(exc)} {why}") from exc
+            self.faulted_step = self.workload.steps[self.index].op
+            if not isinstance(exc, ScopecheckError):
+                raise _Found(rule, self._uncoded(what, exc)) from exc
+            return None, exc
+
+    def _uncoded(self, what: str, exc: BaseException) -> str:
+        return (
+            f"{what} failed on the injected {self.fault.fault} of a {self.fault.hit} call with "
+            f"{_error(exc)}: not a scopecheck error with a stable code (wrap OSError as "
+            "StorageIOError, code io_error)"
+        )
+
+    # -- images ----------------------------------------------------------------------------------
+
+    def _power_loss(self) -> DiskState:
+        disk = Disk(self.initial.files, self.initial.dirs)
+        for op in self.fs.ops:
+            disk.apply(op)
+        return disk.strict()
+
+    def check_images(self, rule: str, what: str, extra: tuple[Snapshot | None, ...] = ()) -> None:
+        """A process crash, or a power loss, right now must reopen to the acknowledged state
+        (or one of ``extra``): no failed operation visible, nothing acknowledged lost."""
+        self.imaged = True
+        allowed = [self.expected(), *extra]
+        if self._scratch is None:
+            self._scratch = Sandbox()
+        for label, state in (("a process crash", self.box.state()), ("power loss", None)):
+            self.images += 1
+            self._scratch.load(state if state is not None else self._power_loss())
+            try:
+                got: Snapshot | str | None = _read_session(self.factory, self._scratch, self.clock)
+            except Exception as exc:
+                got = f"reopen raised {_error(exc)}"
+            if got not in allowed:
+                raise _Found(
+                    rule,
+                    f"{label} right after {what} reopens to {_shown(got)}, not the acknowledged "
+                    f"state {' or '.join(_shown(s) for s in allowed)}"
+                    + (
+                        ": fsync the data (and the directory) before acknowledging"
+                        if label == "power loss"
+                        else ""
+                    ),
+                )
+
+    # -- steps -----------------------------------------------------------------------------------
+
+    def run(self) -> FaultProblem | None:
+        try:
+            for index, step in enumerate(self.workload.steps):
+                self.index = index
+                self.clock.at(index)
+                self.fs.step = index
+                before = self.fault.hit
+                self.imaged = False
+                getattr(self, f"_{step.op}")(step)
+                if before is None and self.fault.hit is not None and not self.imaged:
+                    # The step coped with the fault and was acknowledged: it must be durable.
+                    self.faulted_step = step.op
+                    self.check_images(
+                        self._step_rule(), f"{self._where()} was acknowledged despite the fault"
+                    )
+            self._finish()
+        except _Found as found:
+            return FaultProblem(found.rule, found.problem, self.box.tree())
+        if self.fault.hit is None:
+            return FaultProblem(
+                UNFIRED_RULE,
+                f"the fault never fired: rerun, the backend did not make mutating call "
+                f"{self.fault.target} as it did in its trace run (its I/O is not deterministic)",
+                self.box.tree(),
+            )
+        return None
+
+    def _start(self) -> Any:
+        """Call the factory (a process start); a failure on the fault must leave everything
+        acknowledged in place, and a second call must work (CRASH-FS-11)."""
+
+        def call() -> Any:
+            return self.factory(self.clock, fs=self.fs, root=ROOT)
+
+        repo, error = self._attempt(LIFECYCLE_RULE, f"the factory call in {self._where()}", call)
+        if error is None:
+            return repo
+        self.check_images(LIFECYCLE_RULE, f"a failed factory call ({_error(error)})")
+        try:
+            return call()
+        except Exception as exc:
+            raise _Found(
+                LIFECYCLE_RULE,
+                f"calling the factory again after it failed on the fault raised {_error(exc)}",
+            ) from exc
+
+    def _open(self) -> Any:
+        def call() -> Any:
+            return self.repo.open(SESSION)
+
+        storage, error = self._attempt(LIFECYCLE_RULE, f"open in {self._where()}", call)
+        if error is None:
+            return storage
+        self.check_images(LIFECYCLE_RULE, f"a failed open ({_error(error)})")
+        try:
+            return call()
+        except Exception as exc:
+            raise _Found(
+                LIFECYCLE_RULE, f"opening again after open failed on the fault raised {_error(exc)}"
+            ) from exc
+
+    def _read_handle(self, rule: str, what: str) -> None:
+        try:
+            got = self.storage.snapshot()
+        except Exception as exc:
+            raise _Found(rule, f"reading the handle {what} raised {_error(exc)}") from exc
+        if got != self.expected():
+            raise _Found(
+                rule,
+                f"the handle {what} reads {_shown(got)}, not the acknowledged state "
+                f"{_shown(self.expected())}",
+            )
+
+    def _close_storage(self) -> None:
+        storage, self.storage = self.storage, None
+        if storage is not None:
+            self._attempt(self._step_rule(), "closing the Session", storage.close)
+
+    def _create(self, step: Step) -> None:
+        if self.repo is None:
+            self.repo = self._start()
+
+        def call() -> Any:
+            return self.repo.create(SESSION)
+
+        storage, error = self._attempt(LIFECYCLE_RULE, f"create in {self._where()}", call)
+        if error is not None:
+            self.check_images(LIFECYCLE_RULE, f"a failed create ({_error(error)})", (_EMPTY,))
+            storage = self._create_again()
+        self.storage = storage
+        self.session = self.model.create(SESSION)
+        self._read_handle(self._blame(LIFECYCLE_RULE), f"after {self._where()}")
+
+    def _create_again(self) -> Any:
+        """After a failed create: creating again works, or says ``already_exists`` and the
+        Session it means opens empty."""
+        try:
+            return self.repo.create(SESSION)
+        except ScopecheckError as exc:
+            if exc.code != "already_exists":
+                raise _Found(
+                    LIFECYCLE_RULE,
+                    f"creating again after create failed on the fault raised {_error(exc)}",
+                ) from exc
+        except Exception as exc:
+            raise _Found(
+                LIFECYCLE_RULE,
+                f"creating again after create failed on the fault raised {_error(exc)}",
+            ) from exc
+        try:
+            storage = self.repo.open(SESSION)
+            got = storage.snapshot()
+        except Exception as exc:
+            raise _Found(
+                LIFECYCLE_RULE,
+                "after a failed create, creating again says already_exists but opening it "
+                f"raised {_error(exc)}",
+            ) from exc
+        if got != _EMPTY:
+            raise _Found(
+                LIFECYCLE_RULE,
+                f"after a failed create the Session exists and is not empty: {_shown(got)}",
+            )
+        return storage
+
+    def _reopen(self, step: Step) -> None:
+        """A restart: close the handle and the repository, call the factory again, open."""
+        self._close_storage()
+        repo, self.repo = self.repo, None
+        self._attempt(self._step_rule(), "closing the repository", lambda: _close(repo))
+        self.repo = self._start()
+        self.storage = self._open()
+        self._read_handle(self._blame(self._step_rule()), f"after the restart in {self._where()}")
+
+    def _delete(self, step: Step) -> None:
+        self._close_storage()
+
+        def call() -> Any:
+            return self.repo.delete(SESSION)
+
+        _, error = self._attempt(LIFECYCLE_RULE, f"delete in {self._where()}", call)
+        if error is not None:
+            self.check_images(LIFECYCLE_RULE, f"a failed delete ({_error(error)})", (None,))
+            self._after_failed_delete()
+        self.model.close_session(SESSION)
+        self.model.delete(SESSION)
+        self.session = None
+
+    def _after_failed_delete(self) -> None:
+        """The Session is intact or gone; if it is still listed, deleting again works."""
+        try:
+            if SESSION in self.repo.list():
+                storage = self.repo.open(SESSION)
+                got = storage.snapshot()
+                storage.close()
+                if got != self.expected():
+                    raise _Found(
+                        LIFECYCLE_RULE,
+                        f"a failed delete left the Session changed: it reads {_shown(got)}",
+                    )
+                self.repo.delete(SESSION)
+            listed = SESSION in self.repo.list()
+        except ScopecheckError as exc:
+            raise _Found(
+                LIFECYCLE_RULE,
+                f"after delete failed on the fault, opening or deleting the Session again "
+                f"raised {_error(exc)}",
+            ) from exc
+        if listed:
+            raise _Found(LIFECYCLE_RULE, "the Session is still listed after deleting it again")
+
+    def _commit(self, step: Step) -> None:
+        before = self.fault.hit
+        now = BASE_TIME + 1000 * self.index
+        try:
+            self.storage.commit(step.writes)
+        except SimulatedCrash:  # pragma: no cover - fault runs never crash
+            raise
+        except Exception as exc:
+            if before is None and self.fault.hit is not None:
+                self._failed_commit(exc)
+            else:
+                self._commit_after_failure(step, exc)
+            return
+        self._acknowledged(step, now, before)
+
+    def _acknowledged(self, step: Step, now: int, before: str | None) -> None:
+        if before is not None and self.commit_failed:
+            self.acked_after_failure = True
+        rule = COMMIT_RULE if before is None else self._blame(self._step_rule())
+        try:
+            self.session.commit(step.writes, now)
+        except UsageError as exc:
+            raise _Found(
+                rule,
+                f"{self._where()} was acknowledged, but the model rejects it ({exc.code}): it "
+                "refers to something of a transaction that failed",
+            ) from exc
+        self._read_handle(rule, f"after the acknowledged {self._where()}")
+
+    def _failed_commit(self, exc: Exception) -> None:
+        """The fault failed this commit: a coded error, nothing of it visible on the handle
+        (or the handle refuses reads), after a crash or power loss, or later (CRASH-FS-9)."""
+        self.faulted_step = "commit"
+        self.commit_failed = True
+        if not isinstance(exc, ScopecheckError):
+            raise _Found(COMMIT_RULE, self._uncoded(f"the commit in {self._where()}", exc))
+        try:
+            got = self.storage.snapshot()
+        except ScopecheckError:
+            got = self.expected()  # a handle that refuses reads too is allowed
+        if got != self.expected():
+            raise _Found(
+                COMMIT_RULE,
+                f"after {self._where()} failed ({_error(exc)}) the handle reads {_shown(got)}: "
+                f"the failed transaction is (partly) visible, not {_shown(self.expected())}",
+            )
+        self.check_images(COMMIT_RULE, f"the failed commit of {self._where()} ({_error(exc)})")
+
+    def _commit_after_failure(self, step: Step, exc: Exception) -> None:
+        """A commit raised, not on the fault: allowed when the model rejects it too (usage
+        error), or as a refusal after the fault; then reopening must give a working handle."""
+        rule = self._blame(HANDLE_RULE if self.commit_failed else self._step_rule())
+        if isinstance(exc, UsageError):
+            self._model_rejects_too(step, exc, rule)
+            return
+        if not isinstance(exc, ScopecheckError) or self.fault.hit is None:
+            raise _Found(rule, f"{self._where()} raised {_error(exc)}") from exc
+        # The handle refuses after the failure: close it, open the Session again, retry.
+        try:
+            with contextlib.suppress(ScopecheckError):
+                self.storage.close()
+            self.storage = self.repo.open(SESSION)
+        except Exception as err:
+            raise _Found(
+                rule,
+                f"{self._where()} was refused ({_error(exc)}); opening the Session again "
+                f"raised {_error(err)}",
+            ) from err
+        self._read_handle(rule, "opened again after a refusal")
+        try:
+            self.storage.commit(step.writes)
+        except UsageError as err:
+            self._model_rejects_too(step, err, rule)
+            return
+        except Exception as err:
+            raise _Found(
+                rule,
+                f"{self._where()} was refused ({_error(exc)}); after opening the Session again "
+                f"it raised {_error(err)}",
+            ) from err
+        self._acknowledged(step, BASE_TIME + 1000 * self.index, self.fault.hit)
+
+    def _model_rejects_too(self, step: Step, exc: UsageError, rule: str) -> None:
+        """A usage error is right only when the model rejects the commit as well (it refers
+        to an entry of a transaction that failed)."""
+        try:
+            self.session.commit(step.writes, BASE_TIME + 1000 * self.index)
+        except UsageError:
+            return
+        raise _Found(rule, f"{self._where()} raised {_error(exc)}, but the model accepts it")
+
+    def _finish(self) -> None:
+        """A clean restart gives exactly the acknowledged operations."""
+        self._close_storage()
+        repo, self.repo = self.repo, None
+        self._attempt(self._step_rule(), "closing the repository", lambda: _close(repo))
+        rule = self._blame(self._step_rule())
+        try:
+            got = _read_session(self.factory, self.box, self.clock)
+        except Exception as exc:
+            raise _Found(rule, f"a clean restart after the run raised {_error(exc)}") from exc
+        if got != self.expected():
+            raise _Found(
+                rule,
+                f"a clean restart after the run gives {_shown(got)}, not the acknowledged "
+                f"operations {_shown(self.expected())}",
+            )
+
+
+@attrs.define
+class FaultReport:
+    runs: int = 0
+    images: int = 0
+    failures: list[GenericFailure] = attrs.field(factory=list)
+
+
+def fault_runs(
+    factory: Factory,
+    tr: Trace,
+    *,
+    mode: str = "fault",
+    max_failures: int = 1,
+    only: tuple[int, str] | None = None,
+    deadline: float | None = None,
+) -> FaultReport:
+    """One :class:`FaultRun` per mutating call of ``tr`` and fault its kind can have
+    (``only=(op_index, "fault:<kind>")``: just that one)."""
+    report = FaultReport()
+    for target, op in enumerate(tr.ops):
+        for fault in faults_for(op.kind):
+            variant = f"fault:{fault}"
+            if only is not None and (target, variant) != only:
+                continue
+            report.runs += 1
+            run = FaultRun(factory, tr.workload, OneFault(target, fault))
+            problem = run.run()
+            report.images += run.images
+            if problem is not None:
+                report.failures.append(fault_failure(tr, target, variant, problem))
+                if len(report.failures) >= max_failures:
+                    return report
+            if deadline is not None and time.perf_counter() > deadline:
+                return report
+    return report
+
+
+def fault_failure(tr: Trace, target: int, variant: str, problem: FaultProblem) -> GenericFailure:
+    op = tr.ops[target]
+    return GenericFailure(
+        tr.workload.name,
+        "fault",
+        target,
+        variant,
+        f"{op.describe()} in step {op.step + 1} ({tr.workload.steps[op.step].op})",
+        problem.rule,
+        problem.problem,
+        [],
+        None,
+        {},
+        show_files(problem.files),
+    )
+
+
+def replay_fault(factory: Factory, tr: Trace, op_index: int, fault: str) -> tuple[bool, str]:
+    """Re-run one fault reproducer: (still failing, text with the steps and the files)."""
+    wl = tr.workload
+    if op_index >= len(tr.ops) or fault not in faults_for(tr.ops[op_index].kind):
+        return False, (
+            f"{wl.name}: the trace has no call {op_index} that can fail with {fault} any more "
+            f"({len(tr.ops)} calls); the recorded fault point is gone"
+        )
+    op = tr.ops[op_index]
+    run = FaultRun(factory, wl, OneFault(op_index, fault))
+    problem = run.run()
+    from crashsim.jsonl_sweep import render_files
+
+    lines = [
+        f"{wl.name}: {fault} injected into call {op_index} ({op.describe()}) in step "
+        f"{op.step + 1} ({wl.steps[op.step].op}), no crash",
+        "steps: "
+        + ", ".join(
+            f"{i + 1}:{f'commit({len(s.writes)} writes)' if s.op == 'commit' else s.op}"
+            for i, s in enumerate(wl.steps)
+        ),
+        *render_files("files on disk at the end of the run", run.box.tree()),
+    ]
+    if problem is None:
+        lines.append("every check passes: the fault is handled")
+        return False, "\n".join(lines)
+    lines.append(f"FAILED {problem.rule}: {problem.problem}")
+    return True, "\n".join(lines)
