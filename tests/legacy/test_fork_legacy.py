@@ -459,8 +459,30 @@ def _corrupt_line(call: Any) -> Any:
         ({"version": True}, [msg("m1", None)], 1),
         ({}, [msg("m1", None), {"type": "nope", "id": "x", "parentId": "m1"}], 3),
         (None, [], 1),
+        (
+            {},
+            [
+                msg("m1", None),
+                {
+                    "type": "compaction",
+                    "id": "c1",
+                    "parentId": "m1",
+                    "summary": "s",
+                    "tokensBefore": 1,
+                    "firstKeptEntryId": "elsewhere",
+                },
+            ],
+            3,
+        ),
     ],
-    ids=["header-names-another-session", "version-4", "version-true", "unknown-type", "empty"],
+    ids=[
+        "header-names-another-session",
+        "version-4",
+        "version-true",
+        "unknown-type",
+        "empty",
+        "first-kept-entry-off-the-branch",
+    ],
 )
 def test_disk_normaliser_blames_the_same_line_as_the_import(
     tmp_path: Path, header: dict[str, Any] | None, records: list[dict[str, Any]], line: int
@@ -468,7 +490,8 @@ def test_disk_normaliser_blames_the_same_line_as_the_import(
     """A damaged legacy file fails the fork as corrupt at the line the in-memory import names
     (the error tells the user which line to repair, LEGACY-15): a header for another session,
     an unsupported version (4, or ``true`` which equals 1 but is no int), an unknown record
-    type, an empty file (missing header)."""
+    type, an empty file (missing header), a compaction whose ``firstKeptEntryId`` is not on
+    its parent branch (blamed on the compaction's line, LEGACY-8)."""
     if header is None:
         path = tmp_path / f"{SID}.jsonl"
         path.write_bytes(b"")
@@ -514,5 +537,36 @@ def test_disk_normaliser_projects_an_earlier_compaction_into_a_later_retained_ta
     assert last["retainedTail"] == [
         {"role": "compactionSummary", "summary": "s1", "tokensBefore": 10,
          "timestamp": last["retainedTail"][0]["timestamp"]},
+        {"role": "user", "content": [{"type": "text", "text": "m2"}]},
+    ]  # fmt: skip
+
+
+@pytest.mark.rule("LEGACY-15", "LEGACY-8")
+def test_disk_normaliser_resolves_a_branch_summary_inside_a_retained_tail(
+    tmp_path: Path,
+) -> None:
+    """A branch summary kept by a compaction appears in its retained tail as a
+    ``branchSummary`` message whose ``fromId`` is resolved to the minted id of its nearest
+    retained ancestor (here the root message), exactly as the import has it."""
+    path = write_legacy(
+        tmp_path,
+        SID,
+        [
+            msg("m1", None),
+            {"type": "branch_summary", "id": "b1", "parentId": "m1", "summary": "went back",
+             "fromId": "m1"},
+            msg("m2", "b1"),
+            {"type": "compaction", "id": "c1", "parentId": "m2", "summary": "s",
+             "tokensBefore": 5, "firstKeptEntryId": "b1"},
+        ],
+    )  # fmt: skip
+    got = _capture_records(path, SID)
+    assert got != "corrupt" and got == _import_records(path, SID)
+    records = [orjson.loads(r) for r in got]
+    minted = {r["message"]["content"][0]["text"]: r["id"] for r in records if r.get("message")}
+    compaction = [r for r in records if r.get("type") == "compaction"][-1]
+    assert compaction["retainedTail"] == [
+        {"role": "branchSummary", "summary": "went back", "fromId": minted["m1"],
+         "timestamp": compaction["retainedTail"][0]["timestamp"]},
         {"role": "user", "content": [{"type": "text", "text": "m2"}]},
     ]  # fmt: skip

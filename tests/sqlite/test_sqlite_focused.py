@@ -359,6 +359,31 @@ def test_per_file_fork_whose_publish_fails_is_an_io_error_naming_the_destination
     assert sorted(os.listdir(tmp_path)) == ["src.sqlite"]
 
 
+@pytest.mark.rule("FORK-13")
+def test_per_file_fork_whose_sqlite_copy_fails_is_an_io_error_naming_the_file_and_leaves_nothing(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite failing while the fork fills its temp database (here a full disk) is io_error
+    naming the database SQLite failed on, a file in the repository root; the temp copy and
+    its journals are removed and nothing is published."""
+    import apsw
+
+    repo = _fork_source(tmp_path)
+
+    def disk_full(*args: Any, **kwargs: Any) -> None:
+        raise apsw.FullError("database or disk is full")
+
+    monkeypatch.setattr(repository, "publish_stage", disk_full)
+    with pytest.raises(StorageIOError) as info:
+        repo.fork("src", TreeFork(id="d"))
+    monkeypatch.undo()
+    assert info.value.code == "io_error"
+    failed_on = info.value.details["path"]
+    assert isinstance(failed_on, str) and os.path.dirname(failed_on) == str(tmp_path)
+    assert failed_on in str(info.value) and "disk is full" in str(info.value)
+    assert sorted(os.listdir(tmp_path)) == ["src.sqlite"]
+
+
 @pytest.mark.rule("LIFE-1", "REPO-4")
 def test_closing_a_closed_handle_again_leaves_its_successor_tracked(tmp_path: Any) -> None:
     """close() is idempotent: closing an old handle a second time, after the session was opened
