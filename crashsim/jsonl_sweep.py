@@ -1004,10 +1004,24 @@ def explore(
 ) -> tuple[int, list[tuple[Workload, CrashFailure]]]:
     """Crash exploration of fresh generated workloads until ``budget`` seconds pass (the JSONL
     half of ``scopecheck fuzz``); returns (states, failures with their workloads)."""
+    states, _, found = explore_with_faults(
+        budget=budget, seed=seed, repo_class=repo_class, mode=mode
+    )
+    return states, found
+
+
+def explore_with_faults(
+    *,
+    budget: float = 10.0,
+    seed: int = 0,
+    repo_class: type[JsonlRepository] = JsonlRepository,
+    mode: Mode = "unsynced",
+) -> tuple[int, int, list[tuple[Workload, CrashFailure]]]:
+    """:func:`explore`, also counting the single-I/O-fault runs (CRASH-10..12) it made."""
     from crashsim.jsonl_workloads import generated
 
     started = time.perf_counter()
-    states = 0
+    states = faults = 0
     found: list[tuple[Workload, CrashFailure]] = []
     round_number = 0
     while time.perf_counter() - started < budget and not found:
@@ -1021,9 +1035,10 @@ def explore(
             deadline=started + budget,
         )
         states += report.states
+        faults += report.faults
         found.extend((workload, f) for f in report.failures)
         round_number += 1
-    return states, found
+    return states, faults, found
 
 
 # -- replay ----------------------------------------------------------------------------------

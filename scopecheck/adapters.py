@@ -151,6 +151,18 @@ def _import_target(target: str) -> Any:
         raise UsageError("invalid_payload", f"importing {target} failed: {exc!r}") from None
 
 
+def anchored(spec: str, cwd: str) -> str:
+    """``spec`` with a relative file path made absolute against ``cwd``: the ``--workers``
+    processes run elsewhere, but ``examples/x.py:make_backend`` means the file the user
+    sees from where they typed it.  Module specs and bundled names are returned as they are."""
+    target, sep, attribute = spec.rpartition(":")
+    if not sep or len(target) == 1 or os.path.isabs(target):
+        return spec
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        return f"{os.path.join(cwd, target)}:{attribute}"
+    return spec
+
+
 def load_factory(spec: str) -> tuple[str, Any]:
     """``PATH_OR_MODULE:FACTORY`` → ``(name, attribute)``; a ``UsageError`` says what is wrong."""
     target, sep, attribute = spec.rpartition(":")

@@ -160,7 +160,8 @@ def fuzz(
         )
     else:
         table = Table(title=f"scopecheck fuzz (seed {chosen_seed}, profile {profile_name})")
-        for column in ("backend", "examples", "steps", "crash states", "failures", "steps/s"):
+        columns = ("backend", "examples", "steps", "crash states", "I/O faults", "failures")
+        for column in (*columns, "steps/s"):
             table.add_column(column, justify="left" if column == "backend" else "right")
         for name, r in reports.items():
             table.add_row(
@@ -168,6 +169,7 @@ def fuzz(
                 str(r.examples),
                 str(r.steps),
                 str(r.crash_states),
+                str(r.crash_fault_runs),
                 f"[red]{r.failures}[/]" if r.failures else "0",
                 f"{r.steps_per_second:,.0f}",
             )

@@ -2,9 +2,12 @@
 (crash injection) and ``scopecheck replay`` (kind ``crash`` reproducers).
 
 ``explore(budget, seed)`` spends about ``budget`` seconds on crash states and returns
-``(states, reproducer records)``; ``replay(record)`` re-runs one recorded crash state exactly
-and returns ``(still_failing, text)`` where the text shows the files on disk before and after
-recovery.  JSONL uses :mod:`crashsim.jsonl_sweep`, SQLite :func:`crashsim.sqlite_sweep.explore`.
+``(states, reproducer records)``; explorers that also inject single I/O faults without a crash
+(JSONL, and any backend through the generic sweep) offer ``explore_with_faults``, which returns
+``(states, fault runs, reproducer records)``; ``replay(record)`` re-runs one recorded crash
+state exactly and returns ``(still_failing, text)`` where the text shows the files on disk
+before and after recovery.  JSONL uses :mod:`crashsim.jsonl_sweep`, SQLite
+:func:`crashsim.sqlite_sweep.explore`.
 """
 
 from __future__ import annotations
@@ -30,10 +33,19 @@ class JsonlCrashExplorer:
         return JsonlRepository
 
     def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
-        from crashsim.jsonl_sweep import explore
+        states, _, records = self.explore_with_faults(budget, seed)
+        return states, records
 
-        states, found = explore(budget=budget, seed=seed, repo_class=self._repo())
-        return states, [f.record(w, seed, self.backend) for w, f in found[:1]]
+    def explore_with_faults(
+        self, budget: float, seed: int
+    ) -> tuple[int, int, list[dict[str, Any]]]:
+        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-1..12)."""
+        from crashsim.jsonl_sweep import explore_with_faults
+
+        states, faults, found = explore_with_faults(
+            budget=budget, seed=seed, repo_class=self._repo()
+        )
+        return states, faults, [f.record(w, seed, self.backend) for w, f in found[:1]]
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
         from crashsim.jsonl_sweep import replay_record

@@ -32,6 +32,8 @@ class BackendReport:
     examples: int = 0
     steps: int = 0
     crash_states: int = 0
+    #: Single-I/O-fault runs without a crash, where the backend's explorer makes them.
+    crash_fault_runs: int = 0
     failures: int = 0
     seconds: float = 0.0
     reproducers: list[str] = attrs.field(factory=list)
@@ -45,6 +47,7 @@ class BackendReport:
             "examples": self.examples,
             "steps": self.steps,
             "crash_states": self.crash_states,
+            "crash_fault_runs": self.crash_fault_runs,
             "failures": self.failures,
             "steps_per_second": self.steps_per_second,
             "reproducers": self.reproducers,
@@ -137,7 +140,12 @@ def fuzz_backend(
                 on_progress(report)
     remaining = budget - (time.perf_counter() - started)
     if backend.crash is not None and not report.failures and remaining > 0:
-        states, records = backend.crash.explore(remaining, seed)
+        with_faults = getattr(backend.crash, "explore_with_faults", None)
+        if with_faults is not None:
+            states, faults, records = with_faults(remaining, seed)
+            report.crash_fault_runs += faults
+        else:
+            states, records = backend.crash.explore(remaining, seed)
         report.crash_states += states
         for record in records:
             report.failures += 1

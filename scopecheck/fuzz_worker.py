@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from scopecheck.adapters import anchored
 from scopecheck.backends import is_user_spec, resolve_backend
 from scopecheck.fuzz import BackendReport, fuzz_backend, report_file_name
 from scopecheck.profiles import get_profile
@@ -29,8 +30,9 @@ def test_fuzz(name: str) -> None:
             orjson.dumps({**report.as_json(), "seconds": report.seconds, "done": False})
         )
 
+    cwd = os.environ.get("SCOPECHECK_FUZZ_CWD", os.getcwd())
     report = fuzz_backend(
-        resolve_backend(name),
+        resolve_backend(anchored(name, cwd) if is_user_spec(name) else name),
         budget=float(os.environ["SCOPECHECK_FUZZ_BUDGET"]),
         seed=int(os.environ["SCOPECHECK_FUZZ_SEED"]),
         settings=get_profile(profile),

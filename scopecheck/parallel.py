@@ -33,6 +33,7 @@ def fuzz_in_workers(
             **os.environ,
             "SCOPECHECK_FUZZ_BACKENDS": ",".join(names),
             "SCOPECHECK_FUZZ_DIR": scratch,
+            "SCOPECHECK_FUZZ_CWD": os.getcwd(),  # relative backend paths are the user's
             "SCOPECHECK_FUZZ_BUDGET": str(budget),
             "SCOPECHECK_FUZZ_SEED": str(seed),
             "SCOPECHECK_FUZZ_FAILURES": str(failures_dir.resolve()),
@@ -87,12 +88,13 @@ def _refresh(
         except (FileNotFoundError, orjson.JSONDecodeError):
             continue
         report = BackendReport(
-            data["examples"],
-            data["steps"],
-            data["crash_states"],
-            data["failures"],
-            data["seconds"],
-            list(data["reproducers"]),
+            examples=data["examples"],
+            steps=data["steps"],
+            crash_states=data["crash_states"],
+            crash_fault_runs=data["crash_fault_runs"],
+            failures=data["failures"],
+            seconds=data["seconds"],
+            reproducers=list(data["reproducers"]),
         )
         reports[name] = report
         progress.update(

@@ -84,7 +84,9 @@ def test_fuzz_json_summary_parses_and_passes(tmp_path: Path) -> None:
     report = data["backends"]["memory"]
     assert data["failures"] == 0
     assert report["steps"] > 0 and report["examples"] > 0 and report["steps_per_second"] > 0
-    assert set(report) >= {"examples", "steps", "crash_states", "failures", "steps_per_second"}
+    assert set(report) >= {
+        "examples", "steps", "crash_states", "crash_fault_runs", "failures", "steps_per_second"
+    }  # fmt: skip
 
 
 @pytest.mark.rule("ARCH-2", "RETIRE-2")
@@ -307,6 +309,36 @@ def test_fuzz_workers_spread_backends_over_xdist(tmp_path: Path) -> None:
     assert data["backends"]["memory"]["steps"] > 0
     assert data["backends"]["memory-stats-count-scoped"]["failures"] == 1
     assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+@pytest.mark.rule("CRASH-FS-9")
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_fuzz_counts_the_single_io_fault_runs_of_a_file_backend(
+    tmp_path: Path, workers: str
+) -> None:
+    """Crash injection of a backend taking ``fs`` and ``root`` makes I/O-fault runs too, and
+    the report counts them apart from crash states, in one process and with ``--workers``."""
+    result = scopecheck(
+        "fuzz",
+        "--backend",
+        "examples/good_file_backend.py:make_backend",
+        "--backend",
+        "memory",
+        "--workers",
+        workers,
+        "--budget",
+        "4",
+        "--seed",
+        "2",
+        "--json",
+        "--failures-dir",
+        str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    backends = orjson.loads(result.stdout)["backends"]
+    good = backends["examples/good_file_backend.py:make_backend"]
+    assert good["crash_states"] > 0 and good["crash_fault_runs"] > 0, good
+    assert backends["memory"]["crash_fault_runs"] == 0  # Memory has no files to fail
 
 
 @pytest.mark.rule("ERR-4")
