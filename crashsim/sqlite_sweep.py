@@ -92,6 +92,8 @@ class SweepReport:
     states: int = 0
     failures: list[SweepFailure] = attrs.field(factory=list)
     seconds: float = 0.0
+    #: :func:`explore` only: the I/O-fault runs (:func:`io_error_sweep`) among ``states``.
+    io_fault_runs: int = 0
 
     @property
     def ok(self) -> bool:
@@ -499,8 +501,10 @@ def io_error_sweep(
     repository_class: type[Any] | None = None,
     stride: int = 1,
     autocheckpoint: int = 8,
+    only: int | None = None,
 ) -> SweepReport:
-    """Fail the n-th I/O call once or persistently; commits fail cleanly (CRASH-SQL-4)."""
+    """Fail the n-th I/O call once or persistently; commits fail cleanly (CRASH-SQL-4).
+    ``only=n`` checks just that fault point (a replay)."""
     report = SweepReport(f"io-{mode}", layout)
     started = time.perf_counter()
     restart_at = len(workload) // 2
@@ -516,7 +520,8 @@ def io_error_sweep(
                 restart_at=restart_at,
             )
             report.io_calls = len(clean.calls)
-            for n in range(0, report.io_calls, stride):
+            points = range(0, report.io_calls, stride) if only is None else [only]
+            for n in points:
                 outcome = run_workload(
                     box,
                     vfs,
@@ -721,11 +726,13 @@ def explore(
     repository_class: type[Any] | None = None,
 ) -> SweepReport:
     """Crash sweeps over fresh random workloads until ``budget`` seconds are spent: the SQLite
-    half of ``scopecheck fuzz``'s crash injection.  Failures name the workload seed."""
+    half of ``scopecheck fuzz``'s crash injection.  Each workload also gets its single-I/O-fault
+    runs (:func:`io_error_sweep`, a call failing once, or persistently on odd rounds), counted
+    in ``io_fault_runs``.  Failures name their sweep and the workload seed."""
     total = SweepReport("explore", layout)
     started = time.perf_counter()
     round_number = 0
-    while time.perf_counter() - started < budget:
+    while time.perf_counter() - started < budget and not total.failures:
         workload_seed = seed + round_number
         workload = make_workload(workload_seed, transactions=6, big_every=3)
         report = crash_sweep(
@@ -737,17 +744,29 @@ def explore(
             stride=1 + round_number % 2,
             workload_label=f"make_workload({workload_seed}, transactions=6, big_every=3)",
         )
-        total.io_calls += report.io_calls
-        total.fault_points += report.fault_points
-        total.states += report.states
-        total.failures.extend(
-            attrs.evolve(f, sweep=f"crash(workload seed {workload_seed})") for f in report.failures
-        )
+        _tally(total, report, workload_seed)
+        if not total.failures and time.perf_counter() - started < budget:
+            faults = io_error_sweep(
+                workload,
+                layout=layout,
+                mode="persistent" if round_number % 2 else "once",
+                repository_class=repository_class,
+            )
+            _tally(total, faults, workload_seed)
+            total.io_fault_runs += faults.fault_points
         round_number += 1
-        if total.failures:
-            break
     total.seconds = time.perf_counter() - started
     return total
+
+
+def _tally(total: SweepReport, report: SweepReport, workload_seed: int) -> None:
+    total.io_calls += report.io_calls
+    total.fault_points += report.fault_points
+    total.states += report.states
+    total.failures.extend(
+        attrs.evolve(f, sweep=f"{report.sweep}(workload seed {workload_seed})")
+        for f in report.failures
+    )
 
 
 def delete_crash_sweep(

@@ -54,6 +54,7 @@ class JsonlCrashExplorer:
 
 
 _WORKLOAD = re.compile(r"make_workload\((\d+)")
+_SEED = re.compile(r"workload seed (\d+)")
 
 
 @attrs.frozen
@@ -65,6 +66,13 @@ class SqliteCrashExplorer:
     backend: str = "sqlite"
 
     def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
+        states, _, records = self.explore_with_faults(budget, seed)
+        return states, records
+
+    def explore_with_faults(
+        self, budget: float, seed: int
+    ) -> tuple[int, int, list[dict[str, Any]]]:
+        """``(states checked, I/O-fault runs among them, reproducer records)``."""
         from crashsim.sqlite_sweep import explore
 
         report = explore(
@@ -76,13 +84,18 @@ class SqliteCrashExplorer:
         records = []
         for failure in report.failures[:1]:
             match = _WORKLOAD.search(failure.reproducer)
+            seed_match = _SEED.search(failure.sweep)
+            workload_seed = (
+                int(match.group(1)) if match else int(seed_match.group(1)) if seed_match else seed
+            )
             records.append(
                 {
                     "kind": "crash",
                     "engine": "sqlite",
                     "backend": self.backend,
                     "layout": self.layout,
-                    "workload_seed": int(match.group(1)) if match else seed,
+                    "sweep": failure.sweep.split("(", 1)[0],
+                    "workload_seed": workload_seed,
                     "seed": seed,
                     "op_index": failure.fault_at,
                     "fault": failure.image,
@@ -90,21 +103,32 @@ class SqliteCrashExplorer:
                     "program": failure.reproducer,
                 }
             )
-        return report.states, records
+        return report.states, report.io_fault_runs, records
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
-        from crashsim.sqlite_sweep import crash_sweep
+        from crashsim.sqlite_sweep import crash_sweep, io_error_sweep
         from crashsim.workload import make_workload
 
         workload_seed = int(record["workload_seed"])
-        report = crash_sweep(
-            make_workload(workload_seed, transactions=6, big_every=3),
-            layout=record.get("layout", self.layout),
-            repository_class=self.repository,
-            variants=2,
-            seed=workload_seed,
-            only=int(record["op_index"]),
-        )
+        workload = make_workload(workload_seed, transactions=6, big_every=3)
+        sweep = str(record.get("sweep", "crash"))
+        if sweep.startswith("io-"):  # a single I/O fault without a crash (CRASH-SQL-4)
+            report = io_error_sweep(
+                workload,
+                layout=record.get("layout", self.layout),
+                mode="persistent" if sweep == "io-persistent" else "once",
+                repository_class=self.repository,
+                only=int(record["op_index"]),
+            )
+        else:
+            report = crash_sweep(
+                workload,
+                layout=record.get("layout", self.layout),
+                repository_class=self.repository,
+                variants=2,
+                seed=workload_seed,
+                only=int(record["op_index"]),
+            )
         lines = [report.summary()]
         lines.extend(str(f) for f in report.failures)
         return bool(report.failures), "\n".join(lines)

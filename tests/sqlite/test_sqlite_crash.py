@@ -29,6 +29,7 @@ from crashsim.sqlite_vfs import (
 )
 from crashsim.workload import make_workload
 from impl.sqlite import SqliteContainerRepository, SqliteRepository
+from impl.sqlite.storage import SqliteStorage
 from models.addresses import value
 from models.writes import set_value
 
@@ -256,3 +257,38 @@ def test_a_crash_failure_carries_a_reproducer_that_replays_the_same_images() -> 
     assert [f.image for f in again.failures] == [
         f.image for f in first.failures if f.fault_at == failure.fault_at
     ]
+
+
+class AckFailedCommit(SqliteStorage):
+    """Planted bug: a COMMIT that raised is acknowledged without checking it committed."""
+
+    def _committed_anyway(self, expected_next_seq: int) -> bool:
+        return True
+
+
+class AckFailedCommitRepository(SqliteRepository):
+    storage_class = AckFailedCommit
+
+
+@pytest.mark.rule("CRASH-SQL-4")
+def test_fuzz_crash_injection_runs_io_faults_and_replays_what_they_catch() -> None:
+    """``scopecheck fuzz``'s SQLite explorer also fails single I/O calls without a crash: the
+    real backend passes and the runs are counted; a backend acknowledging a failed COMMIT is
+    caught only there (its crash states are fine), and the reproducer replays to it."""
+    from scopecheck.crash_explorers import SqliteCrashExplorer
+
+    states, faults, records = SqliteCrashExplorer().explore_with_faults(1.0, seed=5)
+    assert states > faults > 0 and records == []
+    planted = SqliteCrashExplorer(repository=AckFailedCommitRepository, backend="planted")
+    assert not crash_sweep(  # its crash states are fine: only the I/O-fault runs can see it
+        make_workload(5, transactions=6, big_every=3),
+        repository_class=AckFailedCommitRepository,
+        variants=2,
+        seed=5,
+    ).failures
+    _, _, records = planted.explore_with_faults(20.0, seed=5)
+    assert records and records[0]["sweep"].startswith("io-"), records
+    still_failing, text = planted.replay(records[0])
+    assert still_failing, text
+    real_fails, text = SqliteCrashExplorer().replay(records[0])
+    assert not real_fails, text  # the real backend passes the same fault point
