@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from impl.jsonl.scratch import scratch_index
+
 ROOT = Path(__file__).resolve().parents[2]
 LEGACY = Path("/work/shared/data/pi-sessions/large-session.jsonl")
 if not LEGACY.is_file():  # the main checkout layout: /work/main/tests/fork
@@ -126,3 +128,21 @@ def test_the_named_index_a_fork_used_to_keep_is_seen_left_behind(tmp_path: Path)
     """BRIEF "Prove the checks can fail": the old named index survives the kill."""
     left = run_killed_fork(tmp_path, "format-4", planted=True)
     assert any(name.endswith("index.sqlite") for name in left), left
+
+
+@pytest.mark.rule("FORK-18")
+def test_the_scratch_index_is_anonymous_unjournalled_and_open_for_writing() -> None:
+    """The index has no name (the anonymous database, nothing to leave behind), pays for no
+    durability nobody needs (no journal, no syncs: SQLite's defaults are a rollback journal and
+    full syncs), and is handed over inside a transaction so pass 1's inserts are not one
+    transaction each."""
+    conn = scratch_index("CREATE TABLE t(x)")
+    try:
+        assert conn.filename == ""
+        assert conn.execute("PRAGMA journal_mode").fetchall() == [("off",)]
+        assert conn.execute("PRAGMA synchronous").fetchall() == [(0,)]
+        assert conn.in_transaction
+        conn.execute("INSERT INTO t VALUES (1)")
+        assert conn.execute("SELECT x FROM t").fetchall() == [(1,)]
+    finally:
+        conn.close()

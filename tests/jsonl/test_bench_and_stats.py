@@ -133,6 +133,43 @@ def test_lazy_records_never_hand_out_raw_dicts() -> None:
         ("d", ValueRecord(100, b'["d"]')),
     ]
     assert all(isinstance(v, ValueRecord) for v in lazy.values())
+    # a missing key gives the caller's default, as dict's get and pop do
+    assert lazy.get("zz", "default") == "default" and lazy.pop("zz", "default") == "default"
+
+
+def test_lazy_records_build_values_stored_after_replay_counted_them() -> None:
+    """A value stored raw after ``count_raw`` (replay's note) is still built when read."""
+    from impl.jsonl.lazy import LazyRecords, build_value
+    from models.records import ValueRecord
+
+    lazy: LazyRecords[str, ValueRecord] = LazyRecords(build_value)
+    lazy["a"] = {"seq": 1, "value": "a"}  # type: ignore[assignment]  # replay's plain store
+    lazy.count_raw()
+    lazy.put_raw("b", {"seq": 2, "value": "b"})
+    assert dict(lazy.items()) == {"a": ValueRecord(1, b'"a"'), "b": ValueRecord(2, b'"b"')}
+
+
+def test_lazy_records_pop_builds_a_record_held_as_its_line() -> None:
+    """``pop`` (a delete committed after open) finds a value held as the main-log line it
+    shares with other records, as ``get`` does."""
+    import orjson
+
+    from impl.jsonl.lazy import LazyRecords, build_value, find_value
+    from models.records import ValueRecord
+
+    line = orjson.dumps(
+        [
+            {"kind": "value", "op": "set", "seq": v, "namespace": "n", "key": k, "value": v}
+            for k, v in (("a", 1), ("b", 2))
+        ]
+    )
+    lazy: LazyRecords[tuple[str | None, str, str], ValueRecord] = LazyRecords(
+        build_value, find_value
+    )
+    lazy[(None, "n", "a")] = lazy[(None, "n", "b")] = line  # type: ignore[assignment]
+    lazy.count_raw()
+    assert lazy.pop((None, "n", "a")) == ValueRecord(1, b"1")
+    assert lazy.pop((None, "n", "b")) == ValueRecord(2, b"2") and not lazy
 
 
 def test_open_stages_accounts_for_the_whole_open() -> None:

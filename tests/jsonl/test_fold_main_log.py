@@ -338,3 +338,78 @@ def test_a_usage_value_a_writer_can_make_opens_with_its_totals(
     assert (usage.input, usage.cost_total) == totals
     assert type(usage.cost_total) is type(totals[1])
     storage.close()
+
+
+def sidecar_lines(scope: str, spans: list[tuple[int, int]]) -> list[bytes]:
+    """A sidecar of ``scope`` holding one transaction of appends per ``(first, last)`` span."""
+    lines = [encode_scope_header(SID, scope)]
+    for first, last in spans:
+        appends = [
+            {"kind": "list", "op": "append", "seq": n, "namespace": "n", "key": "k",
+             "value": n, "scopeId": scope}
+            for n in range(first, last + 1)
+        ]  # fmt: skip
+        lines.append(orjson.dumps(appends[0] if len(appends) == 1 else appends))
+    return lines
+
+
+@pytest.mark.rule("JSONL-7")
+@pytest.mark.parametrize(
+    "other",
+    [(3, 3), (3, 4), (2, 2), (4, 4), (5, 6)],
+    ids=["the last seq", "the last seq, then more", "the first seq", "just after", "later"],
+)
+def test_two_sidecars_sharing_a_seq_are_corrupt_as_documented(other: tuple[int, int]) -> None:
+    """Stage 7 between two sidecars when the main log was folded: a transaction of one that
+    starts at the *last* seq of a transaction of the other repeats that seq.  The fast path
+    decides whether (the generated Sessions above have a single sidecar), the documented path
+    says where; both plans agree."""
+    main = [encode_header(SID, 1, "/"), orjson.dumps(dict(BASES[4], seq=1))]
+    with tempfile.TemporaryDirectory() as root:
+        path = write_session(root, main, sidecar_lines(SCOPE, [(2, 3)]))
+        with open(layout.sidecar_path(path, "op-2"), "wb") as handle:
+            handle.write(b"\n".join(sidecar_lines("op-2", [other])) + b"\n")
+        fast = load_session(OsFileSystem(), path, SID, fold=True)
+        documented = load_session(OsFileSystem(), path, SID)
+    assert plan_facts(fast) == plan_facts(documented)
+    assert bool(documented.errors) == (other[0] <= 3)
+    assert (fast.folded is None) == bool(documented.errors)
+
+
+@pytest.mark.rule("JSONL-7")
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast path", "documented path"])
+def test_building_every_record_decodes_each_line_once(
+    fast_path: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``values()`` / ``items()`` of a resident map build every record still held as its line
+    (the fast path) or as its replay operation (the documented path) decoding each line once
+    for all the records it holds, not once per record (the point of holding lines, JSONL-7)."""
+    from impl.jsonl import codec
+    from impl.jsonl import lazy as lazy_module
+
+    line = orjson.dumps(
+        [dict(BASES[4], seq=n, key=f"k{n}", value=n) for n in range(1, 4)]
+        + [dict(BASES[1], seq=4, id="e1"), dict(BASES[1], seq=5, id="e2")]
+    )
+    with tempfile.TemporaryDirectory() as root:
+        path = write_session(root, [encode_header(SID, 1, "/"), line], None)
+        load = load_session(OsFileSystem(), path, SID, fold=fast_path)
+    assert (load.folded is not None) == fast_path
+    state = replay(load)
+    decoded: list[bytes] = []
+
+    class CountingOrjson:
+        dumps = staticmethod(orjson.dumps)
+        Fragment = orjson.Fragment
+
+        @staticmethod
+        def loads(data: bytes) -> Any:
+            decoded.append(data)
+            return orjson.loads(data)
+
+    monkeypatch.setattr(lazy_module, "orjson", CountingOrjson)
+    monkeypatch.setattr(codec, "orjson", CountingOrjson)
+    assert sorted(v.value_json for v in state.values.values()) == [b"1", b"2", b"3"]
+    assert decoded == [line]
+    assert sorted(key for key, _ in state.entries.items()) == ["e1", "e2"]
+    assert decoded == [line, line]

@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from impl.jsonl import layout
 from impl.jsonl.load import load_session
 from models.addresses import value, value_list
 from models.errors import CorruptError, StorageIOError
@@ -474,6 +475,30 @@ def test_malformed_line_inside_a_retired_lifetime_does_not_fail_open(
     path = sidecar(root, "s", "op-A")
     content = lines(path)
     content[1] = b"garbage"
+    with open(path, "wb") as handle:
+        handle.write(b"\n".join(content) + b"\n")
+    reopened = make_repo().open("s")
+    assert reopened.get_value(value("v", "k", A)) is None
+    assert sidecar_files(root) == []
+
+
+@pytest.mark.rule("JSONL-6", "JSONL-16")
+def test_a_record_at_the_retirement_seq_proves_a_damaged_line_retired(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """The record after the damaged line carries the retirement's own seq (no writer does
+    that): stage 6 drops it as retired (only seqs *greater* than the retirement are kept), so
+    it proves the line before it retired too; the two tests agree and open succeeds."""
+    storage = make_repo(fault=unlink_fails).create("s")
+    for n in range(3):
+        storage.commit([set_value(value("v", "k", A), n)])
+    storage.commit([retire_scope(A)])
+    storage.close()
+    retired_at = orjson.loads(lines(layout.main_path(root, "s"))[-1])["seq"]
+    path = sidecar(root, "s", "op-A")
+    content = lines(path)
+    content[-2] = b"garbage"  # the only record after it is the one at the retirement's seq
+    content[-1] = orjson.dumps(dict(orjson.loads(content[-1]), seq=retired_at))
     with open(path, "wb") as handle:
         handle.write(b"\n".join(content) + b"\n")
     reopened = make_repo().open("s")
