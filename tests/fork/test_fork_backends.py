@@ -238,6 +238,52 @@ def test_sqlite_commit_while_staging_completes_and_is_absent(
     repo.close()
 
 
+@pytest.mark.rule("FORK-12", "SQLITE-15")
+@pytest.mark.parametrize("shared", [False, True])
+def test_sqlite_fork_snapshot_waits_for_a_commit_in_flight(
+    tmp_path: Any, shared: bool, monkeypatch: Any
+) -> None:
+    """A fork that starts while a source commit is inside its transaction takes its snapshot
+    at the source's commit boundary (FORK-12): it waits on the commit queue, then includes
+    the commit whole.  Without the wait the snapshot would sit inside a running commit; under
+    WAL it just misses it, under a rollback journal it meets SQLITE_BUSY."""
+    import threading
+
+    from impl.sqlite.storage import SqliteStorage
+
+    repo = _sqlite(tmp_path, shared)
+    storage = repo.create("src")
+    _source(storage)
+    inside, release = threading.Event(), threading.Event()
+    real = SqliteStorage._commit_in_transaction
+
+    def held(self: Any, writes: Any) -> Any:
+        committed = real(self, writes)
+        if threading.current_thread().name == "slow-commit":
+            inside.set()
+            release.wait(timeout=30)  # rows written, COMMIT not yet run, queue held
+        return committed
+
+    monkeypatch.setattr(SqliteStorage, "_commit_in_transaction", held)
+    late = [set_value(value("late.a"), 1), set_value(value("late.b"), 1)]
+    commit = threading.Thread(target=storage.commit, args=(late,), name="slow-commit")
+    commit.start()
+    assert inside.wait(timeout=30)
+    forked: list[str] = []
+    fork = threading.Thread(target=lambda: forked.append(repo.fork("src", TreeFork(id="d"))))
+    fork.start()
+    fork.join(timeout=0.5)
+    still_waiting = fork.is_alive()  # it cannot finish while the commit holds the queue
+    release.set()
+    commit.join(timeout=30)
+    fork.join(timeout=30)
+    assert still_waiting, "the fork did not wait for the commit in flight"
+    dest = repo.open(forked[0])
+    assert dest.get_value(value("late.a")) is not None
+    assert dest.get_value(value("late.b")) is not None
+    repo.close()
+
+
 def _with_ephemeral(storage: Any) -> None:
     from models.scope import ephemeral_scope
     from models.writes import retire_scope
