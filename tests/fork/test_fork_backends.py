@@ -244,9 +244,10 @@ def test_sqlite_fork_snapshot_waits_for_a_commit_in_flight(
     tmp_path: Any, shared: bool, monkeypatch: Any
 ) -> None:
     """A fork that starts while a source commit is inside its transaction takes its snapshot
-    at the source's commit boundary (FORK-12): it waits on the commit queue, then includes
-    the commit whole.  Without the wait the snapshot would sit inside a running commit; under
-    WAL it just misses it, under a rollback journal it meets SQLITE_BUSY."""
+    at a commit boundary (FORK-12).  The rule lets such a commit land on either side; this
+    backend's choice is to wait on the source's commit queue and so include it whole.  Without
+    the wait, the per-file fork silently misses the commit, and the shared-file fork blocks on
+    SQLite's lock instead and fails with ``locked`` once a commit outlasts the busy timeout."""
     import threading
 
     from impl.sqlite.storage import SqliteStorage
