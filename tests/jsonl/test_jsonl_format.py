@@ -462,12 +462,8 @@ def test_the_last_path_guard_refuses_names_that_leave_the_directory(name: str) -
     assert layout._join("/root/sessions", "s.jsonl") == "/root/sessions/s.jsonl"
 
 
-@pytest.mark.rule("JSONL-6", "FORK-14")
-def test_fork_of_a_closed_source_with_a_foreign_header_is_corrupt_at_line_1(
-    make_repo: RepoFactory, root: str
-) -> None:
-    """The fork checks the source's header as open does: a header naming another session is
-    corruption at line 1, and nothing is published."""
+def _session_with_a_foreign_header(make_repo: RepoFactory, root: str) -> str:
+    """Session ``s`` with one commit whose header then names session ``other``; its path."""
     storage = make_repo().create("s")
     storage.commit([set_value(value("a", "k"), 1)])
     storage.close()
@@ -478,6 +474,16 @@ def test_fork_of_a_closed_source_with_a_foreign_header_is_corrupt_at_line_1(
     path = os.path.join(root, "s.jsonl")
     with open(path, "wb") as handle:
         handle.write(b"\n".join(content) + b"\n")
+    return path
+
+
+@pytest.mark.rule("JSONL-6", "FORK-14")
+def test_fork_of_a_closed_source_with_a_foreign_header_is_corrupt_at_line_1(
+    make_repo: RepoFactory, root: str
+) -> None:
+    """The fork checks the source's header as open does: a header naming another session is
+    corruption at line 1, and nothing is published."""
+    _session_with_a_foreign_header(make_repo, root)
     with pytest.raises(CorruptError) as info:
         make_repo().fork("s", TreeFork(id="d"))
     assert info.value.details["line"] == 1
@@ -490,16 +496,7 @@ def test_inspector_reports_a_foreign_header_as_a_corrupt_line(
 ) -> None:
     """``scopecheck inspect`` names the damage open fails on: a header naming another session
     is a *corrupt* line 1 of the main file (not a torn tail)."""
-    storage = make_repo().create("s")
-    storage.commit([set_value(value("a", "k"), 1)])
-    storage.close()
-    content = main_lines(root)
-    header = orjson.loads(content[0])
-    header["id"] = "other"
-    content[0] = orjson.dumps(header)
-    path = os.path.join(root, "s.jsonl")
-    with open(path, "wb") as handle:
-        handle.write(b"\n".join(content) + b"\n")
+    path = _session_with_a_foreign_header(make_repo, root)
     report = inspect_session(path)
     problems = [(p["kind"], p["file"], p["line"]) for p in report["problems"]]
     assert problems == [("corrupt", path, 1)]
