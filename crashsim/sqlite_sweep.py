@@ -746,12 +746,18 @@ def explore(
         )
         _tally(total, report, workload_seed)
         if not total.failures and time.perf_counter() - started < budget:
+            mode: Literal["once", "persistent"] = "persistent" if round_number % 2 else "once"
             faults = io_error_sweep(
-                workload,
-                layout=layout,
-                mode="persistent" if round_number % 2 else "once",
-                repository_class=repository_class,
+                workload, layout=layout, mode=mode, repository_class=repository_class
             )
+            faults.failures = [
+                attrs.evolve(
+                    f,
+                    reproducer=f"io_error_sweep(make_workload({workload_seed}, transactions=6, "
+                    f"big_every=3), layout={layout!r}, mode={mode!r}, only={f.fault_at})",
+                )
+                for f in faults.failures
+            ]
             _tally(total, faults, workload_seed)
             total.io_fault_runs += faults.fault_points
         round_number += 1

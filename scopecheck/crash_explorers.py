@@ -54,7 +54,6 @@ class JsonlCrashExplorer:
 
 
 _WORKLOAD = re.compile(r"make_workload\((\d+)")
-_SEED = re.compile(r"workload seed (\d+)")
 
 
 @attrs.frozen
@@ -84,10 +83,7 @@ class SqliteCrashExplorer:
         records = []
         for failure in report.failures[:1]:
             match = _WORKLOAD.search(failure.reproducer)
-            seed_match = _SEED.search(failure.sweep)
-            workload_seed = (
-                int(match.group(1)) if match else int(seed_match.group(1)) if seed_match else seed
-            )
+            workload_seed = int(match.group(1)) if match else seed
             records.append(
                 {
                     "kind": "crash",

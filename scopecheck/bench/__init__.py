@@ -147,13 +147,12 @@ def render(which: str, result: dict[str, Any]) -> None:
         pprint(result)
 
 
-MB = 1 << 20
-
-
 def _render_jsonl(console: Any, result: dict[str, Any]) -> None:
     """Open next to plain orjson line parsing per size (issue 4 target: ratio at least 0.5),
     commits/s with fsync, and the machine's steps/s next to the trivial machine."""
     from rich.table import Table
+
+    from scopecheck.bench.jsonl import MB
 
     table = Table(
         title="JSONL open + close next to plain orjson line parsing (medians)",
