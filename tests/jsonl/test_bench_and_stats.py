@@ -48,7 +48,9 @@ def test_bench_jsonl_table_shows_each_size_with_its_ratio(
 numbers = st.integers(-1000, 1000) | st.floats(-1e6, 1e6, allow_nan=False)
 TOKEN_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 COST_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "total")
-odd = st.none() | st.booleans() | st.text(max_size=2) | st.lists(st.integers(), max_size=1)
+#: JSON values orjson can write and read back (its integers are 64-bit), as a file can hold.
+int64 = st.integers(-(2**63), 2**64 - 1)
+odd = st.none() | st.booleans() | st.text(max_size=2) | st.lists(int64, max_size=1)
 
 
 def shuffled(pairs: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
