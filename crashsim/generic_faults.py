@@ -1,16 +1,16 @@
 """Single I/O faults without a crash, for *any* backend whose factory takes ``fs`` and ``root``
 (rules CRASH-FS-9..11 in ``spec/rules/crash_fs.toml``; the format-blind twin of
-:func:`crashsim.jsonl_sweep.fault_sweep`, CRASH-10..12).
+:func:`scopecheck.crashsim.jsonl_sweep.fault_sweep`, CRASH-10..12).
 
 A crash is not the only way a file operation goes wrong: a disk fills up, a directory turns
 read-only, an fsync reports EIO (SQLite's ``ioerr`` tests; PostgreSQL's fsyncgate).  For every
 mutating call *k* of the workload's trace and every fault its kind can have
-(:func:`crashsim.faults.faults_for`: EACCES, ENOSPC, EIO, an ENOSPC append that wrote a few
-bytes first), :class:`FaultRun` runs the workload again from an empty root with call *k*
-failing once (:class:`crashsim.faults.OneFault` in :class:`~crashsim.jsonl_disk.RecordingFs`)
-and the reference model (``models.reference``) beside it, folded over *acknowledged*
-operations only.  What each step may do when the fault hits it (decided here, stated in the
-rules):
+(:func:`scopecheck.crashsim.faults.faults_for`: EACCES, ENOSPC, EIO, an ENOSPC append that wrote a
+few bytes first), :class:`FaultRun` runs the workload again from an empty root with call *k*
+failing once (:class:`scopecheck.crashsim.faults.OneFault` in
+:class:`~scopecheck.crashsim.jsonl_disk.RecordingFs`) and the reference model
+(``scopecheck.models.reference``) beside it, folded over *acknowledged* operations only.  What each
+step may do when the fault hits it (decided here, stated in the rules):
 
 * **commit** (CRASH-FS-9, CRASH-FS-10): it either succeeds — the backend coped, and the commit
   must then be read back and durable like any other — or raises a scopecheck error (a stable
@@ -44,8 +44,8 @@ from typing import Any
 import attrs
 import orjson
 
-from crashsim.faults import OneFault, faults_for
-from crashsim.generic_sweep import (
+from scopecheck.crashsim.faults import OneFault, faults_for
+from scopecheck.crashsim.generic_sweep import (
     _EMPTY,
     ROOT,
     SESSION,
@@ -56,12 +56,12 @@ from crashsim.generic_sweep import (
     _error,
     _read_session,
 )
-from crashsim.jsonl_disk import Disk, DiskState, RecordingFs, SimulatedCrash
-from crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, describe, show_files
-from crashsim.jsonl_workloads import Step, Workload
-from models.errors import ScopecheckError, UsageError
-from models.records import Snapshot
-from models.reference import ReferenceRepository
+from scopecheck.crashsim.jsonl_disk import Disk, DiskState, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, describe, show_files
+from scopecheck.crashsim.jsonl_workloads import Step, Workload
+from scopecheck.models.errors import ScopecheckError, UsageError
+from scopecheck.models.records import Snapshot
+from scopecheck.models.reference import ReferenceRepository
 
 #: The rule a failure in a step of this kind breaks (before any blame moves it to CRASH-FS-10).
 COMMIT_RULE = "CRASH-FS-9"
@@ -540,7 +540,7 @@ def replay_fault(factory: Factory, tr: Trace, op_index: int, fault: str) -> tupl
     op = tr.ops[op_index]
     run = FaultRun(factory, wl, OneFault(op_index, fault))
     problem = run.run()
-    from crashsim.jsonl_sweep import render_files
+    from scopecheck.crashsim.jsonl_sweep import render_files
 
     lines = [
         f"{wl.name}: {fault} injected into call {op_index} ({op.describe()}) in step "

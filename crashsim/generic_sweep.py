@@ -1,19 +1,19 @@
-"""Crash exploration of *any* backend that does its file I/O through :mod:`impl.fs`.
+"""Crash exploration of *any* backend that does its file I/O through :mod:`scopecheck.impl.fs`.
 
-The JSONL sweep (:mod:`crashsim.jsonl_sweep`) knows the JSONL format (sidecars, headers,
+The JSONL sweep (:mod:`scopecheck.crashsim.jsonl_sweep`) knows the JSONL format (sidecars, headers,
 ``nextSeq``); this one knows nothing about the files.  It needs only a factory
 ``factory(clock, *, fs, root) -> Repository`` that keeps every file under ``root``, does every
-file operation through ``fs`` (a :class:`~impl.fs.FileSystem`) and, called again over the same
-``root``, reopens what is there (rules CRASH-FS-1..8 in ``spec/rules/crash_fs.toml``).
+file operation through ``fs`` (a :class:`~scopecheck.impl.fs.FileSystem`) and, called again over the
+same ``root``, reopens what is there (rules CRASH-FS-1..8 in ``spec/rules/crash_fs.toml``).
 
 How (the same machinery as the JSONL sweep, REFERENCE §7): a seeded workload of creates,
 commits (retirements included), restarts and a delete runs once through
-:class:`~crashsim.jsonl_disk.RecordingFs` on a pyfakefs sandbox, recording every mutating
-operation with the workload step it ran in; the reference model (``models.reference``) runs
-beside it.  :func:`crashsim.jsonl_sweep.crash_states` replays the trace on a
-:class:`~crashsim.jsonl_disk.Disk`, which tracks synced against unsynced data (pyfakefs has no
-durability model), and yields for every crash point *k*: the process crash just before op *k*,
-torn variants of op *k* when it writes bytes, and — in ``unsynced`` mode — power loss (every
+:class:`~scopecheck.crashsim.jsonl_disk.RecordingFs` on a pyfakefs sandbox, recording every mutating
+operation with the workload step it ran in; the reference model (``scopecheck.models.reference``)
+runs beside it.  :func:`scopecheck.crashsim.jsonl_sweep.crash_states` replays the trace on a
+:class:`~scopecheck.crashsim.jsonl_disk.Disk`, which tracks synced against unsynced data (pyfakefs
+has no durability model), and yields for every crash point *k*: the process crash just before op
+*k*, torn variants of op *k* when it writes bytes, and — in ``unsynced`` mode — power loss (every
 unsynced byte and undurable directory entry lost; or directory operations kept and each file's
 unsynced data dropped or torn).  Each image is loaded into one reused sandbox, the user's
 factory reopens it, and :class:`Checker` compares with the model:
@@ -28,13 +28,12 @@ factory reopens it, and :class:`Checker` compares with the model:
 * a crash at any mutating operation of the recovery itself is survived (CRASH-FS-5).
 
 Then :func:`sweep` runs the workload once per single I/O fault without a crash
-(:mod:`crashsim.generic_faults`, CRASH-FS-9..11), counted in ``SweepReport.fault_runs``.
+(:mod:`scopecheck.crashsim.generic_faults`, CRASH-FS-9..11), counted in ``SweepReport.fault_runs``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -43,8 +42,8 @@ from typing import Any
 import attrs
 import orjson
 
-from crashsim.jsonl_disk import DiskState, Op, RecordingFs, SimulatedCrash
-from crashsim.jsonl_sweep import (
+from scopecheck.crashsim.jsonl_disk import DiskState, Op, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.jsonl_sweep import (
     MODES,
     CrashState,
     Mode,
@@ -58,12 +57,12 @@ from crashsim.jsonl_sweep import (
     render_files,
     show_files,
 )
-from crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
-from models.addresses import value
-from models.errors import UsageError
-from models.records import Snapshot
-from models.reference import ReferenceRepository
-from models.writes import set_value
+from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
+from scopecheck.models.addresses import value
+from scopecheck.models.errors import UsageError
+from scopecheck.models.records import Snapshot
+from scopecheck.models.reference import ReferenceRepository
+from scopecheck.models.writes import set_value
 
 ROOT = "/sessions"
 SESSION = "s"
@@ -75,19 +74,6 @@ LONG_SAMPLES = 6
 Factory = Callable[..., Any]
 
 SKIPPED = "skipped (backend does not take a FileSystem)"
-
-
-def takes_filesystem(factory: Any) -> bool:
-    """Whether ``factory`` accepts the keyword arguments ``fs`` and ``root`` (CRASH-FS-8).
-
-    Detected from the signature only: a factory that takes ``**kwargs`` is not guessed at.
-    """
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return False
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return all(name in parameters and parameters[name].kind in kinds for name in ("fs", "root"))
 
 
 def workload(seed: int, transactions: int = 6) -> Workload:
@@ -225,8 +211,8 @@ def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot 
 
 
 def generic_states(tr: Trace, mode: Mode, seed: int) -> Iterator[CrashState]:
-    """The crash states of :func:`crashsim.jsonl_sweep.crash_states`, with torn writes cut at
-    fewer offsets (see :func:`cuts`): a third-party reopen costs more than a JSONL one."""
+    """The crash states of :func:`scopecheck.crashsim.jsonl_sweep.crash_states`, with torn writes
+    cut at fewer offsets (see :func:`cuts`): a third-party reopen costs more than a JSONL one."""
     return crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed, cuts_of=cuts)
 
 
@@ -503,7 +489,8 @@ class SweepReport:
     ops: int = 0
     states: int = 0
     recovery_states: int = 0
-    #: Single-I/O-fault runs of the workload (CRASH-FS-9..11; :mod:`crashsim.generic_faults`).
+    #: Single-I/O-fault runs of the workload (CRASH-FS-9..11;
+    #: :mod:`scopecheck.crashsim.generic_faults`).
     fault_runs: int = 0
     failures: list[GenericFailure] = attrs.field(factory=list)
     seconds: float = 0.0
@@ -523,8 +510,8 @@ def sweep(
     crashes: bool = True,
 ) -> SweepReport:
     """Check every crash state of ``wl`` and then, with ``faults``, run it once per single I/O
-    fault (:func:`crashsim.generic_faults.fault_runs`); ``only=(op_index, variant)``: just that
-    crash state or (variant ``fault:<kind>``) that fault run."""
+    fault (:func:`scopecheck.crashsim.generic_faults.fault_runs`); ``only=(op_index, variant)``:
+    just that crash state or (variant ``fault:<kind>``) that fault run."""
     started = time.perf_counter()
     report = SweepReport(wl.name, mode)
     try:
@@ -554,7 +541,7 @@ def sweep(
     in_time = deadline is None or time.perf_counter() < deadline
     wanted = fault_only or (faults and only is None)
     if wanted and len(report.failures) < max_failures and in_time:
-        from crashsim.generic_faults import fault_runs
+        from scopecheck.crashsim.generic_faults import fault_runs
 
         found_faults = fault_runs(
             factory,
@@ -643,7 +630,7 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
     if variant == "no-crash":
         return False, f"{wl.name}: the workload now runs and restarts as the model says"
     if variant.startswith("fault:"):
-        from crashsim.generic_faults import replay_fault
+        from scopecheck.crashsim.generic_faults import replay_fault
 
         return replay_fault(factory, tr, op_index, variant.removeprefix("fault:"))
     chosen: Mode = "unsynced" if mode == "unsynced" else "prefix"
@@ -684,7 +671,7 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
 def jsonl_factory(clock: Any, *, fs: Any, root: str) -> Any:
     """Our JSONL backend as a generic factory: the generic sweep run against it proves the
     sweep raises no false alarm on a backend the JSONL sweep already checks (CRASH-FS-*)."""
-    from impl.jsonl import JsonlRepository
+    from scopecheck.impl.jsonl import JsonlRepository
 
     return JsonlRepository(root, fs, clock, cwd="/crash")
 

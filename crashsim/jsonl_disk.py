@@ -1,11 +1,11 @@
 """Trace and disk model of the JSONL crash simulator (REFERENCE §2, §7).
 
 pyfakefs has no durability model (a write is "on disk" at once and fsync does nothing), so the
-simulator keeps its own: :class:`RecordingFs` wraps the backend's :class:`~impl.fs.FileSystem`
-and appends one :class:`Op` per mutating call (``write``, ``append``, ``truncate``, ``fsync``,
-``fsync_file``, ``fsync_dir``, ``rename``, ``unlink``, ``create_dir``, ``remove``) with its
-arguments and bytes; :class:`Disk` replays such a trace and tracks, next to what the process
-sees, what is *durable*:
+simulator keeps its own: :class:`RecordingFs` wraps the backend's
+:class:`~scopecheck.impl.fs.FileSystem` and appends one :class:`Op` per mutating call (``write``,
+``append``, ``truncate``, ``fsync``, ``fsync_file``, ``fsync_dir``, ``rename``, ``unlink``,
+``create_dir``, ``remove``) with its arguments and bytes; :class:`Disk` replays such a trace and
+tracks, next to what the process sees, what is *durable*:
 
 * file data is durable up to the content at the last ``fsync``/``fsync_file`` of that inode;
 * a directory entry (create, rename, unlink, mkdir, rmdir) is durable once its parent
@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from impl.fs import AppendFile, DirEntry, FileSystem, Lines, fs_error
+from scopecheck.impl.fs import AppendFile, DirEntry, FileSystem, Lines, fs_error
 
 
 class SimulatedCrash(BaseException):

@@ -1,10 +1,11 @@
 """Every crash state of a JSONL workload on pyfakefs, reopened and checked against the model.
 
 How it works (issue 5; ALICE's prefixes, LazyFS's lost unsynced data, SQLite's crash-during-
-recovery): :func:`trace` runs a workload once through :class:`~crashsim.jsonl_disk.RecordingFs`
-and the model (``models.reference``) once beside it, giving the mutating operations and the
-logical state after every step.  :func:`crash_states` replays the trace on a
-:class:`~crashsim.jsonl_disk.Disk` and yields, for every prefix *k* of it:
+recovery): :func:`trace` runs a workload once through
+:class:`~scopecheck.crashsim.jsonl_disk.RecordingFs` and the model (``scopecheck.models.reference``)
+once beside it, giving the mutating operations and the logical state after every step.
+:func:`crash_states` replays the trace on a
+:class:`~scopecheck.crashsim.jsonl_disk.Disk` and yields, for every prefix *k* of it:
 
 * ``prefix`` — op *k* not applied (a process crash just before it);
 * ``partial:n`` — op *k*, a write or append, applied to its first *n* bytes: every offset for
@@ -38,16 +39,16 @@ import attrs
 import orjson
 from pyfakefs.fake_file import FakeDirectory, FakeFile
 
-from crashsim.faults import OneFault, faults_for
-from crashsim.jsonl_disk import Disk, DiskState, Op, RecordingFs
-from crashsim.jsonl_workloads import Step, Workload
-from impl.fs import DirEntry, OsFileSystem, fs_error
-from impl.jsonl import JsonlRepository, layout
-from models.addresses import value
-from models.errors import ScopecheckError, StorageIOError, UsageError
-from models.records import Snapshot
-from models.reference import ReferenceRepository
-from models.writes import set_value
+from scopecheck.crashsim.faults import OneFault, faults_for
+from scopecheck.crashsim.jsonl_disk import Disk, DiskState, Op, RecordingFs
+from scopecheck.crashsim.jsonl_workloads import Step, Workload
+from scopecheck.impl.fs import DirEntry, OsFileSystem, fs_error
+from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.models.addresses import value
+from scopecheck.models.errors import ScopecheckError, StorageIOError, UsageError
+from scopecheck.models.records import Snapshot
+from scopecheck.models.reference import ReferenceRepository
+from scopecheck.models.writes import set_value
 
 Mode = Literal["prefix", "unsynced"]
 MODES: tuple[Mode, ...] = ("prefix", "unsynced")
@@ -79,8 +80,8 @@ class StepClock:
 
 
 class FakeFs(OsFileSystem):
-    """:class:`~impl.fs.OsFileSystem` over a pyfakefs filesystem whose read-only lookups walk
-    the fake tree directly.
+    """:class:`~scopecheck.impl.fs.OsFileSystem` over a pyfakefs filesystem whose read-only lookups
+    walk the fake tree directly.
 
     Through the fake ``os`` module every call normalises and resolves its path (≈0.2 ms); our
     paths are already absolute and normal, so reads, ``exists``/``is_dir``/``file_size``,
@@ -1018,7 +1019,7 @@ def explore_with_faults(
     mode: Mode = "unsynced",
 ) -> tuple[int, int, list[tuple[Workload, CrashFailure]]]:
     """:func:`explore`, also counting the single-I/O-fault runs (CRASH-10..12) it made."""
-    from crashsim.jsonl_workloads import generated
+    from scopecheck.crashsim.jsonl_workloads import generated
 
     started = time.perf_counter()
     states = faults = 0
@@ -1120,7 +1121,7 @@ def replay_record(
     record: dict[str, Any], repo_class: type[JsonlRepository] = JsonlRepository
 ) -> tuple[bool, str]:
     """Replay a kind ``crash`` reproducer of the JSONL explorer: (still failing, text)."""
-    from crashsim.jsonl_workloads import workload_from_json
+    from scopecheck.crashsim.jsonl_workloads import workload_from_json
 
     try:
         workload = workload_from_json(record["workload"])

@@ -18,7 +18,8 @@ Writes in JSON (the file format of ``scopecheck crash --workload FILE``)::
 workload ``{"name": ..., "steps": [...]}`` or ``{"workloads": [...]}``.
 
 The bundled workloads cover each crash bullet of 000 §2.3 and §9.3 (see :data:`BUNDLED`); the
-``mixed-*`` ones are seeded random workloads from :func:`crashsim.workload.make_workload`.
+``mixed-*`` ones are seeded random workloads from
+:func:`scopecheck.crashsim.workload.make_workload`.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from typing import Any
 import attrs
 import orjson
 
-from crashsim.workload import make_workload
-from models.addresses import value, value_list
-from models.errors import UsageError
-from models.scope import ephemeral_scope
-from models.writes import (
+from scopecheck.crashsim.workload import make_workload
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import UsageError
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import (
     AnyWrite,
     AppendList,
     DeleteList,
@@ -348,7 +349,7 @@ def _process_mix() -> Workload:
 
 
 def generated(seed: int, transactions: int, reopen_every: int = 0) -> Workload:
-    """A seeded random workload (``crashsim.workload.make_workload``) as crash steps."""
+    """A seeded random workload (``scopecheck.crashsim.workload.make_workload``) as crash steps."""
     steps: list[Step] = [Step("create")]
     for index, tx in enumerate(make_workload(seed, transactions, big_every=0)):
         steps.append(Step("commit", tx))

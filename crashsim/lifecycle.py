@@ -1,10 +1,10 @@
 """Operation lifecycles as crash-sweep workloads, and the lifecycle invariants of a recovered
 state (OP-19..OP-21; 000 §2.2, §2.3, §5, §9.5; 002 §3, §4, §7).
 
-:func:`lifecycle_program` runs the harness model (:class:`models.lifecycle.Lifecycle`) through
-a fixed interleaving of two lanes — acceptance, assistant frames, a tool batch, whole-snapshot
-checkpoints with memos in the same transaction, settlement, outcomes, cancellation, terminal
-cleanup with retirement, and a later operation on the same lane — and records, after every
+:func:`lifecycle_program` runs the harness model (:class:`scopecheck.models.lifecycle.Lifecycle`)
+through a fixed interleaving of two lanes — acceptance, assistant frames, a tool batch,
+whole-snapshot checkpoints with memos in the same transaction, settlement, outcomes, cancellation,
+terminal cleanup with retirement, and a later operation on the same lane — and records, after every
 prefix of its transactions, what recovery must find.  The crash sweeps commit those
 transactions to a backend, crash or cut the power at every I/O step, reopen, and call
 :func:`lifecycle_problems` on the survivor:
@@ -21,7 +21,7 @@ transactions to a backend, crash or cut the power at every I/O step, reopen, and
   one transaction, so no crash may separate them).
 
 The program is built once per call from the model; expected states come from the reference
-model in :mod:`crashsim.workload`, never from a backend.
+model in :mod:`scopecheck.crashsim.workload`, never from a backend.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 import attrs
 
-from models.lifecycle import OP_STATE, Lifecycle, Tx
-from models.writes import AnyWrite
+from scopecheck.models.lifecycle import OP_STATE, Lifecycle, Tx
+from scopecheck.models.writes import AnyWrite
 
 Size = Literal["short", "long"]
 
@@ -208,14 +208,15 @@ def lifecycle_checker(program: LifecycleProgram) -> Callable[[Any, int], list[st
     return check
 
 
-# -- the JSONL power-loss sweep of a lifecycle (crashsim.jsonl_sweep) ---------------------------
+# -- the JSONL power-loss sweep of a lifecycle (scopecheck.crashsim.jsonl_sweep)
+# ---------------------------
 
 
 def jsonl_workload(program: LifecycleProgram, *, reopen: bool = True) -> Any:
-    """``program`` as a :class:`crashsim.jsonl_workloads.Workload`: create, one commit per
-    transaction, and (``reopen``) a close/reopen half-way — a controlled crash that must not
+    """``program`` as a :class:`scopecheck.crashsim.jsonl_workloads.Workload`: create, one commit
+    per transaction, and (``reopen``) a close/reopen half-way — a controlled crash that must not
     retire anything (000 §5.3)."""
-    from crashsim.jsonl_workloads import Step, Workload
+    from scopecheck.crashsim.jsonl_workloads import Step, Workload
 
     steps = [Step("create")]
     middle = len(program.txs) // 2
@@ -254,9 +255,9 @@ def explore_jsonl_lifecycle(
     """Every crash state of the lifecycle program on JSONL (``mode="unsynced"`` by default:
     process crashes, partial writes and power loss), each recovered state also checked
     against the lifecycle invariants (OP-21).  ``options`` go to
-    :func:`crashsim.jsonl_sweep.explore_workload`."""
-    from crashsim.jsonl_sweep import explore_workload
-    from impl.jsonl import JsonlRepository
+    :func:`scopecheck.crashsim.jsonl_sweep.explore_workload`."""
+    from scopecheck.crashsim.jsonl_sweep import explore_workload
+    from scopecheck.impl.jsonl import JsonlRepository
 
     program = lifecycle_program(size, harness)
     workload = jsonl_workload(program)

@@ -1,4 +1,4 @@
-"""Crash and I/O-error sweeps of the SQLite backend through :mod:`crashsim.sqlite_vfs`.
+"""Crash and I/O-error sweeps of the SQLite backend through :mod:`scopecheck.crashsim.sqlite_vfs`.
 
 A sweep runs one workload (open, commits, a mid-stream close/reopen, close) on one Session
 through the recording VFS, once per I/O call, with that call failing:
@@ -16,7 +16,7 @@ through the recording VFS, once per I/O call, with that call failing:
   with call *n* (reads included) failing once or persistently; a clean reopen afterwards must
   still show every commit (CRASH-SQL-5).
 
-Expected states are replays on an independent implementation (:mod:`crashsim.workload`).
+Expected states are replays on an independent implementation (:mod:`scopecheck.crashsim.workload`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, Literal
 import apsw
 import attrs
 
-from crashsim.sqlite_vfs import (
+from scopecheck.crashsim.sqlite_vfs import (
     FaultPlan,
     Image,
     IOCall,
@@ -45,16 +45,16 @@ from crashsim.sqlite_vfs import (
     post_crash_images,
     read_tree,
 )
-from crashsim.workload import (
+from scopecheck.crashsim.workload import (
     StepClock,
     Transaction,
     expected_snapshot,
     make_workload,
     prefix_snapshots,
 )
-from impl.sqlite import SqliteContainerRepository, SqliteRepository
-from models.errors import ScopecheckError
-from models.records import Snapshot
+from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.records import Snapshot
 
 Layout = Literal["per-file", "shared"]
 SESSION_ID = "s"
@@ -272,7 +272,8 @@ def _check_handle(
 
 
 #: ``check(storage, prefix)``: extra invariants of a reopened state taken as the model after the
-#: first ``prefix`` transactions (the lifecycle's, :mod:`crashsim.lifecycle`); problems or ``[]``.
+#: first ``prefix`` transactions (the lifecycle's, :mod:`scopecheck.crashsim.lifecycle`); problems
+#: or ``[]``.
 Invariants = Callable[[Any, int], list[str]]
 
 
@@ -456,12 +457,12 @@ def lifecycle_crash_sweep(
     harness: Any = None,
 ) -> SweepReport:
     """Power loss at every I/O step of an operation lifecycle (OP-19..OP-21): the program of
-    :func:`crashsim.lifecycle.lifecycle_program` (two lanes: frames, tool batches, checkpoints
-    with memos, settlement, outcomes, cancellation, terminal cleanup with retirement, a later
-    operation) crashed at every ``stride``-th write/sync, every post-crash image reopened and
+    :func:`scopecheck.crashsim.lifecycle.lifecycle_program` (two lanes: frames, tool batches,
+    checkpoints with memos, settlement, outcomes, cancellation, terminal cleanup with retirement, a
+    later operation) crashed at every ``stride``-th write/sync, every post-crash image reopened and
     checked as an acknowledged prefix (:func:`crash_sweep`) and against the lifecycle
-    invariants (:func:`crashsim.lifecycle.lifecycle_problems`)."""
-    from crashsim.lifecycle import lifecycle_checker, lifecycle_program
+    invariants (:func:`scopecheck.crashsim.lifecycle.lifecycle_problems`)."""
+    from scopecheck.crashsim.lifecycle import lifecycle_checker, lifecycle_program
 
     program = lifecycle_program(size) if harness is None else lifecycle_program(size, harness)
     report = crash_sweep(
@@ -650,9 +651,9 @@ def sigkill_sweep(
 ) -> SweepReport:
     """Kill a real writer process with SIGKILL at random moments (CRASH-SQL-7).
 
-    Each trial starts ``crashsim.sqlite_writer`` on a fresh Session in a real temp directory,
-    waits for a random number of acknowledged commits, kills it, reopens and checks that the
-    state is the model after the acknowledged commits or after one more (the one in flight).
+    Each trial starts ``scopecheck.crashsim.sqlite_writer`` on a fresh Session in a real temp
+    directory, waits for a random number of acknowledged commits, kills it, reopens and checks that
+    the state is the model after the acknowledged commits or after one more (the one in flight).
     """
     import signal
     import subprocess
@@ -663,25 +664,22 @@ def sigkill_sweep(
     workload = make_workload(seed, transactions, big_every=5)
     expected = prefix_snapshots(workload)
     rng = random.Random(seed)
-    project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for trial in range(trials):
         box = _Sandbox(layout, None, ram=False)  # a real disk directory
         try:
-            env = dict(
-                os.environ, PYTHONPATH=project + os.pathsep + os.environ.get("PYTHONPATH", "")
-            )
+            env = dict(os.environ)
             proc = subprocess.Popen(
                 [
                     python or sys.executable,
                     "-m",
-                    "crashsim.sqlite_writer",
+                    "scopecheck.crashsim.sqlite_writer",
                     layout,
                     box.work,
                     str(seed),
                     str(transactions),
                 ],
                 stdout=subprocess.PIPE,
-                cwd=project,
+                cwd=box.work,
                 env=env,
                 text=True,
             )

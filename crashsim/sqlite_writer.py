@@ -1,7 +1,7 @@
 """A writer process for the real-crash test: commit a workload, report each acknowledgement.
 
-``python -m crashsim.sqlite_writer LAYOUT ROOT SEED COUNT`` opens Session ``s`` (already created)
-under ROOT and commits ``make_workload(SEED, COUNT)`` in order, writing the index of each
+``python -m scopecheck.crashsim.sqlite_writer LAYOUT ROOT SEED COUNT`` opens Session ``s`` (already
+created) under ROOT and commits ``make_workload(SEED, COUNT)`` in order, writing the index of each
 acknowledged commit to stdout, one per line, flushed.  The parent kills it with SIGKILL at a
 random moment and checks the reopened state (CRASH-SQL-7).
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import sys
 
-from crashsim.workload import StepClock, make_workload
+from scopecheck.crashsim.workload import StepClock, make_workload
 
 
 def main(argv: list[str]) -> int:
     layout, root, seed, count = argv[0], argv[1], int(argv[2]), int(argv[3])
-    from crashsim.sqlite_sweep import SESSION_ID, open_repository
+    from scopecheck.crashsim.sqlite_sweep import SESSION_ID, open_repository
 
     clock = StepClock()
     repo = open_repository("shared" if layout == "shared" else "per-file", root, None, clock)

@@ -19,12 +19,12 @@ from typing import Any
 
 import attrs
 
-from models.addresses import value, value_list
-from models.errors import UsageError
-from models.protocols import Storage
-from models.records import Snapshot
-from models.scope import EphemeralScope, ephemeral_scope
-from models.writes import (
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import UsageError
+from scopecheck.models.protocols import Storage
+from scopecheck.models.records import Snapshot
+from scopecheck.models.scope import EphemeralScope, ephemeral_scope
+from scopecheck.models.writes import (
     AnyWrite,
     append_list,
     delete_list,
@@ -133,7 +133,7 @@ def run(storage: Storage, workload: Sequence[Transaction], clock: StepClock) -> 
 
 
 def _reference_session() -> Any:
-    from models.reference import ReferenceRepository
+    from scopecheck.models.reference import ReferenceRepository
 
     return ReferenceRepository().create("expected")
 
@@ -142,8 +142,8 @@ def expected_snapshot(workload: Sequence[Transaction], indices: Iterable[int]) -
     """The state after committing exactly ``workload[i] for i in indices``, in that order;
     a transaction the replay rejects (its parent entry was skipped) changes nothing.
 
-    Computed by the reference model (``models.reference``, a fold over the committed log that
-    shares no code with the backends) with the per-index timestamps of :class:`StepClock`.
+    Computed by the reference model (``scopecheck.models.reference``, a fold over the committed log
+    that shares no code with the backends) with the per-index timestamps of :class:`StepClock`.
     """
     session = _reference_session()
     for index in indices:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from good_backend import DictRepository, DictStorage  # type: ignore[import-not-found]
-from models.writes import RetireScope
+from scopecheck import RetireScope
+from scopecheck.examples.good_backend import DictRepository, DictStorage
 
 
-class LeakyStorage(DictStorage):  # type: ignore[misc]
+class LeakyStorage(DictStorage):
     def _apply(self, data: dict[str, Any], x: Any, seq: int, now: int) -> None:
         if isinstance(x, RetireScope):  # deletes the scope's values but leaves its lists behind
             for key in [k for k in data["values"] if k[0] == x.retired.id]:
@@ -20,7 +20,7 @@ class LeakyStorage(DictStorage):  # type: ignore[misc]
         super()._apply(data, x, seq, now)
 
 
-class LeakyRepository(DictRepository):  # type: ignore[misc]
+class LeakyRepository(DictRepository):
     storage_class = LeakyStorage
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.errors import StorageIOError
+from scopecheck import StorageIOError
+from scopecheck.examples.good_file_backend import FileRepository, FileStorage
 
-from good_file_backend import FileRepository, FileStorage  # type: ignore[import-not-found]
 
-
-class UnsyncedStorage(FileStorage):  # type: ignore[misc]
+class UnsyncedStorage(FileStorage):
     def persist(self, line: bytes) -> None:
         try:
             self.fs.append(self.handle, line)  # no fsync: the OS may still lose it
@@ -25,7 +24,7 @@ class UnsyncedStorage(FileStorage):  # type: ignore[misc]
         self.size += len(line)
 
 
-class UnsyncedRepository(FileRepository):  # type: ignore[misc]
+class UnsyncedRepository(FileRepository):
     storage_class = UnsyncedStorage
 
 

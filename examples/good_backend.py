@@ -2,8 +2,9 @@
 
     scopecheck validate examples/good_backend.py:make_backend
 
-It uses scopecheck's public helpers for stateless checks (``impl.validation``) and usage sums
-(``impl.stats``), and keeps its state in dicts keyed by ``(scope_id, namespace, key)``.
+It uses scopecheck's public helpers for the stateless checks and the usage sums (everything
+comes from ``scopecheck`` itself), and keeps its state in dicts keyed by ``(scope_id,
+namespace, key)``; ``scope_id`` is ``None`` for the session scope.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from impl.stats import add_usage
-from impl.validation import check_list_query, check_name, check_references, check_session_id
-from impl.validation import check_shape, stop_page
-from models import records as r
-from models import writes as w
-from models.errors import ClosedError, usage
+from scopecheck import (
+    AppendList, ClosedError, Committed, DeleteList, DeleteValue, EntryRecord, InsertEntry,
+    InsertUsage, ListElement, RetireScope, SetValue, Snapshot, Stats, UsageRecord, UsageTotals,
+    ValueRecord, add_usage, check_list_query, check_name, check_references, check_session_id,
+    check_shape, stop_page, usage,
+)
 
 
 class DictStorage:
@@ -27,7 +28,7 @@ class DictStorage:
         if self.closed:
             raise ClosedError()
         return self.data
-    def commit(self, writes: Any) -> tuple[r.Committed, ...]:
+    def commit(self, writes: Any) -> tuple[Committed, ...]:
         with self.lock:
             data = self._open()
             checked = check_shape(writes)
@@ -35,7 +36,7 @@ class DictStorage:
             if not checked.writes:
                 return ()
             now, first = self.clock(), data["next_seq"]
-            done = tuple(r.Committed(first + i, now, x) for i, x in enumerate(checked.writes))
+            done = tuple(Committed(first + i, now, x) for i, x in enumerate(checked.writes))
             for item in done:
                 self._apply(data, item.write, item.seq, now)
             data["next_seq"] += len(done)
@@ -46,38 +47,39 @@ class DictStorage:
             if hasattr(x, "address")
             else None
         )
-        if isinstance(x, w.SetValue):
-            data["values"][key] = r.ValueRecord(seq, x.value_json)
-        elif isinstance(x, w.DeleteValue):
+        if isinstance(x, SetValue):
+            data["values"][key] = ValueRecord(seq, x.value_json)
+        elif isinstance(x, DeleteValue):
             data["values"].pop(key, None)
-        elif isinstance(x, w.AppendList):
-            data["lists"].setdefault(key, []).append(r.ListElement(seq, x.element_json, x.tag))
-        elif isinstance(x, w.DeleteList):
+        elif isinstance(x, AppendList):
+            data["lists"].setdefault(key, []).append(ListElement(seq, x.element_json, x.tag))
+        elif isinstance(x, DeleteList):
             data["lists"].pop(key, None)
-        elif isinstance(x, w.InsertEntry):
+        elif isinstance(x, InsertEntry):
             data["ids"].add(x.id)
-            data["entries"][x.id] = r.EntryRecord(
+            data["entries"][x.id] = EntryRecord(
                 x.id, x.parent_id, x.type, x.payload_json, seq, now
             )
             data["messages"] += x.type == "message"
-        elif isinstance(x, w.InsertUsage):
+        elif isinstance(x, InsertUsage):
             data["ids"].add(x.id)
-            data["usage"][x.id] = r.UsageRecord(x.id, x.usage_json, x.entry_id, x.adjustment,
+            data["usage"][x.id] = UsageRecord(x.id, x.usage_json, x.entry_id, x.adjustment,
                                                 x.details_json, seq, now)
             data["totals"] = add_usage(data["totals"], x.usage)
-        elif isinstance(x, w.RetireScope):
+        elif isinstance(x, RetireScope):
             for table in (data["values"], data["lists"]):
                 for gone in [k for k in table if k[0] == x.retired.id]:
                     del table[gone]
-    def get_value(self, address: Any) -> r.ValueRecord | None:
-        return self._open()["values"].get((address.scope_id, address.namespace, address.key))
+    def get_value(self, address: Any) -> ValueRecord | None:
+        values = self._open()["values"]
+        return values.get((address.scope_id, address.namespace, address.key))  # type: ignore[no-any-return]
     def scan_values(self, namespace: str, prefix: str = "", scope: Any = None) -> Any:
         check_name("namespace", namespace), check_name("prefix", prefix)
         scope_id, values = getattr(scope, "id", None), self._open()["values"]
         rows = [(k[2], v) for k, v in values.items() if k[:2] == (scope_id, namespace)]
         return tuple(sorted(row for row in rows if row[0].startswith(prefix)))
     def read_list(self, address: Any, *, cursor: Any = None, order: Any = "asc", limit: Any = None,
-                  stop_at_tag: Any = None) -> tuple[r.ListElement, ...]:
+                  stop_at_tag: Any = None) -> tuple[ListElement, ...]:
         items = self._open()["lists"].get((address.scope_id, address.namespace, address.key), [])
         q = check_list_query(cursor, order, limit, stop_at_tag)
         if q.order == "desc":
@@ -85,19 +87,19 @@ class DictStorage:
         else:
             items = [e for e in items if q.cursor is None or e.seq > q.cursor]
         return tuple(stop_page(items[: q.limit], q.stop_at_tag))
-    def get_entry(self, entry_id: str) -> r.EntryRecord | None:
+    def get_entry(self, entry_id: str) -> EntryRecord | None:
         return self._open()["entries"].get(entry_id)  # type: ignore[no-any-return]
-    def get_usage(self, usage_id: str) -> r.UsageRecord | None:
+    def get_usage(self, usage_id: str) -> UsageRecord | None:
         return self._open()["usage"].get(usage_id)  # type: ignore[no-any-return]
-    def stats(self) -> r.Stats:
-        return r.Stats(self._open()["messages"], self.data["totals"])
-    def snapshot(self) -> r.Snapshot:
+    def stats(self) -> Stats:
+        return Stats(self._open()["messages"], self.data["totals"])
+    def snapshot(self) -> Snapshot:
         data = self._open()
 
         def order(kv: Any) -> Any:
-            return r.Snapshot.sort_key(kv[0])
+            return Snapshot.sort_key(kv[0])
         lists = ((k, tuple(v)) for k, v in data["lists"].items() if v)
-        return r.Snapshot(tuple(sorted(data["entries"].values(), key=lambda e: e.seq)),
+        return Snapshot(tuple(sorted(data["entries"].values(), key=lambda e: e.seq)),
                           tuple(sorted(data["usage"].values(), key=lambda u: u.seq)),
                           tuple(sorted(data["values"].items(), key=order)),
                           tuple(sorted(lists, key=order)), self.stats())
@@ -113,13 +115,14 @@ class DictRepository:
     storage_class = DictStorage
 
     def __init__(self, clock: Any) -> None:
-        self.clock, self.sessions, self.open_ids = clock, {}, set()
+        self.clock, self.open_ids = clock, set[str]()
+        self.sessions: dict[str, Any] = {}
     def create(self, session_id: str) -> DictStorage:
         if check_session_id(session_id) in self.sessions:
             raise usage("already_exists", f"session {session_id!r} exists")
         self.sessions[session_id] = {"next_seq": 1, "ids": set(), "entries": {}, "usage": {},
                                      "values": {}, "lists": {}, "messages": 0,
-                                     "totals": r.UsageTotals()}
+                                     "totals": UsageTotals()}
         return self._handle(session_id)
     def open(self, session_id: str) -> DictStorage:
         if check_session_id(session_id) not in self.sessions:

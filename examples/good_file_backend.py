@@ -1,5 +1,6 @@
 """A file-backed backend: the dict example plus one JSON-lines log per Session, written through
-scopecheck's FileSystem layer (``impl.fs``) so ``scopecheck validate`` explores its crashes too:
+scopecheck's FileSystem layer (``scopecheck.FileSystem``) so ``scopecheck validate`` explores its
+crashes too:
 
     scopecheck validate examples/good_file_backend.py:make_backend
 
@@ -22,16 +23,15 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import orjson
-from good_backend import DictRepository, DictStorage  # type: ignore[import-not-found]
 
-from impl.validation import check_references, check_session_id, check_shape
-from models import writes as w
-from models.addresses import ListAddress, ValueAddress
-from models.errors import StorageIOError, usage
-from models.records import UsageTotals
-from models.scope import SESSION, ephemeral_scope
+from scopecheck import (
+    SESSION, AppendList, DeleteList, DeleteValue, FileSystem, InsertEntry, InsertUsage,
+    ListAddress, RetireScope, SetValue, StorageIOError, UsageTotals, ValueAddress,
+    check_references, check_session_id, check_shape, ephemeral_scope, usage,
+)
+from scopecheck.examples.good_backend import DictRepository, DictStorage
 
-_ADDRESSED = {"set": w.SetValue, "del": w.DeleteValue, "app": w.AppendList, "drop": w.DeleteList}
+_ADDRESSED = {"set": SetValue, "del": DeleteValue, "app": AppendList, "drop": DeleteList}
 _KIND = {cls: kind for kind, cls in _ADDRESSED.items()}
 
 
@@ -40,11 +40,11 @@ def encode(x: Any) -> list[Any]:
     if type(x) in _KIND:
         a = x.address
         extra = [v.decode() for v in (getattr(x, "value_json", None), getattr(x, "element_json",
-                 None)) if v is not None] + ([x.tag] if isinstance(x, w.AppendList) else [])
+                 None)) if v is not None] + ([x.tag] if isinstance(x, AppendList) else [])
         return [_KIND[type(x)], a.scope_id, a.namespace, a.key, *extra]
-    if isinstance(x, w.InsertEntry):
+    if isinstance(x, InsertEntry):
         return ["entry", x.id, x.parent_id, x.type, x.payload_json.decode()]
-    if isinstance(x, w.InsertUsage):
+    if isinstance(x, InsertUsage):
         details = None if x.details_json is None else x.details_json.decode()
         return ["usage", x.id, x.usage_json.decode(), x.entry_id, x.adjustment, details]
     return ["retire", x.retired.id]
@@ -55,18 +55,19 @@ def decode(item: list[Any]) -> Any:
     if kind in _ADDRESSED:
         scope_id, namespace, key, *extra = rest
         scope = SESSION if scope_id is None else ephemeral_scope(scope_id)
-        where = (ValueAddress if kind in ("set", "del") else ListAddress)(namespace, key, scope)
+        address: Any = ValueAddress if kind in ("set", "del") else ListAddress
+        where = address(namespace, key, scope)
         args = [e.encode() for e in extra[:1]] + extra[1:]
         return _ADDRESSED[kind](where, *args)
     if kind == "entry":
-        return w.InsertEntry(rest[0], rest[1], rest[2], rest[3].encode())
+        return InsertEntry(rest[0], rest[1], rest[2], rest[3].encode())
     if kind == "usage":
         details = None if rest[4] is None else rest[4].encode()
-        return w.InsertUsage(rest[0], rest[1].encode(), rest[2], rest[3], details)
-    return w.RetireScope(ephemeral_scope(rest[0]))
+        return InsertUsage(rest[0], rest[1].encode(), rest[2], rest[3], details)
+    return RetireScope(ephemeral_scope(rest[0]))
 
 
-class FileStorage(DictStorage):  # type: ignore[misc]
+class FileStorage(DictStorage):
     def attach(self, fs: Any, path: str) -> None:
         self.fs, self.handle, self.io_lock = fs, fs.open_append(path), threading.Lock()
         self.size, self.unusable = fs.file_size(path), ""
@@ -109,10 +110,10 @@ class FileStorage(DictStorage):  # type: ignore[misc]
         self.fs.close(self.handle)
 
 
-class FileRepository(DictRepository):  # type: ignore[misc]
+class FileRepository(DictRepository):
     storage_class = FileStorage
 
-    def __init__(self, clock: Any, fs: Any, root: str) -> None:
+    def __init__(self, clock: Any, fs: FileSystem, root: str) -> None:
         super().__init__(clock)
         self.fs, self.root = fs, root.rstrip("/")
         fs.create_dir(self.root)
@@ -121,14 +122,14 @@ class FileRepository(DictRepository):  # type: ignore[misc]
                 self.sessions[unquote(entry.name[:-4])] = None  # read on open
     def path(self, session_id: str) -> str:
         return f"{self.root}/{quote(session_id, safe='')}.log"
-    def create(self, session_id: str) -> FileStorage:
+    def create(self, session_id: str) -> Any:
         if check_session_id(session_id) in self.sessions:
             raise usage("already_exists", f"session {session_id!r} exists")
         self.fs.write_file(self.path(session_id), b"")
         self.fs.fsync_file(self.path(session_id))
         self.fs.fsync_dir(self.root)
         return super().create(session_id)
-    def open(self, session_id: str) -> FileStorage:
+    def open(self, session_id: str) -> Any:
         sid = check_session_id(session_id)
         if sid in self.sessions and sid not in self.open_ids and self.sessions[sid] is None:
             self.sessions[sid] = self.load(sid)
@@ -153,8 +154,8 @@ class FileRepository(DictRepository):  # type: ignore[misc]
         self.fs.truncate(handle, len(complete))
         self.fs.fsync(handle)
         self.fs.close(handle)
-    def _handle(self, session_id: str) -> FileStorage:
-        storage = super()._handle(session_id)
+    def _handle(self, session_id: str) -> Any:
+        storage: Any = super()._handle(session_id)
         storage.attach(self.fs, self.path(session_id))
         return storage
     def delete(self, session_id: str) -> None:
@@ -167,5 +168,5 @@ class FileRepository(DictRepository):  # type: ignore[misc]
         self.fs.fsync_dir(self.root)  # fsync fails (the delete then reports an error)
 
 
-def make_backend(clock: Any, *, fs: Any, root: str) -> FileRepository:
+def make_backend(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
     return FileRepository(clock, fs, root)

@@ -1,2 +1,3 @@
 """The backends under test: Memory, JSONL and SQLite.  They import the contract vocabulary from
-``models`` but never the reference model (``models.reference``) — see ``tests/test_layering.py``."""
+``models`` but never the reference model (``scopecheck.models.reference``) — see
+``tests/test_layering.py``."""

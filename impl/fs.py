@@ -26,7 +26,7 @@ For the crash simulator, the mutating operations and what each one changes:
 ``remove``         remove a file or a tree (``force``: missing is fine)
 =================  ===========================================================================
 
-Every failure is a :class:`~models.errors.StorageIOError` with code ``io_error``; its
+Every failure is a :class:`~scopecheck.models.errors.StorageIOError` with code ``io_error``; its
 ``details`` carry ``fs_code`` (one of :data:`FS_CODES`, the seeds' FileSystem error codes plus
 ``no_space`` and ``exists``), ``op``, ``path`` and ``errno``.
 """
@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from models.errors import StorageIOError
+from scopecheck.models.errors import StorageIOError
 
 #: FileSystem error codes (REFERENCE §2) carried in ``StorageIOError.details["fs_code"]``.
 FS_CODES = frozenset(

@@ -17,8 +17,8 @@ from typing import Any
 
 import attrs
 
-from impl.stats import MESSAGE_TYPE, add_usage
-from impl.validation import (
+from scopecheck.impl.stats import MESSAGE_TYPE, add_usage
+from scopecheck.impl.validation import (
     check_list_query,
     check_name,
     check_references,
@@ -26,10 +26,10 @@ from impl.validation import (
     check_shape,
     select_page,
 )
-from models.addresses import ListAddress, ValueAddress
-from models.errors import ClosedError, CorruptError, usage
-from models.fork import BranchFork, ForkOptions, check_fork_options
-from models.fork_policy import (
+from scopecheck.models.addresses import ListAddress, ValueAddress
+from scopecheck.models.errors import ClosedError, CorruptError, usage
+from scopecheck.models.fork import BranchFork, ForkOptions, check_fork_options
+from scopecheck.models.fork_policy import (
     BRANCH_TIP,
     LANE_CONFIG,
     LANE_STATE,
@@ -40,9 +40,9 @@ from models.fork_policy import (
     check_branch_lane,
     select_target,
 )
-from models.payload import decode_json
-from models.protocols import Clock
-from models.records import (
+from scopecheck.models.payload import decode_json
+from scopecheck.models.protocols import Clock
+from scopecheck.models.records import (
     Committed,
     EntryRecord,
     ListElement,
@@ -53,8 +53,8 @@ from models.records import (
     ValueKey,
     ValueRecord,
 )
-from models.scope import SESSION, Scope, scope_id_of
-from models.writes import (
+from scopecheck.models.scope import SESSION, Scope, scope_id_of
+from scopecheck.models.writes import (
     AppendList,
     DeleteList,
     DeleteValue,

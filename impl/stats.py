@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from models.records import UsageTotals
-from models.writes import USAGE_COST_FIELDS, USAGE_TOKEN_FIELDS
+from scopecheck.models.records import UsageTotals
+from scopecheck.models.writes import USAGE_COST_FIELDS, USAGE_TOKEN_FIELDS
 
 MESSAGE_TYPE = "message"
 

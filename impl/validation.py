@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from models.errors import usage
-from models.records import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, ListElement, Order
-from models.scope import EphemeralScope
-from models.writes import (
+from scopecheck.models.errors import usage
+from scopecheck.models.records import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, ListElement, Order
+from scopecheck.models.scope import EphemeralScope
+from scopecheck.models.writes import (
     WRITE_TYPES,
     AnyWrite,
     AppendList,

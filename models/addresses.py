@@ -13,8 +13,8 @@ from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
-from models.errors import usage
-from models.scope import SESSION, EphemeralScope, Scope, SessionScope, scope_id_of
+from scopecheck.models.errors import usage
+from scopecheck.models.scope import SESSION, EphemeralScope, Scope, SessionScope, scope_id_of
 
 T = TypeVar("T")
 Sc_co = TypeVar("Sc_co", bound=Scope, covariant=True)

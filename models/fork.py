@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from models.errors import usage
+from scopecheck.models.errors import usage
 
 Position: TypeAlias = Literal["before", "at"]
 

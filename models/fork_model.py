@@ -17,12 +17,12 @@ from typing import Any
 
 import attrs
 
-from models.errors import CorruptError, usage
-from models.fork import BranchFork, ForkOptions
-from models.fork_policy import Disposition, classify, classify_list
-from models.payload import decode_json, encode_json
-from models.reference import Transaction, _snapshot, fold
-from models.writes import AnyWrite, AppendList, InsertEntry, SetValue
+from scopecheck.models.errors import CorruptError, usage
+from scopecheck.models.fork import BranchFork, ForkOptions
+from scopecheck.models.fork_policy import Disposition, classify, classify_list
+from scopecheck.models.payload import decode_json, encode_json
+from scopecheck.models.reference import Transaction, _snapshot, fold
+from scopecheck.models.writes import AnyWrite, AppendList, InsertEntry, SetValue
 
 _IDLE: dict[str, Any] = {"currentOperationId": None, "lastOperationId": None, "inbox": []}
 
@@ -105,7 +105,7 @@ def expected_fork(log: list[Transaction], options: ForkOptions) -> list[Transact
             )
 
     def put(ns: str, key: str, seq: int, value_json: bytes) -> None:
-        from models.addresses import value
+        from scopecheck.models.addresses import value
 
         rows.append(_Row(seq, 0, SetValue(value(ns, key), value_json)))
 
@@ -135,7 +135,7 @@ def expected_fork(log: list[Transaction], options: ForkOptions) -> list[Transact
         ):
             put(ns, key, record.seq, record.value_json)
     if not isinstance(options, BranchFork):
-        from models.addresses import value_list
+        from scopecheck.models.addresses import value_list
 
         for (ns, key), elements in lists.items():
             if classify_list(ns) is Disposition.APPLICATION:

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from models.errors import CorruptError, usage
-from models.fork import BranchFork, ForkOptions
-from models.payload import encode_json
-from models.records import ListElement
+from scopecheck.models.errors import CorruptError, usage
+from scopecheck.models.fork import BranchFork, ForkOptions
+from scopecheck.models.payload import encode_json
+from scopecheck.models.records import ListElement
 
 BRANCH_TIP = "pi.branch.tip"
 LANE_CONFIG = "pi.lane.config"

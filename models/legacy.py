@@ -2,11 +2,12 @@
 
 Written apart from ``impl/jsonl/legacy.py`` on purpose (the oracle must not share the backend's
 code): here the file becomes a tree of nodes, each retained node is turned into an
-:class:`~models.writes.InsertEntry` through the public constructors, and the synthesised values
-and the import usage row are ordinary :func:`~models.writes.set_value` /
-:func:`~models.writes.insert_usage` writes.  The result is the initial log of the Session, one
-committed write per transaction (entries keep their own legacy timestamps), so the reference
-model can start a Session from a legacy file (LEGACY-10).  Rules: ``spec/rules/legacy.toml``.
+:class:`~scopecheck.models.writes.InsertEntry` through the public constructors, and the synthesised
+values and the import usage row are ordinary :func:`~scopecheck.models.writes.set_value` /
+:func:`~scopecheck.models.writes.insert_usage` writes.  The result is the initial log of the
+Session, one committed write per transaction (entries keep their own legacy timestamps), so the
+reference model can start a Session from a legacy file (LEGACY-10).  Rules:
+``spec/rules/legacy.toml``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any
 import attrs
 import orjson
 
-from models.addresses import value
-from models.errors import CorruptError, usage
-from models.records import Committed
-from models.writes import AnyWrite, insert_entry, insert_usage, set_value
+from scopecheck.models.addresses import value
+from scopecheck.models.errors import CorruptError, usage
+from scopecheck.models.records import Committed
+from scopecheck.models.writes import AnyWrite, insert_entry, insert_usage, set_value
 
 _KEEP = ("message", "custom", "custom_message", "branch_summary", "compaction")
 _DROP = ("model_change", "thinking_level_change", "active_tools_change", "session_info", "label")
@@ -304,7 +305,7 @@ def import_transactions(
     lines: Sequence[bytes], session_id: str, mint: Callable[[int, int], str]
 ) -> list[Any]:
     """The imported log as reference-model transactions, one write each."""
-    from models.reference import Transaction
+    from scopecheck.models.reference import Transaction
 
     return [
         Transaction(c.seq, c.timestamp, (c.write,)) for c in import_log(lines, session_id, mint)

@@ -35,10 +35,10 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from models.addresses import ListAddress, ValueAddress, value, value_list
-from models.records import ListElement, ValueRecord
-from models.scope import SESSION, EphemeralScope, Scope, ephemeral_scope
-from models.writes import (
+from scopecheck.models.addresses import ListAddress, ValueAddress, value, value_list
+from scopecheck.models.records import ListElement, ValueRecord
+from scopecheck.models.scope import SESSION, EphemeralScope, Scope, ephemeral_scope
+from scopecheck.models.writes import (
     AnyWrite,
     AppendList,
     DeleteList,

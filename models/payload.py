@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 
 import orjson
 
-from models.errors import usage
+from scopecheck.models.errors import usage
 
 JsonValue: TypeAlias = Any
 """A decoded JSON value.  Kept as ``Any``: recursive aliases buy little at the call sites."""

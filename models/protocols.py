@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from models.addresses import ListAddress, ValueAddress
-from models.fork import ForkOptions
-from models.records import (
+from scopecheck.models.addresses import ListAddress, ValueAddress
+from scopecheck.models.fork import ForkOptions
+from scopecheck.models.records import (
     Committed,
     EntryRecord,
     ListElement,
@@ -21,8 +21,8 @@ from models.records import (
     UsageRecord,
     ValueRecord,
 )
-from models.scope import Scope
-from models.writes import Write
+from scopecheck.models.scope import Scope
+from scopecheck.models.writes import Write
 
 Sc = TypeVar("Sc", bound=Scope)
 

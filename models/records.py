@@ -10,8 +10,8 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from models.payload import JsonValue, decode_json
-from models.writes import AnyWrite
+from scopecheck.models.payload import JsonValue, decode_json
+from scopecheck.models.writes import AnyWrite
 
 Order: TypeAlias = Literal["asc", "desc"]
 

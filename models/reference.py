@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-from models.addresses import ListAddress, ValueAddress
-from models.errors import ClosedError, usage
-from models.records import (
+from scopecheck.models.addresses import ListAddress, ValueAddress
+from scopecheck.models.errors import ClosedError, usage
+from scopecheck.models.records import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
     Committed,
@@ -36,8 +36,8 @@ from models.records import (
     ValueKey,
     ValueRecord,
 )
-from models.scope import EphemeralScope, Scope, SessionScope
-from models.writes import (
+from scopecheck.models.scope import EphemeralScope, Scope, SessionScope
+from scopecheck.models.writes import (
     AnyWrite,
     AppendList,
     DeleteList,
@@ -386,7 +386,7 @@ class ReferenceRepository:
     def import_legacy(self, session_id: str, lines: Sequence[bytes], mint: Any) -> None:
         """A Session that exists as the legacy file ``lines`` (LEGACY-11): its log is the
         model's own import; it stays legacy until its first non-empty commit."""
-        from models.legacy import LegacySource, import_transactions
+        from scopecheck.models.legacy import LegacySource, import_transactions
 
         self._check_id(session_id)
         log = import_transactions(lines, session_id, mint)
@@ -395,9 +395,9 @@ class ReferenceRepository:
 
     def fork(self, source_id: str, options: object, dest_id: str) -> str:
         """Fork ``source_id`` into ``dest_id`` (the id the backend chose when ``options.id`` is
-        ``None``); the destination log comes from :mod:`models.fork_model`."""
-        from models.fork import check_fork_options
-        from models.fork_model import expected_fork
+        ``None``); the destination log comes from :mod:`scopecheck.models.fork_model`."""
+        from scopecheck.models.fork import check_fork_options
+        from scopecheck.models.fork_model import expected_fork
 
         checked = check_fork_options(options)
         self._check_id(source_id)
@@ -409,7 +409,7 @@ class ReferenceRepository:
         log = self.logs[source_id]
         legacy = self.legacy.get(source_id)
         if legacy is not None and len(log) == legacy.imported:
-            from models.legacy import legacy_fork_log
+            from scopecheck.models.legacy import legacy_fork_log
 
             log = legacy_fork_log(legacy, source_id, source_id in self.open_handles)
         self.logs[dest_id] = expected_fork(log, checked)

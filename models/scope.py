@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import attrs
 
-from models.errors import usage
+from scopecheck.models.errors import usage
 
 #: Longest allowed ``encodeURIComponent`` form of a scope ID (000 §2.1, SCOPE-2).
 MAX_ENCODED_SCOPE_ID: Final = 180

@@ -15,10 +15,10 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import attrs
 
-from models.addresses import ListAddress, ValueAddress
-from models.errors import usage
-from models.payload import JsonValue, decode_json, encode_json
-from models.scope import SESSION, EphemeralScope, Scope, SessionScope
+from scopecheck.models.addresses import ListAddress, ValueAddress
+from scopecheck.models.errors import usage
+from scopecheck.models.payload import JsonValue, decode_json, encode_json
+from scopecheck.models.scope import SESSION, EphemeralScope, Scope, SessionScope
 
 T = TypeVar("T")
 Sc = TypeVar("Sc", bound=Scope)

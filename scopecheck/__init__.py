@@ -1,3 +1,184 @@
-"""scopecheck: the product surface — stateful machines, mutant catalogue, CLI, benchmarks."""
+"""scopecheck: property-based model checking of scoped session storage.
+
+This module is the public API for a backend author: everything needed to write an adapter and
+check it, re-exported from the modules that define it (the reference page is
+``docs/api.md``).  Import from here; the submodules are the project's own layout and may move.
+
+>>> from scopecheck import SESSION, ephemeral_scope, value, set_value, retire_scope
+>>> op = ephemeral_scope("op-1")
+>>> writes = [set_value(value("pi.result", "op-1"), "done"), retire_scope(op)]
+
+The vocabulary (scopes, addresses, writes, records, errors, the protocols and the stateless
+validation helpers) imports only attrs and orjson.  The runner, :func:`validate`, brings in
+Hypothesis and pytest, so it is loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scopecheck.factory import (
+    BackendFactory,
+    DirectoryBackendFactory,
+    FactoryKind,
+    FileSystemBackendFactory,
+    factory_kind,
+)
+from scopecheck.impl.fs import FileSystem, OsFileSystem
+from scopecheck.impl.stats import add_usage, usage_problem
+from scopecheck.impl.validation import (
+    CheckedTransaction,
+    ListQuery,
+    check_list_query,
+    check_name,
+    check_references,
+    check_session_id,
+    check_shape,
+    select_page,
+    stop_page,
+)
+from scopecheck.models.addresses import ListAddress, ValueAddress, value, value_list
+from scopecheck.models.errors import (
+    CODES,
+    ClosedError,
+    CorruptError,
+    ScopecheckError,
+    StorageIOError,
+    UsageError,
+    usage,
+)
+from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork, check_fork_options
+from scopecheck.models.payload import decode_json, encode_json
+from scopecheck.models.protocols import Clock, Repository, Storage
+from scopecheck.models.records import (
+    DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
+    Committed,
+    EntryRecord,
+    ListElement,
+    Order,
+    Snapshot,
+    Stats,
+    UsageRecord,
+    UsageTotals,
+    ValueRecord,
+)
+from scopecheck.models.scope import (
+    MAX_ENCODED_SCOPE_ID,
+    SESSION,
+    EphemeralScope,
+    Scope,
+    SessionScope,
+    ephemeral_scope,
+)
+from scopecheck.models.writes import (
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    InsertEntry,
+    InsertUsage,
+    RetireScope,
+    SetValue,
+    Write,
+    append_list,
+    delete_list,
+    delete_value,
+    insert_entry,
+    insert_usage,
+    retire_scope,
+    set_value,
+)
+
+if TYPE_CHECKING:
+    from scopecheck.validator import Verdict, validate
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "CODES",
+    "DEFAULT_LIST_LIMIT",
+    "MAX_ENCODED_SCOPE_ID",
+    "MAX_LIST_LIMIT",
+    "SESSION",
+    "AppendList",
+    "BackendFactory",
+    "BranchFork",
+    "CheckedTransaction",
+    "Clock",
+    "ClosedError",
+    "Committed",
+    "CorruptError",
+    "DeleteList",
+    "DeleteValue",
+    "DirectoryBackendFactory",
+    "EntryRecord",
+    "EphemeralScope",
+    "FactoryKind",
+    "FileSystem",
+    "FileSystemBackendFactory",
+    "ForkOptions",
+    "InsertEntry",
+    "InsertUsage",
+    "ListAddress",
+    "ListElement",
+    "ListQuery",
+    "Order",
+    "OsFileSystem",
+    "Repository",
+    "RetireScope",
+    "Scope",
+    "ScopecheckError",
+    "SessionScope",
+    "SetValue",
+    "Snapshot",
+    "Stats",
+    "Storage",
+    "StorageIOError",
+    "TreeFork",
+    "UsageError",
+    "UsageRecord",
+    "UsageTotals",
+    "ValueAddress",
+    "ValueRecord",
+    "Verdict",
+    "Write",
+    "add_usage",
+    "append_list",
+    "check_fork_options",
+    "check_list_query",
+    "check_name",
+    "check_references",
+    "check_session_id",
+    "check_shape",
+    "decode_json",
+    "delete_list",
+    "delete_value",
+    "encode_json",
+    "ephemeral_scope",
+    "factory_kind",
+    "insert_entry",
+    "insert_usage",
+    "retire_scope",
+    "select_page",
+    "set_value",
+    "stop_page",
+    "usage",
+    "usage_problem",
+    "validate",
+    "value",
+    "value_list",
+]
+
+_LAZY = {"validate": "scopecheck.validator", "Verdict": "scopecheck.validator"}
+
+
+def __getattr__(name: str) -> Any:
+    """The runner is imported on first use: it needs Hypothesis and pytest, the vocabulary
+    does not."""
+    if name in _LAZY:
+        import importlib
+
+        found = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = found
+        return found
+    raise AttributeError(f"module 'scopecheck' has no attribute {name!r}")

@@ -8,11 +8,11 @@ the same repository object.  A module attribute that already is a
 :class:`~scopecheck.backends.Backend` is used as it is.
 
 A backend that keeps files may take two more keyword arguments, ``fs`` (an
-:class:`impl.fs.FileSystem`) and ``root`` (a directory path): ``make_backend(clock, *, fs,
-root)``.  It must do every file operation through ``fs``, keep every file under ``root``, and,
+:class:`scopecheck.impl.fs.FileSystem`) and ``root`` (a directory path): ``make_backend(clock, *,
+fs, root)``.  It must do every file operation through ``fs``, keep every file under ``root``, and,
 called again over the same ``root``, reopen what is there.  Then the machine runs it over a
 fresh real temp directory per example (a restart calls the factory again over the same
-directory) and crash exploration (:mod:`crashsim.generic_sweep`) runs it over a simulated
+directory) and crash exploration (:mod:`scopecheck.crashsim.generic_sweep`) runs it over a simulated
 disk; without them crash exploration is reported as skipped (CRASH-FS-8).
 """
 
@@ -28,10 +28,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from models.errors import UsageError
-from models.fork import ForkOptions
-from models.protocols import Clock, Repository, Storage
 from scopecheck.backends import Backend
+from scopecheck.models.errors import UsageError
+from scopecheck.models.fork import ForkOptions
+from scopecheck.models.protocols import Clock, Repository, Storage
 
 
 class _Tracking:
@@ -96,7 +96,7 @@ class FileAdapterWorld(AdapterWorld):
     calls the factory again over the same directory, so every restart reads the files back."""
 
     def __init__(self, factory: Any, clock: Clock) -> None:
-        from impl.fs import OsFileSystem
+        from scopecheck.impl.fs import OsFileSystem
 
         self._factory = factory
         self._clock = clock
@@ -185,7 +185,7 @@ def load_backend(spec: str) -> Backend:
 
     A factory that takes ``fs`` and ``root`` gets a :class:`FileAdapterWorld` and a generic
     crash explorer (``Backend.crash``); any other gets an :class:`AdapterWorld` and none."""
-    from crashsim.generic_sweep import takes_filesystem
+    from scopecheck.factory import takes_filesystem
 
     name, factory = load_factory(spec)
     if isinstance(factory, Backend):
@@ -205,6 +205,6 @@ def load_backend(spec: str) -> Backend:
     return Backend(
         name,
         lambda clock: FileAdapterWorld(factory, clock),
-        f"user backend {spec} (files through impl.fs)",
+        f"user backend {spec} (files through scopecheck.impl.fs)",
         crash=GenericCrashExplorer(factory, name, spec),
     )

@@ -16,9 +16,10 @@ from typing import Any, Protocol
 
 import attrs
 
-from impl.memory import MemoryRepository
-from models.protocols import Clock, Repository
 from scopecheck.crash_explorers import JsonlCrashExplorer, SqliteCrashExplorer
+from scopecheck.data import pi_session
+from scopecheck.impl.memory import MemoryRepository
+from scopecheck.models.protocols import Clock, Repository
 
 
 class World(Protocol):
@@ -93,7 +94,7 @@ class JsonlWorld:
     ) -> None:
         import tempfile
 
-        from impl.fs import (
+        from scopecheck.impl.fs import (
             FileSystem,
             OsFileSystem,
             TracingFileSystem,
@@ -102,7 +103,7 @@ class JsonlWorld:
             pyfakefs_renamer,
             pyfakefs_writer,
         )
-        from impl.jsonl import JsonlRepository
+        from scopecheck.impl.jsonl import JsonlRepository
 
         self._clock = clock
         self._class = repository_class or JsonlRepository
@@ -194,32 +195,14 @@ JSONL_UNLINK_FAILS = Backend(
 
 # -- JSONL Sessions that start as real legacy transcripts (LEGACY-11, LEGACY-13) ---------------
 
-#: Lines (header included) of each shared transcript a legacy world's Session starts from: ``s1``
-#: is the start of ``large-session`` (past its first thinking level: a configured ``main`` lane),
-#: ``s2`` ``before-compaction`` through its first compaction (no model yet: a data-only ``main``).
+#: Lines (header included) of each bundled transcript (:mod:`scopecheck.data`) a legacy world's
+#: Session starts from: ``s1`` is the start of ``large-session`` (past its first thinking level: a
+#: configured ``main`` lane), ``s2`` ``before-compaction`` through its first compaction (no model
+#: yet: a data-only ``main``).
 LEGACY_PREFIX: dict[str, tuple[str, int]] = {
     "s1": ("large-session", 240),
     "s2": ("before-compaction", 380),
 }
-
-
-def legacy_data_dir() -> Path:
-    """Where the shared legacy transcripts are: ``$SCOPECHECK_PI_SESSIONS``, else
-    ``shared/data/pi-sessions`` beside the clone, else ``/work/shared/data/pi-sessions``."""
-    from models.errors import UsageError
-
-    env = os.environ.get("SCOPECHECK_PI_SESSIONS")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data" / "pi-sessions")
-    candidates.append(Path("/work/shared/data/pi-sessions"))
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    raise UsageError(
-        "not_found",
-        "the legacy transcripts (large-session.jsonl, before-compaction.jsonl) were not found; "
-        "set SCOPECHECK_PI_SESSIONS to their directory",
-    )
 
 
 def legacy_lines(session_id: str) -> list[bytes]:
@@ -227,7 +210,7 @@ def legacy_lines(session_id: str) -> list[bytes]:
     import orjson
 
     name, count = LEGACY_PREFIX[session_id]
-    lines = (legacy_data_dir() / f"{name}.jsonl").read_bytes().split(b"\n")[:count]
+    lines = pi_session(name).read_bytes().split(b"\n")[:count]
     head = orjson.loads(lines[0])
     head["id"] = session_id
     return [orjson.dumps(head), *lines[1:]]
@@ -263,7 +246,7 @@ class JsonlLegacyWorld(JsonlWorld):
     legacy_ids = staticmethod(counter_legacy_ids)
 
     def __init__(self, clock: Clock, *, repository_class: type[Any] | None = None) -> None:
-        from impl.jsonl import JsonlRepository
+        from scopecheck.impl.jsonl import JsonlRepository
 
         self.legacy_files = {sid: legacy_lines(sid) for sid in LEGACY_PREFIX}
         cls = _deterministic_legacy_repository(repository_class or JsonlRepository)
@@ -289,7 +272,7 @@ class SqliteWorld:
     def __init__(self, clock: Clock, shared: bool = False, repository_class: Any = None) -> None:
         import tempfile
 
-        from impl.sqlite import SqliteContainerRepository, SqliteRepository
+        from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 
         self._clock = clock
         self._shared = shared
@@ -371,7 +354,7 @@ def is_user_spec(name: str) -> bool:
 def resolve_backend(name: str) -> Backend:
     """A bundled backend, a catalogue mutant by name, or a user backend by
     ``PATH_OR_MODULE:FACTORY``; a ``UsageError`` that says what is wrong otherwise."""
-    from models.errors import UsageError
+    from scopecheck.models.errors import UsageError
 
     if name in BUNDLED or name in EXTRA:
         return BUNDLED.get(name) or EXTRA[name]

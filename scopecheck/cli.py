@@ -6,6 +6,7 @@ Quiet when all is well, precise when not: a user mistake prints one line and exi
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any, NoReturn
 import click
 import orjson
 
-from models.errors import ScopecheckError
+from scopecheck.models.errors import ScopecheckError
 
 DEFAULT_BUDGET = 20.0
 DEFAULT_FAILURES = ".scopecheck/failures"
@@ -87,7 +88,7 @@ def fuzz(
 
     from scopecheck.backends import BUNDLED, Backend, is_user_spec, resolve_backend
     from scopecheck.fuzz import BackendReport, fuzz_backend
-    from scopecheck.profiles import PROFILES, load_profile
+    from scopecheck.profiles import PROFILES, chosen_name, load_profile
 
     names = list(backends) or sorted(BUNDLED)
     chosen: dict[str, Backend] = {}
@@ -104,13 +105,16 @@ def fuzz(
     per_backend = DEFAULT_BUDGET if budget is None else budget
     if not per_backend > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
-    if profile is not None and profile not in PROFILES:
-        fail(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    try:
+        profile_name = chosen_name(profile)
+    except ValueError:
+        given = profile if profile is not None else os.environ.get("SCOPECHECK_PROFILE", "")
+        where = "--profile" if profile is not None else "$SCOPECHECK_PROFILE"
+        fail(f"unknown profile {given!r} ({where}); choose from {', '.join(PROFILES)}")
     if workers < 1:
         fail(f"--workers must be at least 1 (got {workers})")
     chosen_seed = seed if seed is not None else int(time.time()) % 1_000_000
-    settings = load_profile(profile)
-    profile_name = profile or "dev"
+    settings = load_profile(profile_name)
     console = Console(stderr=True, quiet=as_json)
     reports: dict[str, BackendReport] = {}
     with Progress(
@@ -276,7 +280,7 @@ def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json:
     """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend."""
     from rich.console import Console
 
-    from scopecheck.validate import validate as run_validate
+    from scopecheck.validator import validate as run_validate
 
     if not budget > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")

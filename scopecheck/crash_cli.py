@@ -15,9 +15,15 @@ from typing import Any
 import click
 import orjson
 
-from crashsim.jsonl_sweep import Mode, WorkloadReport, count_states, explore_workload, trace
-from crashsim.jsonl_workloads import BUNDLED, Workload, resolve
-from models.errors import UsageError
+from scopecheck.crashsim.jsonl_sweep import (
+    Mode,
+    WorkloadReport,
+    count_states,
+    explore_workload,
+    trace,
+)
+from scopecheck.crashsim.jsonl_workloads import BUNDLED, Workload, resolve
+from scopecheck.models.errors import UsageError
 
 MAX_REPRODUCERS = 3
 

@@ -6,8 +6,8 @@
 (JSONL, and any backend through the generic sweep) offer ``explore_with_faults``, which returns
 ``(states, fault runs, reproducer records)``; ``replay(record)`` re-runs one recorded crash
 state exactly and returns ``(still_failing, text)`` where the text shows the files on disk
-before and after recovery.  JSONL uses :mod:`crashsim.jsonl_sweep`, SQLite
-:func:`crashsim.sqlite_sweep.explore`.
+before and after recovery.  JSONL uses :mod:`scopecheck.crashsim.jsonl_sweep`, SQLite
+:func:`scopecheck.crashsim.sqlite_sweep.explore`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class JsonlCrashExplorer:
     def _repo(self) -> Any:
         if self.repository is not None:
             return self.repository
-        from impl.jsonl import JsonlRepository
+        from scopecheck.impl.jsonl import JsonlRepository
 
         return JsonlRepository
 
@@ -40,7 +40,7 @@ class JsonlCrashExplorer:
         self, budget: float, seed: int
     ) -> tuple[int, int, list[dict[str, Any]]]:
         """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-1..12)."""
-        from crashsim.jsonl_sweep import explore_with_faults
+        from scopecheck.crashsim.jsonl_sweep import explore_with_faults
 
         states, faults, found = explore_with_faults(
             budget=budget, seed=seed, repo_class=self._repo()
@@ -48,7 +48,7 @@ class JsonlCrashExplorer:
         return states, faults, [f.record(w, seed, self.backend) for w, f in found[:1]]
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
-        from crashsim.jsonl_sweep import replay_record
+        from scopecheck.crashsim.jsonl_sweep import replay_record
 
         return replay_record(record, self._repo())
 
@@ -58,7 +58,8 @@ _WORKLOAD = re.compile(r"make_workload\((\d+)")
 
 @attrs.frozen
 class SqliteCrashExplorer:
-    """SQLite crash sweeps over generated workloads (``crashsim.sqlite_sweep.explore``)."""
+    """SQLite crash sweeps over generated workloads
+    (``scopecheck.crashsim.sqlite_sweep.explore``)."""
 
     layout: str = "per-file"
     repository: Any = None
@@ -72,7 +73,7 @@ class SqliteCrashExplorer:
         self, budget: float, seed: int
     ) -> tuple[int, int, list[dict[str, Any]]]:
         """``(states checked, I/O-fault runs among them, reproducer records)``."""
-        from crashsim.sqlite_sweep import explore
+        from scopecheck.crashsim.sqlite_sweep import explore
 
         report = explore(
             layout=self.layout,  # type: ignore[arg-type]
@@ -102,8 +103,8 @@ class SqliteCrashExplorer:
         return report.states, report.io_fault_runs, records
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
-        from crashsim.sqlite_sweep import crash_sweep, io_error_sweep
-        from crashsim.workload import make_workload
+        from scopecheck.crashsim.sqlite_sweep import crash_sweep, io_error_sweep
+        from scopecheck.crashsim.workload import make_workload
 
         workload_seed = int(record["workload_seed"])
         workload = make_workload(workload_seed, transactions=6, big_every=3)
@@ -133,7 +134,7 @@ class SqliteCrashExplorer:
 @attrs.frozen
 class GenericCrashExplorer:
     """Crash states of seeded workloads for a backend whose factory takes ``fs`` and ``root``
-    (``crashsim.generic_sweep``): any format, checked against the model only."""
+    (``scopecheck.crashsim.generic_sweep``): any format, checked against the model only."""
 
     factory: Any
     backend: str
@@ -147,7 +148,7 @@ class GenericCrashExplorer:
         self, budget: float, seed: int
     ) -> tuple[int, int, list[dict[str, Any]]]:
         """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-FS-1..11)."""
-        from crashsim.generic_sweep import explore
+        from scopecheck.crashsim.generic_sweep import explore
 
         found = explore(self.factory, budget=budget, seed=seed)
         return (
@@ -160,6 +161,6 @@ class GenericCrashExplorer:
         )
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
-        from crashsim.generic_sweep import replay_record
+        from scopecheck.crashsim.generic_sweep import replay_record
 
         return replay_record(record, self.factory)

@@ -1,7 +1,7 @@
 """A stateful machine that crashes the JSONL backend mid-commit and recovers (issue 5).
 
-One Session on pyfakefs through :class:`~crashsim.jsonl_disk.RecordingFs`, with the model
-(``models.reference``) as a list of acknowledged transactions.  Rules:
+One Session on pyfakefs through :class:`~scopecheck.crashsim.jsonl_disk.RecordingFs`, with the model
+(``scopecheck.models.reference``) as a list of acknowledged transactions.  Rules:
 
 * ``commit`` — an ordinary commit; the handle must read the model state afterwards;
 * ``crash_in_commit`` — arm a crash at a chosen mutating operation inside the next commit or its
@@ -24,14 +24,14 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from crashsim.jsonl_disk import Disk, Op, RecordingFs, SimulatedCrash
-from crashsim.jsonl_sweep import ROOT, SCOPES, SESSION, Sandbox, StepClock, dead_sidecars
-from impl.jsonl import JsonlRepository
-from models.addresses import value, value_list
-from models.errors import UsageError
-from models.reference import ReferenceRepository
-from models.scope import ephemeral_scope
-from models.writes import AnyWrite, append_list, retire_scope, set_value
+from scopecheck.crashsim.jsonl_disk import Disk, Op, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.jsonl_sweep import ROOT, SCOPES, SESSION, Sandbox, StepClock, dead_sidecars
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import UsageError
+from scopecheck.models.reference import ReferenceRepository
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import AnyWrite, append_list, retire_scope, set_value
 
 SCOPES_USED = ("op-1", "op/2")
 

@@ -38,11 +38,11 @@ T = TypeVar("T")
 #: are the smallest that catch every planted bug of the module (:data:`PLANTED`, CHECK-5):
 #: paging needs the deepest search (a cursor equal to a seq, two elements in descending order).
 TARGETS: dict[str, int] = {
-    "models.scope": 10,
-    "impl.jsonl.layout": 10,
-    "models.fork_policy": 10,
-    "impl.validation": 30,
-    "impl.jsonl.highwater": 10,
+    "scopecheck.models.scope": 10,
+    "scopecheck.impl.jsonl.layout": 10,
+    "scopecheck.models.fork_policy": 10,
+    "scopecheck.impl.validation": 30,
+    "scopecheck.impl.jsonl.highwater": 10,
 }
 
 _LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): (?P<kind>error|info|warning): (?P<text>.*)$")
@@ -75,11 +75,6 @@ def module_path(module: str) -> Path:
     return Path(loaded.__file__)
 
 
-def project_root() -> Path:
-    """The directory holding the ``models`` and ``impl`` packages."""
-    return module_path("models").parent.parent
-
-
 def command(targets: list[str], budget: Budget, iterations: int) -> list[str]:
     """The ``crosshair check`` command line for ``targets`` (file paths, ``file:line`` allowed)."""
     return [
@@ -110,8 +105,6 @@ class Run:
 def _run(targets: list[str], budget: Budget, iterations: int) -> Run:
     """One CrossHair process; its CPU time comes from ``wait4`` so parallel runs stay apart."""
     env = dict(os.environ)
-    root = str(project_root())
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
         process = subprocess.Popen(
@@ -234,7 +227,7 @@ class PlantedBug:
 PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "encode-keeps-slash",
-        "models.scope",
+        "scopecheck.models.scope",
         "_encode",
         "if ch in _UNRESERVED:",
         'if ch in _UNRESERVED or ch == "/":',
@@ -244,7 +237,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "decode-accepts-any-spelling",
-        "models.scope",
+        "scopecheck.models.scope",
         "decode_uri_component",
         "        if _encode(text) != encoded:\n            return None\n",
         "",
@@ -253,7 +246,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "scope-id-dots-rejected",
-        "models.scope",
+        "scopecheck.models.scope",
         "scope_id_problem",
         "if not scope_id:",
         'if not scope_id or scope_id in (".", ".."):',
@@ -262,7 +255,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "sidecar-name-without-prefix",
-        "impl.jsonl.layout",
+        "scopecheck.impl.jsonl.layout",
         "sidecar_name",
         "return SIDECAR_PREFIX + encoded + SIDECAR_SUFFIX",
         "return encoded + SIDECAR_SUFFIX",
@@ -271,7 +264,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "sidecar-decode-any-scope",
-        "impl.jsonl.layout",
+        "scopecheck.impl.jsonl.layout",
         "decode_sidecar_name",
         "if not stem or len(stem) > MAX_ENCODED_SCOPE_ID:",
         "if len(stem) > MAX_ENCODED_SCOPE_ID:",
@@ -280,7 +273,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "main-name-empty-stem",
-        "impl.jsonl.layout",
+        "scopecheck.impl.jsonl.layout",
         "decode_main_name",
         "return decode_uri_component(stem) if stem else None",
         "return decode_uri_component(stem)",
@@ -289,7 +282,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "classify-pending-unknown",
-        "models.fork_policy",
+        "scopecheck.models.fork_policy",
         "classify",
         "case _ if name.startswith((OP_PREFIX, PENDING_PREFIX)):",
         "case _ if name.startswith(OP_PREFIX):",
@@ -298,7 +291,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "classify-pi-prefix",
-        "models.fork_policy",
+        "scopecheck.models.fork_policy",
         "classify",
         "case _ if is_reserved(name):",
         'case _ if name.startswith("pi"):',
@@ -307,7 +300,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "classify-list-copies-builtins",
-        "models.fork_policy",
+        "scopecheck.models.fork_policy",
         "classify_list",
         "if disposition in (Disposition.EXCLUDE, Disposition.APPLICATION):",
         "if disposition is not Disposition.UNKNOWN_RESERVED:",
@@ -316,7 +309,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "stop-page-drops-marker",
-        "impl.validation",
+        "scopecheck.impl.validation",
         "stop_page",
         "return list(elements[: index + 1])",
         "return list(elements[:index])",
@@ -325,7 +318,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "page-cursor-inclusive",
-        "impl.validation",
+        "scopecheck.impl.validation",
         "select_page",
         "picked = [e for e in elements if cursor is None or e.seq > cursor]",
         "picked = [e for e in elements if cursor is None or e.seq >= cursor]",
@@ -334,7 +327,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "page-desc-unsorted",
-        "impl.validation",
+        "scopecheck.impl.validation",
         "select_page",
         "picked = [e for e in reversed(elements) if cursor is None or e.seq < cursor]",
         "picked = [e for e in elements if cursor is None or e.seq < cursor]",
@@ -343,7 +336,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "page-ignores-stop-tag",
-        "impl.validation",
+        "scopecheck.impl.validation",
         "select_page",
         "return stop_page(picked[:limit], stop_at_tag)",
         "return picked[:limit]",
@@ -352,7 +345,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "high-water-ignores-header",
-        "impl.jsonl.highwater",
+        "scopecheck.impl.jsonl.highwater",
         "high_water",
         "high = 0 if header_next_seq is None else header_next_seq - 1",
         "high = 0 if header_next_seq is None or file_tops else header_next_seq - 1",
@@ -361,7 +354,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "high-water-first-file-only",
-        "impl.jsonl.highwater",
+        "scopecheck.impl.jsonl.highwater",
         "high_water",
         "for top in file_tops:",
         "for top in file_tops[:1]:",

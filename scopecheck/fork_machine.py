@@ -4,8 +4,8 @@
 that write lanes (tips, configs, states — complete, partial and data-only), labels, the session
 name, op/pending/result state, unknown reserved namespaces (set, and set-then-deleted), and with
 a ``fork`` rule that draws a random branch, entry, position or tree scope.  The model computes
-the expected destination from the source's log (:mod:`models.fork_model`); the rule compares
-the outcome (destination id or error code), then the destination's complete logical state,
+the expected destination from the source's log (:mod:`scopecheck.models.fork_model`); the rule
+compares the outcome (destination id or error code), then the destination's complete logical state,
 its ``parent_session_id`` and the seq of its first commit (the high-water mark, FORK-6), then
 deletes it again.  ``make_lockstep_machine`` runs Memory, JSONL and SQLite side by side.
 """
@@ -18,18 +18,7 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from models.addresses import value, value_list
-from models.fork import BranchFork, ForkOptions, TreeFork
-from models.reference import ReferenceRepository
-from models.writes import (
-    AnyWrite,
-    append_list,
-    delete_list,
-    delete_value,
-    insert_entry,
-    set_value,
-)
-from scopecheck import strategies as sx
+import scopecheck.strategies as sx
 from scopecheck.backends import Backend, World
 from scopecheck.machine import (
     BASE_TIME,
@@ -39,6 +28,17 @@ from scopecheck.machine import (
     describe_difference,
     outcome,
     same,
+)
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
+from scopecheck.models.reference import ReferenceRepository
+from scopecheck.models.writes import (
+    AnyWrite,
+    append_list,
+    delete_list,
+    delete_value,
+    insert_entry,
+    set_value,
 )
 
 BRANCHES = ("main", "side")

@@ -3,8 +3,8 @@ source readers"; SQLITE-15, FORK-16).
 
 001 asks the SQLite fork to stream only what it copies or must classify — SQL-level namespace
 prefilters, ancestry and label membership through an index — never source-sized reads of state
-it drops.  The spy is :class:`crashsim.sqlite_vfs.RecordingVFS` with ``count_reads``: every
-``xRead`` of every file SQLite opens for the repository (the stage attaches the source through
+it drops.  The spy is :class:`scopecheck.crashsim.sqlite_vfs.RecordingVFS` with ``count_reads``:
+every ``xRead`` of every file SQLite opens for the repository (the stage attaches the source through
 the same VFS) is recorded, and the bytes read from the source database and its WAL are summed.
 
 :func:`measure` forks two sources with the same options: *lean* (exactly what the fork needs)
@@ -25,11 +25,11 @@ from typing import Any
 
 import attrs
 
-from crashsim.sqlite_vfs import RecordingVFS
-from models.addresses import value, value_list
-from models.fork import BranchFork, ForkOptions, TreeFork
-from models.scope import ephemeral_scope
-from models.writes import AnyWrite, append_list, insert_entry, insert_usage, set_value
+from scopecheck.crashsim.sqlite_vfs import RecordingVFS
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import AnyWrite, append_list, insert_entry, insert_usage, set_value
 
 #: Entries on the forked branch (``main``): what every fork of these sources copies.
 MAIN_ENTRIES = 40
@@ -171,7 +171,7 @@ def probe(
     """Fork lean and heavy closed sources in both layouts and scopes; caught iff some fork
     read more than ``MAX_SHARE`` of the bulk it drops.  ``repository_classes`` = (per-file,
     container)."""
-    from impl.sqlite import SqliteContainerRepository, SqliteRepository
+    from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 
     per_file, container = repository_classes or (SqliteRepository, SqliteContainerRepository)
     notes: list[str] = []

@@ -1,8 +1,8 @@
 """``scopecheck inspect``: a read-only look at a JSONL Session on disk (JSONL-21).
 
-It runs the same reader the backend's open uses (:func:`impl.jsonl.load.load_session`) over a
-filesystem wrapper that refuses every mutating call, so it shows exactly what open would see —
-header, each file's transactions and seqs, retirement boundaries per scope, which sidecar
+It runs the same reader the backend's open uses (:func:`scopecheck.impl.jsonl.load.load_session`)
+over a filesystem wrapper that refuses every mutating call, so it shows exactly what open would see
+— header, each file's transactions and seqs, retirement boundaries per scope, which sidecar
 records are live and which retired, the high-water mark, torn tails and corruption with file
 and line, and the repairs open would make — and it can never change a byte.
 """
@@ -16,13 +16,13 @@ from typing import Any
 
 import orjson
 
-from impl.fs import AppendFile, DirEntry, FileSystem, Lines, OsFileSystem
-from impl.jsonl import layout
-from impl.jsonl.legacy import is_legacy_header
-from impl.jsonl.load import FileScan, SessionLoad, load_session
-from impl.jsonl.replay import replay
-from models.errors import ScopecheckError, StorageIOError, usage
+from scopecheck.impl.fs import AppendFile, DirEntry, FileSystem, Lines, OsFileSystem
+from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl.legacy import is_legacy_header
+from scopecheck.impl.jsonl.load import FileScan, SessionLoad, load_session
+from scopecheck.impl.jsonl.replay import replay
 from scopecheck.inspect_legacy import inspect_legacy, render_legacy
+from scopecheck.models.errors import ScopecheckError, StorageIOError, usage
 
 
 class ReadOnlyFileSystem:

@@ -1,9 +1,9 @@
 """``scopecheck inspect`` for legacy session files: what an import would produce (LEGACY-12).
 
 The file is read through the inspector's read-only filesystem and imported in memory with the
-backend's own importer (:func:`impl.jsonl.legacy.import_legacy`), so the report is exactly what
-``open`` would hold; ids are shown as placeholders because the real ones are minted at open
-(LEGACY-3).  Nothing is written: the upgrade to format 4 happens only at a first commit.
+backend's own importer (:func:`scopecheck.impl.jsonl.legacy.import_legacy`), so the report is
+exactly what ``open`` would hold; ids are shown as placeholders because the real ones are minted at
+open (LEGACY-3).  Nothing is written: the upgrade to format 4 happens only at a first commit.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 
 import orjson
 
-from impl.fs import FileSystem
-from impl.jsonl.legacy import import_legacy, upgrade_bytes
-from impl.stats import add_usages
-from models.errors import CorruptError
-from models.records import UsageTotals
+from scopecheck.impl.fs import FileSystem
+from scopecheck.impl.jsonl.legacy import import_legacy, upgrade_bytes
+from scopecheck.impl.stats import add_usages
+from scopecheck.models.errors import CorruptError
+from scopecheck.models.records import UsageTotals
 
 
 def placeholder_ids(timestamp_ms: int, ordinal: int) -> str:

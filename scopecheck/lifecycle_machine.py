@@ -1,10 +1,10 @@
 """The lifecycle machine: random agent-lane lifecycles driven into the model and a backend.
 
 ``make_lifecycle_machine(backend)`` returns a :class:`RuleBasedStateMachine` whose rules are the
-harness steps of :mod:`models.lifecycle` (start, frames, checkpoints, memos, settle, supersede,
-tool outcomes, cancellation, unknown-outcome recovery, terminal, late progress, close, fault).
-Every transaction the harness emits is committed to the reference model *and* the backend; on
-top of the storage machine's "same complete state after every step" it checks the operation
+harness steps of :mod:`scopecheck.models.lifecycle` (start, frames, checkpoints, memos, settle,
+supersede, tool outcomes, cancellation, unknown-outcome recovery, terminal, late progress, close,
+fault). Every transaction the harness emits is committed to the reference model *and* the backend;
+on top of the storage machine's "same complete state after every step" it checks the operation
 rules of 000 §5, §2.2 and §9.5:
 
 * OP-1  no session-scoped transaction carries an ephemeral write, none carries two scope IDs;
@@ -15,7 +15,8 @@ rules of 000 §5, §2.2 and §9.5:
 * OP-7  a progress job queued before terminal never commits afterwards nor re-creates the scope;
 * OP-8  recovery reads only addresses derived from current operation state (never residue).
 
-``harness`` swaps in a broken :class:`~models.lifecycle.Lifecycle` (scopecheck/mutants/ops.py).
+``harness`` swaps in a broken :class:`~scopecheck.models.lifecycle.Lifecycle`
+(scopecheck/mutants/ops.py).
 """
 
 from __future__ import annotations
@@ -27,21 +28,21 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from models.addresses import ListAddress, ValueAddress
-from models.lifecycle import (
+from scopecheck.backends import Backend, World
+from scopecheck.machine import BASE_TIME, MismatchError, describe_difference, outcome, same
+from scopecheck.models.addresses import ListAddress, ValueAddress
+from scopecheck.models.lifecycle import (
     TERMINAL_OUTCOMES,
     Lifecycle,
     LifecycleError,
     ProgressJob,
     Tx,
 )
-from models.protocols import Repository, Storage
-from models.records import ListElement, ValueRecord
-from models.reference import ReferenceRepository, ReferenceSession
-from models.scope import EphemeralScope, Scope
-from models.writes import RetireScope
-from scopecheck.backends import Backend, World
-from scopecheck.machine import BASE_TIME, MismatchError, describe_difference, outcome, same
+from scopecheck.models.protocols import Repository, Storage
+from scopecheck.models.records import ListElement, ValueRecord
+from scopecheck.models.reference import ReferenceRepository, ReferenceSession
+from scopecheck.models.scope import EphemeralScope, Scope
+from scopecheck.models.writes import RetireScope
 
 SID = "s1"
 LANES = ("a", "b")

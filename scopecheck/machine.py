@@ -22,13 +22,13 @@ from hypothesis.stateful import (
     rule,
 )
 
-from models.errors import ScopecheckError
-from models.protocols import Repository, Storage
-from models.reference import ReferenceRepository, ReferenceSession
-from models.scope import EphemeralScope
-from models.writes import retire_scope
-from scopecheck import strategies as sx
+import scopecheck.strategies as sx
 from scopecheck.backends import Backend, World
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.protocols import Repository, Storage
+from scopecheck.models.reference import ReferenceRepository, ReferenceSession
+from scopecheck.models.scope import EphemeralScope
+from scopecheck.models.writes import retire_scope
 
 SESSION_IDS = ("s1", "s2")
 BASE_TIME = 1_750_000_000_000

@@ -38,15 +38,6 @@ def fuzz_in_workers(
             "SCOPECHECK_FUZZ_SEED": str(seed),
             "SCOPECHECK_FUZZ_FAILURES": str(failures_dir.resolve()),
             "SCOPECHECK_PROFILE": profile,
-            "PYTHONPATH": os.pathsep.join(
-                filter(
-                    None,
-                    [
-                        str(Path(worker_module.__file__).resolve().parent.parent),
-                        os.environ.get("PYTHONPATH"),
-                    ],
-                )
-            ),
         }
         command = [
             sys.executable,

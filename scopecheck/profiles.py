@@ -1,7 +1,13 @@
 """Hypothesis settings profiles: ``dev`` (default), ``ci``, ``nightly``, ``mutants``, ``crosshair``,
 ``mutation``.
 
-Pick one with ``SCOPECHECK_PROFILE=ci`` or ``scopecheck fuzz --profile ci``.  ``crosshair`` is
+Pick one with ``SCOPECHECK_PROFILE=ci`` or ``scopecheck fuzz --profile ci``.  In Hypothesis's
+registry every profile is namespaced (``scopecheck-ci``): a user's own ``ci`` or ``dev`` profile
+is never replaced (INSTALL-2).  Both spellings are accepted wherever a profile is named.
+Nothing here runs at import: a profile is registered when one is asked for, and only
+:func:`load_profile` changes Hypothesis's default settings — the CLI and this project's own
+test suite call it; the pytest plugin and the conformance suite never do (they pass
+:func:`get_profile`'s settings to the runs they make).  ``crosshair`` is
 opt-in and meant for the property tests of the model's pure parts
 (``SCOPECHECK_PROFILE=crosshair pytest tests/checking/test_pure_properties.py``, CHECK-6): it
 draws examples with the CrossHair solver backend (``hypothesis-crosshair``, in the ``test``
@@ -24,6 +30,8 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import InvalidArgument
 
 PROFILES = ("dev", "ci", "nightly", "mutants", "crosshair", "mutation")
+#: The prefix of every profile name scopecheck registers with Hypothesis.
+NAMESPACE = "scopecheck-"
 MUTMUT_ENV_VAR = "MUTANT_UNDER_TEST"
 ENV_VAR = "SCOPECHECK_PROFILE"
 
@@ -41,10 +49,13 @@ def register_profiles() -> None:
         "print_blob": True,
         "stateful_step_count": 40,
     }
-    settings.register_profile("dev", max_examples=40, database=_database(), **base)
-    settings.register_profile("ci", max_examples=120, database=_database(), **base)
+    settings.register_profile(NAMESPACE + "dev", max_examples=40, database=_database(), **base)
+    settings.register_profile(NAMESPACE + "ci", max_examples=120, database=_database(), **base)
     settings.register_profile(
-        "nightly", max_examples=5000, database=_database(), **{**base, "stateful_step_count": 80}
+        NAMESPACE + "nightly",
+        max_examples=5000,
+        database=_database(),
+        **{**base, "stateful_step_count": 80},
     )
     # Planted-bug runs: no database (a mutant's failure must not leak into real runs), no
     # explicit replay, a derandomised search.  Derandomised is not fully fixed: Hypothesis also
@@ -52,7 +63,7 @@ def register_profiles() -> None:
     # what a process imported earlier (seen under xdist).  The budget is therefore generous; a
     # caught mutant stops at its first failure, so only an escape pays for it.
     settings.register_profile(
-        "mutants",
+        NAMESPACE + "mutants",
         max_examples=1500,
         database=None,
         derandomize=True,
@@ -65,7 +76,7 @@ def register_profiles() -> None:
     # triage list (spec/mutation/triage.toml) could not be kept.  No database: one mutant's failing
     # example must not be replayed against the next mutant or leak into ordinary runs.
     settings.register_profile(
-        "mutation",
+        NAMESPACE + "mutation",
         max_examples=12,
         database=None,
         derandomize=True,
@@ -79,7 +90,7 @@ def register_crosshair_profile() -> None:
     needs the ``hypothesis-crosshair`` plugin, which a non-test install does not have."""
     try:
         settings.register_profile(
-            "crosshair",
+            NAMESPACE + "crosshair",
             backend="crosshair",
             max_examples=100,
             database=None,
@@ -93,23 +104,35 @@ def register_crosshair_profile() -> None:
         ) from None
 
 
-def get_profile(name: str) -> settings:
-    """The settings of profile ``name`` *without* making it the process default: a caller
-    that runs one machine under a profile (a planted bug, a replay, a benchmark) must not
-    change the budget of every later test in the same process."""
-    register_profiles()
-    if name not in PROFILES:
+def short_name(name: str) -> str:
+    """``"ci"`` for ``"ci"`` or ``"scopecheck-ci"``; a ``ValueError`` names the choices."""
+    short = name.removeprefix(NAMESPACE)
+    if short not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(PROFILES)}")
-    if name == "crosshair":
+    return short
+
+
+def chosen_name(name: str | None = None) -> str:
+    """The short name of ``name``, else of ``$SCOPECHECK_PROFILE``, else ``dev`` (``mutation``
+    under mutmut)."""
+    default = "mutation" if MUTMUT_ENV_VAR in os.environ else "dev"
+    return short_name(name or os.environ.get(ENV_VAR) or default)
+
+
+def get_profile(name: str | None = None) -> settings:
+    """The settings of profile ``name`` (default: :func:`chosen_name`) *without* making it the
+    process default: a caller that runs one machine under a profile (a planted bug, a replay,
+    a benchmark, the conformance suite in a user's pytest run) must not change the budget of
+    every later test in the same process."""
+    short = chosen_name(name)
+    register_profiles()
+    if short == "crosshair":
         register_crosshair_profile()
-    return settings.get_profile(name)
+    return settings.get_profile(NAMESPACE + short)
 
 
 def load_profile(name: str | None = None) -> settings:
-    """Load ``name`` (or ``$SCOPECHECK_PROFILE``; default ``dev``, ``mutation`` under mutmut)."""
-    register_profiles()
-    default = "mutation" if MUTMUT_ENV_VAR in os.environ else "dev"
-    chosen = name or os.environ.get(ENV_VAR, default)
-    profile = get_profile(chosen)
-    settings.load_profile(chosen)
+    """Make profile ``name`` (default: :func:`chosen_name`) Hypothesis's default settings."""
+    profile = get_profile(name)
+    settings.load_profile(NAMESPACE + chosen_name(name))
     return profile

@@ -17,9 +17,9 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models.errors import UsageError
 from scopecheck.backends import Backend, resolve_backend
 from scopecheck.machine import make_machine
+from scopecheck.models.errors import UsageError
 from scopecheck.mutants import failure_program
 from scopecheck.profiles import get_profile
 
@@ -66,8 +66,9 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool, str]:
     pyfakefs, a SQLite sweep, or the generic sweep of a third-party backend named by its
     ``spec``), showing the files before and after recovery."""
     if record.get("engine") == "fs":
-        from crashsim.generic_sweep import replay_record, takes_filesystem
         from scopecheck.adapters import load_factory
+        from scopecheck.crashsim.generic_sweep import replay_record
+        from scopecheck.factory import takes_filesystem
 
         spec = record.get("spec")
         if not isinstance(spec, str):

@@ -6,6 +6,11 @@ collecting the test suite with pytest and reading each test's markers (SPEC-3), 
 covered exactly when some collected test names it.  A test naming a rule that does not exist is
 an error, not a silent miss (SPEC-2); a rule with a ``gap`` is reported with its reason (SPEC-4).
 How this works for people is in ``spec/README.md``.
+
+The rules ship inside the package (``scopecheck/spec/rules``), so ``scopecheck rules`` works
+from an installed wheel in any directory.  Coverage needs the test suite, which is not
+installed: outside a checkout the report says so and lists the rules without coverage, never
+as uncovered (INSTALL-3).
 """
 
 from __future__ import annotations
@@ -32,13 +37,20 @@ OPTIONAL_KEYS: Final = ("gap",)
 #: Environment variable that names the repository root (the directory holding ``spec/``).
 ROOT_ENV: Final = "SCOPECHECK_ROOT"
 RULES_DIR: Final = Path("spec") / "rules"
+#: The rules installed with the package (a link to the checkout's ``spec/`` in a checkout).
+PACKAGE_ROOT: Final = Path(__file__).resolve().parent
+#: Why coverage is missing from a report made outside a checkout.
+NO_CHECKOUT: Final = (
+    "coverage needs the test suite, which is not installed: run from a scopecheck checkout "
+    f"or set {ROOT_ENV} to one"
+)
 
 
 class SpecError(Exception):
     """The rules cannot be loaded or the tests cannot be collected.
 
-    Not a storage error (those are :class:`models.errors.ScopecheckError`): this is about the
-    checkout itself.  ``problems`` lists every fault found; ``str()`` is one line for the CLI.
+    Not a storage error (those are :class:`scopecheck.models.errors.ScopecheckError`): this is about
+    the checkout itself.  ``problems`` lists every fault found; ``str()`` is one line for the CLI.
     """
 
     def __init__(self, problems: Sequence[str]) -> None:
@@ -87,6 +99,8 @@ class CoverageReport:
     #: rule id -> the tests that cite it although no such rule exists (SPEC-2)
     unknown: tuple[tuple[str, tuple[str, ...]], ...]
     collection_errors: tuple[str, ...]
+    #: Why no tests were collected (outside a checkout), or ``None`` when coverage is known.
+    unavailable: str | None = None
 
     @property
     def uncovered(self) -> tuple[str, ...]:
@@ -108,23 +122,25 @@ class CoverageReport:
         ``rules`` and ``uncovered`` are the documented shape; ``gaps``, ``unknown`` and
         ``collection_errors`` are extra keys that are always present.
         """
+        known = self.unavailable is None
         return {
             "rules": [
                 {
                     "id": item.rule.id,
                     "source": item.rule.source,
                     "statement": item.rule.statement,
-                    "tests": list(item.tests),
+                    "tests": list(item.tests) if known else None,
                 }
                 for item in self.rules
             ],
-            "uncovered": list(self.uncovered),
+            "uncovered": list(self.uncovered) if known else None,
             "gaps": [
                 {"id": item.rule.id, "reason": item.rule.gap, "tests": len(item.tests)}
                 for item in self.gaps
             ],
             "unknown": [{"id": rule_id, "tests": list(tests)} for rule_id, tests in self.unknown],
             "collection_errors": list(self.collection_errors),
+            "coverage": "computed" if known else f"unavailable: {self.unavailable}",
         }
 
 
@@ -135,10 +151,16 @@ def _has_rules(directory: Path) -> bool:
     return (directory / RULES_DIR).is_dir()
 
 
-def find_root(start: Path | None = None) -> Path:
-    """The repository root: ``$SCOPECHECK_ROOT``, else the nearest directory at or above
-    ``start`` (default: the working directory) holding ``spec/rules``, else the one above this
-    package (a source checkout or an editable install)."""
+def _is_checkout(directory: Path) -> bool:
+    """A directory with rules *and* the tests that cite them."""
+    return _has_rules(directory) and (directory / "tests").is_dir()
+
+
+def find_root(start: Path | None = None) -> Path | None:
+    """The checkout whose tests give coverage: ``$SCOPECHECK_ROOT``, else the nearest directory
+    at or above ``start`` (default: the working directory) holding ``spec/rules`` and
+    ``tests``, else the one above this package (a source checkout or an editable install);
+    ``None`` for an installed wheel used elsewhere."""
     env = os.environ.get(ROOT_ENV)
     if env:
         root = Path(env).resolve()
@@ -146,16 +168,10 @@ def find_root(start: Path | None = None) -> Path:
             raise SpecError([f"{ROOT_ENV}={env} has no {RULES_DIR}/ directory"])
         return root
     here = (start or Path.cwd()).resolve()
-    package = Path(__file__).resolve().parent
-    for candidate in (here, *here.parents, *package.parents):
-        if _has_rules(candidate):
+    for candidate in (here, *here.parents, PACKAGE_ROOT.parent):
+        if _is_checkout(candidate):
             return candidate
-    raise SpecError(
-        [
-            f"cannot find {RULES_DIR}/ in {here} or any parent; run from a scopecheck checkout "
-            f"or set {ROOT_ENV} to one"
-        ]
-    )
+    return None
 
 
 def _rule_from_table(table: object, where: str, problems: list[str]) -> Rule | None:
@@ -185,12 +201,14 @@ def _rule_from_table(table: object, where: str, problems: list[str]) -> Rule | N
     return Rule(table["id"], table["source"], table["statement"], table.get("gap"), where)
 
 
-def load_rules(root: Path) -> tuple[Rule, ...]:
-    """Every rule of ``root/spec/rules/*.toml`` (files in name order, rules in file order).
+def load_rules(root: Path | None = None) -> tuple[Rule, ...]:
+    """Every rule of ``root/spec/rules/*.toml`` (files in name order, rules in file order);
+    without ``root``, the rules installed with the package.
 
     Raises :class:`SpecError` listing every problem: unreadable TOML, a missing or unknown key,
     a malformed id, an id defined twice (SPEC-1).
     """
+    root = PACKAGE_ROOT if root is None else root
     files = sorted((root / RULES_DIR).glob("*.toml"))
     if not files:
         raise SpecError([f"no rule files in {root / RULES_DIR}"])
@@ -242,14 +260,10 @@ def collect_tests(
         raise SpecError(["pytest is not installed; install it (pip install 'scopecheck[test]')"])
     from scopecheck.rules_collect import OUT_ENV
 
-    package_parent = str(Path(__file__).resolve().parent.parent)
     with tempfile.TemporaryDirectory(prefix="scopecheck-rules-") as scratch:
         out = Path(scratch) / "collected.json"
         env = dict(os.environ)
         env[OUT_ENV] = str(out)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [package_parent, str(root), *filter(None, [env.get("PYTHONPATH")])]
-        )
         command = [
             sys.executable,
             "-m",
@@ -294,10 +308,18 @@ def coverage(rules: Sequence[Rule], collection: Collection) -> CoverageReport:
 
 
 def build_report(root: Path | None = None) -> CoverageReport:
-    """Load the rules under ``root`` (found by :func:`find_root` when omitted) and collect."""
+    """Load the rules under ``root`` (found by :func:`find_root` when omitted) and collect its
+    tests; with no checkout anywhere, the installed rules without coverage."""
     root = find_root() if root is None else root
-    rules = load_rules(root)
-    return coverage(rules, collect_tests(root))
+    if root is None:
+        rules = load_rules()
+        return CoverageReport(
+            rules=tuple(RuleCoverage(rule, ()) for rule in rules),
+            unknown=(),
+            collection_errors=(),
+            unavailable=NO_CHECKOUT,
+        )
+    return coverage(load_rules(root), collect_tests(root))
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -315,7 +337,9 @@ def format_report(report: CoverageReport) -> str:
         rule = item.rule
         lines.append(f"{rule.id}  [{rule.source}]")
         lines.append(_wrap(rule.statement, "    "))
-        if item.tests:
+        if report.unavailable is not None:
+            pass
+        elif item.tests:
             lines.append(f"    {len(item.tests)} test{'s' if len(item.tests) != 1 else ''}:")
             lines.extend(f"      {nodeid}" for nodeid in item.tests)
         else:
@@ -324,6 +348,9 @@ def format_report(report: CoverageReport) -> str:
             lines.append(_wrap(f"gap: {rule.gap}", "    "))
         lines.append("")
     total, uncovered = len(report.rules), report.uncovered
+    if report.unavailable is not None:
+        lines.append(f"{total} rules, {len(report.gaps)} with a gap; {report.unavailable}")
+        return "\n".join(lines)
     lines.append(
         f"{total} rules: {total - len(uncovered)} covered, {len(uncovered)} uncovered, "
         f"{len(report.gaps)} with a gap"

@@ -14,9 +14,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from models.addresses import ListAddress, ValueAddress, value, value_list
-from models.scope import SESSION, EphemeralScope, Scope, ephemeral_scope
-from models.writes import (
+from scopecheck.models.addresses import ListAddress, ValueAddress, value, value_list
+from scopecheck.models.scope import SESSION, EphemeralScope, Scope, ephemeral_scope
+from scopecheck.models.writes import (
     AnyWrite,
     append_list,
     delete_list,

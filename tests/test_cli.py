@@ -24,7 +24,6 @@ def scopecheck(
         timeout=300,
         env={
             **__import__("os").environ,
-            "PYTHONPATH": str(ROOT),
             **({"PYTHONHASHSEED": hash_seed} if hash_seed is not None else {}),
         },
     )
@@ -266,7 +265,7 @@ def test_pytest_plugin_runs_crash_exploration_or_skips_it(
         text=True,
         check=False,
         timeout=300,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        env=dict(__import__("os").environ),
     )
     assert result.returncode == status, result.stdout + result.stderr
     assert outcome in result.stdout, result.stdout
@@ -344,11 +343,11 @@ def test_fuzz_counts_the_single_io_fault_runs_of_a_file_backend(
 @pytest.mark.rule("ERR-4")
 def test_inspect_reads_a_session_and_refuses_a_non_session(tmp_path: Path) -> None:
     """``scopecheck inspect`` reports a real JSONL session and says one line for a bad path."""
-    from impl.fs import OsFileSystem
-    from impl.jsonl import JsonlRepository
-    from models.addresses import value
-    from models.scope import ephemeral_scope
-    from models.writes import retire_scope, set_value
+    from scopecheck.impl.fs import OsFileSystem
+    from scopecheck.impl.jsonl import JsonlRepository
+    from scopecheck.models.addresses import value
+    from scopecheck.models.scope import ephemeral_scope
+    from scopecheck.models.writes import retire_scope, set_value
 
     repo = JsonlRepository(str(tmp_path), OsFileSystem(), lambda: 1, cwd="/")
     storage = repo.create("s1")

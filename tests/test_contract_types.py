@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from impl.memory import MemoryRepository
-from models import errors
-from models.addresses import ValueAddress, value, value_list
-from models.scope import (
+from scopecheck.impl.memory import MemoryRepository
+from scopecheck.models import errors
+from scopecheck.models.addresses import ValueAddress, value, value_list
+from scopecheck.models.scope import (
     MAX_ENCODED_SCOPE_ID,
     SESSION,
     EphemeralScope,
@@ -17,7 +17,13 @@ from models.scope import (
     encode_uri_component,
     ephemeral_scope,
 )
-from models.writes import append_list, insert_entry, insert_usage, retire_scope, set_value
+from scopecheck.models.writes import (
+    append_list,
+    insert_entry,
+    insert_usage,
+    retire_scope,
+    set_value,
+)
 
 
 @pytest.mark.rule("TYPE-1")
@@ -228,7 +234,7 @@ def test_reads_refuse_the_wrong_kind_of_argument() -> None:
 def test_writes_and_addresses_check_what_the_constructors_cannot() -> None:
     """A non-dict entry payload, raw non-bytes JSON in a write built directly, and a scope
     that is no scope are refused with their codes."""
-    from models.writes import InsertEntry
+    from scopecheck.models.writes import InsertEntry
 
     for build, code in (
         (lambda: insert_entry("e", None, "t", [1]), "invalid_payload"),  # type: ignore[arg-type]

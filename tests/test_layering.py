@@ -1,7 +1,10 @@
-"""Nothing imports upwards: the model is independent of the backends and of crashsim.
+"""Nothing imports upwards, and everything imports the installed names.
 
-models/ imports neither impl/ nor crashsim/ nor scopecheck/; impl/ and crashsim/ never import
-the reference model (the oracle) nor tests/ (BRIEF "The model is the oracle"; ARCH-1).
+models/ imports neither impl/ nor crashsim/ nor the product surface; impl/ and crashsim/ never
+import the reference model (the oracle) nor tests/ (BRIEF "The model is the oracle"; ARCH-1).
+The folders install as ``scopecheck.models``, ``scopecheck.impl`` and ``scopecheck.crashsim``
+(INSTALL-1): no file of the project imports a bare ``models``, ``impl`` or ``crashsim``, which in a
+user's venv would be the user's own package.
 """
 
 from __future__ import annotations
@@ -13,42 +16,97 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: The package folders that install under ``scopecheck.`` (scopecheck/<name> links to ../<name>).
+LINKED = ("models", "impl", "crashsim")
 
-def imports_of(package: str) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
-    for path in sorted((ROOT / package).rglob("*.py")):
-        names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module)
-        found[str(path.relative_to(ROOT))] = names
-    return found
+#: The product surface: every ``scopecheck.*`` module that is not one of the linked folders.
+SURFACE = "scopecheck"
 
 
-def offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def imports_of(folder: str) -> dict[str, set[str]]:
+    paths = sorted((ROOT / folder).rglob("*.py"))
+    return {str(path.relative_to(ROOT)): _imports(path) for path in paths}
+
+
+def _is(name: str, module: str) -> bool:
+    return name == module or name.startswith(module + ".")
+
+
+def _surface(name: str) -> bool:
+    """``name`` is a product-surface module (the CLI, machines, validation runner, …)."""
+    return _is(name, SURFACE) and not any(_is(name, f"scopecheck.{f}") for f in LINKED)
+
+
+def offenders(folder: str, forbidden: tuple[str, ...], *, surface: bool = True) -> list[str]:
     return [
         f"{path} imports {name}"
-        for path, names in imports_of(package).items()
+        for path, names in imports_of(folder).items()
         for name in sorted(names)
-        if any(name == bad or name.startswith(bad + ".") for bad in forbidden)
+        if any(_is(name, bad) for bad in forbidden) or (surface and _surface(name))
     ]
 
 
 @pytest.mark.rule("ARCH-1")
 def test_models_import_neither_backends_nor_crashsim() -> None:
     """The model cannot share a backend's bug through an import."""
-    assert offenders("models", ("impl", "crashsim", "scopecheck", "tests")) == []
+    forbidden = ("scopecheck.impl", "scopecheck.crashsim", "tests")
+    assert offenders("models", forbidden) == []
 
 
 @pytest.mark.rule("ARCH-1")
 def test_backends_never_import_the_reference_model_or_tests() -> None:
     """Backends do not consult the oracle (crashsim may: it checks recovered states with it)."""
-    forbidden = ("models.reference", "models.fork_model", "crashsim", "tests", "scopecheck")
+    forbidden = (
+        "scopecheck.models.reference",
+        "scopecheck.models.fork_model",
+        "scopecheck.crashsim",
+        "tests",
+    )
     assert offenders("impl", forbidden) == []
 
 
 @pytest.mark.rule("ARCH-1")
 def test_crashsim_never_imports_tests_or_the_cli() -> None:
-    assert offenders("crashsim", ("tests", "scopecheck")) == []
+    assert offenders("crashsim", ("tests",)) == []
+
+
+@pytest.mark.rule("INSTALL-1")
+@pytest.mark.parametrize("folder", [*LINKED, "scopecheck", "tests", "examples"])
+def test_nothing_imports_a_bare_top_level_folder(folder: str) -> None:
+    """Inside a user's venv ``models`` is the user's package: every import names the installed
+    ``scopecheck.<folder>`` instead."""
+    bare = tuple(LINKED)
+    assert offenders(folder, bare, surface=False) == []
+
+
+@pytest.mark.rule("INSTALL-1")
+def test_internal_modules_never_import_the_public_facade() -> None:
+    """``scopecheck/__init__.py`` re-exports from the modules; a module importing the facade back
+    would make ``import scopecheck.models.errors`` circular."""
+    found = [
+        f"{path} imports scopecheck"
+        for folder in (*LINKED, "scopecheck")
+        for path, names in imports_of(folder).items()
+        if "scopecheck" in names and not path.endswith("scopecheck/__init__.py")
+    ]
+    assert found == []
+
+
+@pytest.mark.rule("INSTALL-1")
+@pytest.mark.parametrize("folder", LINKED)
+def test_each_folder_is_linked_into_the_package(folder: str) -> None:
+    """``scopecheck/<folder>`` is a relative symlink to the top-level folder, so the checkout
+    imports exactly the names the wheel installs."""
+    link = ROOT / "scopecheck" / folder
+    assert link.is_symlink(), f"scopecheck/{folder} must be a symlink to ../{folder}"
+    assert link.readlink() == Path("..") / folder

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import errors
-from models.addresses import value, value_list
-from models.payload import encode_json
-from models.writes import append_list, insert_entry, insert_usage, set_value
+from scopecheck.models import errors
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.payload import encode_json
+from scopecheck.models.writes import append_list, insert_entry, insert_usage, set_value
 
 json = st.recursive(
     st.none()
@@ -122,9 +122,9 @@ def test_errors_form_one_family_with_stable_codes() -> None:
 def test_payload_errors_point_at_the_bad_part() -> None:
     """``details['path']`` locates the offending part from the write's own name for it
     (``value``, ``element``, ``payload`` ...) down through list indexes and object keys."""
-    from models.addresses import value, value_list
-    from models.errors import UsageError
-    from models.writes import append_list, set_value
+    from scopecheck.models.addresses import value, value_list
+    from scopecheck.models.errors import UsageError
+    from scopecheck.models.writes import append_list, set_value
 
     cases = [
         (lambda: set_value(value("ns"), [0, {"x": float("nan")}]), "value[1].x"),
@@ -139,8 +139,8 @@ def test_payload_errors_point_at_the_bad_part() -> None:
 
 @pytest.mark.rule("WRITE-3")
 def test_nesting_is_bounded_at_200_levels() -> None:
-    from models.errors import UsageError
-    from models.payload import encode_json
+    from scopecheck.models.errors import UsageError
+    from scopecheck.models.payload import encode_json
 
     def nested(levels: int) -> object:
         out: object = 0

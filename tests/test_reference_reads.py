@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from models.addresses import value, value_list
-from models.errors import UsageError
-from models.reference import ReferenceRepository, ReferenceSession
-from models.scope import ephemeral_scope
-from models.writes import append_list, set_value
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import UsageError
+from scopecheck.models.reference import ReferenceRepository, ReferenceSession
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import append_list, set_value
 
 OP = ephemeral_scope("op")
 LIST = value_list("ns", "l")

@@ -188,7 +188,15 @@ def test_json_shape(planted: Path) -> None:
     out = io.StringIO()
     assert rules_command(as_json=True, root=planted, out=out, err=io.StringIO()) == 1
     document = orjson.loads(out.getvalue())
-    assert set(document) == {"rules", "uncovered", "gaps", "unknown", "collection_errors"}
+    assert set(document) == {
+        "rules",
+        "uncovered",
+        "gaps",
+        "unknown",
+        "collection_errors",
+        "coverage",
+    }
+    assert document["coverage"] == "computed"
     assert [set(rule) for rule in document["rules"]] == [{"id", "source", "statement", "tests"}] * 2
     assert document["rules"][1] == {
         "id": "DEMO-2",
@@ -268,3 +276,33 @@ def test_root_is_found_from_a_subdirectory(planted: Path, monkeypatch: pytest.Mo
     assert find_root(planted / "tests/deeper") == planted.resolve()
     monkeypatch.setenv("SCOPECHECK_ROOT", str(planted))
     assert find_root(Path("/")) == planted.resolve()
+
+
+@pytest.mark.rule("INSTALL-3")
+def test_outside_a_checkout_the_installed_rules_are_listed_without_coverage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed wheel used in a user's directory: the rules come from the package, and the
+    report says plainly that coverage is unavailable -- no rule is reported as uncovered."""
+    import scopecheck.rules as rules_module
+
+    monkeypatch.delenv("SCOPECHECK_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(rules_module, "_is_checkout", lambda directory: False)
+    out = io.StringIO()
+    assert rules_command(as_json=True, out=out, err=io.StringIO()) == 0
+    document = orjson.loads(out.getvalue())
+    assert [rule["id"] for rule in document["rules"]] == [r.id for r in load_rules(ROOT)]
+    assert {rule["tests"] for rule in document["rules"]} == {None}
+    assert document["uncovered"] is None
+    assert document["coverage"].startswith("unavailable: coverage needs the test suite")
+    text = io.StringIO()
+    assert rules_command(as_json=False, out=text, err=io.StringIO()) == 0
+    assert "no tests" not in text.getvalue()
+    assert text.getvalue().rstrip().endswith("or set SCOPECHECK_ROOT to one")
+
+
+@pytest.mark.rule("INSTALL-3")
+def test_the_package_carries_the_same_rules_as_the_checkout() -> None:
+    """The rules the wheel ships are the checkout's own files (one source of truth)."""
+    assert load_rules() == load_rules(ROOT)

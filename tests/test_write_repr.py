@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from models import addresses, scope, writes
-from models.scope import SESSION, ephemeral_scope, scope_from_id, scope_id_of
+from scopecheck.models import addresses, scope, writes
+from scopecheck.models.scope import SESSION, ephemeral_scope, scope_from_id, scope_id_of
 
 NAMESPACE: dict[str, Any] = {
     "set_value": writes.set_value,

@@ -23,9 +23,9 @@ from typing import Any
 
 import orjson
 
-from impl.stats import MESSAGE_TYPE, usage_problem
-from models.records import Committed, ListElement
-from models.writes import (
+from scopecheck.impl.stats import MESSAGE_TYPE, usage_problem
+from scopecheck.models.records import Committed, ListElement
+from scopecheck.models.writes import (
     RESERVED_ENTRY_KEYS,
     AppendList,
     DeleteList,
@@ -369,8 +369,8 @@ OP_ENTRY, OP_MESSAGE, OP_USAGE, OP_SET, OP_DELETE, OP_APPEND, OP_CLEAR, OP_RETIR
 
 def op_record(op: tuple[Any, ...], decoded: dict[int, Any] | None = None) -> dict[str, Any]:
     """The record an entry, usage or value-set operation stands for, decoded again from its
-    line (records are built on first read, :mod:`impl.jsonl.lazy`).  ``decoded`` (keyed by
-    the line object's ``id``, valid while the caller holds the operations) lets a caller
+    line (records are built on first read, :mod:`scopecheck.impl.jsonl.lazy`).  ``decoded`` (keyed
+    by the line object's ``id``, valid while the caller holds the operations) lets a caller
     that builds many records decode each line once."""
     src, index = op[2], op[3]
     if type(src) is dict:

@@ -7,7 +7,7 @@
   the prefix is discarded in memory, not repaired (FORK-14).  Sidecars are read only for their
   highest seq: ephemeral state is never copied (FORK-10), but its seqs count in the high-water.
 * *Pass 1* parses each line once, checks it exactly as open does
-  (:func:`~impl.jsonl.codec.index_transaction`), and appends its value and list writes to
+  (:func:`~scopecheck.impl.jsonl.codec.index_transaction`), and appends its value and list writes to
   logs in a temporary APSW index on the real disk (batched ``executemany``, one transaction;
   entry ``id → parentId`` too for branch scope).  Set-based SQL then derives the current
   scalar per address, the surviving list elements, and the *dirty* lines: those holding
@@ -37,9 +37,9 @@ from typing import Any, Protocol
 import apsw
 import orjson
 
-from impl.fs import FileSystem
-from impl.jsonl import layout
-from impl.jsonl.codec import (
+from scopecheck.impl.fs import FileSystem
+from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl.codec import (
     OP_APPEND,
     OP_CLEAR,
     OP_DELETE,
@@ -50,10 +50,10 @@ from impl.jsonl.codec import (
     decode_transaction,
     index_transaction,
 )
-from impl.jsonl.scratch import scratch_index
-from models.errors import CorruptError
-from models.fork import BranchFork, ForkOptions
-from models.fork_policy import (
+from scopecheck.impl.jsonl.scratch import scratch_index
+from scopecheck.models.errors import CorruptError
+from scopecheck.models.fork import BranchFork, ForkOptions
+from scopecheck.models.fork_policy import (
     BRANCH_TIP,
     ENTRY_LABEL,
     LANE_NAMESPACES,
@@ -69,7 +69,7 @@ from models.fork_policy import (
     select_target,
     unknown_namespace,
 )
-from models.records import ListElement
+from scopecheck.models.records import ListElement
 
 _INDEX_DDL = """
 CREATE TABLE vlog(ns TEXT, key TEXT, seq INTEGER, line INTEGER, is_set INTEGER, value TEXT);
@@ -112,7 +112,7 @@ def _corrupt(path: str, line: int, what: str) -> CorruptError:
 
 class SourcePrefix(Protocol):
     """What the two fork passes read: a format-4 :class:`Capture` or a closed legacy file's
-    :class:`~impl.jsonl.legacy_fork.LegacyCapture` (LEGACY-13)."""
+    :class:`~scopecheck.impl.jsonl.legacy_fork.LegacyCapture` (LEGACY-13)."""
 
     main: str
     size: int
@@ -168,7 +168,7 @@ class Capture:
     ) -> Iterator[tuple[int, bytes, Any, int, int, Ops]]:
         """Every transaction, checked as open checks it (:func:`checked_transactions`).
         ``lean``: operations for the records other than entries only (see
-        :func:`~impl.jsonl.codec.index_transaction`)."""
+        :func:`~scopecheck.impl.jsonl.codec.index_transaction`)."""
         return checked_transactions(self.main, self.lines(source_id), lean)
 
     def close(self) -> None:
@@ -215,7 +215,8 @@ def checked_transactions(
 
 
 class Index:
-    """The temporary disk-backed index of pass 1 (:func:`~impl.jsonl.scratch.scratch_index`).
+    """The temporary disk-backed index of pass 1
+    (:func:`~scopecheck.impl.jsonl.scratch.scratch_index`).
 
     Pass 1 only appends rows (batched ``executemany`` into tables without indexes, one
     transaction); :meth:`settle` then derives the current scalars, the surviving list elements
@@ -388,7 +389,7 @@ class Index:
 
 
 def _tip(index: Index, name: str) -> str | None:
-    from models.payload import decode_json
+    from scopecheck.models.payload import decode_json
 
     rows: list[Any] = index.conn.execute(
         "SELECT value FROM cur WHERE namespace = ? AND key = ?", (BRANCH_TIP, name)

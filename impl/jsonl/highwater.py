@@ -1,8 +1,8 @@
 """The high-water mark of a JSONL Session: stage 4 of the open sequence (000 §6.3, JSONL-7).
 
-Kept apart from :mod:`impl.jsonl.load` as a pure function so CrossHair can check its contract
-(CHECK-4): the mark is never below the header's ``nextSeq - 1`` or any file's last complete seq
-(retired sidecar records included: their seqs were used and must never be reissued), and it is
+Kept apart from :mod:`scopecheck.impl.jsonl.load` as a pure function so CrossHair can check its
+contract (CHECK-4): the mark is never below the header's ``nextSeq - 1`` or any file's last complete
+seq (retired sidecar records included: their seqs were used and must never be reissued), and it is
 one of those claims (or 0 when there are none), never a value nothing on disk supports.
 """
 

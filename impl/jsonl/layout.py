@@ -13,8 +13,8 @@ from __future__ import annotations
 import posixpath
 from typing import Final
 
-from models.errors import usage
-from models.scope import (
+from scopecheck.models.errors import usage
+from scopecheck.models.scope import (
     MAX_ENCODED_SCOPE_ID,
     decode_uri_component,
     encode_uri_component,
@@ -88,7 +88,7 @@ def sidecar_name(scope_id: str) -> str:
     The contract is the path-safety argument of the module docstring (CHECK-1): one path
     segment, never ``.`` or ``..``, ASCII, and it decodes back to the same scope ID.  CrossHair
     explores ASCII IDs here (this function's own cases: ``/``, ``.``, the prefix); escaping
-    non-ASCII text is :func:`~models.scope.encode_uri_component`'s contract.
+    non-ASCII text is :func:`~scopecheck.models.scope.encode_uri_component`'s contract.
 
     pre: len(scope_id) <= 3
     pre: scope_id != "" and scope_id.isascii()

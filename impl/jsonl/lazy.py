@@ -1,8 +1,9 @@
 """Resident maps that build their records on first use (open speed, JSONL-7).
 
 Replay stores each record's replay operation (which points at its line, see
-:func:`impl.jsonl.codec.index_transaction`), the main-log line that holds it (the fast path,
-:func:`impl.jsonl.replay.fold_main_log`) or a decoded record dict, and turns it into an
+:func:`scopecheck.impl.jsonl.codec.index_transaction`), the main-log line that holds it (the fast
+path,
+:func:`scopecheck.impl.jsonl.replay.fold_main_log`) or a decoded record dict, and turns it into an
 ``EntryRecord``, ``UsageRecord`` or ``ValueRecord`` only when something reads it.  A value
 overwritten a thousand times in the log is built once, and opening a long Session does not
 pay for records nobody reads.  Every way the Memory code reads these maps (``get``, ``[]``,
@@ -16,8 +17,8 @@ from typing import Any, TypeVar, overload
 
 import orjson
 
-from impl.jsonl.codec import entry_payload_json, op_record
-from models.records import EntryRecord, UsageRecord, ValueRecord
+from scopecheck.impl.jsonl.codec import entry_payload_json, op_record
+from scopecheck.models.records import EntryRecord, UsageRecord, ValueRecord
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -28,8 +29,8 @@ _dumps = orjson.dumps
 
 class LazyRecords(dict[K, V]):
     """A dict whose values may be held raw until first read: a record dict, a replay
-    operation tuple (:func:`~impl.jsonl.codec.op_record` finds its record), or the bytes of
-    the line holding the record (``find(decoded line, key)`` finds it).  Replay stores raw
+    operation tuple (:func:`~scopecheck.impl.jsonl.codec.op_record` finds its record), or the bytes
+    of the line holding the record (``find(decoded line, key)`` finds it).  Replay stores raw
     values with plain item assignment and then calls :meth:`count_raw`."""
 
     __slots__ = ("_build", "_find", "_raw")
@@ -67,7 +68,8 @@ class LazyRecords(dict[K, V]):
         return result
 
     def _as_raw(self, key: K, stored: Any, decoded: dict[int, Any] | None = None) -> Any:
-        """The record dict of a raw value; ``decoded`` as in :func:`~impl.jsonl.codec.op_record`."""
+        """The record dict of a raw value; ``decoded`` as in
+        :func:`~scopecheck.impl.jsonl.codec.op_record`."""
         kind = type(stored)
         if kind is tuple:
             return op_record(stored, decoded)

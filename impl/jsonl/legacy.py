@@ -36,8 +36,8 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from impl.jsonl.codec import FORMAT_VERSION, STORAGE_VERSION
-from models.errors import CorruptError
+from scopecheck.impl.jsonl.codec import FORMAT_VERSION, STORAGE_VERSION
+from scopecheck.models.errors import CorruptError
 
 #: Mints the format-4 id of the ``ordinal``-th imported record (0-based: retained entries in
 #: file order, then the usage row) whose legacy timestamp is ``timestamp_ms`` (LEGACY-3).
@@ -465,8 +465,8 @@ def legacy_entry(
     tail: Callable[[dict[str, Any]], list[Any]],
 ) -> dict[str, Any]:
     """A retained record as its format-4 entry (LEGACY-3); the in-memory importer and the
-    fork's disk normaliser (:mod:`impl.jsonl.legacy_fork`) resolve ids and tails their own
-    way and share this mapping, so their lines stay byte-identical."""
+    fork's disk normaliser (:mod:`scopecheck.impl.jsonl.legacy_fork`) resolve ids and tails their
+    own way and share this mapping, so their lines stay byte-identical."""
     kind = rec["type"]
     entry: dict[str, Any] = {"kind": "entry", "id": entry_id, "parentId": parent_id}
     if kind == "message":

@@ -1,15 +1,16 @@
 """Forks of *closed* legacy files: a bounded, read-only, disk-backed normaliser (001 §1.3,
 LEGACY-13).
 
-:func:`impl.jsonl.legacy.import_legacy` holds the whole file in memory — right for an open
-Session, which keeps its import resident until the first commit, but 001 §1.3 forbids a fork
+:func:`scopecheck.impl.jsonl.legacy.import_legacy` holds the whole file in memory — right for an
+open Session, which keeps its import resident until the first commit, but 001 §1.3 forbids a fork
 from going through resident state.  :class:`LegacyCapture` is the fork-side replacement: it
 records the file's length (the fixed prefix), streams the complete lines once into a
 temporary APSW index (one row per legacy record: parent, type, nearest retained ancestor,
 minted id, the migrated record), keeps only bounded aggregates in memory (the usage sum, the
 last session name, the final record id) and then yields the same format-4 records the
-in-memory importer would, one at a time, from the index.  :func:`impl.jsonl.fork.fork_jsonl`
-consumes it exactly like a format-4 :class:`~impl.jsonl.fork.Capture` — its two passes call
+in-memory importer would, one at a time, from the index.
+:func:`scopecheck.impl.jsonl.fork.fork_jsonl` consumes it exactly like a format-4
+:class:`~scopecheck.impl.jsonl.fork.Capture` — its two passes call
 :meth:`LegacyCapture.records` twice and get identical records, because ids are minted once
 into the index.  The source file is only ever read (``iter_prefix_lines``); nothing is written
 beside it; the index directory is removed by :meth:`close` (on success and on failure).
@@ -20,7 +21,7 @@ branch fork naming it rejects normally (``unknown_entry``); an omitted ``entry_i
 freshly normalised tip (001 §1.3).
 
 ``tests/legacy/test_fork_legacy.py`` checks record-for-record agreement with
-:func:`~impl.jsonl.legacy.import_legacy` on the real transcripts and on generated files.
+:func:`~scopecheck.impl.jsonl.legacy.import_legacy` on the real transcripts and on generated files.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from typing import Any
 import apsw
 import orjson
 
-from impl.fs import FileSystem
-from impl.jsonl.fork import Ops, checked_transactions
-from impl.jsonl.legacy import (
+from scopecheck.impl.fs import FileSystem
+from scopecheck.impl.jsonl.fork import Ops, checked_transactions
+from scopecheck.impl.jsonl.legacy import (
     DISCARDED,
     IMPORT_DETAILS,
     RETAINED,
@@ -48,8 +49,8 @@ from impl.jsonl.legacy import (
     legacy_entry,
     project,
 )
-from impl.jsonl.scratch import scratch_index
-from models.errors import CorruptError
+from scopecheck.impl.jsonl.scratch import scratch_index
+from scopecheck.models.errors import CorruptError
 
 _DDL = """
 CREATE TABLE recs(lid TEXT PRIMARY KEY, line INTEGER, parent TEXT, type TEXT,
@@ -69,7 +70,7 @@ class _Bad(Exception):
 class LegacyCapture:
     """The fixed prefix of a closed legacy file, normalised through a disk index.
 
-    Same surface as :class:`impl.jsonl.fork.Capture`: ``main``, ``size``, ``header``,
+    Same surface as :class:`scopecheck.impl.jsonl.fork.Capture`: ``main``, ``size``, ``header``,
     ``lines(source_id)``, ``transactions(source_id, lean)``, ``sidecar_high()`` and
     ``close()``; ``records(source_id)`` gives the normalised records themselves.
     """

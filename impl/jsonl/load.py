@@ -17,9 +17,9 @@ from typing import Any, Literal
 import attrs
 import orjson
 
-from impl.fs import FileSystem, Lines, fs_code
-from impl.jsonl import layout
-from impl.jsonl.codec import (
+from scopecheck.impl.fs import FileSystem, Lines, fs_code
+from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl.codec import (
     OP_RETIRE,
     BadRecord,
     decode_header,
@@ -27,16 +27,16 @@ from impl.jsonl.codec import (
     index_transaction,
     transaction_records,
 )
-from impl.jsonl.highwater import high_water
-from impl.jsonl.replay import MainFold, fold_main_log
-from models.errors import CorruptError, StorageIOError
+from scopecheck.impl.jsonl.highwater import high_water
+from scopecheck.impl.jsonl.replay import MainFold, fold_main_log
+from scopecheck.models.errors import CorruptError, StorageIOError
 
 
 @attrs.define
 class Tx:
     """One complete transaction line: its 1-based line number, first and last seq, its replay
-    operations (:func:`~impl.jsonl.codec.index_transaction`) and its source: the line's bytes,
-    or the decoded records for a legacy import.
+    operations (:func:`~scopecheck.impl.jsonl.codec.index_transaction`) and its source: the line's
+    bytes, or the decoded records for a legacy import.
 
     The decoded records are not kept (open speed, JSONL-7); :attr:`records` decodes them again
     for the inspector and the planted bugs.
@@ -173,8 +173,9 @@ class SessionLoad:
     #: Sidecars holding at least one record after their scope's latest retirement.
     live: set[str] = attrs.field(factory=set)
     errors: list[Problem] = attrs.field(factory=list)
-    #: The main log as open's fast path folded it (:func:`~impl.jsonl.replay.fold_main_log`);
-    #: then ``main.txs`` is empty and ``retained`` holds sidecar transactions only.
+    #: The main log as open's fast path folded it
+    #: (:func:`~scopecheck.impl.jsonl.replay.fold_main_log`); then ``main.txs`` is empty and
+    #: ``retained`` holds sidecar transactions only.
     folded: MainFold | None = None
 
     def raise_if_corrupt(self) -> None:
@@ -195,8 +196,8 @@ def load_session(
     """Stages 1–8 of 000 §6.3, read-only.  The other keyword flags exist only for planted bugs.
 
     ``fold`` (open) lets the fast path fold a clean main log straight into resident state
-    (:func:`~impl.jsonl.replay.fold_main_log`).  If the fast path gives up, or the plan finds
-    any problem, the Session is read again the documented way, so problems are always reported
+    (:func:`~scopecheck.impl.jsonl.replay.fold_main_log`).  If the fast path gives up, or the plan
+    finds any problem, the Session is read again the documented way, so problems are always reported
     by the same code whichever way open went.
     """
     lines = fs.read_lines(main)

@@ -2,7 +2,8 @@
 
 Two ways in, one result:
 
-* :func:`replay` folds a load plan's retained transactions (:mod:`impl.jsonl.load`) in global
+* :func:`replay` folds a load plan's retained transactions (:mod:`scopecheck.impl.jsonl.load`) in
+global
   order.  The inspector, legacy imports, the planted bugs and any file the fast path does not
   recognise go this way.
 * :func:`fold_main_log` is open's fast path for a *clean* main log: it checks each line and
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import orjson
 
-from impl.jsonl.codec import (
+from scopecheck.impl.jsonl.codec import (
     OP_APPEND,
     OP_CLEAR,
     OP_DELETE,
@@ -35,7 +36,7 @@ from impl.jsonl.codec import (
     OP_SET,
     OP_USAGE,
 )
-from impl.jsonl.lazy import (
+from scopecheck.impl.jsonl.lazy import (
     LazyRecords,
     build_entry,
     build_usage,
@@ -44,12 +45,12 @@ from impl.jsonl.lazy import (
     find_usage,
     find_value,
 )
-from impl.memory import MemoryState
-from impl.stats import MESSAGE_TYPE, BadUsage, add_usages
-from models.records import ListElement
+from scopecheck.impl.memory import MemoryState
+from scopecheck.impl.stats import MESSAGE_TYPE, BadUsage, add_usages
+from scopecheck.models.records import ListElement
 
 if TYPE_CHECKING:
-    from impl.jsonl.load import SessionLoad
+    from scopecheck.impl.jsonl.load import SessionLoad
 
 _dumps = orjson.dumps
 
@@ -84,7 +85,7 @@ def fold_main_log(lines: list[bytes], spans: Sequence[tuple[int, int]] = ()) -> 
     seqs, sorted.
 
     :func:`_fold_lines` does the work and hands each usage value to
-    :func:`~impl.stats.add_usages` as it comes, which checks and sums it, so no decoded
+    :func:`~scopecheck.impl.stats.add_usages` as it comes, which checks and sums it, so no decoded
     record outlives its line.
     """
     fold = MainFold(resident_state())
@@ -116,11 +117,11 @@ def _fold_lines(
     Along the way it notes the sidecar ``spans`` a main transaction shares a seq with: both
     ascend, so one comparison per line (``last >= next_span``) says whether to look.
 
-    Each record's check is the one :func:`impl.jsonl.codec.check_record` makes for the main
-    log, written inline: a record holding exactly *n* keys, all *n* of them subscripted here,
+    Each record's check is the one :func:`scopecheck.impl.jsonl.codec.check_record` makes for the
+    main log, written inline: a record holding exactly *n* keys, all *n* of them subscripted here,
     has exactly the required key set.  Entries, usage rows and values are stored as the line
-    that holds them (:mod:`impl.jsonl.lazy` finds the record again on first read); the line is
-    alive anyway, so a record costs no object of its own until something reads it.
+    that holds them (:mod:`scopecheck.impl.jsonl.lazy` finds the record again on first read); the
+    line is alive anyway, so a record costs no object of its own until something reads it.
     """
     state = fold.state
     entries, usage_rows, values, lists = state.entries, state.usage, state.values, state.lists
@@ -250,7 +251,7 @@ def replay(load: SessionLoad) -> MemoryState:
     Retirement records are *boundaries* here, not deletions: the records they end were already
     left out by stage 6 (000 §6.3), so replay never needs to apply them.  Entries, usage rows
     and values are kept as their replay operations, which point at their lines, until first
-    read (:mod:`impl.jsonl.lazy`); the operation already carries the resident key.
+    read (:mod:`scopecheck.impl.jsonl.lazy`); the operation already carries the resident key.
     """
     state = load.folded.state if load.folded is not None else resident_state()
     values, lists, entries, usage_rows = state.values, state.lists, state.entries, state.usage

@@ -5,7 +5,7 @@ in-memory state); what this module adds is the durable log: every acknowledged c
 fsynced line in exactly one file (JSONL-3, JSONL-10), reopen replays the files through the nine
 stages of 000 §6.3 with the high-water mark taken before anything is ignored (JSONL-7, JSONL-8),
 and retirement cleanup runs on the commit queue after the main transaction is durable
-(JSONL-9, JSONL-16).  All I/O goes through :mod:`impl.fs`.
+(JSONL-9, JSONL-16).  All I/O goes through :mod:`scopecheck.impl.fs`.
 
 Subclasses in ``scopecheck/mutants/jsonl.py`` override the small hook methods
 (``_load_plan``, ``_cleanup_retired``, ``_append_main_then_cleanup``, ``list``) to plant known
@@ -23,28 +23,34 @@ from typing import Any
 
 import orjson
 
-from impl.fs import AppendFile, FileSystem, OsFileSystem, fs_code, join_lines
-from impl.jsonl import layout
-from impl.jsonl.codec import (
+from scopecheck.impl.fs import AppendFile, FileSystem, OsFileSystem, fs_code, join_lines
+from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl.codec import (
     encode_header,
     encode_scope_header,
     encode_transaction,
     record_op,
 )
-from impl.jsonl.fork import Capture, SourcePrefix, fork_jsonl
-from impl.jsonl.legacy import LegacyIds, LegacyImport, import_legacy, is_legacy_header, uuid7_ids
-from impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
-from impl.jsonl.legacy_fork import LegacyCapture
-from impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
-from impl.jsonl.replay import replay
-from impl.memory import MemoryState, MemoryStorage, new_fork_id, wall_clock_ms
-from impl.validation import check_references, check_session_id, check_shape
-from models.errors import ClosedError, StorageIOError, UsageError, usage
-from models.fork import ForkOptions, check_fork_options
-from models.fork_policy import ForkDriver
-from models.protocols import Clock
-from models.records import Committed
-from models.writes import RetireScope, Write
+from scopecheck.impl.jsonl.fork import Capture, SourcePrefix, fork_jsonl
+from scopecheck.impl.jsonl.legacy import (
+    LegacyIds,
+    LegacyImport,
+    import_legacy,
+    is_legacy_header,
+    uuid7_ids,
+)
+from scopecheck.impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
+from scopecheck.impl.jsonl.legacy_fork import LegacyCapture
+from scopecheck.impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
+from scopecheck.impl.jsonl.replay import replay
+from scopecheck.impl.memory import MemoryState, MemoryStorage, new_fork_id, wall_clock_ms
+from scopecheck.impl.validation import check_references, check_session_id, check_shape
+from scopecheck.models.errors import ClosedError, StorageIOError, UsageError, usage
+from scopecheck.models.fork import ForkOptions, check_fork_options
+from scopecheck.models.fork_policy import ForkDriver
+from scopecheck.models.protocols import Clock
+from scopecheck.models.records import Committed
+from scopecheck.models.writes import RetireScope, Write
 
 _dumps = orjson.dumps
 

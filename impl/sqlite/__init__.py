@@ -4,14 +4,14 @@
 keeps many Sessions in one file.  Both hand out :class:`SqliteStorage`.
 """
 
-from impl.sqlite.repository import (
+from scopecheck.impl.sqlite.repository import (
     SqliteContainerRepository,
     SqliteRepository,
     decode_file_stem,
     encode_session_id,
 )
-from impl.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION, STORAGE_VERSION
-from impl.sqlite.storage import SqliteStorage
+from scopecheck.impl.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION, STORAGE_VERSION
+from scopecheck.impl.sqlite.storage import SqliteStorage
 
 __all__ = [
     "APPLICATION_ID",

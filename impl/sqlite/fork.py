@@ -7,10 +7,10 @@
 2. *Stage.*  Branch ancestry is walked by one recursive statement into a staging table (no
    RAM id set); entries are copied set-based (branch scope through that member table);
    current session-scoped scalar rows and surviving list elements are read only in the
-   namespace ranges the classifier needs (:func:`~models.fork_policy.scan_spans`, SQL-level
-   prefilters; a branch fork reads its lane by point and labels through the member table),
-   iterated stepwise through the shared :class:`~models.fork_policy.ForkDriver` and written
-   in bounded batches (SQLITE-16).  The source is never written.
+   namespace ranges the classifier needs (:func:`~scopecheck.models.fork_policy.scan_spans`,
+   SQL-level prefilters; a branch fork reads its lane by point and labels through the member table),
+   iterated stepwise through the shared :class:`~scopecheck.models.fork_policy.ForkDriver` and
+   written in bounded batches (SQLITE-16).  The source is never written.
 3. *Publish.*  The stage is copied into the destination in one ``BEGIN IMMEDIATE``; per-file
    destinations are built under a temp name and published with ``link`` like ``create``.
    The staging database is removed in ``finally`` on success and failure.
@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from impl.sqlite.schema import translate
-from models.errors import CorruptError
-from models.fork import BranchFork, ForkOptions
-from models.fork_policy import (
+from scopecheck.impl.sqlite.schema import translate
+from scopecheck.models.errors import CorruptError
+from scopecheck.models.fork import BranchFork, ForkOptions
+from scopecheck.models.fork_policy import (
     BRANCH_TIP,
     BRANCH_VALUE_SPANS,
     ENTRY_LABEL,
@@ -47,10 +47,10 @@ from models.fork_policy import (
     scan_spans,
     select_target,
 )
-from models.records import ListElement
+from scopecheck.models.records import ListElement
 
 if TYPE_CHECKING:
-    from impl.sqlite.storage import SqliteStorage
+    from scopecheck.impl.sqlite.storage import SqliteStorage
 
 _STAGE_DDL = """
 CREATE TABLE entries(id TEXT PRIMARY KEY, parent_id TEXT, type TEXT, payload TEXT,
@@ -117,7 +117,7 @@ class Stage:
                 "SELECT next_seq FROM src.sessions WHERE session_id = ?", (self.source_id,)
             ).fetchall()
         if not row:
-            from models.errors import usage
+            from scopecheck.models.errors import usage
 
             raise usage("not_found", f"no session {self.source_id!r}")
         self.high_water = int(row[0][0])
@@ -153,7 +153,7 @@ class Stage:
         Our schema has no ``branch_entries`` segment index (001 §1.3 walks the TypeScript
         one; REFERENCE §4's tables have none), so the walk is per entry.  A chain that stops
         before a root names a missing entry: corruption, as in
-        :func:`models.fork_policy.ancestry`.
+        :func:`scopecheck.models.fork_policy.ancestry`.
         """
         if tip is None:
             return
@@ -175,7 +175,7 @@ class Stage:
 
     def plan(self, options: ForkOptions) -> tuple[Callable[[str], bool], BranchTarget | None]:
         """Branch lane checks and ancestry through staging tables; the entry predicate."""
-        from impl.memory import tip_of
+        from scopecheck.impl.memory import tip_of
 
         if not isinstance(options, BranchFork):
 

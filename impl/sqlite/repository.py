@@ -23,9 +23,9 @@ from typing import Any, Final
 
 import apsw
 
-from impl.memory import new_fork_id, wall_clock_ms
-from impl.sqlite.fork import Stage, publish_stage, run_stage
-from impl.sqlite.schema import (
+from scopecheck.impl.memory import new_fork_id, wall_clock_ms
+from scopecheck.impl.sqlite.fork import Stage, publish_stage, run_stage
+from scopecheck.impl.sqlite.schema import (
     COST_COLUMNS,
     STORAGE_VERSION,
     TABLES,
@@ -35,12 +35,18 @@ from impl.sqlite.schema import (
     is_empty,
     translate,
 )
-from impl.sqlite.storage import SqliteStorage
-from impl.validation import check_session_id
-from models.errors import ClosedError, CorruptError, ScopecheckError, StorageIOError, usage
-from models.fork import ForkOptions, check_fork_options
-from models.fork_policy import ForkDriver
-from models.protocols import Clock
+from scopecheck.impl.sqlite.storage import SqliteStorage
+from scopecheck.impl.validation import check_session_id
+from scopecheck.models.errors import (
+    ClosedError,
+    CorruptError,
+    ScopecheckError,
+    StorageIOError,
+    usage,
+)
+from scopecheck.models.fork import ForkOptions, check_fork_options
+from scopecheck.models.fork_policy import ForkDriver
+from scopecheck.models.protocols import Clock
 
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]+\Z")
 _SUFFIX: Final = ".sqlite"

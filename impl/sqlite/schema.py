@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import apsw
 
-from models.errors import CorruptError, ScopecheckError, StorageIOError, UsageError
+from scopecheck.models.errors import CorruptError, ScopecheckError, StorageIOError, UsageError
 
 #: ``PRAGMA application_id`` of a scopecheck database ("SCOP"); anything else is foreign.
 APPLICATION_ID: Final = 0x53434F50

@@ -22,19 +22,19 @@ from typing import Any
 
 import apsw
 
-from impl.sqlite.schema import COST_COLUMNS, TOKEN_COLUMNS, translate
-from impl.stats import MESSAGE_TYPE, add_usage
-from impl.validation import (
+from scopecheck.impl.sqlite.schema import COST_COLUMNS, TOKEN_COLUMNS, translate
+from scopecheck.impl.stats import MESSAGE_TYPE, add_usage
+from scopecheck.impl.validation import (
     check_list_query,
     check_name,
     check_references,
     check_shape,
     stop_page,
 )
-from models.addresses import ListAddress, ValueAddress
-from models.errors import ClosedError, UsageError, usage
-from models.protocols import Clock
-from models.records import (
+from scopecheck.models.addresses import ListAddress, ValueAddress
+from scopecheck.models.errors import ClosedError, UsageError, usage
+from scopecheck.models.protocols import Clock
+from scopecheck.models.records import (
     Committed,
     EntryRecord,
     ListElement,
@@ -46,8 +46,8 @@ from models.records import (
     ValueKey,
     ValueRecord,
 )
-from models.scope import SESSION, Scope, scope_id_of
-from models.writes import (
+from scopecheck.models.scope import SESSION, Scope, scope_id_of
+from scopecheck.models.writes import (
     AnyWrite,
     AppendList,
     DeleteList,

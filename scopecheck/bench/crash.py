@@ -1,7 +1,7 @@
 """``scopecheck bench crash``: JSONL crash states checked per second, how many states each
 bundled workload has in prefix and unsynced modes, and the generic sweep's rate (our JSONL
-backend and the file-backed example through ``crashsim.generic_sweep``, measured in the same
-loop: crash states/s and single-I/O-fault runs/s) — figures, never assertions."""
+backend and the file-backed example through ``scopecheck.crashsim.generic_sweep``, measured in the
+same loop: crash states/s and single-I/O-fault runs/s) — figures, never assertions."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ GENERIC_TRANSACTIONS = 20
 
 def _generic_factories() -> dict[str, Any]:
     """Our JSONL backend and, in a source checkout, ``examples/good_file_backend.py``."""
-    from crashsim.generic_sweep import jsonl_factory
+    from scopecheck.crashsim.generic_sweep import jsonl_factory
 
     factories: dict[str, Any] = {"jsonl": jsonl_factory}
     example = Path(__file__).resolve().parents[2] / "examples" / "good_file_backend.py"
@@ -27,8 +27,8 @@ def _generic_factories() -> dict[str, Any]:
 
 
 def bench_crash(runs: int) -> dict[str, Any]:
-    from crashsim.jsonl_sweep import MODES, count_states, explore_workload, trace
-    from crashsim.jsonl_workloads import BUNDLED, generated
+    from scopecheck.crashsim.jsonl_sweep import MODES, count_states, explore_workload, trace
+    from scopecheck.crashsim.jsonl_workloads import BUNDLED, generated
 
     workload = generated(2, 50)
     rates: dict[str, list[float]] = {"prefix": [], "unsynced": []}
@@ -46,8 +46,8 @@ def bench_crash(runs: int) -> dict[str, Any]:
             rates[mode].append(report.states / seconds)
             checked[mode] = report.states
         for name, factory in generic.items():
-            from crashsim.generic_sweep import sweep
-            from crashsim.generic_sweep import workload as generic_workload
+            from scopecheck.crashsim.generic_sweep import sweep
+            from scopecheck.crashsim.generic_sweep import workload as generic_workload
 
             wl = generic_workload(1, GENERIC_TRANSACTIONS)
             started = time.perf_counter()

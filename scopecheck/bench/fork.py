@@ -45,9 +45,9 @@ from typing import Any
 import attrs
 import orjson
 
-from models.addresses import value, value_list
-from models.fork import BranchFork, ForkOptions, TreeFork
-from models.writes import AnyWrite, append_list, insert_entry, set_value
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
+from scopecheck.models.writes import AnyWrite, append_list, insert_entry, set_value
 
 CHAIN = 100
 BATCH = 2000
@@ -95,9 +95,9 @@ def _scratch() -> str | None:
 
 
 def _repositories(root: str) -> dict[str, Callable[[], Any]]:
-    from impl.jsonl import JsonlRepository
-    from impl.memory import MemoryRepository
-    from impl.sqlite import SqliteContainerRepository, SqliteRepository
+    from scopecheck.impl.jsonl import JsonlRepository
+    from scopecheck.impl.memory import MemoryRepository
+    from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 
     memory = MemoryRepository(_clock)
     return {
@@ -301,9 +301,9 @@ def probe_growth(makers: dict[str, Callable[[str], Any]]) -> tuple[bool, str]:
 
 def bundled_makers() -> dict[str, Callable[[str], Any]]:
     """The bundled repositories by name, each built under a given root."""
-    from impl.jsonl import JsonlRepository
-    from impl.memory import MemoryRepository
-    from impl.sqlite import SqliteContainerRepository, SqliteRepository
+    from scopecheck.impl.jsonl import JsonlRepository
+    from scopecheck.impl.memory import MemoryRepository
+    from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 
     return {
         "memory": lambda root: MemoryRepository(_clock),

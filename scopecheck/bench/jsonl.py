@@ -29,13 +29,14 @@ from typing import Any
 
 import orjson
 
-from impl.fs import OsFileSystem, split_lines
-from impl.jsonl import JsonlRepository, layout
-from impl.jsonl.codec import encode_header, encode_scope_header, encode_transaction
-from models.addresses import value, value_list
-from models.records import Committed
-from models.scope import ephemeral_scope
-from models.writes import (
+from scopecheck.bench.legacy import DATA as TRANSCRIPTS
+from scopecheck.impl.fs import OsFileSystem, split_lines
+from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.impl.jsonl.codec import encode_header, encode_scope_header, encode_transaction
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.records import Committed
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import (
     AnyWrite,
     append_list,
     insert_entry,
@@ -43,7 +44,6 @@ from models.writes import (
     retire_scope,
     set_value,
 )
-from scopecheck.bench.legacy import DATA as TRANSCRIPTS
 
 MB = 1 << 20
 

@@ -3,10 +3,10 @@
 ``open_stages(size)`` builds the same Session as ``scopecheck bench jsonl`` and times, in one
 run and interleaved, cumulative prefixes of what ``JsonlRepository.open`` does to the main log:
 read and split, ``orjson.loads`` per line, the fast path's checks and fold into resident state
-(:func:`~impl.jsonl.replay.fold_main_log`), sidecars plus the plan (stages 2–8), replaying the
-sidecars, and finally a real ``open`` + ``close``.  For comparison it also times the documented
-path that the inspector and any unrecognised file take (``scan_lines`` + ``replay``).  Each
-row is the difference between two cumulative
+(:func:`~scopecheck.impl.jsonl.replay.fold_main_log`), sidecars plus the plan (stages 2–8),
+replaying the sidecars, and finally a real ``open`` + ``close``.  For comparison it also times the
+documented path that the inspector and any unrecognised file take (``scan_lines`` + ``replay``).
+Each row is the difference between two cumulative
 medians (CPU time, steadier than wall time on a shared machine), next to the plain orjson
 line parse the issue's target compares against.  Nothing here asserts on time.
 
@@ -26,11 +26,11 @@ from typing import Any
 
 import orjson
 
-from impl.fs import OsFileSystem
-from impl.jsonl import JsonlRepository, layout
-from impl.jsonl.load import load_session
-from impl.jsonl.replay import fold_main_log, replay
 from scopecheck.bench.jsonl import MB, _plain_parse, _session_files, build_session
+from scopecheck.impl.fs import OsFileSystem
+from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.impl.jsonl.load import load_session
+from scopecheck.impl.jsonl.replay import fold_main_log, replay
 
 #: (key, label) of each cumulative stage, in pipeline order.
 STAGES = (

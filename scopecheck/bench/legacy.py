@@ -1,6 +1,6 @@
 """Legacy import benchmark: import time and peak memory per real transcript (issue 10).
 
-For each transcript in ``shared/data/pi-sessions`` (copied to a temp dir under its header id):
+For each transcript in ``scopecheck/data/pi-sessions`` (copied to a temp dir under its header id):
 
 * ``parse_ms`` — reading the file and ``orjson.loads`` on every line, the floor any importer pays;
 * ``import_ms`` — ``JsonlRepository.open`` of the legacy file (migration, import, replay);
@@ -30,13 +30,14 @@ from typing import Any
 
 import orjson
 
-from impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
-from impl.jsonl import JsonlRepository
-from models.addresses import value
-from models.scope import ephemeral_scope
-from models.writes import set_value
+from scopecheck.data import PI_SESSIONS
+from scopecheck.impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.models.addresses import value
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import set_value
 
-DATA = Path("/work/shared/data/pi-sessions")
+DATA = PI_SESSIONS
 
 
 def _install(source: Path, root: Path) -> str:
@@ -93,7 +94,7 @@ def _peak(call: Any, *args: Any) -> int:
 
 
 def _fork_figures(source: Path, tmp: Path, runs: int, scale: int) -> dict[str, Any]:
-    from models.fork import BranchFork, TreeFork
+    from scopecheck.models.fork import BranchFork, TreeFork
 
     scopes: dict[str, Any] = {
         "tree": TreeFork,

@@ -38,8 +38,8 @@ def power_loss_figures() -> dict[str, Any]:
     crash-during-recovery states and I/O faults)."""
     import time
 
-    from crashsim.lifecycle import explore_jsonl_lifecycle, lifecycle_program
-    from crashsim.sqlite_sweep import lifecycle_crash_sweep
+    from scopecheck.crashsim.lifecycle import explore_jsonl_lifecycle, lifecycle_program
+    from scopecheck.crashsim.sqlite_sweep import lifecycle_crash_sweep
 
     figures: dict[str, Any] = {"transactions": len(lifecycle_program("short").txs)}
     for layout in ("per-file", "shared"):

@@ -38,9 +38,9 @@ from typing import Any
 import attrs
 import orjson
 
-from models.lifecycle import Tx
-from models.records import Committed
-from models.writes import (
+from scopecheck.models.lifecycle import Tx
+from scopecheck.models.records import Committed
+from scopecheck.models.writes import (
     AppendList,
     DeleteList,
     DeleteValue,
@@ -272,14 +272,14 @@ class Layout:
 
 
 def _memory_layout() -> Layout:
-    from impl.memory import MemoryRepository
+    from scopecheck.impl.memory import MemoryRepository
 
     return Layout(lambda root, clock: MemoryRepository(clock), lambda root: [], None)
 
 
 def _jsonl_layout() -> Layout:
     # Imported by name so this module type-checks before the JSONL backend lands.
-    jsonl: Any = importlib.import_module("impl.jsonl")
+    jsonl: Any = importlib.import_module("scopecheck.impl.jsonl")
 
     def main(root: str) -> list[str]:
         return [os.path.join(root, f"{SESSION_ID}.jsonl")]
@@ -292,7 +292,7 @@ def _jsonl_layout() -> Layout:
 
 
 def _sqlite_layout() -> Layout:
-    sqlite: Any = importlib.import_module("impl.sqlite")
+    sqlite: Any = importlib.import_module("scopecheck.impl.sqlite")
 
     def files(root: str) -> list[str]:
         base = os.path.join(root, f"{SESSION_ID}.sqlite")

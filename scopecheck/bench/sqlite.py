@@ -21,11 +21,11 @@ from typing import Any
 
 import apsw
 
-from crashsim.sqlite_sweep import Layout, crash_sweep, io_error_sweep, recovery_io_sweep
-from crashsim.workload import StepClock, Transaction, make_workload
-from impl.sqlite import SqliteRepository
-from impl.sqlite.schema import initialise
-from models.writes import (
+from scopecheck.crashsim.sqlite_sweep import Layout, crash_sweep, io_error_sweep, recovery_io_sweep
+from scopecheck.crashsim.workload import StepClock, Transaction, make_workload
+from scopecheck.impl.sqlite import SqliteRepository
+from scopecheck.impl.sqlite.schema import initialise
+from scopecheck.models.writes import (
     AppendList,
     DeleteList,
     DeleteValue,

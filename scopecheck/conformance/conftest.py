@@ -2,6 +2,8 @@
 
 ``backend`` is parametrised with the backends named by ``--scopecheck-backend`` (the pytest
 plugin, ``scopecheck.pytest_plugin``) or, without that option, with every bundled backend.
+Nothing here changes Hypothesis's settings: the runs that use Hypothesis pass scopecheck's
+profile themselves (INSTALL-2).
 """
 
 from __future__ import annotations
@@ -10,12 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from models.protocols import Repository, Storage
 from scopecheck.backends import BUNDLED, Backend, World
 from scopecheck.conformance.helpers import Clock
-from scopecheck.profiles import load_profile
-
-load_profile()
+from scopecheck.models.protocols import Repository, Storage
 
 
 def selected_backends(config: pytest.Config) -> list[Backend]:

@@ -1,8 +1,8 @@
 """Crash exploration of the backend under test, when its factory takes ``fs`` and ``root``.
 
 With ``--scopecheck-backend=SPEC`` the test runs the generic crash sweep
-(``crashsim.generic_sweep``) against that backend, or is *skipped* — never passed — when its
-factory does not take a FileSystem (CRASH-FS-8); a second test runs the workload once per
+(``scopecheck.crashsim.generic_sweep``) against that backend, or is *skipped* — never passed — when
+its factory does not take a FileSystem (CRASH-FS-8); a second test runs the workload once per
 single I/O fault (CRASH-FS-9..11).  Without the option it runs against our JSONL
 backend through the same generic sweep (no false alarms on a backend known to recover).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from crashsim.generic_sweep import SKIPPED, Factory, jsonl_factory, sweep, workload
 from scopecheck.crash_explorers import GenericCrashExplorer
+from scopecheck.crashsim.generic_sweep import SKIPPED, Factory, jsonl_factory, sweep, workload
 
 #: Workload seeds: 0 is creates, commits and restarts; 1 adds a delete and a new create.
 SEEDS = (0, 1)

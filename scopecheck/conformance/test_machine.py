@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends import Backend
 from scopecheck.machine import make_machine
+from scopecheck.profiles import get_profile
 
 MACHINE_RULES = (
     "SCOPE-1",
@@ -34,5 +34,7 @@ MACHINE_RULES = (
 @pytest.mark.rule(*MACHINE_RULES)
 def test_machine_agrees_with_the_model(backend: Backend) -> None:
     """Every result, error code and the complete logical state equal the model's, every step,
-    across close/reopen and restarts (the active Hypothesis profile sets the budget)."""
-    run_state_machine_as_test(make_machine(backend), settings=settings())  # type: ignore[no-untyped-call]
+    across close/reopen and restarts (scopecheck's profile, ``$SCOPECHECK_PROFILE``, sets the
+    budget; the user's own Hypothesis settings are left alone)."""
+    machine = make_machine(backend)
+    run_state_machine_as_test(machine, settings=get_profile())  # type: ignore[no-untyped-call]

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from models import errors
-from models.addresses import value, value_list
-from models.scope import ephemeral_scope
-from models.writes import (
+from scopecheck.conformance.helpers import lists_of, values_of
+from scopecheck.models import errors
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import (
     append_list,
     delete_list,
     delete_value,
@@ -19,7 +20,6 @@ from models.writes import (
     retire_scope,
     set_value,
 )
-from scopecheck.conformance.helpers import lists_of, values_of
 
 OP = ephemeral_scope("op-1")
 OTHER = ephemeral_scope("op-2")

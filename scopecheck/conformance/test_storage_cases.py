@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from models import errors
-from models.addresses import value, value_list
-from models.records import MAX_LIST_LIMIT
-from models.writes import (
+from scopecheck.conformance.helpers import lists_of, values_of
+from scopecheck.models import errors
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.records import MAX_LIST_LIMIT
+from scopecheck.models.writes import (
     append_list,
     delete_list,
     delete_value,
@@ -18,7 +19,6 @@ from models.writes import (
     insert_usage,
     set_value,
 )
-from scopecheck.conformance.helpers import lists_of, values_of
 
 
 def code_of(call: Any) -> str:

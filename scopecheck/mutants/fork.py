@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from impl.jsonl import JsonlRepository
-from impl.memory import MemoryRepository, MemoryState, build_memory_fork
-from impl.sqlite import SqliteContainerRepository, SqliteRepository
-from impl.sqlite.fork import Rows, Stage
-from models.errors import ScopecheckError
-from models.fork import BranchFork, ForkOptions, TreeFork
-from models.fork_policy import (
+from scopecheck.backends import Backend, JsonlWorld, MemoryWorld, SqliteWorld
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.impl.memory import MemoryRepository, MemoryState, build_memory_fork
+from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
+from scopecheck.impl.sqlite.fork import Rows, Stage
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
+from scopecheck.models.fork_policy import (
     MISSING,
     BranchTarget,
     DestElement,
@@ -32,8 +33,7 @@ from models.fork_policy import (
     classify_list,
     select_target,
 )
-from models.records import ListElement, ValueRecord
-from scopecheck.backends import Backend, JsonlWorld, MemoryWorld, SqliteWorld
+from scopecheck.models.records import ListElement, ValueRecord
 from scopecheck.mutants import Mutant, MutantResult, register
 
 PROBES: dict[str, Callable[[], tuple[bool, str]]] = {}
@@ -294,8 +294,8 @@ def probe_torn_tail(
     repository_class: type[JsonlRepository] = RepairingJsonlRepository,
 ) -> tuple[bool, str]:
     """Fork a closed torn-tail source; caught iff the source bytes changed (FORK-14)."""
-    from models.addresses import value
-    from models.writes import set_value
+    from scopecheck.models.addresses import value
+    from scopecheck.models.writes import set_value
 
     with tempfile.TemporaryDirectory(prefix="scopecheck-fork-probe-") as root:
         repo = repository_class(root, clock=lambda: 1, cwd="/")

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from impl.jsonl import JsonlRepository, JsonlStorage, layout
-from impl.jsonl.load import SessionLoad, load_session
-from models.records import Committed
 from scopecheck.backends import Backend, EveryOtherUnlinkFails, JsonlWorld
+from scopecheck.impl.jsonl import JsonlRepository, JsonlStorage, layout
+from scopecheck.impl.jsonl.load import SessionLoad, load_session
+from scopecheck.models.records import Committed
 from scopecheck.mutants import Mutant, register
 
 

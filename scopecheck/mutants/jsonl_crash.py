@@ -2,10 +2,10 @@
 runs them (``Mutant.check``).
 
 Without a crash each of these backends ends every workload in the right state, so the
-machine cannot see them; :func:`crash_result` runs the crash explorer (``crashsim.jsonl_sweep``)
-over the named workloads until a state breaks a CRASH rule and reports the first one.  The two
-older crash-only JSONL mutants (``jsonl-unlink-before-retire-durable``,
-``jsonl-torn-tail-kept``) get the same check here.
+machine cannot see them; :func:`crash_result` runs the crash explorer
+(``scopecheck.crashsim.jsonl_sweep``) over the named workloads until a state breaks a CRASH rule and
+reports the first one.  The two older crash-only JSONL mutants
+(``jsonl-unlink-before-retire-durable``, ``jsonl-torn-tail-kept``) get the same check here.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any
 
 import attrs
 
-from impl.fs import join_lines
-from impl.jsonl import JsonlRepository, JsonlStorage, layout
-from impl.jsonl.codec import encode_scope_header
-from impl.jsonl.storage import publish
-from models.errors import StorageIOError
 from scopecheck.backends import Backend
 from scopecheck.crash_explorers import JsonlCrashExplorer
+from scopecheck.impl.fs import join_lines
+from scopecheck.impl.jsonl import JsonlRepository, JsonlStorage, layout
+from scopecheck.impl.jsonl.codec import encode_scope_header
+from scopecheck.impl.jsonl.storage import publish
+from scopecheck.models.errors import StorageIOError
 from scopecheck.mutants import CATALOGUE, Mutant, MutantResult, register
 from scopecheck.mutants.jsonl import _backend, _repository
 
@@ -77,8 +77,8 @@ def _load_variant(
     self: JsonlRepository, main: str, session_id: str, *, repair: bool, retry: bool
 ) -> JsonlStorage:
     """``JsonlRepository._load_files`` with torn-tail repair or stage-9 unlink switched off."""
-    from impl.jsonl.replay import replay
-    from impl.jsonl.storage import _dumps
+    from scopecheck.impl.jsonl.replay import replay
+    from scopecheck.impl.jsonl.storage import _dumps
 
     fs = self.fs
     load = self._load_plan(main, session_id)
@@ -182,8 +182,8 @@ NEW: dict[str, tuple[str, type[JsonlRepository]]] = {
 
 def crash_result(name: str, description: str, repo_class: type[JsonlRepository]) -> MutantResult:
     """Run the crash explorer over the named workloads until a state fails (CRASH-*)."""
-    from crashsim.jsonl_sweep import explore_workload
-    from crashsim.jsonl_workloads import BUNDLED, NAMED
+    from scopecheck.crashsim.jsonl_sweep import explore_workload
+    from scopecheck.crashsim.jsonl_workloads import BUNDLED, NAMED
 
     started = time.perf_counter()
     first = None

@@ -20,13 +20,13 @@ import tempfile
 from functools import partial
 from typing import Any
 
-from impl.jsonl import JsonlRepository
-from impl.jsonl.legacy import import_legacy, is_legacy_header
-from impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
-from impl.jsonl.storage import publish
-from models.errors import ScopecheckError
-from models.fork import ForkOptions, TreeFork
 from scopecheck.backends import Backend, JsonlLegacyWorld
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.impl.jsonl.legacy import import_legacy, is_legacy_header
+from scopecheck.impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
+from scopecheck.impl.jsonl.storage import publish
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.fork import ForkOptions, TreeFork
 from scopecheck.mutants import Mutant, register
 from scopecheck.mutants.fork import PROBES
 

@@ -6,11 +6,11 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from impl.memory import MemoryRepository, MemoryStorage
-from impl.validation import check_list_query, check_shape
-from models.records import Committed, ListElement, Order
-from models.writes import AppendList, SetValue, Write
 from scopecheck.backends import Backend, MemoryWorld
+from scopecheck.impl.memory import MemoryRepository, MemoryStorage
+from scopecheck.impl.validation import check_list_query, check_shape
+from scopecheck.models.records import Committed, ListElement, Order
+from scopecheck.models.writes import AppendList, SetValue, Write
 from scopecheck.mutants import Mutant, register
 
 #: Extra per-Session state a mutant keeps (MemoryState is slotted; the real backend needs none).

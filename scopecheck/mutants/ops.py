@@ -1,15 +1,16 @@
 """Planted harness bugs: broken operation lifecycles the lifecycle machine must catch.
 
-Each mutant is a :class:`~models.lifecycle.Lifecycle` subclass overriding one hook, run by the
-lifecycle machine on the Memory backend (the storage is correct; the owner is wrong).  They are
-the mistakes 000 §2.2, §5 and §9.5 warn about.
+Each mutant is a :class:`~scopecheck.models.lifecycle.Lifecycle` subclass overriding one hook, run
+by the lifecycle machine on the Memory backend (the storage is correct; the owner is wrong).  They
+are the mistakes 000 §2.2, §5 and §9.5 warn about.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from models.lifecycle import (
+from scopecheck.backends import MEMORY, Backend
+from scopecheck.models.lifecycle import (
     Lifecycle,
     Operation,
     Outcome,
@@ -17,9 +18,8 @@ from models.lifecycle import (
     operation_state,
     pending_assistant_frames,
 )
-from models.scope import EphemeralScope
-from models.writes import AnyWrite, delete_list, retire_scope
-from scopecheck.backends import MEMORY, Backend
+from scopecheck.models.scope import EphemeralScope
+from scopecheck.models.writes import AnyWrite, delete_list, retire_scope
 from scopecheck.mutants import Mutant, register
 
 

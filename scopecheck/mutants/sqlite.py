@@ -14,11 +14,12 @@ from typing import Any
 
 import attrs
 
-from impl.sqlite import SqliteContainerRepository, SqliteRepository, SqliteStorage
-from models.addresses import ValueAddress, value, value_list
-from models.records import Committed
-from models.scope import Scope, ephemeral_scope
-from models.writes import (
+from scopecheck.backends import Backend, SqliteWorld
+from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository, SqliteStorage
+from scopecheck.models.addresses import ValueAddress, value, value_list
+from scopecheck.models.records import Committed
+from scopecheck.models.scope import Scope, ephemeral_scope
+from scopecheck.models.writes import (
     AnyWrite,
     AppendList,
     RetireScope,
@@ -27,7 +28,6 @@ from models.writes import (
     retire_scope,
     set_value,
 )
-from scopecheck.backends import Backend, SqliteWorld
 from scopecheck.mutants import Mutant, MutantResult, register
 
 
@@ -172,7 +172,7 @@ def crash_workload() -> list[tuple[AnyWrite, ...]]:
 
 def crash_check(mutant: SqliteMutant, max_failures: int = 1) -> Any:
     """Run the crash sweep against ``mutant``; the returned report's failures are the catch."""
-    from crashsim.sqlite_sweep import crash_sweep
+    from scopecheck.crashsim.sqlite_sweep import crash_sweep
 
     return crash_sweep(
         crash_workload(),

@@ -9,10 +9,11 @@ tool-result entry, and ends in terminal cleanup.
 
 ``scoped=True`` is the Step 1 shape (progress in ``ephemeral_scope(op)``, one retirement per
 operation); ``scoped=False`` is the same workload before Step 1: the same addresses in the session
-scope, with explicit deletes at settle, outcome and terminal (:class:`models.lifecycle.Lifecycle`).
+scope, with explicit deletes at settle, outcome and terminal
+(:class:`scopecheck.models.lifecycle.Lifecycle`).
 
 Payload text is synthetic by default; ``corpus`` names a pi session file (e.g.
-``../shared/data/pi-sessions/large-session.jsonl``) whose assistant text and tool results feed
+``scopecheck.data.pi_session("large-session")``) whose assistant text and tool results feed
 the frames and tool output instead.  Only the sizes matter for ``scopecheck bench size``.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 import attrs
 import orjson
 
-from models.lifecycle import Lifecycle, Tx
+from scopecheck.models.lifecycle import Lifecycle, Tx
 
 _FILLER = (
     "The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs. "

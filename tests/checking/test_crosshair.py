@@ -69,7 +69,9 @@ def test_crosshair_catches_a_planted_bug_in_every_contracted_function() -> None:
 @pytest.mark.rule("CHECK-5")
 def test_a_planted_bug_that_no_longer_matches_the_source_is_an_error(tmp_path: Path) -> None:
     """A planted bug whose text drifted from the source fails loudly instead of planting nothing."""
-    stale = PlantedBug("stale", "impl.jsonl.highwater", "high_water", "no such text", "x", "", "")
+    stale = PlantedBug(
+        "stale", "scopecheck.impl.jsonl.highwater", "high_water", "no such text", "x", "", ""
+    )
     with pytest.raises(ValueError, match="occurs 0 times"):
         plant(stale, tmp_path)
 

@@ -18,18 +18,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.addresses import value, value_list
-from models.fork_policy import LIST_DISPOSITIONS, Disposition, classify, classify_list
-from models.payload import decode_json, encode_json
-from models.reference import ReferenceRepository
-from models.scope import (
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.fork_policy import LIST_DISPOSITIONS, Disposition, classify, classify_list
+from scopecheck.models.payload import decode_json, encode_json
+from scopecheck.models.reference import ReferenceRepository
+from scopecheck.models.scope import (
     MAX_ENCODED_SCOPE_ID,
     decode_uri_component,
     encode_uri_component,
     ephemeral_scope,
     scope_id_problem,
 )
-from models.writes import AppendList, append_list, set_value
+from scopecheck.models.writes import AppendList, append_list, set_value
 
 json_scalars = (
     st.none()
@@ -168,15 +168,15 @@ def test_the_crosshair_profile_draws_from_the_crosshair_backend() -> None:
 
     assert "crosshair" in PROFILES
     register_crosshair_profile()
-    assert settings.get_profile("crosshair").backend == "crosshair"
+    assert settings.get_profile("scopecheck-crosshair").backend == "crosshair"
 
 
 def test_the_stop_page_contract_can_fail() -> None:
     """The CrossHair postcondition of ``stop_page`` (LIST-5) must reject what a broken pager
     would return: a page running past a marker, a page cut short without one; and accept the
     right pages.  A contract that cannot fail checks nothing (CHECK-1)."""
-    from impl.validation import _stops_at_marker, stop_page
-    from models.records import ListElement
+    from scopecheck.impl.validation import _stops_at_marker, stop_page
+    from scopecheck.models.records import ListElement
 
     elements = [ListElement(1, b"1", "m"), ListElement(2, b"2", None), ListElement(3, b"3", None)]
     assert not _stops_at_marker(elements, "m", elements)  # ran past the marker

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crashsim.jsonl_disk import Disk, DiskState, Op
-from crashsim.jsonl_sweep import (
+from scopecheck.crashsim.jsonl_disk import Disk, DiskState, Op
+from scopecheck.crashsim.jsonl_sweep import (
     MAIN,
     SCOPES,
     Checker,
@@ -32,7 +32,7 @@ from crashsim.jsonl_sweep import (
     max_seq_on_disk,
     trace,
 )
-from crashsim.jsonl_workloads import (
+from scopecheck.crashsim.jsonl_workloads import (
     BUNDLED,
     NAMED,
     Step,
@@ -41,7 +41,7 @@ from crashsim.jsonl_workloads import (
     load_workloads,
     workload_from_json,
 )
-from crashsim.workload import make_workload
+from scopecheck.crashsim.workload import make_workload
 from scopecheck.mutants import all_mutants
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -241,7 +241,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=dict(os.environ),
     )
 
 

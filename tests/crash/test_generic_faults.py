@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,16 +15,12 @@ from typing import Any, ClassVar
 import orjson
 import pytest
 
-from crashsim.faults import faults_for
-from crashsim.generic_faults import fault_runs
-from crashsim.generic_sweep import jsonl_factory, replay_record, sweep, trace, workload
-from impl.validation import check_session_id
-from models.errors import StorageIOError, usage
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
-
-import good_file_backend as good  # type: ignore[import-not-found]  # noqa: E402
+from scopecheck.crashsim.faults import faults_for
+from scopecheck.crashsim.generic_faults import fault_runs
+from scopecheck.crashsim.generic_sweep import jsonl_factory, replay_record, sweep, trace, workload
+from scopecheck.examples import good_file_backend as good
+from scopecheck.impl.validation import check_session_id
+from scopecheck.models.errors import StorageIOError, usage
 
 Factory = Callable[..., Any]
 SEEDS = range(4)

@@ -8,32 +8,26 @@ get wrong) plus a JSONL mutant, run through the same factory interface users wri
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from crashsim.generic_sweep import (
+from scopecheck.crashsim.generic_sweep import (
     jsonl_factory,
     replay_record,
     sweep,
-    takes_filesystem,
     workload,
 )
-from crashsim.jsonl_workloads import BUNDLED, NAMED
-from impl.jsonl import JsonlRepository
-from impl.validation import check_session_id
-from models.errors import usage
+from scopecheck.crashsim.jsonl_workloads import BUNDLED, NAMED
+from scopecheck.examples import broken_file_backend
+from scopecheck.examples import good_file_backend as good
+from scopecheck.factory import takes_filesystem
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.impl.validation import check_session_id
+from scopecheck.models.errors import usage
 from scopecheck.mutants.jsonl_crash import AckBeforeFsync
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
-
-import broken_file_backend  # type: ignore[import-not-found]  # noqa: E402
-import good_file_backend as good  # type: ignore[import-not-found]  # noqa: E402
 
 Factory = Callable[..., Any]
 
@@ -108,7 +102,7 @@ class ForgetsOnRestart(good.FileRepository):  # type: ignore[misc]
     """Never reads the log back: a restart starts every Session empty."""
 
     def load(self, session_id: str) -> dict[str, Any]:
-        from models.records import UsageTotals
+        from scopecheck.models.records import UsageTotals
 
         return {
             "next_seq": 1,

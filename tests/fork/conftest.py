@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from models.addresses import value, value_list
-from models.errors import ScopecheckError
-from models.fork import ForkOptions
-from models.reference import ReferenceRepository
-from models.scope import ephemeral_scope
-from models.writes import (
+from scopecheck.backends import BUNDLED, World
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.fork import ForkOptions
+from scopecheck.models.reference import ReferenceRepository
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import (
     AnyWrite,
     append_list,
     delete_list,
@@ -20,7 +21,6 @@ from models.writes import (
     insert_usage,
     set_value,
 )
-from scopecheck.backends import BUNDLED, World
 
 BACKENDS = ("memory", "jsonl", "sqlite", "sqlite-shared")
 IDLE = {"currentOperationId": None, "lastOperationId": None, "inbox": []}

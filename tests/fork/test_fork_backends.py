@@ -12,14 +12,14 @@ from typing import Any
 import orjson
 import pytest
 
-from impl.fs import OsFileSystem, TracingFileSystem
-from impl.jsonl import JsonlRepository
-from impl.jsonl.codec import transaction_records
-from impl.sqlite import SqliteContainerRepository, SqliteRepository
-from models.addresses import value, value_list
-from models.errors import ScopecheckError
-from models.fork import BranchFork, TreeFork
-from models.writes import append_list, delete_list, delete_value, insert_entry, set_value
+from scopecheck.impl.fs import OsFileSystem, TracingFileSystem
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.impl.jsonl.codec import transaction_records
+from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.fork import BranchFork, TreeFork
+from scopecheck.models.writes import append_list, delete_list, delete_value, insert_entry, set_value
 from tests.fork.conftest import IDLE
 
 CLOCK = lambda: 1_750_000_000_000  # noqa: E731
@@ -142,7 +142,7 @@ def test_jsonl_destination_holds_only_current_rows_in_seq_order(tmp_path: Any) -
 def test_jsonl_append_after_capture_is_absent(tmp_path: Any, monkeypatch: Any) -> None:
     """A source commit that completes after the boundary capture, while the fork streams, is
     wholly absent from that fork; a later fork includes it."""
-    import impl.jsonl.storage as jsonl_storage
+    import scopecheck.impl.jsonl.storage as jsonl_storage
 
     repo = JsonlRepository(str(tmp_path), clock=CLOCK, cwd="/")
     storage = repo.create("src")
@@ -213,7 +213,7 @@ def test_sqlite_commit_while_staging_completes_and_is_absent(
     """The independent reader's snapshot is taken at the boundary; a source commit on the
     writer connection completes while the stage is being filled (both layouts) and is wholly
     absent from that fork; a later fork includes it."""
-    from impl.sqlite import fork as sqlite_fork
+    from scopecheck.impl.sqlite import fork as sqlite_fork
 
     repo = _sqlite(tmp_path, shared)
     storage = repo.create("src")
@@ -250,7 +250,7 @@ def test_sqlite_fork_snapshot_waits_for_a_commit_in_flight(
     SQLite's lock instead and fails with ``locked`` once a commit outlasts the busy timeout."""
     import threading
 
-    from impl.sqlite.storage import SqliteStorage
+    from scopecheck.impl.sqlite.storage import SqliteStorage
 
     repo = _sqlite(tmp_path, shared)
     storage = repo.create("src")
@@ -286,8 +286,8 @@ def test_sqlite_fork_snapshot_waits_for_a_commit_in_flight(
 
 
 def _with_ephemeral(storage: Any) -> None:
-    from models.scope import ephemeral_scope
-    from models.writes import retire_scope
+    from scopecheck.models.scope import ephemeral_scope
+    from scopecheck.models.writes import retire_scope
 
     _source(storage)
     op1, op2 = ephemeral_scope("op1"), ephemeral_scope("op/2")

@@ -1,17 +1,17 @@
 """Focused fork tests, one per bullet of 001 §5, on every backend and checked against the model.
 
-Every successful fork is also compared with :mod:`models.fork_model` by ``Env.fork``.
+Every successful fork is also compared with :mod:`scopecheck.models.fork_model` by ``Env.fork``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from models.addresses import value, value_list
-from models.errors import ScopecheckError
-from models.fork import BranchFork, TreeFork
-from models.records import Stats
-from models.writes import (
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.fork import BranchFork, TreeFork
+from scopecheck.models.records import Stats
+from scopecheck.models.writes import (
     append_list,
     delete_list,
     delete_value,
@@ -326,7 +326,7 @@ def test_seqs_preserved_and_high_water_kept(env: Env) -> None:
 @pytest.mark.rule("FORK-6", "FORK-10")
 def test_high_water_counts_ephemeral_commits(env: Env) -> None:
     """The last commits went to an ephemeral scope: the destination still starts above them."""
-    from models.scope import ephemeral_scope
+    from scopecheck.models.scope import ephemeral_scope
 
     rich_source(env)
     last = env.commit(set_value(value("k", "", ephemeral_scope("op2")), 1))[0]
@@ -431,8 +431,8 @@ def test_fork_option_errors_name_the_field_and_optional_fields_accept_none() -> 
 def test_branch_lane_errors_carry_the_branch_name() -> None:
     """The shared classifier's refusals say which branch: ``details['branch']`` for an unknown
     or data-only branch, ``details['lane']`` for a corrupt lane."""
-    from models.errors import CorruptError
-    from models.fork_policy import check_branch_lane
+    from scopecheck.models.errors import CorruptError
+    from scopecheck.models.fork_policy import check_branch_lane
 
     options = BranchFork("feature")
     for has_tip, has_config, has_state, code, key in (

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from impl.fs import OsFileSystem
-from impl.jsonl import JsonlRepository
-from models.fork import BranchFork, ForkOptions, TreeFork
+from scopecheck.impl.fs import OsFileSystem
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
 from tests.fork.test_fork_backends import _with_ephemeral
 from tests.jsonl.test_crash_sweep import CrashAt, CrashingFs, SimulatedCrash
 

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from impl.sqlite import SqliteContainerRepository, SqliteRepository
-from impl.sqlite.fork import span_sql
-from models.fork_policy import (
+from scopecheck import fork_reads
+from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
+from scopecheck.impl.sqlite.fork import span_sql
+from scopecheck.models.fork_policy import (
     BRANCH_LIST_SPANS,
     BRANCH_VALUE_SPANS,
     ENTRY_LABEL,
@@ -24,7 +25,6 @@ from models.fork_policy import (
     classify_list,
     scan_spans,
 )
-from scopecheck import fork_reads
 from scopecheck.mutants.fork import probe_unfiltered_reads
 
 _EDGES = (

@@ -19,21 +19,20 @@ from pathlib import Path
 
 import pytest
 
-from impl.jsonl.scratch import scratch_index
+from scopecheck.data import pi_session
+from scopecheck.impl.jsonl.scratch import scratch_index
 
 ROOT = Path(__file__).resolve().parents[2]
-LEGACY = Path("/work/shared/data/pi-sessions/large-session.jsonl")
-if not LEGACY.is_file():  # the main checkout layout: /work/main/tests/fork
-    LEGACY = ROOT.parent / "shared" / "data" / "pi-sessions" / "large-session.jsonl"
+LEGACY = pi_session("large-session")
 
 CHILD = r"""
 import os, shutil, sys, tempfile
 import apsw
-from impl.jsonl import JsonlRepository
-from impl.jsonl import fork as fork_module, legacy_fork
-from models.addresses import value
-from models.fork import TreeFork
-from models.writes import insert_entry, set_value
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.impl.jsonl import fork as fork_module, legacy_fork
+from scopecheck.models.addresses import value
+from scopecheck.models.fork import TreeFork
+from scopecheck.models.writes import insert_entry, set_value
 
 root, kind, planted = sys.argv[1], sys.argv[2], sys.argv[3] == "planted"
 
@@ -105,7 +104,7 @@ def run_killed_fork(tmp_path: Path, kind: str, planted: bool) -> list[str]:
     args = [sys.executable, "-c", CHILD, str(sessions), kind, "planted" if planted else "real"]
     if kind == "legacy":
         args.append(str(LEGACY))
-    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TMPDIR": str(scratch)}
     env.pop("SQLITE_TMPDIR", None)
     result = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     # 17: killed where intended, with the real index's file open; 18: it never reached disk

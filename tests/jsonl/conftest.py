@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from impl.fs import OsFileSystem, TracingFileSystem
-from impl.jsonl import JsonlRepository
+from scopecheck.impl.fs import OsFileSystem, TracingFileSystem
+from scopecheck.impl.jsonl import JsonlRepository
 
 
 class Clock:

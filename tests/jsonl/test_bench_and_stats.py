@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impl.stats import add_usage, add_usages, usage_problem
-from models.errors import UsageError
-from models.records import UsageTotals
-from models.writes import insert_usage
 from scopecheck.bench.jsonl import bench_jsonl
+from scopecheck.impl.stats import add_usage, add_usages, usage_problem
+from scopecheck.models.errors import UsageError
+from scopecheck.models.records import UsageTotals
+from scopecheck.models.writes import insert_usage
 
 
 def test_bench_jsonl_reports_open_ratio_and_commit_rate() -> None:
@@ -119,8 +119,8 @@ def test_measure_fuzz_reports_steps_per_second() -> None:
 
 def test_lazy_records_never_hand_out_raw_dicts() -> None:
     """Every read path of the lazy resident maps returns built records (JSONL-7)."""
-    from impl.jsonl.lazy import LazyRecords, build_value
-    from models.records import ValueRecord
+    from scopecheck.impl.jsonl.lazy import LazyRecords, build_value
+    from scopecheck.models.records import ValueRecord
 
     lazy: LazyRecords[str, ValueRecord] = LazyRecords(build_value)
     for name in "abcde":
@@ -141,8 +141,8 @@ def test_lazy_records_never_hand_out_raw_dicts() -> None:
 
 def test_lazy_records_build_values_stored_after_replay_counted_them() -> None:
     """A value stored raw after ``count_raw`` (replay's note) is still built when read."""
-    from impl.jsonl.lazy import LazyRecords, build_value
-    from models.records import ValueRecord
+    from scopecheck.impl.jsonl.lazy import LazyRecords, build_value
+    from scopecheck.models.records import ValueRecord
 
     lazy: LazyRecords[str, ValueRecord] = LazyRecords(build_value)
     lazy["a"] = {"seq": 1, "value": "a"}  # type: ignore[assignment]  # replay's plain store
@@ -156,8 +156,8 @@ def test_lazy_records_pop_builds_a_record_held_as_its_line() -> None:
     shares with other records, as ``get`` does."""
     import orjson
 
-    from impl.jsonl.lazy import LazyRecords, build_value, find_value
-    from models.records import ValueRecord
+    from scopecheck.impl.jsonl.lazy import LazyRecords, build_value, find_value
+    from scopecheck.models.records import ValueRecord
 
     line = orjson.dumps(
         [

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from models.addresses import value, value_list
-from models.errors import ScopecheckError
-from models.protocols import Repository
-from models.scope import ephemeral_scope
-from models.writes import (
+from scopecheck.backends import resolve_backend
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.protocols import Repository
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import (
     append_list,
     delete_list,
     delete_value,
@@ -26,7 +27,6 @@ from models.writes import (
     retire_scope,
     set_value,
 )
-from scopecheck.backends import resolve_backend
 
 A = ephemeral_scope("op-A")
 B = ephemeral_scope("op-B")

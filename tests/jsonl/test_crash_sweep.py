@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from crashsim.jsonl_workloads import BUNDLED
-from impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
-from impl.jsonl import JsonlRepository
-from impl.memory import MemoryRepository
-from models.addresses import value
-from models.records import Snapshot
-from models.writes import set_value
+from scopecheck.crashsim.jsonl_workloads import BUNDLED
+from scopecheck.impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.impl.memory import MemoryRepository
+from scopecheck.models.addresses import value
+from scopecheck.models.records import Snapshot
+from scopecheck.models.writes import set_value
 
 #: Shared with the pyfakefs crash simulator's bundled workload ``process-crash-mix``.
 WORKLOAD: list[list[Any]] = [

@@ -24,15 +24,15 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from impl.fs import Lines, OsFileSystem
-from impl.jsonl import layout
-from impl.jsonl import load as load_module
-from impl.jsonl import replay as replay_module
-from impl.jsonl.codec import encode_header, encode_scope_header
-from impl.jsonl.load import SessionLoad, load_session, scan_lines
-from impl.jsonl.replay import MainFold, fold_main_log, replay
-from impl.memory import MemoryState, MemoryStorage
-from models.records import Snapshot
+from scopecheck.impl.fs import Lines, OsFileSystem
+from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl import load as load_module
+from scopecheck.impl.jsonl import replay as replay_module
+from scopecheck.impl.jsonl.codec import encode_header, encode_scope_header
+from scopecheck.impl.jsonl.load import SessionLoad, load_session, scan_lines
+from scopecheck.impl.jsonl.replay import MainFold, fold_main_log, replay
+from scopecheck.impl.memory import MemoryState, MemoryStorage
+from scopecheck.models.records import Snapshot
 from tests.jsonl.test_index_transaction import BASES, ODD_VALUES, SCOPE, edits, mutated
 
 SID = "s"
@@ -306,9 +306,9 @@ def test_a_usage_value_no_writer_could_make_fails_open_as_corrupt(
     """``insert_usage`` admits int token counts and a cost dict of numbers only, so a file
     holding anything else is corrupt: open names the line (it used to fail with a bare
     ``TypeError``, or sum a bool), changes no byte, and the inspector agrees."""
-    from impl.jsonl import JsonlRepository
-    from models.errors import CorruptError
+    from scopecheck.impl.jsonl import JsonlRepository
     from scopecheck.inspect import inspect_session
+    from scopecheck.models.errors import CorruptError
 
     rec = {"kind": "usage", "id": "u1", "usage": value, "adjustment": False, "seq": 1,
            "timestamp": 5}  # fmt: skip
@@ -328,7 +328,7 @@ def test_a_usage_value_no_writer_could_make_fails_open_as_corrupt(
 def test_a_usage_value_a_writer_can_make_opens_with_its_totals(
     value: dict[str, Any], totals: tuple[int, float], tmp_path: Any
 ) -> None:
-    from impl.jsonl import JsonlRepository
+    from scopecheck.impl.jsonl import JsonlRepository
 
     rec = {"kind": "usage", "id": "u1", "usage": value, "adjustment": False, "seq": 1,
            "timestamp": 5}  # fmt: skip
@@ -384,8 +384,8 @@ def test_building_every_record_decodes_each_line_once(
     """``values()`` / ``items()`` of a resident map build every record still held as its line
     (the fast path) or as its replay operation (the documented path) decoding each line once
     for all the records it holds, not once per record (the point of holding lines, JSONL-7)."""
-    from impl.jsonl import codec
-    from impl.jsonl import lazy as lazy_module
+    from scopecheck.impl.jsonl import codec
+    from scopecheck.impl.jsonl import lazy as lazy_module
 
     line = orjson.dumps(
         [dict(BASES[4], seq=n, key=f"k{n}", value=n) for n in range(1, 4)]

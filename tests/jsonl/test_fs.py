@@ -13,7 +13,7 @@ import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.fake_os import FakeOsModule
 
-from impl.fs import (
+from scopecheck.impl.fs import (
     OsFileSystem,
     fs_code,
     pyfakefs_lister,
@@ -22,7 +22,7 @@ from impl.fs import (
     pyfakefs_writer,
     split_lines,
 )
-from models.errors import StorageIOError
+from scopecheck.models.errors import StorageIOError
 
 
 @pytest.fixture(params=["real", "fake", "fake-fast-reader"])
@@ -130,7 +130,7 @@ def test_failed_truncate_and_injected_append_name_the_operation(
     fs_root: tuple[OsFileSystem, str],
 ) -> None:
     """``details['op']`` says which operation failed; a partial append says how much got out."""
-    from impl.fs import TracingFileSystem
+    from scopecheck.impl.fs import TracingFileSystem
 
     fs, root = fs_root
     path = root + "/f"
@@ -158,7 +158,7 @@ def test_failed_truncate_and_injected_append_name_the_operation(
 def test_tracing_remove_of_a_missing_path_needs_force(fs_root: tuple[OsFileSystem, str]) -> None:
     """The tracing wrapper keeps the FileSystem defaults: removing a missing path is
     ``not_found`` unless ``force``."""
-    from impl.fs import TracingFileSystem
+    from scopecheck.impl.fs import TracingFileSystem
 
     fs, root = fs_root
     tracing = TracingFileSystem(fs)

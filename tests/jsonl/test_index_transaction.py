@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impl.jsonl.codec import (
+from scopecheck.impl.jsonl.codec import (
     OP_APPEND,
     OP_CLEAR,
     OP_DELETE,

@@ -15,12 +15,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from impl.jsonl import layout
-from impl.jsonl.load import load_session
-from models.addresses import value, value_list
-from models.errors import CorruptError, StorageIOError
-from models.scope import ephemeral_scope
-from models.writes import (
+from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl.load import load_session
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import CorruptError, StorageIOError
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import (
     append_list,
     delete_list,
     insert_entry,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from impl.jsonl import layout
-from impl.jsonl.codec import (
+from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl.codec import (
     OP_APPEND,
     BadRecord,
     _fast_ops,
@@ -22,11 +22,12 @@ from impl.jsonl.codec import (
     index_transaction,
     record_op,
 )
-from models.addresses import value, value_list
-from models.errors import CorruptError, StorageIOError, UsageError
-from models.fork import TreeFork
-from models.scope import ephemeral_scope
-from models.writes import (
+from scopecheck.inspect import inspect_session
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import CorruptError, StorageIOError, UsageError
+from scopecheck.models.fork import TreeFork
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import (
     append_list,
     delete_list,
     delete_value,
@@ -35,7 +36,6 @@ from models.writes import (
     retire_scope,
     set_value,
 )
-from scopecheck.inspect import inspect_session
 from tests.jsonl.conftest import RepoFactory, tree
 
 A = ephemeral_scope("op-A")

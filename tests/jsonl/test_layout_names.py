@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from impl.jsonl import layout
+from scopecheck.impl.jsonl import layout
 from tests.jsonl.conftest import RepoFactory
 
 

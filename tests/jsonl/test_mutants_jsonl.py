@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from hypothesis import Phase, settings
 
-from impl.fs import OsFileSystem, TracingFileSystem
-from impl.jsonl import JsonlRepository
-from models.addresses import value, value_list
-from models.errors import CorruptError
-from models.scope import ephemeral_scope
-from models.writes import append_list, retire_scope, set_value
+from scopecheck.impl.fs import OsFileSystem, TracingFileSystem
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import CorruptError
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import append_list, retire_scope, set_value
 from scopecheck.mutants import CATALOGUE, all_mutants, run_mutant
 from scopecheck.mutants.jsonl import TornTailKept, UnlinkBeforeRetireDurable, _repository
 from scopecheck.profiles import get_profile

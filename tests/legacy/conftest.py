@@ -11,13 +11,12 @@ from typing import Any
 import orjson
 import pytest
 
-from impl.fs import FileSystem, OsFileSystem
-from impl.jsonl import JsonlRepository
+from scopecheck import data
+from scopecheck.impl.fs import FileSystem, OsFileSystem
+from scopecheck.impl.jsonl import JsonlRepository
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pi-sessions"
-if not DATA.is_dir():  # the worktree layout: /work/<worktree>/tests/legacy
-    DATA = Path("/work/shared/data/pi-sessions")
-TRANSCRIPTS = ("large-session", "before-compaction")
+DATA = data.PI_SESSIONS
+TRANSCRIPTS = data.TRANSCRIPTS
 
 
 def counter_ids(timestamp_ms: int, ordinal: int) -> str:

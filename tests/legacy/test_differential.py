@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from impl.jsonl.codec import encode_write
-from impl.jsonl.legacy import import_legacy
-from models.errors import CorruptError
-from models.legacy import import_log
+from scopecheck.impl.jsonl.codec import encode_write
+from scopecheck.impl.jsonl.legacy import import_legacy
+from scopecheck.models.errors import CorruptError
+from scopecheck.models.legacy import import_log
 from tests.legacy.conftest import counter_ids
 
 TYPES = (
@@ -198,7 +198,7 @@ def test_both_importers_reject_a_broken_record_at_the_same_line(
 def test_lane_config_takes_the_nearest_tool_list() -> None:
     """The imported lane config carries the model, thinking level and *tool list* nearest the
     final record (REFERENCE §8), in both importers."""
-    from models.writes import SetValue
+    from scopecheck.models.writes import SetValue
 
     def rec(i: int, kind: str, parent: str | None, **extra: Any) -> bytes:
         stamp = f"2025-01-01T00:00:{i:02d}Z"

@@ -18,17 +18,17 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import impl.jsonl.legacy as backend_legacy
-import impl.jsonl.storage as jsonl_storage
-from impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
-from impl.jsonl import JsonlRepository
-from impl.jsonl.legacy import import_legacy
-from impl.jsonl.legacy_fork import LegacyCapture
-from models.addresses import value
-from models.errors import CorruptError, ScopecheckError
-from models.fork import BranchFork, ForkOptions, TreeFork
-from models.reference import ReferenceRepository
-from models.writes import set_value
+import scopecheck.impl.jsonl.legacy as backend_legacy
+import scopecheck.impl.jsonl.storage as jsonl_storage
+from scopecheck.impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
+from scopecheck.impl.jsonl import JsonlRepository
+from scopecheck.impl.jsonl.legacy import import_legacy
+from scopecheck.impl.jsonl.legacy_fork import LegacyCapture
+from scopecheck.models.addresses import value
+from scopecheck.models.errors import CorruptError, ScopecheckError
+from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
+from scopecheck.models.reference import ReferenceRepository
+from scopecheck.models.writes import set_value
 from tests.legacy.conftest import (
     DATA,
     TRANSCRIPTS,

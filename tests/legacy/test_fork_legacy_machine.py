@@ -4,8 +4,8 @@
 with a reconstructed ``main`` lane, ``s2`` data-only); the model starts from its own importer.
 Until a Session's first non-empty commit every fork of it while open must reject with
 ``legacy_not_upgraded`` on both sides; the ``fork_closed`` rule forks it closed (the bounded
-disk normaliser) and compares the destination with ``models.fork_model.expected_fork`` over the
-model's fresh reimport; after the first commit forks are ordinary format-4 forks.  Every
+disk normaliser) and compares the destination with ``scopecheck.models.fork_model.expected_fork``
+over the model's fresh reimport; after the first commit forks are ordinary format-4 forks.  Every
 example starts with one fork of a not-yet-upgraded source (``LegacyForkMachine``).
 """
 

@@ -8,10 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
-from impl.jsonl.legacy import uuid7_ids
-from models.addresses import value
-from models.errors import CorruptError
-from models.writes import set_value
+from scopecheck.impl.jsonl.legacy import uuid7_ids
+from scopecheck.models.addresses import value
+from scopecheck.models.errors import CorruptError
+from scopecheck.models.writes import set_value
 from tests.legacy.conftest import (
     TRANSCRIPTS,
     RepoFactory,
@@ -299,7 +299,7 @@ def test_header_only_file_has_a_null_tip(root: Path, make_repo: RepoFactory) -> 
 
 @pytest.mark.rule("LEGACY-3", "LEGACY-9")
 def test_default_ids_are_uuid7_and_fresh_per_open(root: Path) -> None:
-    from impl.jsonl import JsonlRepository
+    from scopecheck.impl.jsonl import JsonlRepository
 
     write_legacy(root, SID, [msg("m1", None), msg("m2", "m1")])
     first = JsonlRepository(str(root)).open(SID)

@@ -5,8 +5,8 @@ jsonl-legacy``): Session ``s1`` starts as the first lines of the real ``large-se
 transcript (with a reconstructed ``main`` lane) and ``s2`` as the first lines of
 ``before-compaction`` (through its first compaction; a data-only ``main``), each renamed to the
 machine's Session id.  The backend imports them through ``JsonlRepository.open``; the model
-starts from ``models.legacy.import_log`` over the same lines — a separately written importer
-(``SessionPairMachine`` does this for any world with ``legacy_files``).  Every later step
+starts from ``scopecheck.models.legacy.import_log`` over the same lines — a separately written
+importer (``SessionPairMachine`` does this for any world with ``legacy_files``).  Every later step
 (session and scoped writes, close/reopen before and after the upgrade, restart, repository
 misuse) is then checked against the model as for any Session.
 """

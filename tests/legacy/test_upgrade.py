@@ -10,16 +10,16 @@ from typing import Any
 import orjson
 import pytest
 
-from impl.fs import OsFileSystem, TracingFileSystem
-from impl.jsonl import JsonlRepository, JsonlStorage
-from impl.jsonl.legacy import LegacyImport
-from models.addresses import value, value_list
-from models.errors import StorageIOError
-from models.legacy import import_log
-from models.records import Snapshot
-from models.reference import ReferenceRepository, Transaction
-from models.scope import ephemeral_scope
-from models.writes import append_list, insert_entry, set_value
+from scopecheck.impl.fs import OsFileSystem, TracingFileSystem
+from scopecheck.impl.jsonl import JsonlRepository, JsonlStorage
+from scopecheck.impl.jsonl.legacy import LegacyImport
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import StorageIOError
+from scopecheck.models.legacy import import_log
+from scopecheck.models.records import Snapshot
+from scopecheck.models.reference import ReferenceRepository, Transaction
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import append_list, insert_entry, set_value
 from tests.jsonl.test_crash_sweep import MUTATING, CrashAt, CrashingFs, SimulatedCrash
 from tests.legacy.conftest import (
     TRANSCRIPTS,
@@ -374,7 +374,7 @@ def test_legacy_v3_first_session_write_and_first_scoped_write_paths_both_produce
     """Both first-write paths of a v3 file leave a main file that loads as format 4 (no
     corruption, header v4 with nextSeq, seqs 1..nextSeq-1), the scoped write only in its
     sidecar, and a reopen equal to the model (its own importer plus the same commit)."""
-    from impl.jsonl.load import load_session
+    from scopecheck.impl.jsonl.load import load_session
 
     path = write_legacy(root, SID, V3_RECORDS, version=3)
     lines = path.read_bytes().splitlines()

@@ -9,16 +9,23 @@ from typing import Any
 
 import pytest
 
-from models.lifecycle import (
+from scopecheck.lifecycle_machine import LifecycleMachine, check_transaction_shape, scoped_keys
+from scopecheck.models.lifecycle import (
     EPHEMERAL_NAMESPACES,
     TERMINAL_OUTCOMES,
     operation_tool_memo,
     pending_assistant_frames,
     pending_tool_output,
 )
-from models.scope import ephemeral_scope
-from models.writes import AppendList, DeleteList, DeleteValue, RetireScope, SetValue, set_value
-from scopecheck.lifecycle_machine import LifecycleMachine, check_transaction_shape, scoped_keys
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import (
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    RetireScope,
+    SetValue,
+    set_value,
+)
 
 A = "a"
 #: Machine rules take a lane index among the lanes where the step applies: 0 is lane "a" here.
@@ -227,7 +234,7 @@ def test_terminal_cleanup_no_longer_scans_memo_or_output_prefixes(run: Any) -> N
     """Terminal writes come from op state alone: the harness model holds no storage handle, so
     it cannot scan; it emits no per-address ephemeral delete; and it exports exactly three
     scoped address constructors and no prefix constructors (000 §5.2)."""
-    import models.lifecycle as lifecycle
+    import scopecheck.models.lifecycle as lifecycle
 
     _progress(run)
     assert not any(
@@ -267,7 +274,7 @@ def test_each_operation_family_and_cancellation_reach_terminal_with_one_retireme
 
 @pytest.mark.rule("OP-1")
 def test_shape_check_rejects_mixed_and_two_scope_transactions() -> None:
-    from models.lifecycle import Tx, operation_state
+    from scopecheck.models.lifecycle import Tx, operation_state
 
     mixed = Tx(
         "bad",

@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
-from models.lifecycle import Lifecycle, Tx
-from models.reference import ReferenceRepository
 from scopecheck.lifecycle_machine import scoped_keys
+from scopecheck.models.lifecycle import Lifecycle, Tx
+from scopecheck.models.reference import ReferenceRepository
 from tests.jsonl.test_crash_sweep import CrashAt, CrashingFs, SimulatedCrash
 
-jsonl = pytest.importorskip("impl.jsonl")
-fs = pytest.importorskip("impl.fs")
+jsonl = pytest.importorskip("scopecheck.impl.jsonl")
+fs = pytest.importorskip("scopecheck.impl.fs")
 
 
 def program() -> tuple[Lifecycle, list[Tx], list[dict[str, Any]]]:

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from crashsim.lifecycle import LifecycleProgram, lifecycle_problems, lifecycle_program
-from crashsim.sqlite_sweep import lifecycle_crash_sweep
-from models.lifecycle import Lifecycle
-from models.reference import ReferenceRepository
+from scopecheck.crashsim.lifecycle import LifecycleProgram, lifecycle_problems, lifecycle_program
+from scopecheck.crashsim.sqlite_sweep import lifecycle_crash_sweep
+from scopecheck.models.lifecycle import Lifecycle
+from scopecheck.models.reference import ReferenceRepository
 
 LONG = os.environ.get("SCOPECHECK_LONG_CRASH") == "1"
 SIZE: Any = "long" if LONG else "short"
@@ -160,7 +160,7 @@ def test_sqlite_sweep_catches_a_harness_that_never_retires_a_cancelled_scope() -
 def test_jsonl_lifecycle_survives_every_crash_and_power_loss_state() -> None:
     """Process crash before every file operation, partial writes, and power loss (unsynced
     bytes dropped or torn, directory operations undone since the last directory fsync)."""
-    from crashsim.lifecycle import explore_jsonl_lifecycle
+    from scopecheck.crashsim.lifecycle import explore_jsonl_lifecycle
 
     report = explore_jsonl_lifecycle(SIZE, recovery=LONG, faults=LONG, seed=5)
     assert report.states > 1000 and report.ops > 50
@@ -170,7 +170,7 @@ def test_jsonl_lifecycle_survives_every_crash_and_power_loss_state() -> None:
 @pytest.mark.rule("OP-21")
 def test_jsonl_sweep_catches_acknowledgement_before_fsync() -> None:
     """Planted: a commit acknowledged before its line is fsynced; power loss drops it."""
-    from crashsim.lifecycle import explore_jsonl_lifecycle
+    from scopecheck.crashsim.lifecycle import explore_jsonl_lifecycle
     from scopecheck.mutants.jsonl_crash import NEW
 
     _, repo = NEW["jsonl-ack-before-fsync"]
@@ -183,7 +183,7 @@ def test_jsonl_sweep_catches_acknowledgement_before_fsync() -> None:
 
 @pytest.mark.rule("OP-21")
 def test_jsonl_sweep_reports_a_broken_lifecycle_invariant_in_its_own_words() -> None:
-    from crashsim.lifecycle import explore_jsonl_lifecycle
+    from scopecheck.crashsim.lifecycle import explore_jsonl_lifecycle
 
     report = explore_jsonl_lifecycle(
         "short",

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from models.lifecycle import (
+from scopecheck.backends import BUNDLED
+from scopecheck.lifecycle_machine import LifecycleMachine, make_lifecycle_machine
+from scopecheck.models.lifecycle import (
     branch_tip,
     lane_state,
     operation_meta,
@@ -28,8 +30,6 @@ from models.lifecycle import (
     pending_entry,
     pending_tool_output,
 )
-from scopecheck.backends import BUNDLED
-from scopecheck.lifecycle_machine import LifecycleMachine, make_lifecycle_machine
 
 A = "a"
 L = 0  # lane index of "a" among the lanes a step applies to
@@ -189,9 +189,9 @@ def test_harness_addresses_are_the_reference_namespaces() -> None:
     """REFERENCE §5 spells every harness address; the lifecycle must use exactly those (forks
     and recovery find lanes, tips and results by these names).  Spelled out here, not taken from
     the module's constants, so a renamed namespace fails."""
-    from models.addresses import value, value_list
-    from models.lifecycle import pending_assistant_frames
-    from models.scope import ephemeral_scope
+    from scopecheck.models.addresses import value, value_list
+    from scopecheck.models.lifecycle import pending_assistant_frames
+    from scopecheck.models.scope import ephemeral_scope
 
     op = ephemeral_scope("a.op1")
     assert branch_tip("main") == value("pi.branch.tip", "main")
@@ -227,8 +227,8 @@ def test_the_unscoped_baseline_deletes_every_progress_address_itself(
     """``scoped=False`` (the pre-Step-1 baseline of ``scopecheck bench size``) keeps progress
     in the session scope and must delete it explicitly: settled and superseded frames at once,
     a finished tool's output and memos at its outcome, a still-running tool's at terminal."""
-    from models.lifecycle import Lifecycle, pending_assistant_frames
     from scopecheck.lifecycle_machine import LANES
+    from scopecheck.models.lifecycle import Lifecycle, pending_assistant_frames
 
     run.life = Lifecycle(LANES, scoped=False)
     run.start(L)

@@ -11,8 +11,8 @@ from collections import Counter
 import orjson
 import pytest
 
-from models.lifecycle import EPHEMERAL_NAMESPACES
 from scopecheck.bench import size
+from scopecheck.models.lifecycle import EPHEMERAL_NAMESPACES
 from scopecheck.workloads.seed_workload import SEED, SMALL, WorkloadParams, seed_workload
 
 BACKENDS = size.available_backends()
@@ -52,13 +52,9 @@ def test_workload_transactions_are_single_scope(scoped: bool) -> None:
 
 @pytest.mark.rule("OP-13")
 def test_corpus_payloads_from_real_sessions() -> None:
-    from pathlib import Path
+    from scopecheck.data import pi_session
 
-    beside = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pi-sessions"
-    found = [d for d in (beside, Path("/work/shared/data/pi-sessions")) if d.is_dir()]
-    if not found:
-        pytest.skip("shared pi-sessions data not present")
-    corpus = str(found[0] / "large-session.jsonl")
+    corpus = str(pi_session("large-session"))
     txs = list(seed_workload(SMALL.scaled(corpus=corpus), scoped=True))
     deltas = "".join(tx.writes[0].element["delta"] for tx in txs if tx.step == "frame")
     assert deltas and "quick brown fox" not in deltas
@@ -88,7 +84,7 @@ def test_size_scoped_main_holds_no_progress_and_sidecars_end_empty(backend: str)
 @pytest.mark.rule("OP-13")
 def test_format4_meter_puts_progress_only_in_sidecars() -> None:
     meter = size.Format4Meter()
-    from models.records import Committed
+    from scopecheck.models.records import Committed
 
     seq = 1
     for tx in seed_workload(SMALL, scoped=True):
@@ -122,7 +118,7 @@ def test_bench_size_json_shape(
 def test_unscoped_workload_cleans_up_with_explicit_deletes() -> None:
     """The baseline really is the pre-Step-1 shape: everything in the session scope and every
     pending address deleted explicitly by the end."""
-    from models.reference import ReferenceRepository
+    from scopecheck.models.reference import ReferenceRepository
 
     session = ReferenceRepository().create("s")
     for tx in seed_workload(SMALL, scoped=False):

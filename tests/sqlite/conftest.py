@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from impl.sqlite import SqliteContainerRepository, SqliteRepository
-from models.protocols import Clock
+from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
+from scopecheck.models.protocols import Clock
 
 LAYOUTS = ("per-file", "shared")
 

@@ -9,11 +9,11 @@ from typing import Any
 import apsw
 import pytest
 
-from impl.sqlite import SqliteContainerRepository, SqliteRepository, decode_file_stem
-from impl.sqlite.repository import encode_session_id
-from models.addresses import value
-from models.errors import ScopecheckError
-from models.writes import set_value
+from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository, decode_file_stem
+from scopecheck.impl.sqlite.repository import encode_session_id
+from scopecheck.models.addresses import value
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.writes import set_value
 
 
 def file_bytes(path: str) -> bytes:

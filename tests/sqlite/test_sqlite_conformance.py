@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from crashsim.workload import StepClock, make_workload
-from impl.memory import MemoryRepository
-from models.addresses import value, value_list
-from models.errors import ScopecheckError
-from models.scope import SESSION, ephemeral_scope
-from models.writes import (
+from scopecheck.backends import BUNDLED
+from scopecheck.crashsim.workload import StepClock, make_workload
+from scopecheck.impl.memory import MemoryRepository
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.scope import SESSION, ephemeral_scope
+from scopecheck.models.writes import (
     append_list,
     insert_entry,
     insert_usage,
     retire_scope,
     set_value,
 )
-from scopecheck.backends import BUNDLED
 
 SCOPES = [SESSION, *(ephemeral_scope(n) for n in ("op-1", "op/2", "op 3"))]
 VALUE_KEYS = [("app", k) for k in "abc"] + [("pi.op.state", k) for k in ("k1", "k2")]

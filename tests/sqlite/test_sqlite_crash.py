@@ -10,7 +10,7 @@ from typing import Any
 import apsw
 import pytest
 
-from crashsim.sqlite_sweep import (
+from scopecheck.crashsim.sqlite_sweep import (
     crash_sweep,
     delete_crash_sweep,
     explore,
@@ -18,7 +18,7 @@ from crashsim.sqlite_sweep import (
     recovery_io_sweep,
     sigkill_sweep,
 )
-from crashsim.sqlite_vfs import (
+from scopecheck.crashsim.sqlite_vfs import (
     SECTOR,
     FaultPlan,
     IOCall,
@@ -27,11 +27,11 @@ from crashsim.sqlite_vfs import (
     disk_model,
     post_crash_images,
 )
-from crashsim.workload import make_workload
-from impl.sqlite import SqliteContainerRepository, SqliteRepository
-from impl.sqlite.storage import SqliteStorage
-from models.addresses import value
-from models.writes import set_value
+from scopecheck.crashsim.workload import make_workload
+from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
+from scopecheck.impl.sqlite.storage import SqliteStorage
+from scopecheck.models.addresses import value
+from scopecheck.models.writes import set_value
 
 WORKLOAD = make_workload(11, transactions=6, big_every=3)
 

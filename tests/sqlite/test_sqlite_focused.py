@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-import impl.sqlite.repository as repository
-from impl.sqlite import SqliteRepository, SqliteStorage
-from models.addresses import value, value_list
-from models.errors import StorageIOError, UsageError
-from models.fork import TreeFork
-from models.scope import ephemeral_scope
-from models.writes import (
+import scopecheck.impl.sqlite.repository as repository
+from scopecheck.impl.sqlite import SqliteRepository, SqliteStorage
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import StorageIOError, UsageError
+from scopecheck.models.fork import TreeFork
+from scopecheck.models.scope import ephemeral_scope
+from scopecheck.models.writes import (
     AnyWrite,
     RetireScope,
     append_list,
@@ -289,7 +289,7 @@ def test_opening_a_missing_session_is_not_found(make_repo: Any, layout: str) -> 
 def test_both_layouts_do_their_io_through_the_given_vfs(make_repo: Any, layout: str) -> None:
     """``vfs=`` reaches every connection: the crash simulator (crashsim/sqlite_vfs.py) sees a
     layout's writes only through it."""
-    from crashsim.sqlite_vfs import RecordingVFS
+    from scopecheck.crashsim.sqlite_vfs import RecordingVFS
 
     vfs = RecordingVFS(f"focused-{layout}")
     try:

@@ -10,7 +10,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.machine import make_machine
 from scopecheck.mutants.sqlite import MUTANTS, SqliteMutant, crash_check, crash_result
-from scopecheck.profiles import register_profiles
+from scopecheck.profiles import get_profile, register_profiles
 
 MACHINE = [m for m in MUTANTS if m.caught_by == "machine"]
 CRASH = [m for m in MUTANTS if m.caught_by == "crash"]
@@ -18,7 +18,7 @@ CRASH = [m for m in MUTANTS if m.caught_by == "crash"]
 
 def mutant_settings() -> Any:
     register_profiles()
-    return settings(settings.get_profile("mutants"), phases=[Phase.generate], max_examples=300)
+    return settings(get_profile("mutants"), phases=[Phase.generate], max_examples=300)
 
 
 def test_catalogue_has_the_required_planted_bugs() -> None:

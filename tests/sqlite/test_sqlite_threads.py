@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from models.addresses import value, value_list
-from models.errors import ClosedError
-from models.writes import append_list, set_value
+from scopecheck.models.addresses import value, value_list
+from scopecheck.models.errors import ClosedError
+from scopecheck.models.writes import append_list, set_value
 
 
 @pytest.mark.rule("SQLITE-5", "LIFE-1")

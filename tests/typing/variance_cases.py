@@ -8,10 +8,17 @@ check fails.  Every unmarked line must type-check.  Never imported at run time.
 from collections.abc import Sequence
 from typing import Any
 
-from models.addresses import ListAddress, ValueAddress, value, value_list
-from models.protocols import Storage
-from models.scope import EphemeralScope, Scope, SessionScope, ephemeral_scope
-from models.writes import Write, append_list, insert_entry, insert_usage, retire_scope, set_value
+from scopecheck.models.addresses import ListAddress, ValueAddress, value, value_list
+from scopecheck.models.protocols import Storage
+from scopecheck.models.scope import EphemeralScope, Scope, SessionScope, ephemeral_scope
+from scopecheck.models.writes import (
+    Write,
+    append_list,
+    insert_entry,
+    insert_usage,
+    retire_scope,
+    set_value,
+)
 
 
 def cases(storage: Storage) -> None:

@@ -3,8 +3,8 @@ conformance suite against a backend that lives outside this project.
 
 The machine runs in-process for the time budget (its failure is saved as a reproducer file that
 ``scopecheck replay`` reruns).  When the factory takes ``fs`` and ``root`` (its file I/O goes
-through ``impl.fs``), :data:`CRASH_SHARE` of the budget goes to the generic crash sweep
-(``crashsim.generic_sweep``: crash states, then single I/O faults — rules CRASH-FS-*; the
+through ``scopecheck.impl.fs``), :data:`CRASH_SHARE` of the budget goes to the generic crash sweep
+(``scopecheck.crashsim.generic_sweep``: crash states, then single I/O faults — rules CRASH-FS-*; the
 JSON counts both, ``crash_states`` and ``crash_fault_runs``), whatever the machine found;
 otherwise the verdict says crash exploration was skipped — never that it passed (CRASH-FS-8).  The
 conformance suite runs in a pytest subprocess with the plugin, and each failing test is
@@ -23,9 +23,9 @@ from typing import Any
 import attrs
 import orjson
 
-from crashsim.generic_sweep import SKIPPED
 from scopecheck.adapters import load_backend
 from scopecheck.crash_explorers import GenericCrashExplorer
+from scopecheck.crashsim.generic_sweep import SKIPPED
 from scopecheck.fuzz import fuzz_backend, save_reproducer
 from scopecheck.machine import rules_of_program
 
@@ -41,7 +41,7 @@ class Verdict:
     failures: list[dict[str, Any]] = attrs.field(factory=list)
     machine_steps: int = 0
     conformance_tests: int = 0
-    #: ``"ran"`` or :data:`crashsim.generic_sweep.SKIPPED` (CRASH-FS-8).
+    #: ``"ran"`` or :data:`scopecheck.crashsim.generic_sweep.SKIPPED` (CRASH-FS-8).
     crash_exploration: str = SKIPPED
     crash_states: int = 0
     #: Single-I/O-fault runs of the generic sweep (CRASH-FS-9..11).
@@ -67,11 +67,9 @@ def run_conformance(spec: str) -> tuple[int, list[dict[str, Any]]]:
     import scopecheck.conformance
 
     suite = Path(scopecheck.conformance.__file__).resolve().parent
-    root = suite.parent.parent
     with tempfile.TemporaryDirectory(prefix="scopecheck-validate-") as scratch:
         out = Path(scratch) / "report.json"
         env = {**os.environ, REPORT_ENV: str(out)}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
         command = [
             sys.executable,
             "-m",
