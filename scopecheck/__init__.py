@@ -25,6 +25,7 @@ from scopecheck.factory import (
     factory_kind,
 )
 from scopecheck.impl.fs import FileSystem, OsFileSystem
+from scopecheck.impl.memory import MemoryRepository
 from scopecheck.impl.stats import add_usage, usage_problem
 from scopecheck.impl.validation import (
     CheckedTransaction,
@@ -122,6 +123,7 @@ __all__ = [
     "ListAddress",
     "ListElement",
     "ListQuery",
+    "MemoryRepository",
     "Order",
     "OsFileSystem",
     "Repository",

@@ -1,19 +1,22 @@
-"""Loading a third-party backend from ``PATH_OR_MODULE:FACTORY``.
+"""Loading a third-party backend from ``PATH_OR_MODULE:FACTORY``, and the worlds it runs in.
 
-The factory is a callable ``make_backend(clock) -> Repository`` that returns a fresh, empty
-repository each time it is called (``clock()`` gives commit timestamps in Unix ms).  If the
-repository has a ``reopen()`` method returning a new repository over the same data, the machine
-uses it to simulate a process restart; otherwise a restart closes every open handle and keeps
-the same repository object.  A module attribute that already is a
+The factory returns a fresh, empty repository each time it is called; its signature says what
+it needs (:mod:`scopecheck.factory`): ``make_backend(clock)``, ``make_backend(clock, *,
+root)`` or ``make_backend(clock, *, fs, root)``.  A module attribute that already is a
 :class:`~scopecheck.backends.Backend` is used as it is.
 
-A backend that keeps files may take two more keyword arguments, ``fs`` (an
-:class:`scopecheck.impl.fs.FileSystem`) and ``root`` (a directory path): ``make_backend(clock, *,
-fs, root)``.  It must do every file operation through ``fs``, keep every file under ``root``, and,
-called again over the same ``root``, reopen what is there.  Then the machine runs it over a
-fresh real temp directory per example (a restart calls the factory again over the same
-directory) and crash exploration (:mod:`scopecheck.crashsim.generic_sweep`) runs it over a simulated
-disk; without them crash exploration is reported as skipped (CRASH-FS-8).
+A restart, as the machine and the conformance suite run it, is: close every open handle, then
+
+* a factory taking ``root``: close the repository and call the factory again over the same
+  directory, so every restart reads the files back (the old repository is never used again);
+* a repository with ``reopen()``: call it and use only the repository it returns from then on
+  (``reopen()`` closes the old one itself if the store cannot have two open at once);
+* neither: keep the same repository object -- handles are closed and reopened, but no restart
+  of the backend is tested, and ``scopecheck validate`` says so (INSTALL-6).
+
+A world that owns a directory closes its handles and repository and removes the directory at
+``cleanup()``, whatever the backend did (INSTALL-5).  :class:`RunCounts` counts what the
+worlds of one backend did, so a report can say how many restarts really ran.
 """
 
 from __future__ import annotations
@@ -28,10 +31,38 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from scopecheck.backends import Backend
+from scopecheck.factory import FactoryKind, factory_kind
 from scopecheck.models.errors import UsageError
 from scopecheck.models.fork import ForkOptions
 from scopecheck.models.protocols import Clock, Repository, Storage
+
+
+@attrs.define
+class RunCounts:
+    """What the worlds of one backend did, across every example of a run."""
+
+    worlds: int = 0
+    #: Restarts of the backend: the factory called again over its directory, or ``reopen()``.
+    restarts: int = 0
+    #: Restart steps that could only close and reopen handles (no root, no ``reopen()``).
+    handle_reopens: int = 0
+
+
+@attrs.frozen
+class Capabilities:
+    """What a user's backend offers, found by calling its factory once."""
+
+    kind: FactoryKind
+    reopen: bool
+    fork: bool
+
+    @property
+    def restarts(self) -> bool:
+        """Whether a restart re-creates the backend over the same data."""
+        return self.kind != "plain" or self.reopen
 
 
 class _Tracking:
@@ -66,64 +97,101 @@ class _Tracking:
     def close(self) -> None:
         self.inner.close()
 
+    def close_handles(self) -> None:
+        """Close every handle; one that refuses to close does not stop the others."""
+        for handle in self.handles:
+            with contextlib.suppress(Exception):
+                handle.close()
+        self.handles.clear()
+
 
 class AdapterWorld:
-    """A World over a user factory (see the module docstring)."""
+    """A world over ``make_backend(clock)`` (see the module docstring for restarts)."""
 
-    def __init__(self, factory: Any, clock: Clock) -> None:
-        self._repo = _Tracking(factory(clock))
+    def __init__(self, factory: Any, clock: Clock, counts: RunCounts | None = None) -> None:
+        self._factory = factory
+        self._clock = clock
+        self.counts = RunCounts() if counts is None else counts
+        self.counts.worlds += 1
+        self._repo = _Tracking(self._make())
+
+    def _make(self) -> Any:
+        return self._factory(self._clock)
 
     def repository(self) -> Repository:
         return self._repo
 
     def restart(self) -> Repository:
-        for handle in self._repo.handles:
-            handle.close()
+        self._repo.close_handles()
         reopen = getattr(self._repo.inner, "reopen", None)
-        inner = reopen() if callable(reopen) else self._repo.inner
-        self._repo = _Tracking(inner)
+        if callable(reopen):
+            self.counts.restarts += 1
+            self._repo = _Tracking(reopen())
+        else:
+            self.counts.handle_reopens += 1
         return self._repo
 
     def cleanup(self) -> None:
+        """Close every handle, then the repository."""
+        self._repo.close_handles()
         close = getattr(self._repo.inner, "close", None)
         if callable(close):
             close()
 
 
-class FileAdapterWorld(AdapterWorld):
-    """A World over a factory that takes ``fs`` and ``root``: a fresh real temp directory
-    (under ``$SCOPECHECK_SCRATCH`` if set, e.g. a RAM disk), real fsyncs, and a restart that
-    calls the factory again over the same directory, so every restart reads the files back."""
+class DirectoryAdapterWorld(AdapterWorld):
+    """A world over ``make_backend(clock, *, root)`` or ``(clock, *, fs, root)``: a fresh
+    real directory (under ``$SCOPECHECK_SCRATCH`` if set, e.g. a RAM disk), real fsyncs, a
+    restart that calls the factory again over the same directory, and a cleanup that removes
+    the directory."""
 
-    def __init__(self, factory: Any, clock: Clock) -> None:
+    def __init__(
+        self, factory: Any, clock: Clock, counts: RunCounts | None = None, *, fs: bool = False
+    ) -> None:
         from scopecheck.impl.fs import OsFileSystem
 
-        self._factory = factory
-        self._clock = clock
-        self._fs = OsFileSystem()
         scratch = os.environ.get("SCOPECHECK_SCRATCH") or None
         self._root = tempfile.mkdtemp(prefix="scopecheck-user-", dir=scratch)
-        self._repo = _Tracking(factory(clock, fs=self._fs, root=self._root))
+        self._keywords: dict[str, Any] = {"root": self._root}
+        if fs:
+            self._keywords["fs"] = OsFileSystem()
+        try:
+            super().__init__(factory, clock, counts)
+        except BaseException:
+            shutil.rmtree(self._root, ignore_errors=True)
+            raise
+
+    @property
+    def root(self) -> str:
+        return self._root
+
+    def _make(self) -> Any:
+        return self._factory(self._clock, **self._keywords)
 
     def restart(self) -> Repository:
-        for handle in self._repo.handles:
-            handle.close()
+        self._repo.close_handles()
         close = getattr(self._repo.inner, "close", None)
         if callable(close):
             close()
-        self._repo = _Tracking(self._factory(self._clock, fs=self._fs, root=self._root))
+        self.counts.restarts += 1
+        self._repo = _Tracking(self._make())
         return self._repo
 
     def cleanup(self) -> None:
-        """Close every handle (they may hold open files), the repository, then delete the
-        directory; a handle that refuses to close does not keep the directory."""
+        """Close every handle and the repository, then delete the directory; a handle or a
+        repository that refuses to close does not keep the directory."""
         try:
-            for handle in self._repo.handles:
-                with contextlib.suppress(Exception):
-                    handle.close()
-            super().cleanup()
+            with contextlib.suppress(Exception):
+                super().cleanup()
         finally:
             shutil.rmtree(self._root, ignore_errors=True)
+
+
+def world_for(factory: Any, kind: FactoryKind, clock: Clock, counts: RunCounts) -> AdapterWorld:
+    """The world for a factory of ``kind``."""
+    if kind == "plain":
+        return AdapterWorld(factory, clock, counts)
+    return DirectoryAdapterWorld(factory, clock, counts, fs=kind == "fs")
 
 
 def _import_target(target: str) -> Any:
@@ -180,31 +248,69 @@ def load_factory(spec: str) -> tuple[str, Any]:
     return name, factory
 
 
-def load_backend(spec: str) -> Backend:
-    """``PATH_OR_MODULE:FACTORY`` → a :class:`Backend`; a ``UsageError`` says what is wrong.
+@attrs.frozen
+class LoadedBackend:
+    """A user backend ready to run: the :class:`Backend`, what it offers, and the counters its
+    worlds fill in."""
 
-    A factory that takes ``fs`` and ``root`` gets a :class:`FileAdapterWorld` and a generic
-    crash explorer (``Backend.crash``); any other gets an :class:`AdapterWorld` and none."""
-    from scopecheck.factory import takes_filesystem
+    backend: Backend
+    capabilities: Capabilities
+    counts: RunCounts
 
-    name, factory = load_factory(spec)
-    if isinstance(factory, Backend):
-        return factory
-    if not callable(factory):
-        raise UsageError("invalid_payload", f"{spec} is not callable")
-    files = takes_filesystem(factory)
-    world = FileAdapterWorld if files else AdapterWorld
-    try:  # fail early, with one line, if the factory itself is broken
-        world(factory, lambda: 0).cleanup()
+
+def probe(factory: Any, spec: str) -> Capabilities:
+    """Call ``factory`` once, in its own world, and see what its repository offers; a factory
+    that raises is a one-line ``UsageError`` (``invalid_payload``)."""
+    kind = factory_kind(factory)
+    try:
+        world = world_for(factory, kind, lambda: 0, RunCounts())
     except Exception as exc:
         raise UsageError("invalid_payload", f"factory {spec} raised {exc!r}") from None
-    if not files:
-        return Backend(name, lambda clock: AdapterWorld(factory, clock), f"user backend {spec}")
+    inner = world._repo.inner
+    found = Capabilities(
+        kind,
+        reopen=callable(getattr(inner, "reopen", None)),
+        fork=callable(getattr(inner, "fork", None)),
+    )
+    try:
+        world.cleanup()
+    except Exception as exc:
+        raise UsageError("invalid_payload", f"closing {spec}'s repository raised {exc!r}") from None
+    return found
+
+
+def load(spec: str) -> LoadedBackend:
+    """``PATH_OR_MODULE:FACTORY`` → a :class:`LoadedBackend`; a ``UsageError`` says what is
+    wrong.  A factory taking ``fs`` and ``root`` also gets the generic crash explorer
+    (``Backend.crash``)."""
+    name, factory = load_factory(spec)
+    counts = RunCounts()
+    if isinstance(factory, Backend):
+        return LoadedBackend(factory, Capabilities("plain", reopen=True, fork=True), counts)
+    if not callable(factory):
+        raise UsageError("invalid_payload", f"{spec} is not callable")
+    capabilities = probe(factory, spec)
+    kind = capabilities.kind
+
+    def new_world(clock: Clock) -> AdapterWorld:
+        return world_for(factory, kind, clock, counts)
+
+    if kind != "fs":
+        where = "" if kind == "plain" else " (files under root)"
+        return LoadedBackend(
+            Backend(name, new_world, f"user backend {spec}{where}"), capabilities, counts
+        )
     from scopecheck.crash_explorers import GenericCrashExplorer
 
-    return Backend(
+    backend = Backend(
         name,
-        lambda clock: FileAdapterWorld(factory, clock),
-        f"user backend {spec} (files through scopecheck.impl.fs)",
+        new_world,
+        f"user backend {spec} (files through scopecheck.FileSystem)",
         crash=GenericCrashExplorer(factory, name, spec),
     )
+    return LoadedBackend(backend, capabilities, counts)
+
+
+def load_backend(spec: str) -> Backend:
+    """``PATH_OR_MODULE:FACTORY`` → a :class:`Backend` (see :func:`load`)."""
+    return load(spec).backend

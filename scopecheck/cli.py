@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
+import attrs
 import click
 import orjson
 
@@ -277,43 +278,88 @@ def crash(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json: bool) -> None:
-    """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend."""
-    from rich.console import Console
+    """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend.
 
+    Runs every phase the backend can take -- the machine, forks, crash exploration, the
+    conformance suite, restarts -- and reports each as ran, failed or skipped (with why)."""
+    from rich.console import Console
+    from rich.live import Live
+
+    from scopecheck.validator import PHASES, PhaseReport
     from scopecheck.validator import validate as run_validate
 
     if not budget > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
     console = Console(stderr=True, quiet=as_json)
-    with console.status(f"validating {factory}: machine and crashes ({budget:g}s), conformance…"):
-        verdict = run_validate(factory, budget, Path(failures_dir), seed)
+    shown: dict[str, PhaseReport] = {name: PhaseReport() for name in PHASES}
+    started = time.perf_counter()
+
+    def render() -> Any:
+        return _phase_table(f"validating {factory} ({time.perf_counter() - started:.0f}s)", shown)
+
+    with Live(render(), console=console, refresh_per_second=4, transient=True) as live:
+
+        class LiveProgress:
+            def update(self, phase: str, report: PhaseReport) -> None:
+                shown[phase] = attrs.evolve(report)
+                live.update(render())
+
+        verdict = run_validate(factory, budget, Path(failures_dir), seed, progress=LiveProgress())
     if as_json:
         emit_json(verdict.as_json())
-    else:
-        out = Console()
-        if verdict.crash_exploration == "ran":
-            crashes = (
-                f"crash exploration: {verdict.crash_states:,} crash states, "
-                f"{verdict.crash_fault_runs:,} I/O-fault runs"
-            )
-        else:
-            crashes = f"crash exploration: {verdict.crash_exploration}"
-        if verdict.passed:
-            out.print(
-                f"[green]PASSED[/] {verdict.backend}: machine {verdict.machine_steps} steps, "
-                f"{verdict.conformance_tests} conformance tests, {verdict.seconds:.1f}s"
-            )
-            out.print(f"  {crashes}")
-        else:
-            out.print(
-                f"[red]FAILED[/] {verdict.backend}: {len(verdict.failures)} failing checks "
-                f"({verdict.seconds:.1f}s)"
-            )
-            out.print(f"  {crashes}")
-            for failure in verdict.failures:
-                out.print(f"  {failure['rule'] or '(no rule)'}: {failure.get('error', '')}")
-                out.print(f"    rerun: {failure['reproducer']}", soft_wrap=True)
+        sys.exit(0 if verdict.passed else 1)
+    out = Console(highlight=False)
+    word = "[green]PASSED[/]" if verdict.passed else "[red]FAILED[/]"
+    failing = "" if verdict.passed else f", {len(verdict.failures)} failing checks"
+    out.print(f"{word} {verdict.backend}{failing} ({verdict.seconds:.1f}s)")
+    for name in PHASES:
+        phase = verdict.phases[name]
+        status = _STATUS.get(phase.status, phase.status)
+        out.print(f"  {name + ':':<19}{status} {phase.detail}", soft_wrap=True)
+    for failure in verdict.failures:
+        rules = ", ".join(failure.get("rules") or []) or failure["rule"] or "(no rule)"
+        out.print(f"\n[bold]{rules}[/] ({failure['phase']}): "
+                  f"{failure.get('error', '')}", soft_wrap=True)  # fmt: skip
+        if failure.get("test"):
+            out.print(f"  case: {failure['test']}", soft_wrap=True)
+        for line in str(failure.get("message") or "").splitlines():
+            out.print(f"    {line}", soft_wrap=True, markup=False)
+        program = str(failure.get("program") or "")
+        steps = [
+            line
+            for line in program.splitlines()
+            if line.startswith("state.") and line not in _BOOKKEEPING
+        ]
+        if steps:
+            out.print("  steps:")
+            for line in steps:
+                out.print(f"    {line}", soft_wrap=True, markup=False)
+        out.print(f"  rerun: {failure['reproducer']}", soft_wrap=True, markup=False)
     sys.exit(0 if verdict.passed else 1)
+
+
+#: Printed program lines that are invariants or teardown, not the steps that found the bug.
+_BOOKKEEPING = frozenset({"state.same_state()", "state.same_sources()", "state.teardown()"})
+
+_STATUS = {
+    "ran": "[green]ran[/]",
+    "failed": "[red]FAILED[/]",
+    "skipped": "[yellow]skipped[/]",
+    "running": "[cyan]running[/]",
+    "pending": "[dim]pending[/]",
+}
+
+
+def _phase_table(title: str, phases: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_header=False, box=None)
+    table.add_column("phase", style="bold")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for name, phase in phases.items():
+        table.add_row(name, _STATUS.get(phase.status, phase.status), phase.detail)
+    return table
 
 
 # -- mutants --------------------------------------------------------------------------------

@@ -356,6 +356,7 @@ class ForkMachine(SessionPairMachine):
 
     @invariant()
     def same_state(self) -> None:
+        type(self).steps_run += 1
         for sid in SESSION_IDS:
             expected = self.models[sid].snapshot()
             actual = self.stores[sid].snapshot()
@@ -414,6 +415,23 @@ class LegacyForkMachine(ForkMachine):
             )
         )
         self._fork(sid, options)
+
+
+#: The spec rules each fork-machine step checks, so a failure can name the rule it broke.
+FORK_STEP_RULES: dict[str, tuple[str, ...]] = {
+    "commit_session": ("SEQ-1", "TX-6"),
+    "commit_ephemeral": ("TX-3", "SEQ-1"),
+    "commit_harness": ("SEQ-1",),
+    "configure_lane": ("SEQ-1",),
+    "unknown_reserved": ("SEQ-1",),
+    "add_entries": ("WRITE-5", "WRITE-6"),
+    "app_write": ("SEQ-1",),
+    "app_state_then_turn": ("SEQ-1",),
+    "fork": ("FORK-1", "FORK-2", "FORK-3", "FORK-4", "FORK-5", "FORK-6", "FORK-7", "FORK-8"),
+    "fork_tree": ("FORK-6", "FORK-7", "FORK-9", "FORK-10", "FORK-11"),
+    "fork_closed": ("FORK-4", "FORK-6", "FORK-12"),
+    "restart": ("REPO-2", "SEQ-7"),
+}
 
 
 def make_fork_machine(backend: Backend) -> type[ForkMachine]:

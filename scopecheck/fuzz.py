@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import orjson
@@ -57,6 +57,20 @@ class BackendReport:
 #: Share of a backend's fuzz budget spent on crash exploration when it has a crash explorer.
 CRASH_SHARE = 0.3
 
+#: The machines a fuzzing run can drive: the storage machine, or the fork machine.
+MachineKind = Literal["storage", "fork"]
+
+
+def machine_for(backend: Backend, kind: MachineKind = "storage") -> type[Any]:
+    """The machine class of ``kind`` over ``backend``; both count ``examples_run`` and
+    ``steps_run``."""
+    if kind == "fork":
+        from scopecheck.fork_machine import make_fork_machine
+
+        return make_fork_machine(backend)
+    machine: type[StorageMachine] = make_machine(backend)
+    return machine
+
 
 def reproduce_blob(program: str) -> tuple[str, str] | None:
     """``(version, blob)`` from the ``@reproduce_failure(...)`` hint Hypothesis printed."""
@@ -98,13 +112,15 @@ def fuzz_backend(
     examples_per_round: int = 10,
     on_progress: Callable[[BackendReport], None] | None = None,
     spec: str | None = None,
+    machine_kind: MachineKind = "storage",
 ) -> BackendReport:
     """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails;
     a backend with a crash explorer (``Backend.crash``) spends :data:`CRASH_SHARE` of the
-    budget on crash states after the machine, filling ``crash_states``."""
+    budget on crash states after the machine, filling ``crash_states``.  ``machine_kind``
+    picks the storage machine or the fork machine (:func:`machine_for`)."""
     report = BackendReport()
     machine_budget = budget * (1 - CRASH_SHARE) if backend.crash is not None else budget
-    machine: type[StorageMachine] = make_machine(backend)
+    machine = machine_for(backend, machine_kind)
     round_settings = Settings(settings, max_examples=examples_per_round)
     started = time.perf_counter()
     round_index = 0
@@ -121,6 +137,7 @@ def fuzz_backend(
             program = failure_program(exc)
             record = {
                 "kind": "machine",
+                "machine": machine_kind,
                 "backend": backend.name,
                 "spec": spec,
                 "seed": round_seed,

@@ -59,9 +59,14 @@ class SessionPairMachine(RuleBasedStateMachine):
     Subclasses add the rules (this class has none of its own)."""
 
     backend: ClassVar[Backend]
+    #: Counters read by ``scopecheck fuzz``, ``validate`` and the benchmarks (class-wide, reset
+    #: by the runner on the machine class it made).
+    examples_run: ClassVar[int] = 0
+    steps_run: ClassVar[int] = 0
 
     def __init__(self) -> None:
         super().__init__()
+        type(self).examples_run += 1
         self.now = BASE_TIME
         self.world: World = self.backend.new_world(self.clock)
         self.repo: Repository = self.world.repository()
@@ -98,16 +103,8 @@ class SessionPairMachine(RuleBasedStateMachine):
 class StorageMachine(SessionPairMachine):
     """Model vs. one backend over two Sessions; subclass via :func:`make_machine`."""
 
-    #: Counters read by ``scopecheck fuzz`` and the benchmarks (class-wide, reset by the runner).
-    examples_run: ClassVar[int] = 0
-    steps_run: ClassVar[int] = 0
-
     scopes = Bundle("scopes")
     lists = Bundle("lists")
-
-    def __init__(self) -> None:
-        super().__init__()
-        type(self).examples_run += 1
 
     def _read(self, sid: str, what: str, op: Callable[[Any], Any]) -> None:
         same(
@@ -324,14 +321,18 @@ STEP_RULES: dict[str, tuple[str, ...]] = {
 }
 
 
-def rules_of_program(program: str) -> tuple[str, ...]:
-    """The spec rules of the last step in a printed failing program (empty if unknown)."""
+def rules_of_program(
+    program: str, table: dict[str, tuple[str, ...]] | None = None
+) -> tuple[str, ...]:
+    """The spec rules of the last step in a printed failing program (empty if unknown);
+    ``table`` maps step names to rules (default: the storage machine's :data:`STEP_RULES`)."""
+    table = STEP_RULES if table is None else table
     for line in reversed(program.splitlines()):
         if "state." not in line or line.strip() in ("state.teardown()", "state.same_state()"):
             continue
         name = line.split("state.", 1)[1].split("(", 1)[0]
-        if name in STEP_RULES:
-            return STEP_RULES[name]
+        if name in table:
+            return table[name]
     return ()
 
 

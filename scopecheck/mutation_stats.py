@@ -140,14 +140,16 @@ def load_verdicts(mutants_dir: Path = MUTANTS_DIR) -> dict[str, int | None]:
     """Every mutant name -> stored exit code, from mutmut's ``<file>.meta`` records."""
     verdicts: dict[str, int | None] = {}
     for package in PACKAGES:
-        for meta in sorted((mutants_dir / package).rglob("*.py.meta")):
+        for meta in sorted((mutants_dir / "scopecheck" / package).rglob("*.py.meta")):
             data = orjson.loads(meta.read_bytes())
             verdicts.update(data.get("exit_code_by_key", {}))
     return verdicts
 
 
 def package_of(mutant: str) -> str:
-    return mutant.split(".", 1)[0]
+    """``models`` for ``scopecheck.models.scope.x_f__mutmut_1`` (mutmut names a mutant by the
+    installed module it mutates)."""
+    return mutant.removeprefix("scopecheck.").split(".", 1)[0]
 
 
 def in_sample(mutant: str, every: int) -> bool:

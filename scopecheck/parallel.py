@@ -52,7 +52,8 @@ def fuzz_in_workers(
             "addopts=",
             "--rootdir",
             scratch,
-            worker_module.__file__,
+            "--pyargs",
+            worker_module.__name__,
         ]
         with subprocess.Popen(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch

@@ -18,7 +18,7 @@ from hypothesis import settings as Settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends import Backend, resolve_backend
-from scopecheck.machine import make_machine
+from scopecheck.fuzz import machine_for
 from scopecheck.models.errors import UsageError
 from scopecheck.mutants import failure_program
 from scopecheck.profiles import get_profile
@@ -44,7 +44,7 @@ def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
         backend: Backend = load_backend(record["spec"])
     else:
         backend = resolve_backend(record["backend"])
-    machine = make_machine(backend)
+    machine = machine_for(backend, record.get("machine", "storage"))
     settings = Settings(
         get_profile(record.get("profile", "dev")),
         max_examples=record.get("examples_per_round", 10),

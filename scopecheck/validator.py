@@ -1,48 +1,102 @@
-"""``scopecheck validate PATH_OR_MODULE:FACTORY``: the machine, crash exploration and the
-conformance suite against a backend that lives outside this project.
+"""``scopecheck validate PATH_OR_MODULE:FACTORY``: every check scopecheck has, against a backend
+that lives outside this project, with a report that says what ran and what could not.
 
-The machine runs in-process for the time budget (its failure is saved as a reproducer file that
-``scopecheck replay`` reruns).  When the factory takes ``fs`` and ``root`` (its file I/O goes
-through ``scopecheck.impl.fs``), :data:`CRASH_SHARE` of the budget goes to the generic crash sweep
-(``scopecheck.crashsim.generic_sweep``: crash states, then single I/O faults — rules CRASH-FS-*; the
-JSON counts both, ``crash_states`` and ``crash_fault_runs``), whatever the machine found;
-otherwise the verdict says crash exploration was skipped — never that it passed (CRASH-FS-8).  The
-conformance suite runs in a pytest subprocess with the plugin, and each failing test is
-reported with the spec rules it checks and the command that reruns it.
+Phases, in order, each reported as ``ran``, ``failed`` or ``skipped`` with the reason
+(INSTALL-6):
+
+``machine``
+    the storage machine against the model, in-process, for most of the budget (its failure is
+    saved as a reproducer file that ``scopecheck replay`` reruns);
+``forks``
+    when the repository has ``fork()``: the fork machine for a share of the budget, and the
+    fork conformance cases; otherwise skipped;
+``crash exploration``
+    when the factory takes ``fs`` and ``root``: :data:`CRASH_SHARE` of the budget on the
+    generic crash sweep (crash states, then single I/O faults -- CRASH-FS-*); otherwise skipped,
+    never passed (CRASH-FS-8);
+``conformance``
+    the shared conformance suite in a pytest subprocess with the plugin; each failing case is
+    reported with the rules it checks, the assertion's message and diff, and the command that
+    reruns exactly that case (INSTALL-7);
+``restarts``
+    whether the machine's restarts really restarted the backend (a factory taking ``root`` is
+    called again over its directory; a repository's ``reopen()``), and how many ran.
+
+The whole run happens inside one scratch directory that is removed at the end: every world's
+directory, every temp file of scopecheck's and of the conformance subprocess, so a run leaves
+nothing behind in the temporary directory (INSTALL-5).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import attrs
 import orjson
 
-from scopecheck.adapters import load_backend
+from scopecheck.adapters import Capabilities, LoadedBackend, RunCounts, anchored, load
 from scopecheck.crash_explorers import GenericCrashExplorer
-from scopecheck.crashsim.generic_sweep import SKIPPED
-from scopecheck.fuzz import fuzz_backend, save_reproducer
+from scopecheck.fuzz import BackendReport, MachineKind, fuzz_backend, save_reproducer
 from scopecheck.machine import rules_of_program
+from scopecheck.validate_report import REPORT_ENV
 
-REPORT_ENV = "SCOPECHECK_VALIDATE_REPORT"
 #: Share of the budget spent on crash exploration when the backend takes a FileSystem.
 CRASH_SHARE = 0.3
+#: Share of the machine budget given to the fork machine when the repository has ``fork()``.
+FORK_SHARE = 0.3
+#: The phases of a verdict, in report order.
+PHASES = ("machine", "forks", "crash exploration", "conformance", "restarts")
+#: The conformance modules every backend runs, and the one that needs ``fork()``.
+CONFORMANCE = ("test_scoped_storage.py", "test_storage_cases.py")
+FORK_CONFORMANCE = "test_fork_cases.py"
+
+#: Why crash exploration cannot run, by factory kind (CRASH-FS-8): never reported as passed.
+CRASH_SKIPPED = {
+    "plain": "backend does not take a FileSystem: make_backend takes neither fs nor root",
+    "root": "backend does not take a FileSystem: make_backend takes root but not fs, so its "
+    "file operations cannot be recorded",
+    "fs": "",
+}
+
+Status = Literal["ran", "failed", "skipped", "pending", "running"]
+
+
+@attrs.define
+class PhaseReport:
+    """One phase of a verdict: its status, one human line, and its counts."""
+
+    status: Status = "pending"
+    detail: str = ""
+    counts: dict[str, int] = attrs.field(factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "detail": self.detail, **self.counts}
 
 
 @attrs.define
 class Verdict:
+    """What ``validate`` found.  ``failures`` are dicts with ``phase``, ``rule`` (or
+    ``None``), ``error`` (one line), ``reproducer`` (a command), and for conformance cases
+    ``test`` and ``message`` (the assertion's explanation and diff)."""
+
     backend: str
     passed: bool = True
     failures: list[dict[str, Any]] = attrs.field(factory=list)
+    phases: dict[str, PhaseReport] = attrs.field(factory=lambda: {p: PhaseReport() for p in PHASES})
     machine_steps: int = 0
     conformance_tests: int = 0
-    #: ``"ran"`` or :data:`scopecheck.crashsim.generic_sweep.SKIPPED` (CRASH-FS-8).
-    crash_exploration: str = SKIPPED
+    #: ``"ran"`` or ``"skipped (...why...)"`` (CRASH-FS-8).
+    crash_exploration: str = "skipped"
     crash_states: int = 0
     #: Single-I/O-fault runs of the generic sweep (CRASH-FS-9..11).
     crash_fault_runs: int = 0
@@ -52,6 +106,7 @@ class Verdict:
         return {
             "backend": self.backend,
             "passed": self.passed,
+            "phases": {name: phase.as_json() for name, phase in self.phases.items()},
             "failures": self.failures,
             "machine_steps": self.machine_steps,
             "conformance_tests": self.conformance_tests,
@@ -62,12 +117,69 @@ class Verdict:
         }
 
 
-def run_conformance(spec: str) -> tuple[int, list[dict[str, Any]]]:
-    """Run the conformance modules (not the machine) against ``spec`` in a subprocess."""
+class Progress(Protocol):
+    """Where ``validate`` reports each phase as it goes (the CLI's live display)."""
+
+    def update(self, phase: str, report: PhaseReport) -> None: ...
+
+
+class _Quiet:
+    def update(self, phase: str, report: PhaseReport) -> None:
+        del phase, report
+
+
+@contextlib.contextmanager
+def scratch_directory() -> Iterator[str]:
+    """A temporary directory that every temp file of the run goes under, removed at the end:
+    ``tempfile``'s default, ``$TMPDIR`` for child processes and ``$SCOPECHECK_SCRATCH`` for
+    the worlds' directories all point into it while the run lasts."""
+    root = tempfile.mkdtemp(prefix="scopecheck-validate-")
+    saved_tempdir = tempfile.tempdir
+    saved_env = {k: os.environ.get(k) for k in ("TMPDIR", "SCOPECHECK_SCRATCH")}
+    tempfile.tempdir = root
+    os.environ["TMPDIR"] = root
+    os.environ["SCOPECHECK_SCRATCH"] = root
+    try:
+        yield root
+    finally:
+        tempfile.tempdir = saved_tempdir
+        for key, old in saved_env.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def rerun_command(spec: str, suite: Path, nodeid: str) -> str:
+    """The command that reruns exactly one conformance case against ``spec``."""
+    return shlex.join(
+        [
+            "python",
+            "-m",
+            "pytest",
+            "-p",
+            "scopecheck.pytest_plugin",
+            "-o",
+            "addopts=",
+            f"--rootdir={suite}",
+            f"--scopecheck-backend={spec}",
+            str(suite / nodeid),
+        ]
+    )
+
+
+def run_conformance(
+    spec: str, *, forks: bool, on_progress: Any = None
+) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run the conformance modules (not the machine) against ``spec`` in a pytest subprocess;
+    ``(tests run, failures, skipped)``.  ``on_progress(ran, failed)`` is called while it runs."""
     import scopecheck.conformance
 
     suite = Path(scopecheck.conformance.__file__).resolve().parent
-    with tempfile.TemporaryDirectory(prefix="scopecheck-validate-") as scratch:
+    modules = [*CONFORMANCE, *([FORK_CONFORMANCE] if forks else [])]
+    child_spec = anchored(spec, os.getcwd())  # the child runs in a scratch directory
+    with tempfile.TemporaryDirectory(prefix="scopecheck-conformance-") as scratch:
         out = Path(scratch) / "report.json"
         env = {**os.environ, REPORT_ENV: str(out)}
         command = [
@@ -81,82 +193,271 @@ def run_conformance(spec: str) -> tuple[int, list[dict[str, Any]]]:
             "scopecheck.validate_report",
             "-p",
             "no:cacheprovider",
-            f"--scopecheck-backend={spec}",
+            f"--scopecheck-backend={child_spec}",
             "--rootdir",
             str(suite),
             "-o",
             "addopts=",
-            str(suite / "test_scoped_storage.py"),
-            str(suite / "test_storage_cases.py"),
+            *(str(suite / module) for module in modules),
         ]
-        subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-        if not out.exists():
-            return 0, [
-                {"rule": None, "reproducer": " ".join(command), "error": "pytest did not run"}
-            ]
+        with subprocess.Popen(
+            command,
+            env=env,
+            cwd=scratch,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        ) as child:
+            while child.poll() is None:
+                time.sleep(0.2)
+                if on_progress is not None and out.exists():
+                    with contextlib.suppress(orjson.JSONDecodeError, OSError):
+                        now = orjson.loads(out.read_bytes())
+                        on_progress(now["ran"], len(now["failed"]))
+            output = child.stdout.read() if child.stdout is not None else ""
+        if not out.exists() or not orjson.loads(out.read_bytes()).get("done"):
+            tail = " | ".join(output.strip().splitlines()[-3:]) or "no output"
+            return (
+                0,
+                [
+                    {
+                        "phase": "conformance",
+                        "rule": None,
+                        "error": f"the conformance run did not finish: {tail}",
+                        "reproducer": shlex.join(command),
+                    }
+                ],
+                [],
+            )
         data = orjson.loads(out.read_bytes())
     failures = []
     for test in data["failed"]:
-        rerun = (
-            f"pytest -p scopecheck.pytest_plugin --scopecheck-backend={spec} "
-            f"'{suite / test['nodeid']}'"
+        rerun = rerun_command(spec, suite, test["nodeid"])
+        failures.append(
+            {
+                "phase": "conformance",
+                "rule": (test["rules"] or [None])[0],
+                "rules": test["rules"],
+                "test": test["nodeid"],
+                "error": test["error"],
+                "message": test["message"],
+                "reproducer": rerun,
+            }
         )
-        for rule in test["rules"] or [None]:
-            failures.append(
-                {"rule": rule, "reproducer": rerun, "test": test["nodeid"], "error": test["error"]}
+    return int(data["ran"]), failures, list(data["skipped"])
+
+
+def _cut(rest: list[str], keep: int = 40) -> str:
+    """The lines after an error's first one, at most ``keep`` of them."""
+    lines = rest[0].splitlines() if rest else []
+    if len(lines) > keep:
+        lines = [*lines[:keep], f"... ({len(lines) - keep} more lines)"]
+    return "\n".join(lines)
+
+
+def _machine_failures(report: BackendReport, phase: str) -> list[dict[str, Any]]:
+    """Failures of a machine run (and of crash exploration), one per saved reproducer."""
+    from scopecheck.fork_machine import FORK_STEP_RULES
+
+    found = []
+    for path in report.reproducers:
+        record = orjson.loads(Path(path).read_bytes())
+        if record.get("kind") == "machine":
+            table = FORK_STEP_RULES if record.get("machine") == "fork" else None
+            rules = rules_of_program(record.get("program", ""), table)
+            first = str(record.get("error", "")).splitlines()[0:1] or [""]
+            found.append(
+                {
+                    "phase": phase,
+                    "rule": rules[0] if rules else None,
+                    "rules": list(rules),
+                    "error": first[0],
+                    "message": _cut(str(record.get("error", "")).split("\n", 1)[1:]),
+                    "program": record.get("program", ""),
+                    "reproducer": f"scopecheck replay {path}",
+                }
             )
-    return data["ran"], failures
+        else:
+            rule = record.get("rule")
+            message = str(record.get("error", "")).removeprefix(f"{rule}: ")
+            found.append(
+                {
+                    "phase": phase,
+                    "rule": rule,
+                    "rules": [rule] if rule else [],
+                    "error": message,
+                    "reproducer": f"scopecheck replay {path}",
+                }
+            )
+    return found
 
 
-def validate(spec: str, budget: float, failures_dir: Path, seed: int) -> Verdict:
-    import time
-
+def _run_machine(
+    loaded: LoadedBackend,
+    kind: MachineKind,
+    budget: float,
+    seed: int,
+    failures_dir: Path,
+    spec: str,
+    phase: str,
+    verdict: Verdict,
+    progress: Progress,
+) -> BackendReport:
     from scopecheck.profiles import get_profile
 
-    started = time.perf_counter()
-    backend = load_backend(spec)
-    verdict = Verdict(backend.name)
-    explorer = backend.crash
-    report = fuzz_backend(
-        attrs.evolve(backend, crash=None),
-        budget=budget * (1 - CRASH_SHARE) if explorer is not None else budget,
+    report_of = verdict.phases[phase]
+    report_of.status = "running"
+
+    def on_progress(report: BackendReport) -> None:
+        report_of.detail = f"{kind} machine: {report.steps:,} steps, {report.examples:,} examples"
+        progress.update(phase, report_of)
+
+    progress.update(phase, report_of)
+    return fuzz_backend(
+        attrs.evolve(loaded.backend, crash=None),
+        budget=budget,
         seed=seed,
         settings=get_profile("ci"),
         failures_dir=failures_dir,
         profile="ci",
         spec=spec,
+        machine_kind=kind,
+        on_progress=on_progress,
     )
-    verdict.machine_steps = report.steps
-    for path in report.reproducers:
-        record = orjson.loads(Path(path).read_bytes())
-        for rule in rules_of_program(record["program"]) or (None,):
-            verdict.failures.append(
-                {
-                    "rule": rule,
-                    "reproducer": f"scopecheck replay {path}",
-                    "error": record["error"].splitlines()[0],
-                }
+
+
+def _restarts(capabilities: Capabilities, counts: RunCounts) -> PhaseReport:
+    how = {
+        "plain": "through the repository's reopen()",
+        "root": "the factory called again over the same root",
+        "fs": "the factory called again over the same root",
+    }[capabilities.kind]
+    tallies = {"restarts": counts.restarts, "handle_reopens": counts.handle_reopens}
+    if not capabilities.restarts:
+        return PhaseReport(
+            "skipped",
+            "make_backend takes no root and the repository has no reopen(), so no "
+            f"restart of the backend was tested ({counts.handle_reopens} restart steps only "
+            "closed and reopened handles)",
+            tallies,
+        )
+    if counts.restarts == 0:
+        return PhaseReport(
+            "skipped", "the machine reached no restart step (raise --budget)", tallies
+        )
+    return PhaseReport("ran", f"{counts.restarts:,} restarts ({how})", tallies)
+
+
+def validate(
+    spec: str,
+    budget: float = 20.0,
+    failures_dir: Path | str = ".scopecheck/failures",
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> Verdict:
+    """Check the backend ``PATH_OR_MODULE:FACTORY`` with every phase it can take (see the
+    module docstring); a ``UsageError`` when ``spec`` cannot be loaded."""
+    started = time.perf_counter()
+    progress = _Quiet() if progress is None else progress
+    failures_dir = Path(failures_dir).resolve()
+    with scratch_directory():
+        loaded = load(spec)
+        capabilities = loaded.capabilities
+        verdict = Verdict(loaded.backend.name)
+        explorer = loaded.backend.crash
+        phases = verdict.phases
+        machine_budget = budget * (1 - CRASH_SHARE) if explorer is not None else budget
+        fork_budget = machine_budget * FORK_SHARE if capabilities.fork else 0.0
+
+        storage = _run_machine(
+            loaded, "storage", machine_budget - fork_budget, seed, failures_dir, spec,
+            "machine", verdict, progress,
+        )  # fmt: skip
+        verdict.machine_steps = storage.steps
+        failures = _machine_failures(storage, "machine")
+        verdict.failures.extend(failures)
+        phases["machine"] = PhaseReport(
+            "failed" if failures else "ran",
+            f"{storage.steps:,} steps, {storage.examples:,} examples",
+            {"steps": storage.steps, "examples": storage.examples},
+        )
+        progress.update("machine", phases["machine"])
+
+        if capabilities.fork:
+            forked = _run_machine(
+                loaded, "fork", fork_budget, seed, failures_dir, spec, "forks", verdict, progress
             )
-    if explorer is not None:
-        verdict.crash_exploration = "ran"
-        if isinstance(explorer, GenericCrashExplorer):
-            verdict.crash_states, verdict.crash_fault_runs, records = explorer.explore_with_faults(
-                budget * CRASH_SHARE, seed
+            fork_failures = _machine_failures(forked, "forks")
+            verdict.failures.extend(fork_failures)
+            phases["forks"] = PhaseReport(
+                "failed" if fork_failures else "running",
+                f"fork machine: {forked.steps:,} steps; fork conformance cases with the suite",
+                {"fork_machine_steps": forked.steps},
             )
         else:
-            verdict.crash_states, records = explorer.explore(budget * CRASH_SHARE, seed)
-        for record in records:
-            record["spec"] = spec
-            saved = save_reproducer(failures_dir, record)
-            verdict.failures.append(
-                {
-                    "rule": record["rule"],
-                    "reproducer": f"scopecheck replay {saved}",
-                    "error": str(record["error"]).removeprefix(f"{record['rule']}: "),
-                }
+            phases["forks"] = PhaseReport("skipped", "the repository has no fork()")
+        progress.update("forks", phases["forks"])
+
+        if explorer is not None:
+            verdict.crash_exploration = "ran"
+            phases["crash exploration"] = PhaseReport("running", "crash states and I/O faults")
+            progress.update("crash exploration", phases["crash exploration"])
+            crash = BackendReport()
+            if isinstance(explorer, GenericCrashExplorer):
+                states, faults, records = explorer.explore_with_faults(budget * CRASH_SHARE, seed)
+            else:
+                (states, records), faults = explorer.explore(budget * CRASH_SHARE, seed), 0
+            verdict.crash_states, verdict.crash_fault_runs = states, faults
+            for record in records:
+                record["spec"] = spec
+                crash.reproducers.append(str(save_reproducer(failures_dir, record)))
+            crash_failures = _machine_failures(crash, "crash exploration")
+            verdict.failures.extend(crash_failures)
+            phases["crash exploration"] = PhaseReport(
+                "failed" if crash_failures else "ran",
+                f"{states:,} crash states, {faults:,} I/O-fault runs",
+                {"crash_states": states, "crash_fault_runs": faults},
             )
-    verdict.conformance_tests, conformance_failures = run_conformance(spec)
-    verdict.failures.extend(conformance_failures)
+        else:
+            reason = CRASH_SKIPPED[capabilities.kind]
+            verdict.crash_exploration = f"skipped ({reason})"
+            phases["crash exploration"] = PhaseReport("skipped", reason)
+        progress.update("crash exploration", phases["crash exploration"])
+
+        phases["conformance"] = PhaseReport("running", "starting pytest")
+        progress.update("conformance", phases["conformance"])
+
+        def conformance_progress(ran: int, failed: int) -> None:
+            phases["conformance"].detail = f"{ran} cases, {failed} failed"
+            progress.update("conformance", phases["conformance"])
+
+        ran, conformance_failures, skipped = run_conformance(
+            spec, forks=capabilities.fork, on_progress=conformance_progress
+        )
+        verdict.conformance_tests = ran
+        verdict.failures.extend(conformance_failures)
+        fork_cases = [f for f in conformance_failures if FORK_CONFORMANCE in f.get("test", "")]
+        phases["conformance"] = PhaseReport(
+            "failed" if conformance_failures else "ran",
+            f"{ran} cases, {len(conformance_failures)} failed, {len(skipped)} skipped",
+            {"cases": ran, "failed": len(conformance_failures), "skipped": len(skipped)},
+        )
+        progress.update("conformance", phases["conformance"])
+        if capabilities.fork:
+            for failure in fork_cases:
+                failure["phase"] = "forks"
+            forks = phases["forks"]
+            forks.status = "failed" if fork_cases or forks.status == "failed" else "ran"
+            forks.detail = forks.detail.replace(
+                "fork conformance cases with the suite",
+                f"{len(fork_cases)} fork conformance cases failed"
+                if fork_cases
+                else "fork conformance cases passed",
+            )
+            progress.update("forks", forks)
+
+        phases["restarts"] = _restarts(capabilities, loaded.counts)
+        progress.update("restarts", phases["restarts"])
     verdict.passed = not verdict.failures
     verdict.seconds = time.perf_counter() - started
     return verdict

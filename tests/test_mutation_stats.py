@@ -20,20 +20,24 @@ def _meta(root: Path, path: str, verdicts: dict[str, int | None]) -> None:
 
 
 def test_scores_per_package_leave_triaged_and_unrun_mutants_out(tmp_path: Path) -> None:
-    _meta(tmp_path, "models/a.py", {"models.a.x_f__mutmut_1": 1, "models.a.x_f__mutmut_2": 0})
     _meta(
         tmp_path,
-        "impl/b.py",
+        "scopecheck/models/a.py",
+        {"scopecheck.models.a.x_f__mutmut_1": 1, "scopecheck.models.a.x_f__mutmut_2": 0},
+    )
+    _meta(
+        tmp_path,
+        "scopecheck/impl/b.py",
         {
-            "impl.b.x_g__mutmut_1": 1,
-            "impl.b.x_g__mutmut_2": 36,  # timeout: detected
-            "impl.b.x_g__mutmut_3": 0,  # triaged equivalent
-            "impl.b.x_g__mutmut_4": 33,  # no tests: a survivor
-            "impl.b.x_g__mutmut_5": None,  # not checked
+            "scopecheck.impl.b.x_g__mutmut_1": 1,
+            "scopecheck.impl.b.x_g__mutmut_2": 36,  # timeout: detected
+            "scopecheck.impl.b.x_g__mutmut_3": 0,  # triaged equivalent
+            "scopecheck.impl.b.x_g__mutmut_4": 33,  # no tests: a survivor
+            "scopecheck.impl.b.x_g__mutmut_5": None,  # not checked
         },
     )
     verdicts = ms.load_verdicts(tmp_path / "mutants")
-    triage = [ms.Equivalent("impl.b.x_g__mutmut_3", "same behaviour")]
+    triage = [ms.Equivalent("scopecheck.impl.b.x_g__mutmut_3", "same behaviour")]
     scores = ms.score_packages(verdicts, triage)
     assert scores["models"].score == 0.5
     impl = scores["impl"]
@@ -55,7 +59,7 @@ def test_triage_entries_need_a_reason_and_a_known_kind(tmp_path: Path) -> None:
 
 
 def test_samples_are_stable_and_nested() -> None:
-    names = [f"impl.m.x_f__mutmut_{i}" for i in range(2000)]
+    names = [f"scopecheck.impl.m.x_f__mutmut_{i}" for i in range(2000)]
     every_24 = {n for n in names if ms.in_sample(n, 24)}
     every_6 = {n for n in names if ms.in_sample(n, 6)}
     assert every_24 <= every_6 and 0 < len(every_24) < len(every_6) < len(names)

@@ -306,3 +306,29 @@ def test_outside_a_checkout_the_installed_rules_are_listed_without_coverage(
 def test_the_package_carries_the_same_rules_as_the_checkout() -> None:
     """The rules the wheel ships are the checkout's own files (one source of truth)."""
     assert load_rules() == load_rules(ROOT)
+
+
+@pytest.mark.rule("ERR-1")
+def test_the_error_code_table_lists_exactly_the_codes_with_their_classes() -> None:
+    """spec/README.md's table of stable codes is the code's set, each with the class that
+    raises it (a code added to ``CODES`` without a row fails here)."""
+    from scopecheck.models import errors
+
+    text = (ROOT / "spec" / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Stable error codes", 1)[1]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| `")]
+    table = {code.strip(" `"): cls.strip(" `") for code, cls in rows}
+    assert set(table) == set(errors.CODES)
+    for code, name in table.items():
+        assert issubclass(getattr(errors, name), errors.ScopecheckError), (code, name)
+
+
+@pytest.mark.rule("SPEC-1")
+def test_the_readme_names_exactly_the_files_of_spec() -> None:
+    """Every file the spec README's table names exists, and every rule file is in the table."""
+    text = (ROOT / "spec" / "README.md").read_text(encoding="utf-8")
+    table = text.split("| file | what it holds |", 1)[1].split("\n\n", 1)[0]
+    named = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    assert {n for n in named if not (ROOT / "spec" / n).exists()} == set()
+    rule_files = {f"rules/{p.name}" for p in (ROOT / "spec" / "rules").glob("*.toml")}
+    assert rule_files <= named

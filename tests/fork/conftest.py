@@ -1,89 +1,16 @@
-"""Fixtures for the focused fork tests: one source Session on a backend, mirrored in the model."""
+"""Fixtures for the focused fork tests: the conformance world on each bundled backend."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from scopecheck.backends import BUNDLED, World
-from scopecheck.models.addresses import value, value_list
-from scopecheck.models.errors import ScopecheckError
-from scopecheck.models.fork import ForkOptions
-from scopecheck.models.reference import ReferenceRepository
-from scopecheck.models.scope import ephemeral_scope
-from scopecheck.models.writes import (
-    AnyWrite,
-    append_list,
-    delete_list,
-    insert_entry,
-    insert_usage,
-    set_value,
-)
+from scopecheck.conformance.forks import BUSY, IDLE, Env, rich_source
+
+__all__ = ["BUSY", "IDLE", "Env", "rich_source"]
 
 BACKENDS = ("memory", "jsonl", "sqlite", "sqlite-shared")
-IDLE = {"currentOperationId": None, "lastOperationId": None, "inbox": []}
-BUSY = {
-    "currentOperationId": "op1",
-    "lastOperationId": None,
-    "inbox": [{"entryId": "e3", "kind": "x"}],
-}
-
-
-class Env:
-    """A backend world and the model, driven together."""
-
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
-        self.now = 1_750_000_000_000
-        self.world: World = BUNDLED[backend].new_world(self.clock)
-        self.repo: Any = self.world.repository()
-        self.model = ReferenceRepository()
-        self.source = self.repo.create("src")
-        self.msource = self.model.create("src")
-
-    def clock(self) -> int:
-        return self.now
-
-    def commit(self, *writes: AnyWrite) -> list[int]:
-        self.now += 1
-        got = self.source.commit(list(writes))
-        want = self.msource.commit(list(writes), self.now)
-        assert [c.seq for c in got] == [c.seq for c in want]
-        return [c.seq for c in got]
-
-    def fork(self, options: ForkOptions) -> Any:
-        """Fork on both; on success compare the destination with the model and return the
-        backend's open destination handle."""
-        try:
-            dest = self.repo.fork("src", options)
-        except ScopecheckError as exc:
-            with pytest.raises(ScopecheckError) as want:
-                self.model.fork("src", options, options.id or "x")
-            assert want.value.code == exc.code, (exc, want.value)
-            raise
-        self.model.fork("src", options, dest)
-        handle = self.repo.open(dest)
-        expected = self.model.open(dest).snapshot()
-        assert handle.snapshot() == expected
-        assert handle.parent_session_id == "src"
-        return handle
-
-    def codes(self, options: ForkOptions) -> str:
-        """Fork must fail: no artefact appears and a fresh destination id stays free."""
-        before = self.repo.list()
-        fresh = options.id is not None and options.id not in before
-        with pytest.raises(ScopecheckError) as info:
-            self.fork(options)
-        assert self.repo.list() == before  # no destination artefact
-        if fresh and options.id is not None:  # the id was not reserved
-            self.repo.create(options.id).close()
-            self.repo.delete(options.id)
-        return info.value.code
-
-    def close(self) -> None:
-        self.world.cleanup()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -93,52 +20,6 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
         yield made
     finally:
         made.close()
-
-
-def rich_source(env: Env) -> dict[str, int]:
-    """The shared conformance source of 001 §5 "Backend equivalence": entries (with an
-    unreachable root), two lanes (one configured, one data-only), labels, app scalars and
-    lists with deletes, open-operation state with pending/frame/checkpoint, usage rows, and
-    ephemeral state.  Returns seqs of interesting rows."""
-    seqs: dict[str, int] = {}
-    env.commit(
-        insert_entry("e1", None, "message", {"text": "root"}),
-        insert_entry("e2", "e1", "message", {"text": "two"}),
-        insert_entry("e3", "e2", "custom", {"x": 1}),
-    )
-    env.commit(insert_entry("e4", "e1", "message"), insert_entry("e5", None, "message"))
-    (seqs["tip"], seqs["config"], seqs["state"]) = env.commit(
-        set_value(value("pi.branch.tip", "main"), "e3"),
-        set_value(value("pi.lane.config", "main"), {"model": "m"}),
-        set_value(value("pi.lane.state", "main"), BUSY),
-    )
-    (seqs["side"],) = env.commit(set_value(value("pi.branch.tip", "side"), "e4"))
-    env.commit(
-        set_value(value("pi.session.name"), "named"),
-        set_value(value("pi.entry.label", "e2"), "L2"),
-        set_value(value("pi.entry.label", "e4"), "L4"),
-        set_value(value("pi.entry.label", "e5"), "L5"),
-    )
-    env.commit(
-        set_value(value("pi.result", "op1"), {"ok": 1}),
-        set_value(value("pi.op.meta", "op1"), {}),
-        set_value(value("pi.op.state", "op1"), {}),
-        set_value(value("pi.pending.entry", "e9"), {}),
-        set_value(value("pi.pending.tool_output", "op1:t1"), {}),
-        append_list(value_list("pi.pending.assistant_frame", "op1:r1"), {"d": 1}),
-    )
-    env.commit(insert_usage("u1", {"input": 5, "output": 7}, "e1"))
-    (seqs["app1"],) = env.commit(set_value(value("my-app.state"), "v1"))
-    env.commit(
-        append_list(value_list("my-app.log"), "a"), append_list(value_list("my-app.log"), "b", "t")
-    )
-    env.commit(delete_list(value_list("my-app.log")))
-    (seqs["log"],) = env.commit(append_list(value_list("my-app.log"), "c"))
-    op = ephemeral_scope("op1")
-    env.commit(
-        set_value(value("my-app.eph", "", op), 1), append_list(value_list("pi.future", "", op), 1)
-    )
-    return seqs
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,219 @@
+"""A backend on the standard library's sqlite3, doing its own file I/O under a directory:
+
+    scopecheck validate examples/sqlite3_backend.py:make_backend
+
+``make_backend(clock, *, root)`` takes the directory its files live in, so scopecheck gives each
+run a fresh one, restarts the backend by calling the factory again over it, and removes it
+afterwards.  One database per Session, ``<root>/<quoted id>.db``; a commit is one SQLite
+transaction (journal_mode=DELETE, synchronous=FULL); create and delete fsync the directory, so
+a new or removed Session survives a power loss.  A scalar or list row is keyed by
+``(scope, namespace, key)`` with ``scope = ''`` for the session scope; retirement deletes the
+scope's rows.  Seqs come from one counter per Session (every write takes the next one).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from typing import Any
+from urllib.parse import quote, unquote
+
+from scopecheck import (
+    AppendList, ClosedError, Committed, DeleteList, DeleteValue, EntryRecord, InsertEntry,
+    InsertUsage, ListElement, RetireScope, SetValue, Snapshot, Stats, UsageRecord, UsageTotals,
+    ValueRecord, add_usage, check_list_query, check_name, check_references, check_session_id,
+    check_shape, decode_json, stop_page, usage,
+)
+
+SCHEMA = """
+CREATE TABLE meta(next_seq INTEGER NOT NULL);
+INSERT INTO meta VALUES (1);
+CREATE TABLE entries(seq INTEGER PRIMARY KEY, id TEXT UNIQUE, parent TEXT, type TEXT,
+                     payload BLOB, ts INTEGER);
+CREATE TABLE usage(seq INTEGER PRIMARY KEY, id TEXT UNIQUE, body BLOB, entry TEXT, adj INTEGER,
+                   details BLOB, ts INTEGER);
+CREATE TABLE vals(scope TEXT, ns TEXT, key TEXT, seq INTEGER, body BLOB,
+                  PRIMARY KEY(scope, ns, key));
+CREATE TABLE elems(scope TEXT, ns TEXT, key TEXT, seq INTEGER PRIMARY KEY, body BLOB, tag TEXT);
+CREATE INDEX elems_by_list ON elems(scope, ns, key, seq);
+"""
+
+
+def connect(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.execute("PRAGMA synchronous=FULL")
+    return db
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _where(address: Any) -> tuple[str, str, str]:
+    return (address.scope_id or "", address.namespace, address.key)
+
+
+class Sqlite3Storage:
+    def __init__(self, session_id: str, db: sqlite3.Connection, clock: Any, done: Any) -> None:
+        self.session_id, self.db, self.clock, self.done = session_id, db, clock, done
+        self.lock, self.closed = threading.Lock(), False
+    def _q(self, sql: str, *args: Any) -> list[Any]:
+        if self.closed:
+            raise ClosedError()
+        return self.db.execute(sql, args).fetchall()
+    def commit(self, writes: Any) -> tuple[Committed, ...]:
+        with self.lock:
+            if self.closed:
+                raise ClosedError()
+            checked = check_shape(writes)
+            ids = lambda i: bool(self._q("SELECT 1 FROM entries WHERE id=? UNION ALL "  # noqa: E731
+                                         "SELECT 1 FROM usage WHERE id=?", i, i))
+            entries = lambda i: bool(self._q("SELECT 1 FROM entries WHERE id=?", i))  # noqa: E731
+            check_references(checked.writes, ids, entries)
+            if not checked.writes:
+                return ()
+            now, first = self.clock(), self._q("SELECT next_seq FROM meta")[0][0]
+            done = tuple(Committed(first + i, now, x) for i, x in enumerate(checked.writes))
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                for item in done:
+                    self._apply(item.write, item.seq, now)
+                self.db.execute("UPDATE meta SET next_seq=?", (first + len(done),))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            return done
+    def _apply(self, x: Any, seq: int, now: int) -> None:
+        run = self.db.execute
+        if isinstance(x, SetValue):
+            run("INSERT OR REPLACE INTO vals VALUES (?,?,?,?,?)", (*_where(x.address), seq,
+                                                                  x.value_json))
+        elif isinstance(x, DeleteValue):
+            run("DELETE FROM vals WHERE scope=? AND ns=? AND key=?", _where(x.address))
+        elif isinstance(x, AppendList):
+            run("INSERT INTO elems VALUES (?,?,?,?,?,?)", (*_where(x.address), seq,
+                                                          x.element_json, x.tag))
+        elif isinstance(x, DeleteList):
+            run("DELETE FROM elems WHERE scope=? AND ns=? AND key=?", _where(x.address))
+        elif isinstance(x, InsertEntry):
+            run("INSERT INTO entries VALUES (?,?,?,?,?,?)", (seq, x.id, x.parent_id, x.type,
+                                                            x.payload_json, now))
+        elif isinstance(x, InsertUsage):
+            run("INSERT INTO usage VALUES (?,?,?,?,?,?,?)", (seq, x.id, x.usage_json, x.entry_id,
+                                                            int(x.adjustment), x.details_json, now))
+        elif isinstance(x, RetireScope):
+            run("DELETE FROM vals WHERE scope=?", (x.retired.id,))
+            run("DELETE FROM elems WHERE scope=?", (x.retired.id,))
+    def get_value(self, address: Any) -> ValueRecord | None:
+        rows = self._q("SELECT seq, body FROM vals WHERE scope=? AND ns=? AND key=?",
+                       *_where(address))
+        return ValueRecord(rows[0][0], rows[0][1]) if rows else None
+    def scan_values(self, namespace: str, prefix: str = "", scope: Any = None) -> Any:
+        check_name("namespace", namespace), check_name("prefix", prefix)
+        rows = self._q("SELECT key, seq, body FROM vals WHERE scope=? AND ns=? ORDER BY key",
+                       getattr(scope, "id", None) or "", namespace)
+        return tuple((k, ValueRecord(s, b)) for k, s, b in rows if k.startswith(prefix))
+    def read_list(self, address: Any, *, cursor: Any = None, order: Any = "asc", limit: Any = None,
+                  stop_at_tag: Any = None) -> tuple[ListElement, ...]:
+        q = check_list_query(cursor, order, limit, stop_at_tag)
+        desc = q.order == "desc"
+        bound = q.cursor if q.cursor is not None else (2**62 if desc else 0)
+        rows = self._q("SELECT seq, body, tag FROM elems WHERE scope=? AND ns=? AND key=? AND "
+                       f"seq {'<' if desc else '>'} ? ORDER BY seq {'DESC' if desc else 'ASC'} "
+                       "LIMIT ?", *_where(address), bound, q.limit)
+        return tuple(stop_page([ListElement(*row) for row in rows], q.stop_at_tag))
+    def get_entry(self, entry_id: str) -> EntryRecord | None:
+        rows = self._q("SELECT id, parent, type, payload, seq, ts FROM entries WHERE id=?",
+                       entry_id)
+        return EntryRecord(*rows[0]) if rows else None
+    def get_usage(self, usage_id: str) -> UsageRecord | None:
+        rows = self._q("SELECT id, body, entry, adj, details, seq, ts FROM usage WHERE id=?",
+                       usage_id)
+        return self._usage(rows[0]) if rows else None
+    @staticmethod
+    def _usage(row: Any) -> UsageRecord:
+        return UsageRecord(row[0], row[1], row[2], bool(row[3]), row[4], row[5], row[6])
+    def stats(self) -> Stats:
+        totals = UsageTotals()
+        for (body,) in self._q("SELECT body FROM usage ORDER BY seq"):
+            totals = add_usage(totals, decode_json(body))
+        return Stats(self._q("SELECT count(*) FROM entries WHERE type='message'")[0][0], totals)
+    def snapshot(self) -> Snapshot:
+        def key(scope: str, ns: str, k: str) -> Any:
+            return (scope or None, ns, k)
+        values = [(key(*r[:3]), ValueRecord(r[3], r[4]))
+                  for r in self._q("SELECT scope, ns, key, seq, body FROM vals")]
+        lists: dict[Any, list[ListElement]] = {}
+        for r in self._q("SELECT scope, ns, key, seq, body, tag FROM elems ORDER BY seq"):
+            lists.setdefault(key(*r[:3]), []).append(ListElement(r[3], r[4], r[5]))
+        order = lambda kv: Snapshot.sort_key(kv[0])  # noqa: E731
+        return Snapshot(
+            tuple(EntryRecord(*r) for r in self._q("SELECT id, parent, type, payload, seq, ts "
+                                                  "FROM entries ORDER BY seq")),
+            tuple(self._usage(r) for r in self._q("SELECT id, body, entry, adj, details, seq, ts"
+                                                  " FROM usage ORDER BY seq")),
+            tuple(sorted(values, key=order)),
+            tuple(sorted(((k, tuple(v)) for k, v in lists.items()), key=order)), self.stats())
+    def close(self) -> None:
+        with self.lock:  # admitted commits hold the lock: close waits for them, then seals
+            if not self.closed:
+                self.closed = True
+                self.db.close()
+                self.done(self.session_id)
+
+
+class Sqlite3Repository:
+    def __init__(self, clock: Any, root: str) -> None:
+        self.clock, self.root, self.open_ids = clock, root, dict[str, Sqlite3Storage]()
+        os.makedirs(root, exist_ok=True)
+    def path(self, session_id: str) -> str:
+        return os.path.join(self.root, quote(session_id, safe="") + ".db")
+    def list(self) -> list[str]:
+        return sorted(unquote(n[:-3]) for n in os.listdir(self.root) if n.endswith(".db"))
+    def create(self, session_id: str) -> Sqlite3Storage:
+        path = self.path(check_session_id(session_id))
+        if os.path.exists(path):
+            raise usage("already_exists", f"session {session_id!r} exists")
+        db = connect(path + ".new")  # built aside, then renamed: a crash leaves no half Session
+        db.executescript(SCHEMA)
+        db.close()
+        os.replace(path + ".new", path)
+        fsync_dir(self.root)
+        return self._handle(session_id, path)
+    def open(self, session_id: str) -> Sqlite3Storage:
+        path = self.path(check_session_id(session_id))
+        if not os.path.exists(path):
+            raise usage("not_found", f"no session {session_id!r}")
+        if session_id in self.open_ids:
+            raise usage("already_open", f"session {session_id!r} is open")
+        return self._handle(session_id, path)
+    def _handle(self, session_id: str, path: str) -> Sqlite3Storage:
+        storage = Sqlite3Storage(session_id, connect(path), self.clock, self.open_ids.pop)
+        self.open_ids[session_id] = storage
+        return storage
+    def delete(self, session_id: str) -> None:
+        path = self.path(check_session_id(session_id))
+        if session_id in self.open_ids:
+            raise usage("already_open", f"session {session_id!r} is open")
+        if not os.path.exists(path):
+            raise usage("not_found", f"no session {session_id!r}")
+        os.unlink(path)
+        for leftover in (path + "-journal", path + ".new"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+        fsync_dir(self.root)
+    def close(self) -> None:
+        for storage in list(self.open_ids.values()):
+            storage.close()
+
+
+def make_backend(clock: Any, *, root: str) -> Sqlite3Repository:
+    return Sqlite3Repository(clock, root)
+

@@ -1,0 +1,66 @@
+"""The built wheel, installed apart from the checkout, for the tests that look at scopecheck the
+way a user's venv holds it (INSTALL-1, INSTALL-3).
+
+The wheel is built from a copy of the checkout (so the build leaves nothing in it) and
+installed with ``pip install --no-deps --target``: its dependencies are this venv's, and a
+child process with ``PYTHONPATH`` set to the target imports scopecheck from the wheel, not from
+the editable checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: What a source copy leaves out: local state, caches and earlier builds.
+SKIP = {".git", ".venv", "build", "dist", ".hypothesis", ".scopecheck", "mutants", "__pycache__"}
+
+
+def _source_copy(dest: Path) -> Path:
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return {n for n in names if n in SKIP or n.endswith((".egg-info", "_cache"))}
+
+    shutil.copytree(ROOT, dest, symlinks=True, ignore=ignore)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("wheel")
+    source = _source_copy(base / "source")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(base)],
+        cwd=source,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (built,) = base.glob("scopecheck-*.whl")
+    return built
+
+
+@pytest.fixture(scope="session")
+def installed(wheel: Path) -> Path:
+    """A directory holding the wheel's files as site-packages would."""
+    target = wheel.parent / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+         str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )  # fmt: skip
+    return target
+
+
+@pytest.fixture
+def wheel_env(installed: Path) -> Iterator[dict[str, str]]:
+    """The environment of a child that imports scopecheck from the installed wheel."""
+    yield {**os.environ, "PYTHONPATH": str(installed)}
