@@ -1,6 +1,6 @@
 """Every crash state of a JSONL workload on pyfakefs, reopened and checked against the model.
 
-How it works (issue 5; ALICE's prefixes, LazyFS's lost unsynced data, SQLite's crash-during-
+How it works (ALICE's prefixes, LazyFS's lost unsynced data, SQLite's crash-during-
 recovery): :func:`trace` runs a workload once through
 :class:`~scopecheck.crashsim.jsonl_disk.RecordingFs` and the model (``scopecheck.models.reference``)
 once beside it, giving the mutating operations and the logical state after every step.

@@ -502,7 +502,7 @@ def pyfakefs_renamer(fake_filesystem: Any) -> Callable[[str, str], bool]:
     directories and both paths absolute and normal.  The move itself is pyfakefs's own
     (``_do_rename``, pinned pyfakefs), so open handles follow the file as on a real system;
     anything else returns ``False`` and goes through ``os.replace``, errors included.
-    ``os.replace`` spends most of its time re-validating paths (issue 4: the pyfakefs
+    ``os.replace`` spends most of its time re-validating paths (the pyfakefs
     machine's commits are dominated by sidecar publishes)."""
     resolve = fake_filesystem.resolve
 

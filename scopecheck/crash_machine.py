@@ -1,4 +1,4 @@
-"""A stateful machine that crashes the JSONL backend mid-commit and recovers (issue 5).
+"""A stateful machine that crashes the JSONL backend mid-commit and recovers (CRASH-*).
 
 One Session on pyfakefs through :class:`~scopecheck.crashsim.jsonl_disk.RecordingFs`, with the model
 (``scopecheck.models.reference``) as a list of acknowledged transactions.  Rules:

@@ -1,4 +1,4 @@
-"""CrossHair over the PEP 316 contracts of the pure functions (issue 9, CHECK-1..CHECK-5).
+"""CrossHair over the PEP 316 contracts of the pure functions (CHECK-1..CHECK-5).
 
 ``scopecheck crosshair`` runs ``crosshair check --analysis_kind=PEP316`` over exactly the modules
 in :data:`TARGETS`, one process per module so each gets its own wall time, with a CPU-time bound

@@ -1,4 +1,4 @@
-"""The fork machine: the storage machine plus harness namespaces and fork steps (issue 6).
+"""The fork machine: the storage machine plus harness namespaces and fork steps (FORK-*).
 
 ``make_fork_machine(backend)`` extends :class:`~scopecheck.machine.StorageMachine` with rules
 that write lanes (tips, configs, states — complete, partial and data-only), labels, the session

@@ -27,7 +27,7 @@ from scopecheck.mutants import failure_program
 
 @attrs.define
 class BackendReport:
-    """What one backend's fuzzing did; the JSON shape of issue 2 §8."""
+    """What one backend's fuzzing did; ``as_json()`` is the per-backend shape of ``fuzz --json``."""
 
     examples: int = 0
     steps: int = 0

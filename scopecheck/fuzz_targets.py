@@ -20,10 +20,10 @@ load_profile()
 for _name, _backend in sorted(BUNDLED.items()):
     _machine = make_machine(_backend)
     globals()[f"Test{_machine.__name__}"] = _machine.TestCase
-    # The operation-lifecycle machine (issue 7) on the same backend.
+    # The operation-lifecycle machine on the same backend.
     _lifecycle = make_lifecycle_machine(_backend)
     globals()[f"Test{_lifecycle.__name__}"] = _lifecycle.TestCase
-    # The fork machine (issue 6) on the same backend.
+    # The fork machine on the same backend.
     _fork = make_fork_machine(_backend)
     globals()[f"Test{_fork.__name__}"] = _fork.TestCase
 

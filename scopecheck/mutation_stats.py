@@ -1,4 +1,4 @@
-"""Mutation score per package from mutmut's own results (issue 9, docs/mutation.md).
+"""Mutation score per package from mutmut's own results (docs/mutation.md).
 
 ``mutmut run`` exits 0 however many mutants survive (REFERENCE §7), so the score has to be read
 back.  This module runs ``mutmut export-cicd-stats`` (mutmut's machine-readable totals, written to

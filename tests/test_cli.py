@@ -278,7 +278,7 @@ def test_pytest_plugin_runs_crash_exploration_or_skips_it(
 
 @pytest.mark.rule("ARCH-2")
 def test_example_adapter_stays_short() -> None:
-    """A dict-backed adapter needs fewer than 150 lines (issue 8 target)."""
+    """A dict-backed adapter needs fewer than 150 lines."""
     lines = (ROOT / "examples" / "good_backend.py").read_text().splitlines()
     assert len(lines) < 150, len(lines)
 

@@ -13,7 +13,7 @@ MACHINE_MUTANTS = [m for m in all_mutants() if m.caught_by == "machine"]
 
 @pytest.mark.rule("ARCH-2")
 def test_catalogue_has_the_required_entries() -> None:
-    """At least the six Memory mistakes of issue 2 are planted."""
+    """At least the six Memory mistakes the seeds warn about are planted."""
     names = {m.name for m in all_mutants("memory")}
     assert {
         "memory-per-scope-seq",

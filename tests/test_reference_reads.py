@@ -1,7 +1,7 @@
 """The oracle's own reads against hand-derived expectations (LIST-2..LIST-5, LIST-9).
 
 Everything else checks backends *against* the reference model; when model and backend agree,
-the machines cannot tell whether both are right.  A mutation run (issue 9, docs/mutation.md)
+the machines cannot tell whether both are right.  A mutation run (docs/mutation.md)
 found model reads the fast machine budget never compared -- descending pages with a cursor,
 scans of an ephemeral scope, bad scan arguments -- so these tests pin them to the contract.
 """

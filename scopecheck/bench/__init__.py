@@ -148,7 +148,7 @@ def render(which: str, result: dict[str, Any]) -> None:
 
 
 def _render_jsonl(console: Any, result: dict[str, Any]) -> None:
-    """Open next to plain orjson line parsing per size (issue 4 target: ratio at least 0.5),
+    """Open next to plain orjson line parsing per size (target: ratio at least 0.5),
     commits/s with fsync, and the machine's steps/s next to the trivial machine."""
     from rich.table import Table
 
@@ -311,7 +311,7 @@ def _render_size(console: Any, result: dict[str, Any]) -> None:
         console.print(kinds)
 
 
-# -- the operation lifecycle (issue 7): storage size and lifecycle-machine rate -------------
+# -- the operation lifecycle: storage size and lifecycle-machine rate -------------
 
 
 def bench_size(runs: int) -> dict[str, Any]:

@@ -6,11 +6,11 @@ through the codec (no fsync per line, so building is quick), then in the same ru
 * ``parse_mb_s`` — reading the same files and ``orjson.loads`` on every line: the floor any
   JSONL reader pays;
 * ``open_mb_s`` — ``JsonlRepository.open`` (all nine stages, replay into resident state);
-* ``ratio`` — ``open_mb_s / parse_mb_s`` (issue 4 target: at least 0.5);
+* ``ratio`` — ``open_mb_s / parse_mb_s`` (target: at least 0.5);
 
 and ``commits_per_s`` with fsync on, for main-log and sidecar commits, on a real temp dir, and
 machine steps/s on JSONL (real disk and pyfakefs) and Memory next to the trivial machine
-(issue 4 target: pyfakefs at least 0.25 of trivial).
+(target: pyfakefs at least 0.25 of trivial).
 Figures are medians of ``repeat`` runs.  Nothing here asserts on time.
 """
 

@@ -1,4 +1,4 @@
-"""Where JSONL open time goes: the open pipeline measured stage by stage (issue 4, JSONL-7).
+"""Where JSONL open time goes: the open pipeline measured stage by stage (JSONL-7).
 
 ``open_stages(size)`` builds the same Session as ``scopecheck bench jsonl`` and times, in one
 run and interleaved, cumulative prefixes of what ``JsonlRepository.open`` does to the main log:

@@ -1,4 +1,4 @@
-"""Legacy import benchmark: import time and peak memory per real transcript (issue 10).
+"""Legacy import benchmark: import time and peak memory per real transcript (LEGACY-*).
 
 For each transcript in ``scopecheck/data/pi-sessions`` (copied to a temp dir under its header id):
 

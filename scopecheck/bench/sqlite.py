@@ -1,5 +1,5 @@
 """SQLite benchmarks: commit throughput against raw APSW, crash/I/O states per second, and
-stateful-machine steps per second (issue 3 targets; measured, never asserted by tests).
+stateful-machine steps per second (measured, never asserted by tests).
 
 ``bench_sqlite()`` returns a flat dict of figures.  The commit comparison runs in the same
 process and the same temp filesystem: the backend commits a mixed workload, then a raw APSW

@@ -1,4 +1,4 @@
-"""Planted fork bugs (issue 6): the mistakes 001 §1.1–§1.3 and 000 §6.5 warn about.
+"""Planted fork bugs: the mistakes 001 §1.1–§1.3 and 000 §6.5 warn about.
 
 Most are caught by the fork machine (``caught_by="fork-machine"``); the torn-tail repair needs
 a torn source, which the machine never writes, so it is caught by a probe

@@ -1,4 +1,4 @@
-"""Planted legacy-fork bugs (issue 10, LEGACY-13, LEGACY-15): the two mistakes 001 §1.3 warns
+"""Planted legacy-fork bugs (LEGACY-13, LEGACY-15): the two mistakes 001 §1.3 warns
 about for legacy sources.
 
 * ``legacy-fork-upgrades-open-source`` — "the fork must not mutate/upgrade the source itself":

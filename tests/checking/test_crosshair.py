@@ -1,5 +1,5 @@
 """CrossHair over the PEP 316 contracts, and proof that it catches a planted bug in each
-contracted function (issue 9; CHECK-1..CHECK-5).
+contracted function (CHECK-1..CHECK-5).
 
 The budgets are :data:`scopecheck.crosshair_check.TARGETS`: iteration counts, not wall time, so
 a loaded machine gives the same verdicts, only later.  Together the two CrossHair tests use

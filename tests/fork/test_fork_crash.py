@@ -1,4 +1,4 @@
-"""Process-crash sweep of a JSONL fork (issue 6 "Crash", FORK-17).
+"""Process-crash sweep of a JSONL fork (FORK-17).
 
 The fork runs over a filesystem that crashes before the k-th mutating operation (an append may
 land half its bytes first), for every k.  After each crash a fresh repository over the same

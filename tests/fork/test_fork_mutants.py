@@ -1,4 +1,4 @@
-"""Every planted fork bug is caught (issue 6 "Planted bugs"; ARCH-2)."""
+"""Every planted fork bug is caught (ARCH-2)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ class SimulatedCrash(BaseException):
 
 
 def test_catalogue_has_the_six_jsonl_mutants() -> None:
-    """The six mistakes issue 4 names are registered, each with a one-line description."""
+    """The six JSONL mistakes the seeds warn about are registered, each described in a line."""
     assert {
         "jsonl-cleanup-deletes-reused",
         "jsonl-high-water-ignores-retired",

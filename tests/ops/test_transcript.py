@@ -2,7 +2,7 @@
 
 The lifecycle machine compares model and backend on the *same* harness transactions, so it
 cannot notice a harness that writes the wrong thing consistently (a mutation run showed that:
-issue 9, docs/mutation.md).  These tests read one lane's operation back from storage and check
+docs/mutation.md).  These tests read one lane's operation back from storage and check
 what a reader of the session relies on: the settled response is an assistant message with the
 streamed text, chained to the previous tip; its usage row points at it; a tool outcome is a
 ``toolResult`` message naming its call and tool, chained after the response; the branch tip
