@@ -37,6 +37,7 @@ CODES: frozenset[str] = frozenset(
         "entry_not_on_branch",  # fork entry_id off the branch's tip ancestry (FORK-3)
         "unknown_namespace",  # current state in an undeclared reserved namespace (FORK-8)
         "legacy_not_upgraded",  # fork of an open legacy Session before its first commit (LEGACY-13)
+        "protocol_error",  # a backend process that speaks the process protocol wrongly (PROC-*)
     }
 )
 
@@ -86,6 +87,15 @@ class CorruptError(ScopecheckError):
 
 class StorageIOError(ScopecheckError, OSError):
     """The filesystem or database failed underneath a backend."""
+
+
+class ProtocolError(ScopecheckError):
+    """A backend in another process answered something the process protocol does not allow
+    (malformed JSON, a wrong id, a missing field, an exit): the backend's fault, not a
+    storage result, so it is never compared with the model."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__("protocol_error", message, **details)
 
 
 def usage(code: str, message: str, **details: Any) -> UsageError:

@@ -53,11 +53,13 @@ class RunCounts:
 
 @attrs.frozen
 class Capabilities:
-    """What a user's backend offers, found by calling its factory once."""
+    """What a user's backend offers, found by calling its factory (or starting its process)
+    once.  ``process`` backends live in a child speaking the process protocol."""
 
     kind: FactoryKind
     reopen: bool
     fork: bool
+    process: bool = False
 
     @property
     def restarts(self) -> bool:
@@ -222,7 +224,10 @@ def _import_target(target: str) -> Any:
 def anchored(spec: str, cwd: str) -> str:
     """``spec`` with a relative file path made absolute against ``cwd``: the ``--workers``
     processes run elsewhere, but ``examples/x.py:make_backend`` means the file the user
-    sees from where they typed it.  Module specs and bundled names are returned as they are."""
+    sees from where they typed it.  Module specs, bundled names and ``exec:`` commands (whose
+    directory travels in ``$SCOPECHECK_EXEC_CWD``) are returned as they are."""
+    if spec.startswith(EXEC_PREFIX):
+        return spec
     target, sep, attribute = spec.rpartition(":")
     if not sep or len(target) == 1 or os.path.isabs(target):
         return spec
@@ -279,10 +284,53 @@ def probe(factory: Any, spec: str) -> Capabilities:
     return found
 
 
+#: The prefix of a backend spec that is a command speaking the process protocol.
+EXEC_PREFIX = "exec:"
+#: The directory an ``exec:`` command runs in when the caller is elsewhere (a subprocess).
+EXEC_CWD_ENV = "SCOPECHECK_EXEC_CWD"
+
+
+def load_process(spec: str) -> LoadedBackend:
+    """``exec:COMMAND`` → a backend in a child process (``docs/protocol.md``).  The command is
+    split like a shell would and runs in the current directory; each world starts it over a
+    fresh root, and a restart starts it again over the same root (PROC-3)."""
+    import shlex
+
+    from scopecheck.models.errors import ProtocolError
+    from scopecheck.process.client import ProcessWorld
+
+    text = spec.removeprefix(EXEC_PREFIX).strip()
+    try:
+        command = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError("invalid_payload", f"cannot split the command {text!r}: {exc}") from None
+    if not command:
+        raise UsageError("invalid_payload", "exec: needs a command, e.g. exec:'node backend.js'")
+    counts = RunCounts()
+    cwd = os.environ.get(EXEC_CWD_ENV) or os.getcwd()
+    try:
+        trial = ProcessWorld(command, lambda: 0, cwd=cwd)
+    except ProtocolError as exc:
+        raise UsageError("invalid_payload", f"backend command {text!r}: {exc.message}") from None
+    name = trial.repository().process.name
+    fork = trial.repository().process.fork
+    trial.cleanup()
+
+    def new_world(clock: Clock) -> ProcessWorld:
+        return ProcessWorld(command, clock, counts, cwd)
+
+    backend = Backend(name, new_world, f"backend process: {text}")
+    return LoadedBackend(
+        backend, Capabilities("root", reopen=False, fork=fork, process=True), counts
+    )
+
+
 def load(spec: str) -> LoadedBackend:
-    """``PATH_OR_MODULE:FACTORY`` → a :class:`LoadedBackend`; a ``UsageError`` says what is
-    wrong.  A factory taking ``fs`` and ``root`` also gets the generic crash explorer
-    (``Backend.crash``)."""
+    """``PATH_OR_MODULE:FACTORY`` (or ``exec:COMMAND``) → a :class:`LoadedBackend`; a
+    ``UsageError`` says what is wrong.  A factory taking ``fs`` and ``root`` also gets the
+    generic crash explorer (``Backend.crash``)."""
+    if spec.startswith(EXEC_PREFIX):
+        return load_process(spec)
     name, factory = load_factory(spec)
     counts = RunCounts()
     if isinstance(factory, Backend):

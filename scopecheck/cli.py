@@ -266,7 +266,7 @@ def crash(
 
 
 @cli.command()
-@click.argument("factory")
+@click.argument("factory", required=False)
 @click.option(
     "--budget", type=float, default=DEFAULT_BUDGET, show_default=True, help="Machine seconds."
 )
@@ -277,11 +277,29 @@ def crash(
     "--failures-dir", default=DEFAULT_FAILURES, show_default=True, help="Where reproducer files go."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json: bool) -> None:
-    """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend.
+@click.option(
+    "--exec",
+    "command",
+    default=None,
+    metavar="'CMD ...'",
+    help="Validate a backend process speaking the process protocol (any language) instead.",
+)
+def validate(
+    factory: str | None,
+    budget: float,
+    seed: int,
+    failures_dir: str,
+    as_json: bool,
+    command: str | None,
+) -> None:
+    """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend, or
+    exec:'CMD ...' (the same as --exec) for a backend in a child process.
 
     Runs every phase the backend can take -- the machine, forks, crash exploration, the
     conformance suite, restarts -- and reports each as ran, failed or skipped (with why)."""
+    if (factory is None) == (command is None):
+        fail("give a FACTORY (PATH_OR_MODULE:make_backend) or --exec 'CMD ...', not both")
+    spec = f"exec:{command}" if command is not None else str(factory)
     from rich.console import Console
     from rich.live import Live
 
@@ -295,7 +313,7 @@ def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json:
     started = time.perf_counter()
 
     def render() -> Any:
-        return _phase_table(f"validating {factory} ({time.perf_counter() - started:.0f}s)", shown)
+        return _phase_table(f"validating {spec} ({time.perf_counter() - started:.0f}s)", shown)
 
     with Live(render(), console=console, refresh_per_second=4, transient=True) as live:
 
@@ -304,7 +322,7 @@ def validate(factory: str, budget: float, seed: int, failures_dir: str, as_json:
                 shown[phase] = attrs.evolve(report)
                 live.update(render())
 
-        verdict = run_validate(factory, budget, Path(failures_dir), seed, progress=LiveProgress())
+        verdict = run_validate(spec, budget, Path(failures_dir), seed, progress=LiveProgress())
     if as_json:
         emit_json(verdict.as_json())
         sys.exit(0 if verdict.passed else 1)
@@ -360,6 +378,23 @@ def _phase_table(title: str, phases: dict[str, Any]) -> Any:
     for name, phase in phases.items():
         table.add_row(name, _STATUS.get(phase.status, phase.status), phase.detail)
     return table
+
+
+# -- serve --------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("factory")
+def serve(factory: str) -> None:
+    """Run FACTORY (PATH_OR_MODULE:make_backend) behind the process protocol on stdin/stdout.
+
+    The child a process backend runs as: `scopecheck validate --exec 'scopecheck serve
+    my_backend.py:make_backend'` checks the factory in a separate process, with real
+    restarts.  See docs/protocol.md."""
+    from scopecheck.adapters import load_factory
+    from scopecheck.process.server import main as serve_main
+
+    serve_main(factory, load_factory)
 
 
 # -- mutants --------------------------------------------------------------------------------

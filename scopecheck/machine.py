@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 
 import scopecheck.strategies as sx
 from scopecheck.backends import Backend, World
-from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.errors import ProtocolError, ScopecheckError
 from scopecheck.models.protocols import Repository, Storage
 from scopecheck.models.reference import ReferenceRepository, ReferenceSession
 from scopecheck.models.scope import EphemeralScope
@@ -37,9 +37,13 @@ Outcome = tuple[str, Any]
 
 
 def outcome(call: Callable[[], Any]) -> Outcome:
-    """Run ``call``; a ScopecheckError becomes ``("error", code)``, anything else propagates."""
+    """Run ``call``; a ScopecheckError becomes ``("error", code)``, anything else propagates --
+    a :class:`~scopecheck.models.errors.ProtocolError` too: a backend process that speaks the
+    protocol wrongly has no outcome to compare (PROC-2)."""
     try:
         return ("ok", call())
+    except ProtocolError:
+        raise
     except ScopecheckError as exc:
         return ("error", exc.code)
 

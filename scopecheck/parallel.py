@@ -55,13 +55,17 @@ def fuzz_in_workers(
             "--pyargs",
             worker_module.__name__,
         ]
-        with subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch
-        ) as child:
+        log = Path(scratch) / "pytest.log"  # a file, not a pipe: a long report cannot block
+        with (
+            log.open("wb") as sink,
+            subprocess.Popen(
+                command, env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=scratch
+            ) as child,
+        ):
             while child.poll() is None:
                 time.sleep(0.5)
                 _refresh(Path(scratch), tasks, progress, budget)
-            output = child.stdout.read().decode() if child.stdout else ""
+        output = log.read_text(encoding="utf-8", errors="replace")
         reports = _refresh(Path(scratch), tasks, progress, budget)
     missing = [n for n in names if n not in reports]
     if missing:

@@ -43,7 +43,12 @@ def _database() -> DirectoryBasedExampleDatabase:
 
 
 def register_profiles() -> None:
+    """Register the profiles, each on top of Hypothesis's built-in ``default`` profile -- never
+    on whatever profile is loaded now (Hypothesis loads its own derandomised ``ci`` profile
+    whenever ``CI`` is set, which would make every fuzzing round replay the same examples)."""
     base: dict[str, Any] = {
+        "parent": settings.get_profile("default"),
+        "derandomize": False,
         "deadline": None,
         "suppress_health_check": _QUIET_CHECKS,
         "print_blob": True,
@@ -66,9 +71,8 @@ def register_profiles() -> None:
         NAMESPACE + "mutants",
         max_examples=1500,
         database=None,
-        derandomize=True,
         phases=[Phase.generate, Phase.target, Phase.shrink],
-        **base,
+        **{**base, "derandomize": True},
     )
     # Mutation-score runs (mutmut over models/ and impl/, docs/mutation.md): every mutant reruns
     # the tests that reach the mutated function, thousands of times over, so the budget is small
@@ -79,9 +83,8 @@ def register_profiles() -> None:
         NAMESPACE + "mutation",
         max_examples=12,
         database=None,
-        derandomize=True,
         phases=[Phase.explicit, Phase.generate],
-        **{**base, "stateful_step_count": 25},
+        **{**base, "stateful_step_count": 25, "derandomize": True},
     )
 
 
@@ -91,6 +94,7 @@ def register_crosshair_profile() -> None:
     try:
         settings.register_profile(
             NAMESPACE + "crosshair",
+            parent=settings.get_profile("default"),
             backend="crosshair",
             max_examples=100,
             database=None,

@@ -44,7 +44,14 @@ from typing import Any, Literal, Protocol
 import attrs
 import orjson
 
-from scopecheck.adapters import Capabilities, LoadedBackend, RunCounts, anchored, load
+from scopecheck.adapters import (
+    EXEC_CWD_ENV,
+    Capabilities,
+    LoadedBackend,
+    RunCounts,
+    anchored,
+    load,
+)
 from scopecheck.crash_explorers import GenericCrashExplorer
 from scopecheck.fuzz import BackendReport, MachineKind, fuzz_backend, save_reproducer
 from scopecheck.machine import rules_of_program
@@ -181,7 +188,7 @@ def run_conformance(
     child_spec = anchored(spec, os.getcwd())  # the child runs in a scratch directory
     with tempfile.TemporaryDirectory(prefix="scopecheck-conformance-") as scratch:
         out = Path(scratch) / "report.json"
-        env = {**os.environ, REPORT_ENV: str(out)}
+        env = {**os.environ, REPORT_ENV: str(out), EXEC_CWD_ENV: os.getcwd()}
         command = [
             sys.executable,
             "-m",
@@ -200,21 +207,20 @@ def run_conformance(
             "addopts=",
             *(str(suite / module) for module in modules),
         ]
-        with subprocess.Popen(
-            command,
-            env=env,
-            cwd=scratch,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        ) as child:
+        log = Path(scratch) / "pytest.log"  # a file, not a pipe: a long report cannot block
+        with (
+            log.open("wb") as sink,
+            subprocess.Popen(
+                command, env=env, cwd=scratch, stdout=sink, stderr=subprocess.STDOUT
+            ) as child,
+        ):
             while child.poll() is None:
                 time.sleep(0.2)
                 if on_progress is not None and out.exists():
                     with contextlib.suppress(orjson.JSONDecodeError, OSError):
                         now = orjson.loads(out.read_bytes())
                         on_progress(now["ran"], len(now["failed"]))
-            output = child.stdout.read() if child.stdout is not None else ""
+        output = log.read_text(encoding="utf-8", errors="replace")
         if not out.exists() or not orjson.loads(out.read_bytes()).get("done"):
             tail = " | ".join(output.strip().splitlines()[-3:]) or "no output"
             return (
@@ -332,6 +338,8 @@ def _restarts(capabilities: Capabilities, counts: RunCounts) -> PhaseReport:
         "root": "the factory called again over the same root",
         "fs": "the factory called again over the same root",
     }[capabilities.kind]
+    if capabilities.process:
+        how = "a new backend process over the same root"
     tallies = {"restarts": counts.restarts, "handle_reopens": counts.handle_reopens}
     if not capabilities.restarts:
         return PhaseReport(
