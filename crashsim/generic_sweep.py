@@ -34,7 +34,9 @@ Then :func:`sweep` runs the workload once per single I/O fault without a crash
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -167,12 +169,15 @@ def trace(factory: Factory, wl: Workload) -> Trace:
         recorder.step = index
 
     model = model_states(wl)
+    existed = os.path.lexists(ROOT)  # on the real disk, where ROOT has no business
     try:
         run_steps(factory, recorder, wl.steps, StepClock(), on_step)
     except Exception as exc:
+        _bypassed(existed)
         raise WorkloadFailed(
             f"step {recorder.step} ({wl.steps[recorder.step].op}) raised {exc!r} with no crash"
         ) from exc
+    _bypassed(existed)
     outside = [op for op in recorder.ops if not _under_root(op.path, op.target)]
     if outside:
         raise WorkloadFailed(
@@ -191,6 +196,20 @@ def trace(factory: Factory, wl: Workload) -> Trace:
             f"got {orjson.dumps(describe(final)).decode()}"
         )
     return Trace(wl, tuple(recorder.ops), model, initial)
+
+
+def _bypassed(existed: bool) -> None:
+    """A backend that takes ``fs`` but does its own I/O writes the *real* disk at the sweep's
+    root: refuse the run (CRASH-FS-7) and remove what it made there, never check it."""
+    if existed or not os.path.lexists(ROOT):
+        return
+    shutil.rmtree(ROOT, ignore_errors=True)
+    raise WorkloadFailed(
+        f"the backend wrote the real disk at {ROOT!r} instead of going through fs: its file "
+        "operations bypass the FileSystem it was given, so no crash state of it can be built. "
+        "Give it every file operation through fs, or let the factory take only root "
+        "(make_backend(clock, *, root)) to have its system calls traced instead"
+    )
 
 
 def _under_root(*paths: str) -> bool:

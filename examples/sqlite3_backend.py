@@ -5,14 +5,17 @@
 ``make_backend(clock, *, root)`` takes the directory its files live in, so scopecheck gives each
 run a fresh one, restarts the backend by calling the factory again over it, and removes it
 afterwards.  One database per Session, ``<root>/<quoted id>.db``; a commit is one SQLite
-transaction (journal_mode=DELETE, synchronous=FULL); create and delete fsync the directory, so
-a new or removed Session survives a power loss.  A scalar or list row is keyed by
-``(scope, namespace, key)`` with ``scope = ''`` for the session scope; retirement deletes the
-scope's rows.  Seqs come from one counter per Session (every write takes the next one).
+transaction (journal_mode=DELETE, synchronous=EXTRA: FULL would not fsync the directory after
+unlinking the journal, so a power loss could bring it back and roll the commit back); create and
+delete fsync the directory, so a new or removed Session survives a power loss; an I/O error is
+a ``StorageIOError`` (code ``io_error``) and the transaction is rolled back.  A scalar or list row
+is keyed by ``(scope, namespace, key)`` with ``scope = ''`` for the session scope; retirement
+deletes the scope's rows.  Seqs come from one counter per Session (every write takes the next one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -21,7 +24,8 @@ from urllib.parse import quote, unquote
 
 from scopecheck import (
     AppendList, ClosedError, Committed, DeleteList, DeleteValue, EntryRecord, InsertEntry,
-    InsertUsage, ListElement, RetireScope, SetValue, Snapshot, Stats, UsageRecord, UsageTotals,
+    InsertUsage, ListElement, RetireScope, SetValue, Snapshot, Stats, StorageIOError, UsageRecord,
+    UsageTotals,
     ValueRecord, add_usage, check_list_query, check_name, check_references, check_session_id,
     check_shape, decode_json, stop_page, usage,
 )
@@ -40,10 +44,10 @@ CREATE INDEX elems_by_list ON elems(scope, ns, key, seq);
 """
 
 
-def connect(path: str) -> sqlite3.Connection:
+def connect(path: str, synchronous: str = "EXTRA", journal: str = "DELETE") -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=DELETE")
-    db.execute("PRAGMA synchronous=FULL")
+    db.execute(f"PRAGMA journal_mode={journal}")
+    db.execute(f"PRAGMA synchronous={synchronous}")  # FULL leaves the unlinked journal undurable
     return db
 
 
@@ -66,7 +70,10 @@ class Sqlite3Storage:
     def _q(self, sql: str, *args: Any) -> list[Any]:
         if self.closed:
             raise ClosedError()
-        return self.db.execute(sql, args).fetchall()
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise StorageIOError("io_error", f"{self.session_id}: {exc}") from None
     def commit(self, writes: Any) -> tuple[Committed, ...]:
         with self.lock:
             if self.closed:
@@ -80,16 +87,20 @@ class Sqlite3Storage:
                 return ()
             now, first = self.clock(), self._q("SELECT next_seq FROM meta")[0][0]
             done = tuple(Committed(first + i, now, x) for i, x in enumerate(checked.writes))
-            self.db.execute("BEGIN IMMEDIATE")
             try:
+                self.db.execute("BEGIN IMMEDIATE")
                 for item in done:
                     self._apply(item.write, item.seq, now)
                 self.db.execute("UPDATE meta SET next_seq=?", (first + len(done),))
                 self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self.db.execute("ROLLBACK")
+                raise self.failed(exc) from None
             return done
+    def failed(self, exc: sqlite3.Error) -> Exception:
+        """What a failed commit raises: a coded error, never the driver's own exception."""
+        return StorageIOError("io_error", f"commit to {self.session_id}: {exc}")
     def _apply(self, x: Any, seq: int, now: int) -> None:
         run = self.db.execute
         if isinstance(x, SetValue):
@@ -170,9 +181,13 @@ class Sqlite3Storage:
 
 
 class Sqlite3Repository:
-    def __init__(self, clock: Any, root: str) -> None:
+    def __init__(self, clock: Any, root: str, synchronous: str = "EXTRA",
+                 journal: str = "DELETE") -> None:
         self.clock, self.root, self.open_ids = clock, root, dict[str, Sqlite3Storage]()
+        self.synchronous, self.journal = synchronous, journal
         os.makedirs(root, exist_ok=True)
+    def sync_dir(self) -> None:
+        fsync_dir(self.root)
     def path(self, session_id: str) -> str:
         return os.path.join(self.root, quote(session_id, safe="") + ".db")
     def list(self) -> list[str]:
@@ -181,11 +196,16 @@ class Sqlite3Repository:
         path = self.path(check_session_id(session_id))
         if os.path.exists(path):
             raise usage("already_exists", f"session {session_id!r} exists")
-        db = connect(path + ".new")  # built aside, then renamed: a crash leaves no half Session
-        db.executescript(SCHEMA)
-        db.close()
-        os.replace(path + ".new", path)
-        fsync_dir(self.root)
+        try:  # built aside, then renamed: a crash leaves no half Session
+            db = connect(path + ".new", self.synchronous, self.journal)
+            db.executescript(SCHEMA)
+            db.close()
+            os.replace(path + ".new", path)
+            self.sync_dir()
+        except (OSError, sqlite3.Error) as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(path + ".new")
+            raise StorageIOError("io_error", f"create {session_id}: {exc}") from None
         return self._handle(session_id, path)
     def open(self, session_id: str) -> Sqlite3Storage:
         path = self.path(check_session_id(session_id))
@@ -194,8 +214,13 @@ class Sqlite3Repository:
         if session_id in self.open_ids:
             raise usage("already_open", f"session {session_id!r} is open")
         return self._handle(session_id, path)
+    storage_class = Sqlite3Storage
     def _handle(self, session_id: str, path: str) -> Sqlite3Storage:
-        storage = Sqlite3Storage(session_id, connect(path), self.clock, self.open_ids.pop)
+        try:
+            db = connect(path, self.synchronous, self.journal)
+        except sqlite3.Error as exc:
+            raise StorageIOError("io_error", f"open {session_id}: {exc}") from None
+        storage = self.storage_class(session_id, db, self.clock, self.open_ids.pop)
         self.open_ids[session_id] = storage
         return storage
     def delete(self, session_id: str) -> None:
@@ -204,11 +229,14 @@ class Sqlite3Repository:
             raise usage("already_open", f"session {session_id!r} is open")
         if not os.path.exists(path):
             raise usage("not_found", f"no session {session_id!r}")
-        os.unlink(path)
-        for leftover in (path + "-journal", path + ".new"):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
-        fsync_dir(self.root)
+        try:
+            os.unlink(path)
+            for leftover in (path + "-journal", path + "-wal", path + "-shm", path + ".new"):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
+            self.sync_dir()
+        except OSError as exc:
+            raise StorageIOError("io_error", f"delete {session_id}: {exc}") from None
     def close(self) -> None:
         for storage in list(self.open_ids.values()):
             storage.close()

@@ -319,10 +319,12 @@ def load_process(spec: str) -> LoadedBackend:
     def new_world(clock: Clock) -> ProcessWorld:
         return ProcessWorld(command, clock, counts, cwd)
 
-    backend = Backend(name, new_world, f"backend process: {text}")
-    return LoadedBackend(
-        backend, Capabilities("root", reopen=False, fork=fork, process=True), counts
-    )
+    from scopecheck.crash_explorers import SyscallCrashExplorer
+
+    explorer = SyscallCrashExplorer(tuple(command), cwd, name, spec)
+    backend = Backend(name, new_world, f"backend process: {text}", crash=explorer)
+    capabilities = Capabilities("root", reopen=False, fork=fork, process=True)
+    return LoadedBackend(backend, capabilities, counts)
 
 
 def load(spec: str) -> LoadedBackend:
@@ -343,11 +345,19 @@ def load(spec: str) -> LoadedBackend:
     def new_world(clock: Clock) -> AdapterWorld:
         return world_for(factory, kind, clock, counts)
 
-    if kind != "fs":
-        where = "" if kind == "plain" else " (files under root)"
-        return LoadedBackend(
-            Backend(name, new_world, f"user backend {spec}{where}"), capabilities, counts
+    if kind == "plain":
+        return LoadedBackend(Backend(name, new_world, f"user backend {spec}"), capabilities, counts)
+    if kind == "root":
+        from scopecheck.crash_explorers import SyscallCrashExplorer
+
+        served = anchored(spec, os.getcwd())
+        explorer = SyscallCrashExplorer(
+            (sys.executable, "-m", "scopecheck", "serve", served), os.getcwd(), name, spec
         )
+        backend = Backend(
+            name, new_world, f"user backend {spec} (files under root)", crash=explorer
+        )
+        return LoadedBackend(backend, capabilities, counts)
     from scopecheck.crash_explorers import GenericCrashExplorer
 
     backend = Backend(

@@ -164,3 +164,51 @@ class GenericCrashExplorer:
         from scopecheck.crashsim.generic_sweep import replay_record
 
         return replay_record(record, self.factory)
+
+
+@attrs.define
+class SyscallCrashExplorer:
+    """Crash states, I/O faults and kills of a backend process, from its system calls
+    (``scopecheck.syscall_crash``): a command speaking the process protocol, or a Python
+    factory taking ``root`` served by ``scopecheck serve``.  ``unavailable`` says why strace
+    cannot run here; crash exploration is then skipped with that reason (CRASH-SYS-5).
+    ``findings`` collects what a run could not see (a shared writable mmap) or should not do
+    (files changed outside the root)."""
+
+    command: tuple[str, ...]
+    cwd: str
+    backend: str
+    spec: str
+    findings: list[str] = attrs.field(factory=list)
+    kill_runs: int = 0
+
+    @property
+    def unavailable(self) -> str | None:
+        from scopecheck.crashsim.strace import unavailable
+
+        return unavailable()
+
+    def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
+        states, _, records = self.explore_with_faults(budget, seed)
+        return states, records
+
+    def explore_with_faults(
+        self, budget: float, seed: int
+    ) -> tuple[int, int, list[dict[str, Any]]]:
+        """``(crash states, fault and kill runs, reproducer records)``."""
+        from scopecheck.syscall_crash import explore
+
+        found = explore(self.spec, self.command, self.cwd, budget, seed)
+        self.findings.extend(f for f in found.findings if f not in self.findings)
+        self.kill_runs += found.kill_runs
+        records = []
+        for failure in found.failures[:1]:
+            record = attrs.evolve(failure, spec=self.spec).to_json()
+            record["backend"] = self.backend
+            records.append(record)
+        return found.states, found.fault_runs + found.kill_runs, records
+
+    def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
+        from scopecheck.syscall_crash import replay
+
+        return replay(record)

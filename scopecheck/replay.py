@@ -65,6 +65,10 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool, str]:
     """Re-check a kind ``crash`` reproducer with the crash explorer of its backend (JSONL on
     pyfakefs, a SQLite sweep, or the generic sweep of a third-party backend named by its
     ``spec``), showing the files before and after recovery."""
+    if record.get("engine") == "syscall":
+        from scopecheck.syscall_crash import replay
+
+        return replay(record)
     if record.get("engine") == "fs":
         from scopecheck.adapters import load_factory
         from scopecheck.crashsim.generic_sweep import replay_record

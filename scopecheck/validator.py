@@ -52,7 +52,6 @@ from scopecheck.adapters import (
     anchored,
     load,
 )
-from scopecheck.crash_explorers import GenericCrashExplorer
 from scopecheck.fuzz import BackendReport, MachineKind, fuzz_backend, save_reproducer
 from scopecheck.machine import rules_of_program
 from scopecheck.validate_report import REPORT_ENV
@@ -67,12 +66,10 @@ PHASES = ("machine", "forks", "crash exploration", "conformance", "restarts")
 CONFORMANCE = ("test_scoped_storage.py", "test_storage_cases.py")
 FORK_CONFORMANCE = "test_fork_cases.py"
 
-#: Why crash exploration cannot run, by factory kind (CRASH-FS-8): never reported as passed.
+#: Why crash exploration cannot run for a factory of this kind (CRASH-FS-8): never "passed".
+#: A factory taking ``root`` or ``fs``, and a backend process, always get an explorer.
 CRASH_SKIPPED = {
     "plain": "backend does not take a FileSystem: make_backend takes neither fs nor root",
-    "root": "backend does not take a FileSystem: make_backend takes root but not fs, so its "
-    "file operations cannot be recorded",
-    "fs": "",
 }
 
 Status = Literal["ran", "failed", "skipped", "pending", "running"]
@@ -107,6 +104,8 @@ class Verdict:
     crash_states: int = 0
     #: Single-I/O-fault runs of the generic sweep (CRASH-FS-9..11).
     crash_fault_runs: int = 0
+    #: What crash exploration could not see or should not have seen (CRASH-SYS-4, CRASH-SYS-8).
+    limits: list[str] = attrs.field(factory=list)
     seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
@@ -120,6 +119,7 @@ class Verdict:
             "crash_exploration": self.crash_exploration,
             "crash_states": self.crash_states,
             "crash_fault_runs": self.crash_fault_runs,
+            "limits": self.limits,
             "seconds": round(self.seconds, 2),
         }
 
@@ -239,6 +239,8 @@ def run_conformance(
     failures = []
     for test in data["failed"]:
         rerun = rerun_command(spec, suite, test["nodeid"])
+        if "ProtocolError" in test["error"]:  # the backend spoke the protocol wrongly
+            test["rules"] = ["PROC-2"]
         failures.append(
             {
                 "phase": "conformance",
@@ -272,6 +274,8 @@ def _machine_failures(report: BackendReport, phase: str) -> list[dict[str, Any]]
             table = FORK_STEP_RULES if record.get("machine") == "fork" else None
             rules = rules_of_program(record.get("program", ""), table)
             first = str(record.get("error", "")).splitlines()[0:1] or [""]
+            if first[0].startswith("ProtocolError"):  # the backend spoke the protocol wrongly
+                rules = ("PROC-2",)
             found.append(
                 {
                     "phase": phase,
@@ -406,28 +410,36 @@ def validate(
             phases["forks"] = PhaseReport("skipped", "the repository has no fork()")
         progress.update("forks", phases["forks"])
 
-        if explorer is not None:
+        why = getattr(explorer, "unavailable", None) if explorer is not None else None
+        if explorer is not None and why is None:
             verdict.crash_exploration = "ran"
             phases["crash exploration"] = PhaseReport("running", "crash states and I/O faults")
             progress.update("crash exploration", phases["crash exploration"])
             crash = BackendReport()
-            if isinstance(explorer, GenericCrashExplorer):
-                states, faults, records = explorer.explore_with_faults(budget * CRASH_SHARE, seed)
-            else:
-                (states, records), faults = explorer.explore(budget * CRASH_SHARE, seed), 0
+            states, faults, records = explorer.explore_with_faults(budget * CRASH_SHARE, seed)
             verdict.crash_states, verdict.crash_fault_runs = states, faults
             for record in records:
                 record["spec"] = spec
                 crash.reproducers.append(str(save_reproducer(failures_dir, record)))
             crash_failures = _machine_failures(crash, "crash exploration")
             verdict.failures.extend(crash_failures)
+            kills = getattr(explorer, "kill_runs", 0)
+            how = "system-call trace" if hasattr(explorer, "unavailable") else "FileSystem layer"
+            detail = f"{states:,} crash states, {faults - kills:,} I/O-fault runs"
+            if kills:
+                detail += f", {kills:,} kill runs"
+            limits = list(getattr(explorer, "findings", []))
+            detail += f" ({how})" + "".join(f"; limit: {limit}" for limit in limits)
             phases["crash exploration"] = PhaseReport(
                 "failed" if crash_failures else "ran",
-                f"{states:,} crash states, {faults:,} I/O-fault runs",
-                {"crash_states": states, "crash_fault_runs": faults},
+                detail,
+                {"crash_states": states, "crash_fault_runs": faults - kills, "kill_runs": kills},
             )
+            verdict.limits = limits
         else:
-            reason = CRASH_SKIPPED[capabilities.kind]
+            reason = why or CRASH_SKIPPED.get(
+                capabilities.kind, "the backend has no crash explorer"
+            )
             verdict.crash_exploration = f"skipped ({reason})"
             phases["crash exploration"] = PhaseReport("skipped", reason)
         progress.update("crash exploration", phases["crash exploration"])

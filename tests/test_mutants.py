@@ -70,3 +70,17 @@ def test_running_a_planted_bug_leaves_the_suite_profile_alone() -> None:
         before.stateful_step_count,
         before.derandomize,
     )
+
+
+SYSCALL_MUTANTS = [m for m in all_mutants() if m.caught_by.startswith("syscall:")]
+
+
+@pytest.mark.rule("ARCH-2", "CRASH-SYS-3", "CRASH-SYS-6")
+@pytest.mark.parametrize("mutant", SYSCALL_MUTANTS, ids=lambda m: m.name)
+def test_the_syscall_path_catches_planted_durability_bug(mutant) -> None:  # type: ignore[no-untyped-def]
+    """Durability bugs no in-process check can see (a missing fsync, a skipped directory
+    fsync, an uncoded I/O error) are caught from the backend process's system calls, under the
+    rule the catalogue names."""
+    result = run_mutant(mutant)
+    assert result.caught, f"{mutant.name} escaped: {result.error or 'no failure'}"
+    assert result.error.split(":")[0] in mutant.caught_by.removeprefix("syscall:").split()

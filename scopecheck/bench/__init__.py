@@ -91,12 +91,21 @@ def bench_fork_figures(runs: int) -> dict[str, Any]:
     return {"benchmark": "fork", "environment": environment(), **bench_fork()}
 
 
+def bench_syscall_figures(runs: int) -> dict[str, Any]:
+    """Crash exploration of backend processes from their system calls: strace's overhead on
+    the workload, crash images checked per second, seconds per fault run."""
+    from scopecheck.bench.syscall import bench_syscall
+
+    return {"benchmark": "syscall", "environment": environment(), **bench_syscall(runs)}
+
+
 BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "machine": bench_machine,
     "jsonl": bench_jsonl_figures,
     "crash": bench_crash_figures,
     "legacy": bench_legacy_figures,
     "fork": bench_fork_figures,
+    "syscall": bench_syscall_figures,
 }
 
 
@@ -113,6 +122,8 @@ def render(which: str, result: dict[str, Any]) -> None:
         _render_fork(console, result)
     elif which == "jsonl":
         _render_jsonl(console, result)
+    elif which == "syscall" and "skipped" not in result:
+        _render_syscall(console, result)
     elif which in ("machine", "lifecycle"):
         table = Table(title=f"{which} machine steps/s (median of {result['runs']})")
         for column in ("machine", "steps/s", "ratio to trivial", "runs"):
@@ -145,6 +156,31 @@ def render(which: str, result: dict[str, Any]) -> None:
         from rich.pretty import pprint
 
         pprint(result)
+
+
+def _render_syscall(console: Any, result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    rows = {k: v for k, v in result.items() if isinstance(v, dict) and "states_per_s" in v}
+    runs = next(iter(rows.values()))["runs"] if rows else 0
+    table = Table(title=f"crash exploration from system calls (median of {runs})")
+    for column in (
+        "backend", "workload s", "under strace s", "overhead", "images", "checked/s",
+        "states/s (with recording)", "fault run s",
+    ):  # fmt: skip
+        table.add_column(column)
+    for name, row in rows.items():
+        table.add_row(
+            name,
+            f"{row['workload_plain_s']:.2f}",
+            f"{row['workload_traced_s']:.2f}",
+            f"{row['strace_overhead']:.1f}x",
+            f"{row['crash_images']:,}",
+            f"{row['check_states_per_s']:,.0f}",
+            f"{row['states_per_s']:,.0f}",
+            "-" if row["fault_run_s"] is None else f"{row['fault_run_s']:.2f}",
+        )
+    console.print(table)
 
 
 def _render_jsonl(console: Any, result: dict[str, Any]) -> None:

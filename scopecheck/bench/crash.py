@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 GENERIC_TRANSACTIONS = 20
 
 
 def _generic_factories() -> dict[str, Any]:
-    """Our JSONL backend and, in a source checkout, ``examples/good_file_backend.py``."""
+    """Our JSONL backend and the bundled ``good_file_backend`` example."""
     from scopecheck.crashsim.generic_sweep import jsonl_factory
+    from scopecheck.examples import good_file_backend
 
-    factories: dict[str, Any] = {"jsonl": jsonl_factory}
-    example = Path(__file__).resolve().parents[2] / "examples" / "good_file_backend.py"
-    if example.is_file():
-        from scopecheck.adapters import load_factory
-
-        factories["good_file_backend"] = load_factory(f"{example}:make_backend")[1]
-    return factories
+    return {"jsonl": jsonl_factory, "good_file_backend": good_file_backend.make_backend}
 
 
 def bench_crash(runs: int) -> dict[str, Any]:

@@ -29,6 +29,7 @@ _MODULES = (
     "scopecheck.mutants.fork",
     "scopecheck.mutants.legacy",
     "scopecheck.mutants.jsonl_crash",
+    "scopecheck.mutants.syscall",
 )
 
 

@@ -92,6 +92,11 @@ class BackendProcess:
     def pid(self) -> int:
         return self._child.pid
 
+    @property
+    def last_request_id(self) -> int:
+        """The id of the last request sent (ids count up from 1 in each process)."""
+        return self._next_id
+
     def stderr_tail(self, limit: int = 2000) -> str:
         with contextlib.suppress(OSError, ValueError):
             self._stderr.seek(0)

@@ -13,6 +13,7 @@ the ``now`` of the request being served, so every timestamp is the client's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -68,8 +69,11 @@ class Server:
     # -- repository ----------------------------------------------------------------------
 
     def op_hello(self, request: dict[str, Any]) -> Any:
+        """(Re)start over ``root``: a hello after the first closes every handle and the
+        repository, then opens a new one there -- how one process checks many crash images."""
         if request.get("protocol") != PROTOCOL_VERSION:
             raise UsageError("invalid_payload", f"this server speaks protocol {PROTOCOL_VERSION}")
+        self._drop()
         root = request.get("root")
         kind = factory_kind(self._factory)
         if kind == "plain":
@@ -82,6 +86,16 @@ class Server:
             self._repo = self._factory(self.clock, fs=OsFileSystem(), root=root)
         fork = callable(getattr(self._repo, "fork", None))
         return {"protocol": PROTOCOL_VERSION, "name": self._name, "fork": fork}
+
+    def _drop(self) -> None:
+        for storage in self._handles.values():
+            with contextlib.suppress(Exception):
+                storage.close()
+        self._handles.clear()
+        if self._repo is not None:
+            with contextlib.suppress(Exception):
+                self._repo.close()
+            self._repo = None
 
     def _handle_of(self, storage: Any) -> dict[str, Any]:
         handle = self._next_handle

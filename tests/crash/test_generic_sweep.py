@@ -9,6 +9,7 @@ get wrong) plus a JSONL mutant, run through the same factory interface users wri
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -251,3 +252,25 @@ def test_a_file_outside_root_is_reported_not_silently_lost() -> None:
     report = sweep(_factory(WritesOutsideRoot), workload(0, 2))
     (found,) = report.failures
     assert found.rule == "CRASH-FS-7" and "outside the root" in found.problem
+
+
+@pytest.mark.rule("CRASH-FS-7")
+def test_a_backend_that_takes_fs_but_writes_the_real_disk_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given ``fs`` and ``root``, the sqlite3 example ignores ``fs`` and writes real files at the
+    root: the sweep refuses it (no crash state of such a backend can be built) and removes what
+    it wrote, instead of reporting whatever the real disk happens to hold."""
+    from scopecheck.crashsim import generic_sweep
+    from scopecheck.examples.sqlite3_backend import make_backend as real_io
+
+    root = tmp_path / "sessions"
+    monkeypatch.setattr(generic_sweep, "ROOT", str(root))
+
+    def bypassing(clock: Any, *, fs: Any, root: str) -> Any:
+        del fs
+        return real_io(clock, root=root)
+
+    with pytest.raises(generic_sweep.WorkloadFailed, match="instead of going through fs"):
+        generic_sweep.trace(bypassing, workload(1, 3))
+    assert not root.exists()
