@@ -491,7 +491,8 @@ class SyscallReproducer:
     seed: int
     rule: str
     error: str
-    mode: str = "crash"  # or "fault:<call>:<errno>" or "kill:<call>"
+    #: ``crash``, or ``fault:<child>:<strace inject expression>`` / ``kill:<child>:<...>``.
+    mode: str = "crash"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -532,20 +533,72 @@ class SyscallReproducer:
 
 def replay(record: dict[str, Any]) -> tuple[bool, str]:
     """Rebuild the crash image of a reproducer from its operations and check it again with a
-    fresh backend process: ``(still failing, report)``."""
+    fresh backend process: ``(still failing, report)``.  The report lists the operations up to
+    the crash point with each acknowledgement in its place, and the files of the image."""
     repro = SyscallReproducer.from_json(record)
     rec = Recording(
         repro.workload, repro.ops, repro.acked_at, (), (), (), (0,), model_states(repro.workload)
     )
+    if repro.mode != "crash":
+        return _replay_fault(repro)
     image = image_at(repro.ops, repro.point, repro.seed)
     with ImageChecker(repro.command, repro.cwd, rec) as checker:
         found = checker.check(repro.point, image, rec.allowed(repro.point.op_index))
-    files = "\n".join(f"  {name}: {len(data)} bytes" for name, data in sorted(image.files.items()))
-    where = f"crash before op {repro.point.op_index} ({repro.point.variant})"
-    head = f"{where}; files:\n{files or '  (none)'}"
+    lines = [_story(repro), "files after the crash:"]
+    lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(image.files.items())]
+    if not image.files:
+        lines.append("  (none)")
     if found is None:
-        return False, f"{head}\nthe recovered state is allowed now"
-    return True, f"{head}\n{found.rule}: {found.problem}"
+        return False, "\n".join([*lines, "the recovered state is allowed now"])
+    return True, "\n".join([*lines, f"{found.rule}: {found.problem}"])
+
+
+def _story(repro: SyscallReproducer) -> str:
+    """The workload's operations up to the crash point, each acknowledgement in its place."""
+    steps = repro.workload.steps
+    k = repro.point.op_index
+    shown = [
+        f"workload {repro.workload.name} ({len(steps)} steps), crash before operation {k} of "
+        f"{len(repro.ops)}, {repro.point.variant}:"
+    ]
+    acks = {at: i for i, at in enumerate(repro.acked_at) if at is not None}
+    first = max(0, k - 12)
+    if first:
+        shown.append(f"  ... {first} earlier operations")
+    for index in range(first, min(k + 1, len(repro.ops) + 1)):
+        if index in acks:
+            step = acks[index]
+            shown.append(f"  -- step {step + 1} ({steps[step].op}) acknowledged")
+        if index == k:
+            what = repro.ops[k].describe() if k < len(repro.ops) else "(end of the run)"
+            shown.append(f"  >> crash here, before: {what}")
+        elif index < len(repro.ops):
+            shown.append(f"  {index:4} {repro.ops[index].describe()}")
+    return "\n".join(shown)
+
+
+def _replay_fault(repro: SyscallReproducer) -> tuple[bool, str]:
+    """A fault or kill reproducer is rerun under strace with the same injection."""
+    from scopecheck.crashsim.strace import unavailable
+
+    why = unavailable()
+    if why is not None:
+        return True, f"cannot rerun {repro.mode}: {why}"
+    kind, child, expression = repro.mode.split(":", 2)
+    base = tempfile.mkdtemp(prefix="scopecheck-replay-", dir=scratch_base())
+    try:
+        found = Exploration()
+        rec = Recording(repro.workload, repro.ops, repro.acked_at, (), (), (), (0,),
+                        model_states(repro.workload))  # fmt: skip
+        with ImageChecker(repro.command, repro.cwd, rec) as checker:
+            _fault_run(repro.spec, repro.command, repro.cwd, rec, base, found, checker, int(child),
+                       expression)  # fmt: skip
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    head = f"rerun of the workload with {kind} {expression}"
+    if found.failures:
+        return True, f"{head}\n{found.failures[0].rule}: {found.failures[0].error}"
+    return False, f"{head}\nthe disk afterwards is allowed now"
 
 
 # -- exploring ------------------------------------------------------------------------------
@@ -728,7 +781,7 @@ def _fault_run(
     if problem is not None:
         rule, text = problem
         point = CrashPoint(len(run.ops), "process")
-        mode = f"{'kill' if kill else 'fault'}:{expression}"
+        mode = f"{'kill' if kill else 'fault'}:{child}:{expression}"
         found.failures.append(_reproducer(spec, command, cwd, run, point, 0, rule, text, mode))
 
 

@@ -165,13 +165,13 @@ def _render_syscall(console: Any, result: dict[str, Any]) -> None:
     runs = next(iter(rows.values()))["runs"] if rows else 0
     table = Table(title=f"crash exploration from system calls (median of {runs})")
     for column in (
-        "backend", "workload s", "under strace s", "overhead", "images", "checked/s",
-        "states/s (with recording)", "fault run s",
+        "backend", "plain s", "traced s", "overhead", "images", "checked/s", "overall/s",
+        "fault run s",
     ):  # fmt: skip
         table.add_column(column)
     for name, row in rows.items():
         table.add_row(
-            name,
+            name.split(" ")[0],
             f"{row['workload_plain_s']:.2f}",
             f"{row['workload_traced_s']:.2f}",
             f"{row['strace_overhead']:.1f}x",
