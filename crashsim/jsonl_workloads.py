@@ -51,6 +51,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 STEP_OPS = ("create", "commit", "reopen", "delete")
@@ -294,7 +295,7 @@ def _torn_tail_repair() -> Workload:
             *_commits(
                 [insert_entry("e1", None, "message", {"text": "a" * 120})],
                 [append_list(value_list("f", "k", A), "b" * 120)],
-                [insert_usage("u1", {"input": 1, "cost": {"total": 0.5}}, entry_id="e1")],
+                [insert_usage("u1", usage_value(input=1, cost_total=0.5), entry_id="e1")],
             ),
             Step("reopen"),
             *_commits([set_value(value("app", "k"), "after")]),
@@ -334,7 +335,7 @@ def _process_mix() -> Workload:
             [append_list(value_list("frames", "r1", A), "f1", tag="t")],
             [set_value(value("tool", "out", B), {"partial": 1})],
             [append_list(value_list("frames", "r1", A), "f2"), set_value(value("memo", "m", A), 2)],
-            [insert_usage("u1", {"input": 3, "cost": {"total": 0.1}}, entry_id="e1")],
+            [insert_usage("u1", usage_value(input=3, cost_total=0.1), entry_id="e1")],
             [
                 retire_scope(A),
                 set_value(value("pi.op.state", "A"), None),

@@ -33,6 +33,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 Transaction = tuple[AnyWrite, ...]
@@ -80,11 +81,12 @@ def make_workload(seed: int, transactions: int = 12, big_every: int = 4) -> list
                     writes.append(insert_entry(ident, parent, kind, payload))
                     entries.append(ident)
                 elif roll < 0.4:
-                    usage = {
-                        "input": rng.randint(0, 5000),
-                        "output": rng.randint(0, 500),
-                        "cost": {"input": rng.random() / 7, "total": rng.random() / 3},
-                    }
+                    usage = usage_value(
+                        input=rng.randint(0, 5000),
+                        output=rng.randint(0, 500),
+                        cost_input=rng.random() / 7,
+                        cost_total=rng.random() / 3,
+                    )
                     ref = rng.choice(entries) if entries and rng.random() < 0.5 else None
                     writes.append(insert_usage(f"u{counter}", usage, entry_id=ref))
                 elif roll < 0.55:

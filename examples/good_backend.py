@@ -64,7 +64,7 @@ class DictStorage:
         elif isinstance(x, InsertUsage):
             data["ids"].add(x.id)
             data["usage"][x.id] = UsageRecord(x.id, x.usage_json, x.entry_id, x.adjustment,
-                                                x.details_json, seq, now)
+                                                x.details_json, seq)
             data["totals"] = add_usage(data["totals"], x.usage)
         elif isinstance(x, RetireScope):
             for table in (data["values"], data["lists"]):

@@ -36,7 +36,7 @@ INSERT INTO meta VALUES (1);
 CREATE TABLE entries(seq INTEGER PRIMARY KEY, id TEXT UNIQUE, parent TEXT, type TEXT,
                      payload BLOB, ts INTEGER);
 CREATE TABLE usage(seq INTEGER PRIMARY KEY, id TEXT UNIQUE, body BLOB, entry TEXT, adj INTEGER,
-                   details BLOB, ts INTEGER);
+                   details BLOB);
 CREATE TABLE vals(scope TEXT, ns TEXT, key TEXT, seq INTEGER, body BLOB,
                   PRIMARY KEY(scope, ns, key));
 CREATE TABLE elems(scope TEXT, ns TEXT, key TEXT, seq INTEGER PRIMARY KEY, body BLOB, tag TEXT);
@@ -117,8 +117,8 @@ class Sqlite3Storage:
             run("INSERT INTO entries VALUES (?,?,?,?,?,?)", (seq, x.id, x.parent_id, x.type,
                                                             x.payload_json, now))
         elif isinstance(x, InsertUsage):
-            run("INSERT INTO usage VALUES (?,?,?,?,?,?,?)", (seq, x.id, x.usage_json, x.entry_id,
-                                                            int(x.adjustment), x.details_json, now))
+            run("INSERT INTO usage VALUES (?,?,?,?,?,?)", (seq, x.id, x.usage_json, x.entry_id,
+                                                          int(x.adjustment), x.details_json))
         elif isinstance(x, RetireScope):
             run("DELETE FROM vals WHERE scope=?", (x.retired.id,))
             run("DELETE FROM elems WHERE scope=?", (x.retired.id,))
@@ -145,12 +145,12 @@ class Sqlite3Storage:
                        entry_id)
         return EntryRecord(*rows[0]) if rows else None
     def get_usage(self, usage_id: str) -> UsageRecord | None:
-        rows = self._q("SELECT id, body, entry, adj, details, seq, ts FROM usage WHERE id=?",
+        rows = self._q("SELECT id, body, entry, adj, details, seq FROM usage WHERE id=?",
                        usage_id)
         return self._usage(rows[0]) if rows else None
     @staticmethod
     def _usage(row: Any) -> UsageRecord:
-        return UsageRecord(row[0], row[1], row[2], bool(row[3]), row[4], row[5], row[6])
+        return UsageRecord(row[0], row[1], row[2], bool(row[3]), row[4], row[5])
     def stats(self) -> Stats:
         totals = UsageTotals()
         for (body,) in self._q("SELECT body FROM usage ORDER BY seq"):
@@ -168,8 +168,8 @@ class Sqlite3Storage:
         return Snapshot(
             tuple(EntryRecord(*r) for r in self._q("SELECT id, parent, type, payload, seq, ts "
                                                   "FROM entries ORDER BY seq")),
-            tuple(self._usage(r) for r in self._q("SELECT id, body, entry, adj, details, seq, ts"
-                                                  " FROM usage ORDER BY seq")),
+            tuple(self._usage(r) for r in self._q("SELECT id, body, entry, adj, details, seq "
+                                                  "FROM usage ORDER BY seq")),
             tuple(sorted(values, key=order)),
             tuple(sorted(((k, tuple(v)) for k, v in lists.items()), key=order)), self.stats())
     def close(self) -> None:

@@ -175,7 +175,6 @@ class MemoryStorage:
                 write.adjustment,
                 write.details_json,
                 seq,
-                item.timestamp,
             )
             state.stats = attrs.evolve(state.stats, usage=add_usage(state.stats.usage, write.usage))
         elif isinstance(write, RetireScope):

@@ -72,10 +72,14 @@ def _checked_sums(start: tuple[Any, ...], rows: Iterable[dict[str, Any]]) -> tup
     field to a shared helper would cost more than the whole chain."""
     i, o, cr, cw, tt, ci, co, ccr, ccw, ct = start
     for usage_value in rows:
+        tokens = 0
         for name, count in usage_value.items():
             if name == "cost":
                 if type(count) is not dict:
                     raise BadUsage(f"usage.cost must be a dict (got {count!r})")
+                if len(count.keys() & _COST_FIELDS) != 5:
+                    missing = sorted(_COST_FIELDS - count.keys())
+                    raise BadUsage(f"usage.cost.{missing[0]} is missing (STATS-4)")
                 for cost_name, amount in count.items():
                     if type(amount) is not float and type(amount) is not int:
                         if cost_name in _COST_FIELDS:
@@ -95,7 +99,10 @@ def _checked_sums(start: tuple[Any, ...], rows: Iterable[dict[str, Any]]) -> tup
             elif type(count) is not int:
                 if name in _TOKEN_FIELDS:
                     raise BadUsage(f"usage.{name} must be an int (got {count!r})")
-            elif name == "input":
+                continue
+            elif name in _TOKEN_FIELDS:
+                tokens += 1
+            if name == "input":
                 i += count
             elif name == "output":
                 o += count
@@ -105,6 +112,9 @@ def _checked_sums(start: tuple[Any, ...], rows: Iterable[dict[str, Any]]) -> tup
                 cr += count
             elif name == "cacheWrite":
                 cw += count
+        if tokens != 5 or "cost" not in usage_value:
+            missing = sorted((_TOKEN_FIELDS | {"cost"}) - usage_value.keys())
+            raise BadUsage(f"usage.{missing[0] if missing else 'cost'} is missing (STATS-4)")
     return i, o, cr, cw, tt, ci, co, ccr, ccw, ct
 
 

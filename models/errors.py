@@ -38,6 +38,7 @@ CODES: frozenset[str] = frozenset(
         "unknown_namespace",  # current state in an undeclared reserved namespace (FORK-8)
         "legacy_not_upgraded",  # fork of an open legacy Session before its first commit (LEGACY-13)
         "protocol_error",  # a backend process that speaks the process protocol wrongly (PROC-*)
+        "invalid_layout",  # a JSONL repository layout that is not one scopecheck knows (JSONL-26)
     }
 )
 

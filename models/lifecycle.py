@@ -51,6 +51,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 # -- namespaces (REFERENCE §5) ---------------------------------------------------------------
@@ -448,7 +449,7 @@ class Lifecycle:
                 ),
                 insert_usage(
                     f"{response}.usage",
-                    usage or {"input": 100, "output": len(op.frames.get(response, []))},
+                    usage or usage_value(input=100, output=len(op.frames.get(response, []))),
                     response,
                 ),
                 set_value(branch_tip(lane), response),

@@ -73,7 +73,8 @@ class EntryRecord:
 
 @attrs.frozen
 class UsageRecord:
-    """One usage ledger row as stored."""
+    """One usage ledger row as stored: upstream's shape, with no timestamp of its own (a usage
+    row's time is its entry's, or its commit's in the log; WRITE-9)."""
 
     id: str
     usage_json: bytes
@@ -81,7 +82,6 @@ class UsageRecord:
     adjustment: bool
     details_json: bytes | None
     seq: int
-    timestamp: int
 
     @property
     def usage(self) -> dict[str, Any]:

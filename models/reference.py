@@ -106,7 +106,6 @@ class _Fold:
                         write.adjustment,
                         write.details_json,
                         seq,
-                        tx.timestamp,
                     )
                 )
         self.next_seq = tx.first_seq + len(tx.writes)

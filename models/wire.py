@@ -212,8 +212,7 @@ def entry_to_json(record: EntryRecord) -> dict[str, Any]:
 def usage_to_json(record: UsageRecord) -> dict[str, Any]:
     details = None if record.details_json is None else _text(record.details_json)
     return {"id": record.id, "usage": _text(record.usage_json), "entry_id": record.entry_id,
-            "adjustment": record.adjustment, "details": details, "seq": record.seq,
-            "timestamp": record.timestamp}  # fmt: skip
+            "adjustment": record.adjustment, "details": details, "seq": record.seq}  # fmt: skip
 
 
 _TOTALS = ("input", "output", "cache_read", "cache_write", "total_tokens")
@@ -276,7 +275,6 @@ def usage_from_json(data: object, where: str = "usage") -> UsageRecord:
         _field(data, where, "adjustment", (bool,)),
         None if details is None else _bytes(f"{where}.details", details),
         _int(data, where, "seq"),
-        _int(data, where, "timestamp"),
     )
 
 

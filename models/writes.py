@@ -268,19 +268,65 @@ def insert_entry(
 
 
 def _check_usage(usage_value: object) -> None:
+    """The usage object upstream's reader needs (STATS-4): every token count and
+    ``totalTokens`` an int, and a ``cost`` object with every field a number.  Without ``cost``
+    upstream refuses the file; with a field missing its totals become NaN."""
     if not isinstance(usage_value, dict):
         raise usage("invalid_payload", "usage must be a dict of token counts and cost")
     for name in USAGE_TOKEN_FIELDS:
-        count = usage_value.get(name, 0)
+        if name not in usage_value:
+            raise usage("invalid_payload", f"usage.{name} is missing (STATS-4)", field=name)
+        count = usage_value[name]
         if isinstance(count, bool) or not isinstance(count, int):
             raise usage("invalid_payload", f"usage.{name} must be an int", value=repr(count))
-    cost = usage_value.get("cost", {})
+    cost = usage_value.get("cost")
     if not isinstance(cost, dict):
-        raise usage("invalid_payload", "usage.cost must be a dict")
+        raise usage("invalid_payload", "usage.cost must be an object of numbers (STATS-4)")
     for name in USAGE_COST_FIELDS:
-        amount = cost.get(name, 0)
+        if name not in cost:
+            raise usage("invalid_payload", f"usage.cost.{name} is missing (STATS-4)", field=name)
+        amount = cost[name]
         if isinstance(amount, bool) or not isinstance(amount, (int, float)):
             raise usage("invalid_payload", f"usage.cost.{name} must be a number")
+
+
+def usage_value(
+    input: int = 0,
+    output: int = 0,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    total_tokens: int | None = None,
+    *,
+    cost_input: float = 0,
+    cost_output: float = 0,
+    cost_cache_read: float = 0,
+    cost_cache_write: float = 0,
+    cost_total: float | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A complete usage object in upstream's shape, for :func:`insert_usage`: ``totalTokens``
+    defaults to the sum of the counts and ``cost.total`` to the sum of the costs; ``extra``
+    keys ride along (upstream keeps them)."""
+    if total_tokens is None:
+        total_tokens = input + output + cache_read + cache_write
+    if cost_total is None:
+        cost_total = cost_input + cost_output + cost_cache_read + cost_cache_write
+    cost = {
+        "input": cost_input,
+        "output": cost_output,
+        "cacheRead": cost_cache_read,
+        "cacheWrite": cost_cache_write,
+        "total": cost_total,
+    }
+    return {
+        "input": input,
+        "output": output,
+        "cacheRead": cache_read,
+        "cacheWrite": cache_write,
+        "totalTokens": total_tokens,
+        "cost": cost,
+        **extra,
+    }
 
 
 def insert_usage(
@@ -290,7 +336,8 @@ def insert_usage(
     adjustment: bool = False,
     details: Any = None,
 ) -> InsertUsage:
-    """A usage ledger row.  ``usage`` holds int token counts and a ``cost`` dict (STATS-1)."""
+    """A usage ledger row.  ``usage`` is upstream's usage object: every token count, and a
+    ``cost`` object of numbers (STATS-1, STATS-4; :func:`usage_value` builds one)."""
     _check_usage(usage)
     details_json = None if details is None else encode_json(details, what="details")
     return InsertUsage(id, encode_json(usage, what="usage"), entry_id, adjustment, details_json)

@@ -88,6 +88,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 if TYPE_CHECKING:
@@ -166,6 +167,7 @@ __all__ = [
     "stop_page",
     "usage",
     "usage_problem",
+    "usage_value",
     "validate",
     "value",
     "value_list",

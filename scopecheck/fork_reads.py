@@ -29,7 +29,14 @@ from scopecheck.crashsim.sqlite_vfs import RecordingVFS
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
 from scopecheck.models.scope import ephemeral_scope
-from scopecheck.models.writes import AnyWrite, append_list, insert_entry, insert_usage, set_value
+from scopecheck.models.writes import (
+    AnyWrite,
+    append_list,
+    insert_entry,
+    insert_usage,
+    set_value,
+    usage_value,
+)
 
 #: Entries on the forked branch (``main``): what every fork of these sources copies.
 MAIN_ENTRIES = 40
@@ -77,7 +84,7 @@ def bulk_writes(branch_scope: bool) -> list[list[AnyWrite]]:
         [append_list(value_list("pi.pending.assistant_frame", "op1:r1"), PAD)] * BULK,
         [set_value(value("my-app.eph", f"k{i}", scope), PAD) for i in range(BULK)],
         [append_list(value_list("my-app.eph-log", "", scope), PAD)] * BULK,
-        [insert_usage(f"u{i}", {"input": 1}, details=PAD) for i in range(BULK)],
+        [insert_usage(f"u{i}", usage_value(input=1), details=PAD) for i in range(BULK)],
     ]
     if branch_scope:
         side: list[AnyWrite] = [

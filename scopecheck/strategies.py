@@ -3,9 +3,9 @@
 Pools are small on purpose: a handful of scope IDs, namespaces, keys and entry ids makes
 collisions common — write → retire → reuse cycles, equal addresses in different scopes,
 duplicate ids and unknown parents all appear within a few steps.  Values come from a fixed pool
-of awkward JSON (``-0.0``, ``2**53``, ``true`` next to ``1``, non-ASCII text, nesting): each draw
-is one choice, which keeps the machines fast.  Payload encoding itself is tested with full
-recursive JSON strategies in ``tests/test_payload.py``.
+of awkward JSON (``-0.0``, ``2**53 - 1``, ``2.0``, ``1.23e-6`` (spelled ``0.00000123``), ``true``
+next to ``1``, non-ASCII text, nesting): each draw is one choice, which keeps the machines fast.
+Payload encoding itself is tested with full recursive JSON strategies in ``tests/test_payload.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from scopecheck.models.addresses import ListAddress, ValueAddress, value, value_list
+from scopecheck.models.payload import MAX_SAFE_INTEGER
 from scopecheck.models.scope import SESSION, EphemeralScope, Scope, ephemeral_scope
 from scopecheck.models.writes import (
     AnyWrite,
@@ -25,6 +26,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 SCOPE_IDS = ("op1", "op2", "../ü")
@@ -41,10 +43,13 @@ JSON_POOL: tuple[Any, ...] = (
     0,
     1,
     -1,
-    2**53,
+    2**53 - 1,
     1.5,
     -0.0,
+    2.0,
     1e-7,
+    1.23e-6,
+    1e21,
     "",
     "ü\u2028",
     [],
@@ -73,6 +78,8 @@ BAD_PAYLOADS: tuple[Any, ...] = (
     {"set": {1, 2}},
     b"bytes",
     2**64,
+    2**53,
+    1e17,
     "\ud800",
     [float("-inf")],
 )
@@ -94,6 +101,25 @@ any_scopes: st.SearchStrategy[Scope] = st.sampled_from(ALL_SCOPES)
 
 json_values = st.sampled_from(JSON_POOL)
 json_scalars = json_values
+
+
+def storable_float(number: float) -> bool:
+    """Whether the boundary stores this finite float: not an integral one that JavaScript writes
+    as an integer outside ±(2**53 - 1) (WRITE-8).  For ``st.floats(...).filter``."""
+    return not (number.is_integer() and MAX_SAFE_INTEGER < abs(number) < 1e21)
+
+
+#: Any storable JSON value, drawn from the whole space (the pools above stay small for the
+#: machines): what a backend's own payload tests can use.
+storable_json: st.SearchStrategy[Any] = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False).filter(storable_float)
+    | st.text().filter(lambda text: not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
 tags = st.sampled_from((None, None, *TAGS))
 
 
@@ -142,9 +168,9 @@ def scoped_writes(scope: Scope) -> st.SearchStrategy[AnyWrite]:
 
 
 USAGE_POOL = (
-    {"input": 10, "output": 5},
-    {"input": 1, "output": 2, "cacheRead": 3, "totalTokens": 6, "cost": {"total": 0.1}},
-    {"input": 0, "output": 7, "cost": {"input": 0.3, "total": 0.7}},
+    usage_value(input=10, output=5),
+    usage_value(input=1, output=2, cache_read=3, total_tokens=6, cost_total=0.1),
+    usage_value(output=7, cost_input=0.3, cost_total=0.7),
 )
 ENTRY_PAYLOADS: tuple[dict[str, Any], ...] = (
     {},

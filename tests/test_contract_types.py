@@ -23,6 +23,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 
@@ -167,8 +168,8 @@ _ID_BUILDERS = {
     "entry id": lambda bad: insert_entry(bad, None, "message"),
     "entry parent id": lambda bad: insert_entry("e", bad, "message"),
     "entry type": lambda bad: insert_entry("e", None, bad),
-    "usage id": lambda bad: insert_usage(bad, {}),
-    "usage entry id": lambda bad: insert_usage("u", {}, entry_id=bad),
+    "usage id": lambda bad: insert_usage(bad, usage_value()),
+    "usage entry id": lambda bad: insert_usage("u", usage_value(), entry_id=bad),
 }
 
 
@@ -203,7 +204,13 @@ def test_address_errors_name_the_part_and_carry_the_value() -> None:
 
 @pytest.mark.rule("WRITE-3")
 @pytest.mark.parametrize(
-    ("usage", "shown"), [({"input": "3"}, "'3'"), ({"output": True}, "True"), ({"cost": []}, None)]
+    ("usage", "shown"),
+    [
+        ({**usage_value(), "input": "3"}, "'3'"),
+        ({**usage_value(), "output": True}, "True"),
+        ({**usage_value(), "cost": []}, None),
+        ({"input": 1}, None),
+    ],
 )
 def test_bad_usage_rows_say_which_field(usage: dict[str, object], shown: str | None) -> None:
     """Token counts must be ints (bool is not) and cost a dict of numbers; the error names the

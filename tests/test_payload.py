@@ -11,14 +11,15 @@ from hypothesis import strategies as st
 
 from scopecheck.models import errors
 from scopecheck.models.addresses import value, value_list
-from scopecheck.models.payload import encode_json
-from scopecheck.models.writes import append_list, insert_entry, insert_usage, set_value
+from scopecheck.models.payload import MAX_SAFE_INTEGER, decode_json, encode_json
+from scopecheck.models.writes import append_list, insert_entry, insert_usage, set_value, usage_value
+from scopecheck.strategies import storable_float
 
 json = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False).filter(storable_float)
     | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=20,
@@ -28,9 +29,11 @@ json = st.recursive(
 @pytest.mark.rule("WRITE-3")
 @given(json)
 def test_storable_json_round_trips_byte_for_byte(payload: Any) -> None:
-    """Any storable value encodes to bytes that decode and re-encode identically."""
+    """Any storable value encodes to bytes that decode and re-encode identically (the
+    canonical form is a fixed point), and that any JSON parser reads."""
     data = encode_json(payload)
-    assert orjson.dumps(orjson.loads(data)) == data
+    assert encode_json(decode_json(data)) == data
+    assert orjson.loads(data) == decode_json(data)
     assert set_value(value("ns"), payload).value_json == data
 
 
@@ -47,6 +50,11 @@ def test_storable_json_round_trips_byte_for_byte(payload: Any) -> None:
         object(),
         2**64,
         -(2**63) - 1,
+        2**53,
+        -(2**53),
+        2**53 + 1,
+        2**60,
+        1e17,
         "\ud800",
         {"\udfff": 1},
         [float("nan")],
@@ -97,7 +105,10 @@ def test_malformed_usage_rows_raise_invalid_payload(usage: Any) -> None:
 @pytest.mark.parametrize("ident", ["", "a\x00", None, 5])
 def test_entry_and_usage_ids_must_be_non_empty_strings(ident: Any) -> None:
     """Entry and usage ids are non-empty strings without NUL."""
-    for build in (lambda: insert_entry(ident, None, "message"), lambda: insert_usage(ident, {})):
+    for build in (
+        lambda: insert_entry(ident, None, "message"),
+        lambda: insert_usage(ident, usage_value()),
+    ):
         with pytest.raises(errors.UsageError) as caught:
             build()
         assert caught.value.code == "invalid_payload"

@@ -30,7 +30,7 @@ NAMESPACE: dict[str, Any] = {
 }
 
 OP = ephemeral_scope("op/1 ü")
-USAGE = {"input": 3, "output": 4, "cost": {"input": 0.5, "total": 1.25}}
+USAGE = writes.usage_value(input=3, output=4, cost_input=0.5, cost_total=1.25)
 
 CASES = [
     SESSION,

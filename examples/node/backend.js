@@ -110,7 +110,7 @@ class State {
         this.lists.get(k).push({ seq, value: w.element, tag: w.tag });
       } else if (w.kind === "drop") this.lists.delete(slot(w.scope, w.namespace, w.key));
       else if (w.kind === "entry") this.entries.set(w.id, { id: w.id, parent_id: w.parent_id, type: w.type, payload: w.payload, seq, timestamp: now });
-      else if (w.kind === "usage") this.usage.set(w.id, { id: w.id, usage: w.usage, entry_id: w.entry_id, adjustment: w.adjustment, details: w.details, seq, timestamp: now });
+      else if (w.kind === "usage") this.usage.set(w.id, { id: w.id, usage: w.usage, entry_id: w.entry_id, adjustment: w.adjustment, details: w.details, seq });
       else if (w.kind === "retire") {
         for (const table of [this.values, this.lists]) for (const k of [...table.keys()]) if (JSON.parse(k)[0] === w.scope) table.delete(k);
       }

@@ -4,15 +4,20 @@ One physical line per transaction: a transaction of one write is that write's JS
 or more writes are one JSON array (JSONL-3).  Key names and order follow REFERENCE §1 plus the
 Step 1 additions: ``scopeId`` on scoped value/list records (sidecars only), ``tag`` on list
 appends, and the main-log retirement record ``{kind:"scope", op:"retire", seq, scopeId}``.
-Usage rows additionally carry ``timestamp`` because our contract's usage record returns one.
+Usage rows carry no timestamp, as upstream writes them (an older file's ``timestamp`` on a usage
+row is read and ignored).
 
 Payloads are spliced in as the exact canonical bytes the write froze, and decoding re-encodes
 them with orjson, which gives back the same bytes (JSONL-4); so a value read after reopen is byte
 for byte the value committed.
 
-Decoding is strict (004's fail-closed decoders): an unknown kind, a missing or mistyped field or
-an unexpected key makes the line corrupt.  :class:`BadRecord` carries the reason; the loader adds
-the file and the 1-based line (JSONL-6).
+Decoding reads what the upstream reader reads (JSONL-23): a transaction array of any length, seq
+gaps inside a transaction, unknown keys on a main-log value, list or usage record and in the
+header are accepted, and each such non-canonical form is noted (``notes``) for ``scopecheck
+inspect``; header keys are kept, so a rewrite preserves them.  Everything else stays strict: an
+unknown kind, a missing or mistyped field, a scoped record in the main log, any deviation in a
+sidecar (scopecheck's own format) make the line corrupt.  :class:`BadRecord` carries the reason;
+the loader adds the file and the 1-based line (JSONL-6).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 import orjson
 
 from scopecheck.impl.stats import MESSAGE_TYPE, usage_problem
+from scopecheck.models.payload import canonical_bytes
 from scopecheck.models.records import Committed, ListElement
 from scopecheck.models.writes import (
     RESERVED_ENTRY_KEYS,
@@ -75,9 +81,25 @@ def encode_header(
     return _dumps(header)
 
 
+#: The header keys upstream defines; any other key is kept as it is and noted (JSONL-24).
 _HEADER_KEYS = frozenset(
-    {"v", "kind", "id", "storageVersion", "createdAt", "cwd", "parentSessionId", "nextSeq"}
+    {
+        "v",
+        "kind",
+        "id",
+        "storageVersion",
+        "createdAt",
+        "cwd",
+        "parentSessionId",
+        "legacyParentSessionPath",
+        "nextSeq",
+    }
 )
+
+
+def unknown_header_keys(header: dict[str, Any]) -> list[str]:
+    """Header keys upstream does not define (kept on rewrite, reported by inspect)."""
+    return sorted(set(header) - _HEADER_KEYS)
 
 
 def decode_header(line: bytes, session_id: str) -> dict[str, Any]:
@@ -94,18 +116,15 @@ def decode_header(line: bytes, session_id: str) -> dict[str, Any]:
             f"unsupported header version v={obj.get('v')!r} "
             f"storageVersion={obj.get('storageVersion')!r} (expected 4 and 1)"
         )
-    extra = set(obj) - _HEADER_KEYS
-    if extra:
-        raise BadRecord(f"header has unknown keys {sorted(extra)}")
     if obj.get("id") != session_id:
         raise BadRecord(f"header names session {obj.get('id')!r}, expected {session_id!r}")
     if not _is_int(obj.get("createdAt")) or not isinstance(obj.get("cwd"), str):
         raise BadRecord("header createdAt must be an int and cwd a str")
     if "nextSeq" in obj and (not _is_int(obj["nextSeq"]) or obj["nextSeq"] < 1):
         raise BadRecord("header nextSeq must be a positive int")
-    parent = obj.get("parentSessionId")
-    if "parentSessionId" in obj and not isinstance(parent, str):
-        raise BadRecord("header parentSessionId must be a str")
+    for key in ("parentSessionId", "legacyParentSessionPath"):
+        if key in obj and not isinstance(obj[key], str):
+            raise BadRecord(f"header {key} must be a str")
     return obj
 
 
@@ -168,7 +187,6 @@ def encode_write(item: Committed) -> bytes:
         if write.details_json is not None:
             row["details"] = _Fragment(write.details_json)
         row["seq"] = seq
-        row["timestamp"] = item.timestamp
         return _dumps(row)
     if isinstance(write, RetireScope):
         return _dumps({"kind": "scope", "op": "retire", "seq": seq, "scopeId": write.retired.id})
@@ -229,12 +247,11 @@ def decode_transaction(line: bytes) -> list[dict[str, Any]]:
 
 
 def transaction_records(obj: Any) -> list[dict[str, Any]]:
-    """The records of one parsed transaction line: an object, or an array of ≥ 2 objects."""
+    """The records of one parsed transaction line: an object, or an array of objects (a writer
+    makes it of two or more; upstream's reader also takes one, or none: JSONL-23)."""
     if type(obj) is dict:
         return [obj]
     if type(obj) is list:
-        if len(obj) < 2:
-            raise BadRecord("a transaction array must hold at least two writes")
         for item in obj:
             if type(item) is not dict:
                 raise BadRecord("a transaction array may hold only write objects")
@@ -263,18 +280,21 @@ _SIDE_SHAPES = {
     ("list", "append"): _shapes(("value",), True, True),
     ("list", "delete"): _shapes((), True, False),
 }
-_USAGE_REQUIRED = frozenset({"kind", "id", "usage", "adjustment", "seq", "timestamp"})
+_USAGE_REQUIRED = frozenset({"kind", "id", "usage", "adjustment", "seq"})
 _USAGE_ALLOWED = _USAGE_REQUIRED | {"entryId", "details"}
 _RETIRE_KEYS = frozenset({"kind", "op", "seq", "scopeId"})
 
 
-def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
+def check_record(
+    rec: dict[str, Any], sidecar_scope: str | None, notes: list[str] | None = None
+) -> int:
     """Validate one record's shape; returns its seq.
 
     ``sidecar_scope`` is ``None`` for the main log (no scoped value/list records, JSONL-2) or
     the sidecar's scope ID (only value/list records of exactly that scope, 000 §6.1).  The
     common shapes are checked with one key-set comparison each, since open runs this on every
-    record.
+    record.  In the main log a value, list or usage record may carry keys upstream's reader
+    ignores: accepted, and said in ``notes`` (JSONL-23).
     """
     seq = rec.get("seq")
     if type(seq) is not int or seq < 1:
@@ -291,10 +311,14 @@ def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
         if rec.keys() not in shapes:
             if sidecar_scope is None and "scopeId" in rec:
                 raise BadRecord("a scoped value/list record may not appear in the main log")
-            raise BadRecord(
-                f"{kind} {op} record has keys {sorted(rec)}, expected {sorted(shapes[0])}"
-                + (" (+ tag)" if len(shapes) > 1 else "")
-            )
+            allowed = shapes[-1]
+            if sidecar_scope is not None or not shapes[0] <= rec.keys():
+                raise BadRecord(
+                    f"{kind} {op} record has keys {sorted(rec)}, expected {sorted(shapes[0])}"
+                    + (" (+ tag)" if len(shapes) > 1 else "")
+                )
+            if notes is not None:
+                notes.append(f"{kind} {op} record with unknown keys {sorted(rec.keys() - allowed)}")
         if type(rec["namespace"]) is not str or type(rec["key"]) is not str:
             raise BadRecord(f"{kind} record namespace and key must be str")
         if sidecar_scope is not None and rec["scopeId"] != sidecar_scope:
@@ -322,13 +346,14 @@ def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
         if sidecar_scope is not None:
             raise BadRecord("a usage record may not appear in a scope sidecar")
         present = rec.keys()
-        if not present >= _USAGE_REQUIRED or not present <= _USAGE_ALLOWED:
+        if not present >= _USAGE_REQUIRED:
             raise BadRecord(f"usage record has keys {sorted(present)}")
+        if not present <= _USAGE_ALLOWED and notes is not None:
+            notes.append(f"usage record with unknown keys {sorted(present - _USAGE_ALLOWED)}")
         if (
             type(rec["id"]) is not str
             or type(rec["usage"]) is not dict
             or type(rec["adjustment"]) is not bool
-            or type(rec["timestamp"]) is not int
             or ("entryId" in rec and type(rec["entryId"]) is not str)
         ):
             raise BadRecord("usage record field types are wrong")
@@ -349,7 +374,7 @@ def check_record(rec: dict[str, Any], sidecar_scope: str | None) -> int:
 
 def entry_payload_json(rec: dict[str, Any]) -> bytes:
     """The entry payload bytes: every key but the record's own, in line order."""
-    return _dumps({k: v for k, v in rec.items() if k not in RESERVED_ENTRY_KEYS})
+    return canonical_bytes({k: v for k, v in rec.items() if k not in RESERVED_ENTRY_KEYS})
 
 
 # -- transactions: indexing for open ---------------------------------------------------------
@@ -399,13 +424,18 @@ def record_op(rec: dict[str, Any], scope: str | None, src: Any, index: int) -> t
     if kind == "value":
         return (OP_SET, address, src, index) if rec["op"] == "set" else (OP_DELETE, address)
     if rec["op"] == "append":
-        element = ListElement(rec["seq"], _dumps(rec["value"]), rec.get("tag"))
+        element = ListElement(rec["seq"], canonical_bytes(rec["value"]), rec.get("tag"))
         return (OP_APPEND, address, element)
     return (OP_CLEAR, address)
 
 
 def index_transaction(
-    obj: Any, line: bytes, sidecar_scope: str | None, *, lean: bool = False
+    obj: Any,
+    line: bytes,
+    sidecar_scope: str | None,
+    *,
+    lean: bool = False,
+    notes: list[str] | None = None,
 ) -> tuple[int, int, list[tuple[Any, ...]]]:
     """Validate one parsed transaction line and return ``(first seq, last seq, operations)``.
 
@@ -430,9 +460,21 @@ def index_transaction(
     if fast is not None:
         return fast
     records = transaction_records(obj)
-    seqs = [check_record(rec, sidecar_scope) for rec in records]
+    if type(obj) is list and len(obj) < 2:
+        if sidecar_scope is not None:
+            raise BadRecord("a transaction array must hold at least two writes")
+        if notes is not None:
+            notes.append(f"a transaction array of {len(obj)} write{'s' if not obj else ''}")
+        if not obj:
+            return 0, 0, []
+    seqs = [check_record(rec, sidecar_scope, notes) for rec in records]
+    if any(b <= a for a, b in itertools.pairwise(seqs)):
+        raise BadRecord(f"seqs inside one transaction must increase ({seqs})")
     if any(b != a + 1 for a, b in itertools.pairwise(seqs)):
-        raise BadRecord(f"seqs inside one transaction must be consecutive ({seqs})")
+        if sidecar_scope is not None:
+            raise BadRecord(f"seqs inside one transaction must be consecutive ({seqs})")
+        if notes is not None:
+            notes.append(f"a seq gap inside one transaction ({seqs})")
     single = type(obj) is dict
     ops = [
         record_op(rec, sidecar_scope, line, -1 if single else index)
@@ -514,17 +556,17 @@ def _fast_ops(
                     if lean:
                         add((OP_APPEND, address, None, seq))
                     else:
-                        add((OP_APPEND, address, ListElement(seq, _dumps(rec["value"]), tag)))
+                        element = ListElement(seq, canonical_bytes(rec["value"]), tag)
+                        add((OP_APPEND, address, element))
             elif kind == "usage":
                 usage_value = rec["usage"]
                 optional = ("entryId" in rec) + ("details" in rec)
                 if (
                     not main
-                    or len(rec) != 6 + optional
+                    or len(rec) != 5 + optional
                     or type(rec["id"]) is not str
                     or type(usage_value) is not dict
                     or type(rec["adjustment"]) is not bool
-                    or type(rec["timestamp"]) is not int
                     or ("entryId" in rec and type(rec["entryId"]) is not str)
                     or usage_problem(usage_value) is not None
                 ):

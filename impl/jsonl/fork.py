@@ -69,6 +69,7 @@ from scopecheck.models.fork_policy import (
     select_target,
     unknown_namespace,
 )
+from scopecheck.models.payload import canonical_bytes
 from scopecheck.models.records import ListElement
 
 _INDEX_DDL = """
@@ -273,7 +274,7 @@ class Index:
                 value = None
                 if ns == BRANCH_TIP:
                     rec = obj if op[3] < 0 else obj[op[3]]
-                    value = orjson.dumps(rec["value"]).decode()
+                    value = canonical_bytes(rec["value"]).decode()
                 values.append((ns, key, seq, number, 1, value))
                 if clean and not verbatim(ns, False):
                     clean = False
@@ -531,17 +532,17 @@ def _copy_record(
     if kind == "entry":
         # Tree scope copies every entry of the prefix: no index lookup per entry.
         if tree or copied(rec["id"]):
-            buffer += orjson.dumps(rec) + b"\n"
+            buffer += canonical_bytes(rec) + b"\n"
     elif kind == "value" and rec["op"] == "set":
         ns, key = rec["namespace"], rec["key"]
         if index.current_seq(ns, key) == seq:
-            value = orjson.dumps(rec["value"])
+            value = canonical_bytes(rec["value"])
             for row in driver.value(None, ns, key, seq, value):
                 buffer += _value_line(row) + b"\n"
     elif kind == "list" and rec["op"] == "append":
         ns, key = rec["namespace"], rec["key"]
         if index.survives(ns, key, seq):
-            element = ListElement(seq, orjson.dumps(rec["value"]), rec.get("tag"))
+            element = ListElement(seq, canonical_bytes(rec["value"]), rec.get("tag"))
             for item in driver.list_element(None, ns, key, element):
                 out: dict[str, Any] = {
                     "kind": "list",
@@ -553,4 +554,4 @@ def _copy_record(
                 }
                 if item.element.tag is not None:
                     out["tag"] = item.element.tag
-                buffer += orjson.dumps(out) + b"\n"
+                buffer += canonical_bytes(out) + b"\n"

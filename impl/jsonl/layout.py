@@ -31,7 +31,8 @@ TEMP_SUFFIX: Final = ".tmp"
 MAX_ENCODED_SESSION_ID: Final = 200
 
 
-def _join(directory: str, name: str) -> str:
+def child_path(directory: str, name: str) -> str:
+    """``directory/name``, refusing any ``name`` that is not one segment inside it."""
     path = posixpath.join(directory, name)
     if "/" in name or name in (".", "..") or posixpath.dirname(path) != directory.rstrip("/"):
         raise usage("invalid_session_id", f"name {name!r} would leave {directory!r}")
@@ -69,7 +70,7 @@ def decode_main_name(name: str) -> str | None:
 
 
 def main_path(root: str, session_id: str) -> str:
-    return _join(root, encode_session_id(session_id) + MAIN_SUFFIX)
+    return child_path(root, encode_session_id(session_id) + MAIN_SUFFIX)
 
 
 def scopes_dir(main: str) -> str:
@@ -102,7 +103,7 @@ def sidecar_name(scope_id: str) -> str:
 
 
 def sidecar_path(main: str, scope_id: str) -> str:
-    return _join(scopes_dir(main), sidecar_name(scope_id))
+    return child_path(scopes_dir(main), sidecar_name(scope_id))
 
 
 def decode_sidecar_name(name: str) -> str | None:

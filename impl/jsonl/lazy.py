@@ -18,13 +18,13 @@ from typing import Any, TypeVar, overload
 import orjson
 
 from scopecheck.impl.jsonl.codec import entry_payload_json, op_record
+from scopecheck.models.payload import canonical_bytes
 from scopecheck.models.records import EntryRecord, UsageRecord, ValueRecord
 
 K = TypeVar("K")
 V = TypeVar("V")
 D = TypeVar("D")
 
-_dumps = orjson.dumps
 
 
 class LazyRecords(dict[K, V]):
@@ -175,14 +175,13 @@ def build_entry(rec: dict[str, Any]) -> EntryRecord:
 def build_usage(rec: dict[str, Any]) -> UsageRecord:
     return UsageRecord(
         rec["id"],
-        _dumps(rec["usage"]),
+        canonical_bytes(rec["usage"]),
         rec.get("entryId"),
         rec["adjustment"],
-        _dumps(rec["details"]) if "details" in rec else None,
+        canonical_bytes(rec["details"]) if "details" in rec else None,
         rec["seq"],
-        rec["timestamp"],
     )
 
 
 def build_value(rec: dict[str, Any]) -> ValueRecord:
-    return ValueRecord(rec["seq"], _dumps(rec["value"]))
+    return ValueRecord(rec["seq"], canonical_bytes(rec["value"]))

@@ -38,6 +38,7 @@ import orjson
 
 from scopecheck.impl.jsonl.codec import FORMAT_VERSION, STORAGE_VERSION
 from scopecheck.models.errors import CorruptError
+from scopecheck.models.payload import canonical_bytes
 
 #: Mints the format-4 id of the ``ordinal``-th imported record (0-based: retained entries in
 #: file order, then the usage row) whose legacy timestamp is ``timestamp_ms`` (LEGACY-3).
@@ -361,7 +362,6 @@ def _import(
                 "adjustment": True,
                 "details": dict(IMPORT_DETAILS),
                 "seq": seq,
-                "timestamp": created_at,
             }
         )
     header = {
@@ -503,5 +503,5 @@ def upgrade_bytes(imported: LegacyImport) -> bytes:
     then one line per imported record in seq order (LEGACY-9)."""
     header = dict(imported.header)
     header["nextSeq"] = imported.next_seq
-    dumps = orjson.dumps
+    dumps = canonical_bytes
     return b"\n".join([dumps(header), *(dumps(r) for r in imported.records)]) + b"\n"

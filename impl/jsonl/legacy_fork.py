@@ -51,6 +51,7 @@ from scopecheck.impl.jsonl.legacy import (
 )
 from scopecheck.impl.jsonl.scratch import scratch_index
 from scopecheck.models.errors import CorruptError
+from scopecheck.models.payload import canonical_bytes
 
 _DDL = """
 CREATE TABLE recs(lid TEXT PRIMARY KEY, line INTEGER, parent TEXT, type TEXT,
@@ -123,7 +124,7 @@ class LegacyCapture:
     def lines(self, source_id: str) -> Iterator[tuple[int, bytes]]:
         """The import as format-4 lines, one record per line (a legacy file has no
         transactions of several writes), numbered in the order :meth:`records` emits them."""
-        dumps = orjson.dumps
+        dumps = canonical_bytes
         for number, rec in self.records(source_id):
             yield number, dumps(rec)
 
@@ -142,7 +143,7 @@ class LegacyCapture:
         created_at = 0
         previous: str | None = None
         previous_res: str | None = None
-        dumps = orjson.dumps
+        dumps = canonical_bytes
         final: str | None = None
         name: object = None
         named = False
@@ -247,7 +248,6 @@ class LegacyCapture:
                     "usage": total,
                     "adjustment": True,
                     "details": dict(IMPORT_DETAILS),
-                    "timestamp": created_at,
                 }
             )
         self._after = after
@@ -415,7 +415,6 @@ def _numbered(rec: dict[str, Any], seq: int) -> dict[str, Any]:
         return {"kind": "value", "op": "set", "seq": seq, **{k: rec[k] for k in _VALUE_KEYS}}
     out = {k: rec[k] for k in ("kind", "id", "usage", "adjustment", "details")}
     out["seq"] = seq
-    out["timestamp"] = rec["timestamp"]
     return out
 
 

@@ -26,6 +26,7 @@ from scopecheck.impl.jsonl.codec import (
     decode_scope_header,
     index_transaction,
     transaction_records,
+    unknown_header_keys,
 )
 from scopecheck.impl.jsonl.highwater import high_water
 from scopecheck.impl.jsonl.replay import MainFold, fold_main_log
@@ -60,9 +61,10 @@ class Tx:
 
 @attrs.frozen
 class Problem:
-    """A torn tail (dropped on open) or a corrupt line (fails open), with file and line."""
+    """A torn tail (dropped on open), a corrupt line (fails open), or a note: a line in a
+    non-canonical form upstream's reader takes and so does open (JSONL-23, JSONL-24)."""
 
-    kind: Literal["torn", "corrupt"]
+    kind: Literal["torn", "corrupt", "note"]
     path: str
     line: int
     message: str
@@ -90,6 +92,8 @@ class FileScan:
     corrupt: list[Problem] = attrs.field(factory=list)
     #: For a sidecar: malformed lines as (problem, index into txs of the next good tx).
     malformed_at: list[tuple[Problem, int]] = attrs.field(factory=list)
+    #: Lines in a form no writer produces but the reader accepts (``kind == "note"``).
+    notes: list[Problem] = attrs.field(factory=list)
 
 
 def scan_lines(path: str, lines: Lines, session_id: str, scope_id: str | None) -> FileScan:
@@ -119,6 +123,10 @@ def scan_head(path: str, lines: Lines, session_id: str, scope_id: str | None) ->
     try:
         if scope_id is None:
             scan.header = decode_header(complete[0], session_id)
+            unknown = unknown_header_keys(scan.header)
+            if unknown:
+                message = f"header keys upstream does not define, kept as they are: {unknown}"
+                scan.notes.append(Problem("note", path, 1, message))
         else:
             scan.header = decode_scope_header(complete[0], session_id, scope_id)
     except BadRecord as exc:
@@ -136,12 +144,16 @@ def scan_body(scan: FileScan) -> None:
     index_tx = index_transaction
     for index in range(1, len(complete)):
         line = complete[index]
+        notes: list[str] = []
         try:
             try:
                 obj = loads(line)
             except orjson.JSONDecodeError as exc:
                 raise BadRecord(f"not JSON: {exc}") from None
-            first, last, ops = index_tx(obj, line, scope_id)
+            first, last, ops = index_tx(obj, line, scope_id, notes=notes)
+            scan.notes.extend(Problem("note", path, index + 1, note) for note in notes)
+            if not ops and first == 0:  # an empty transaction array: nothing committed
+                continue
             if first <= previous:
                 raise BadRecord(
                     f"seq {first} does not follow the previous transaction's seq {previous}"
@@ -316,15 +328,17 @@ def plan(
         if previous is not None and item[1].first <= previous[1].last:
             where = load.sidecars[item[0]].path if item[0] is not None else main.path
             other = load.sidecars[previous[0]].path if previous[0] is not None else main.path
-            load.errors.append(
-                Problem(
-                    "corrupt",
-                    where,
-                    item[1].line,
-                    f"seq {item[1].first} repeats or precedes seq {previous[1].last} of "
-                    f"{other}:{previous[1].line}",
-                )
+            message = (
+                f"seq {item[1].first} repeats or precedes seq {previous[1].last} of "
+                f"{other}:{previous[1].line}"
             )
+            if (item[0] is None) != (previous[0] is None):  # one main, one sidecar
+                message += (
+                    ": the main log reuses a seq a live sidecar holds -- a writer that knows "
+                    "nothing of sidecars (one that predates scopes) computed its next seq from "
+                    "the main log alone and appended (JSONL-27)"
+                )
+            load.errors.append(Problem("corrupt", where, item[1].line, message))
         previous = item
 
 

@@ -47,12 +47,12 @@ from scopecheck.impl.jsonl.lazy import (
 )
 from scopecheck.impl.memory import MemoryState
 from scopecheck.impl.stats import MESSAGE_TYPE, BadUsage, add_usages
+from scopecheck.models.payload import canonical_bytes
 from scopecheck.models.records import ListElement
 
 if TYPE_CHECKING:
     from scopecheck.impl.jsonl.load import SessionLoad
 
-_dumps = orjson.dumps
 
 
 def resident_state() -> MemoryState:
@@ -176,11 +176,10 @@ def _fold_lines(
                 ident, usage_value = rec["id"], rec["usage"]
                 has_entry = "entryId" in rec
                 if (
-                    len(rec) != 6 + has_entry + ("details" in rec)
+                    len(rec) != 5 + has_entry + ("details" in rec)
                     or type(ident) is not str
                     or type(usage_value) is not dict
                     or type(rec["adjustment"]) is not bool
-                    or type(rec["timestamp"]) is not int
                     or (has_entry and type(rec["entryId"]) is not str)
                 ):
                     raise _Unrecognised
@@ -213,7 +212,7 @@ def _fold_lines(
                         tag = rec["tag"]
                         if size != 7 or type(tag) is not str or not tag:
                             raise _Unrecognised
-                    element = ListElement(seq, _dumps(rec["value"]), tag)
+                    element = ListElement(seq, canonical_bytes(rec["value"]), tag)
                     bucket = lists.get((None, namespace, key))
                     if bucket is None:
                         lists[(None, namespace, key)] = [element]

@@ -32,6 +32,13 @@ from scopecheck.impl.jsonl.codec import (
     record_op,
 )
 from scopecheck.impl.jsonl.fork import Capture, SourcePrefix, fork_jsonl
+from scopecheck.impl.jsonl.layouts import (
+    FileLayout,
+    FlatLayout,
+    Layout,
+    UpstreamLayout,
+    header_session_id,
+)
 from scopecheck.impl.jsonl.legacy import (
     LegacyIds,
     LegacyImport,
@@ -68,6 +75,12 @@ def publish(fs: FileSystem, path: str, data: bytes) -> None:
             fs.remove(temp, force=True)
         raise
     fs.fsync_dir(os.path.dirname(path))
+
+
+def valid_id(session_id: str) -> str:
+    """A session id that can name a main log in every layout (REPO-5, JSONL-14)."""
+    layout.encode_session_id(check_session_id(session_id))
+    return session_id
 
 
 def legacy_not_upgraded(session_id: str) -> UsageError:
@@ -295,17 +308,59 @@ class JsonlRepository:
         clock: Clock = wall_clock_ms,
         cwd: str | None = None,
         legacy_ids: LegacyIds = uuid7_ids,
+        layout: str | Layout = "flat",
     ) -> None:
+        """``layout`` is ``"flat"`` (``<root>/<id>.jsonl``), ``"upstream"`` (the upstream
+        TypeScript repository's ``<root>/--<cwd>--/<createdAt>_<id>.jsonl``, for the Sessions
+        of ``cwd``) or any :class:`~scopecheck.impl.jsonl.layouts.Layout` (JSONL-26)."""
         self._fs: FileSystem = fs if fs is not None else OsFileSystem()
         self._legacy_ids = legacy_ids
         self._root = root.rstrip("/") or "/"
         self._clock = clock
         self._cwd = os.getcwd() if cwd is None else cwd
+        self._layout = self._choose_layout(layout)
         self._open: dict[str, JsonlStorage] = {}
         self._lock = threading.Lock()
         self._closed = False
         if not self._fs.is_dir(self._root):  # reopening an existing root creates nothing
             self._fs.create_dir(self._root, recursive=True)
+
+    def _choose_layout(self, choice: str | Layout) -> Layout:
+        if choice == "flat":
+            return FlatLayout(self._root)
+        if choice == "upstream":
+            return UpstreamLayout(self._root, self._cwd)
+        if isinstance(choice, str) or not all(
+            callable(getattr(choice, name, None)) for name in ("find", "place", "session_ids")
+        ):
+            raise usage(
+                "invalid_layout",
+                f"layout must be 'flat', 'upstream' or a Layout (got {choice!r})",
+            )
+        return choice
+
+    @classmethod
+    def at_file(
+        cls,
+        path: str,
+        fs: FileSystem | None = None,
+        clock: Clock = wall_clock_ms,
+        cwd: str | None = None,
+        legacy_ids: LegacyIds = uuid7_ids,
+    ) -> JsonlRepository:
+        """A repository of the one session file at ``path``, whatever its name (an upstream
+        ``<createdAt>_<id>.jsonl`` or a copy): its Session is the id in its header (JSONL-26).
+        Its sidecars are ``<path>.scopes/`` as always."""
+        fs = fs if fs is not None else OsFileSystem()
+        if not fs.exists(path) or fs.is_dir(path):
+            raise usage("not_found", f"no session file {path}")
+        session_id = header_session_id(fs, path)
+        directory = os.path.dirname(path) or "."
+        return cls(directory, fs, clock, cwd, legacy_ids, FileLayout(path, session_id))
+
+    @property
+    def layout(self) -> Layout:
+        return self._layout
 
     @property
     def root(self) -> str:
@@ -320,21 +375,37 @@ class JsonlRepository:
             raise ClosedError("repository is closed")
 
     def path_of(self, session_id: str) -> str:
-        """The main log path of ``session_id`` (validated, inside the root)."""
-        return layout.main_path(self._root, check_session_id(session_id))
+        """The main log of the existing Session ``session_id`` (``not_found`` if none)."""
+        main = self._layout.find(self._fs, valid_id(session_id))
+        if main is None:
+            raise usage("not_found", f"no session {session_id!r}")
+        return main
+
+    def _exists(self, session_id: str) -> bool:
+        return self._layout.find(self._fs, valid_id(session_id)) is not None
+
+    def _placed(self, session_id: str, created_at: int) -> str:
+        """Where the new Session goes, its directory made first (upstream's cwd directory may
+        not exist yet) and made durable (JSONL-11)."""
+        main = self._layout.place(session_id, created_at)
+        directory = os.path.dirname(main)
+        if not self._fs.is_dir(directory):
+            self._fs.create_dir(directory, recursive=True)
+            self._fs.fsync_dir(os.path.dirname(directory))
+        return main
 
     def create(self, session_id: str) -> JsonlStorage:
         """Publish a header-only main log atomically.  A leftover ``.scopes`` directory (from a
         delete interrupted after the main file went) is removed first so its sidecars can never
         join the new Session (JSONL-15)."""
-        main = self.path_of(session_id)
         with self._lock:
             self._check()
             fs = self._fs
-            if fs.exists(main):
+            if self._exists(session_id):
                 raise usage("already_exists", f"session {session_id!r} already exists (REPO-1)")
-            fs.remove(layout.scopes_dir(main), recursive=True, force=True)
             created_at = self._clock()
+            main = self._placed(session_id, created_at)
+            fs.remove(layout.scopes_dir(main), recursive=True, force=True)
             header = encode_header(session_id, created_at, self._cwd)
             publish(fs, main, header + b"\n")
             state = MemoryState()
@@ -351,9 +422,9 @@ class JsonlRepository:
             return self._track(session_id, storage)
 
     def open(self, session_id: str) -> JsonlStorage:
-        main = self.path_of(session_id)
         with self._lock:
             self._check()
+            main = self.path_of(session_id)
             if session_id in self._open:
                 raise usage("already_open", f"session {session_id!r} is already open (REPO-4)")
             try:
@@ -446,7 +517,7 @@ class JsonlRepository:
             return
         try:
             fs.unlink(temp)
-            fs.fsync_dir(self._root)
+            fs.fsync_dir(os.path.dirname(main))
         except StorageIOError:
             pass
 
@@ -484,15 +555,13 @@ class JsonlRepository:
         source commits proceed.  The source file is never written, torn tail or not (FORK-14).
         """
         options = check_fork_options(options)
-        source = self.path_of(source_id)
-        dest_id = options.id if options.id is not None else new_fork_id()
-        dest = self.path_of(dest_id)
+        valid_id(source_id)
+        dest_id = valid_id(options.id if options.id is not None else new_fork_id())
         with self._lock:
             self._check()
             fs = self._fs
-            if not fs.exists(source):
-                raise usage("not_found", f"no session {source_id!r}")
-            if dest_id in self._open or fs.exists(dest):
+            source = self.path_of(source_id)
+            if dest_id in self._open or self._exists(dest_id):
                 raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
             handle = self._open.get(source_id)
             with handle._queue if handle is not None else contextlib.nullcontext():
@@ -500,6 +569,7 @@ class JsonlRepository:
                     raise legacy_not_upgraded(source_id)
                 capture = self.capture(source)
             created_at = self._clock()
+            dest = self._placed(dest_id, created_at)
             fs.remove(layout.scopes_dir(dest), recursive=True, force=True)
 
             def header(high_water: int) -> bytes:
@@ -536,36 +606,31 @@ class JsonlRepository:
         return Capture(fs, source)
 
     def list(self) -> list[str]:
-        """Session ids of the main logs in the root: regular ``*.jsonl`` files with a canonical
-        name.  ``.scopes`` directories, sidecars and temp files never appear (JSONL-13)."""
+        """Session ids of the main logs the layout finds: in the flat layout regular ``*.jsonl``
+        files with a canonical name.  ``.scopes`` directories, sidecars and temp files never
+        appear (JSONL-13)."""
         self._check()
-        found = []
-        for entry in self._fs.list_dir(self._root):
-            if not entry.is_file:
-                continue
-            session_id = layout.decode_main_name(entry.name)
-            if session_id is not None:
-                found.append(session_id)
-        return sorted(found)
+        return self._layout.session_ids(self._fs)
 
     def delete(self, session_id: str) -> None:
         """Remove the main file, then its ``.scopes`` directory recursively (000 §6.5)."""
-        main = self.path_of(session_id)
         with self._lock:
             self._check()
+            main = self.path_of(session_id)
             if session_id in self._open:
                 raise usage("already_open", f"close session {session_id!r} before deleting it")
             fs = self._fs
+            directory = os.path.dirname(main)
             try:
                 fs.unlink(main)
             except StorageIOError as exc:
                 if fs_code(exc) == "not_found":
                     raise usage("not_found", f"no session {session_id!r}") from None
                 raise
-            fs.fsync_dir(self._root)
+            fs.fsync_dir(directory)
             fs.remove(layout.scopes_dir(main), recursive=True, force=True)
             fs.remove(layout.temp_path(main), force=True)  # a publish interrupted by a crash
-            fs.fsync_dir(self._root)
+            fs.fsync_dir(directory)
 
     def close(self) -> None:
         self._closed = True

@@ -75,7 +75,6 @@ CREATE TABLE usage_ledger(
   adjustment INTEGER NOT NULL,
   details TEXT,
   seq INTEGER NOT NULL,
-  timestamp INTEGER NOT NULL,
   PRIMARY KEY(session_id, id)
 ) WITHOUT ROWID;
 

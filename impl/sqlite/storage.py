@@ -331,8 +331,8 @@ class SqliteStorage:
             details = None if write.details_json is None else _text(write.details_json)
             execute(
                 "INSERT INTO usage_ledger"
-                "(session_id, id, usage, entry_id, adjustment, details, seq, timestamp) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "(session_id, id, usage, entry_id, adjustment, details, seq) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,
                     write.id,
@@ -341,7 +341,6 @@ class SqliteStorage:
                     int(write.adjustment),
                     details,
                     seq,
-                    item.timestamp,
                 ),
             )
         elif isinstance(write, RetireScope):
@@ -470,7 +469,7 @@ class SqliteStorage:
         with self._queue, translate(self._path):
             self._check_live()
             row = self._conn.execute(
-                "SELECT id, usage, entry_id, adjustment, details, seq, timestamp "
+                "SELECT id, usage, entry_id, adjustment, details, seq "
                 "FROM usage_ledger WHERE session_id = ? AND id = ?",
                 (self._session_id, usage_id),
             ).fetchone()
@@ -502,7 +501,7 @@ class SqliteStorage:
                 ledger = tuple(
                     _usage(row)
                     for row in conn.execute(
-                        "SELECT id, usage, entry_id, adjustment, details, seq, timestamp "
+                        "SELECT id, usage, entry_id, adjustment, details, seq "
                         "FROM usage_ledger WHERE session_id = ? ORDER BY seq",
                         sid,
                     )
@@ -577,7 +576,7 @@ def _entry(row: Sequence[Any]) -> EntryRecord:
 
 
 def _usage(row: Sequence[Any]) -> UsageRecord:
-    ident, usage_text, entry_id, adjustment, details, seq, timestamp = row
+    ident, usage_text, entry_id, adjustment, details, seq = row
     return UsageRecord(
         ident,
         _blob(usage_text),
@@ -585,5 +584,4 @@ def _usage(row: Sequence[Any]) -> UsageRecord:
         bool(adjustment),
         None if details is None else _blob(details),
         seq,
-        timestamp,
     )

@@ -43,6 +43,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 MB = 1 << 20
@@ -75,7 +76,7 @@ def build_session(root: str, session_id: str, target_bytes: int) -> int:
             ),
             insert_usage(
                 f"u{n}",
-                {"input": 120, "output": 48, "totalTokens": 168, "cost": {"total": 0.0021}},
+                usage_value(input=120, output=48, total_tokens=168, cost_total=0.0021),
                 entry_id=f"e{n}",
             ),
             set_value(

@@ -25,6 +25,7 @@ from scopecheck.models.writes import (
     insert_entry,
     insert_usage,
     set_value,
+    usage_value,
 )
 
 IDLE: dict[str, Any] = {"currentOperationId": None, "lastOperationId": None, "inbox": []}
@@ -124,7 +125,7 @@ def rich_source(env: Env) -> dict[str, int]:
         set_value(value("pi.pending.tool_output", "op1:t1"), {}),
         append_list(value_list("pi.pending.assistant_frame", "op1:r1"), {"d": 1}),
     )
-    env.commit(insert_usage("u1", {"input": 5, "output": 7}, "e1"))
+    env.commit(insert_usage("u1", usage_value(input=5, output=7), "e1"))
     (seqs["app1"],) = env.commit(set_value(value("my-app.state"), "v1"))
     env.commit(
         append_list(value_list("my-app.log"), "a"), append_list(value_list("my-app.log"), "b", "t")

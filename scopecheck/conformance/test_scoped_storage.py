@@ -19,6 +19,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 OP = ephemeral_scope("op-1")
@@ -243,7 +244,10 @@ def test_stop_at_tag_never_searches_beyond_the_page_limit(storage: Any) -> None:
 def test_stats_ignore_scoped_values_lists_and_retirement(storage: Any) -> None:
     """Stats count messages and usage only."""
     storage.commit(
-        [insert_entry("e1", None, "message"), insert_usage("u1", {"input": 3, "output": 4}, "e1")]
+        [
+            insert_entry("e1", None, "message"),
+            insert_usage("u1", usage_value(input=3, output=4), "e1"),
+        ]
     )
     before = storage.stats()
     storage.commit([set_value(value("a", "", OP), 1), append_list(value_list("l", "", OP), 1)])

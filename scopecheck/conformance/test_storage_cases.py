@@ -18,6 +18,7 @@ from scopecheck.models.writes import (
     insert_entry,
     insert_usage,
     set_value,
+    usage_value,
 )
 
 
@@ -34,7 +35,7 @@ def test_commits_mixed_writes_atomically_in_write_order(storage: Any, clock: Any
     done = storage.commit(
         [
             insert_entry("e1", None, "message", {"text": "hi"}),
-            insert_usage("u1", {"input": 1, "output": 2}, "e1"),
+            insert_usage("u1", usage_value(input=1, output=2), "e1"),
             set_value(value("v"), 1),
             append_list(value_list("l"), "x"),
         ]
@@ -55,7 +56,7 @@ def test_rolls_back_every_store_when_a_mixed_transaction_fails(storage: Any) -> 
             lambda: storage.commit(
                 [
                     insert_entry("e2", "e1", "message"),
-                    insert_usage("u1", {}, "e2"),
+                    insert_usage("u1", usage_value(), "e2"),
                     set_value(value("v"), 1),
                     append_list(value_list("l"), 1),
                     insert_entry("e3", "missing", "message"),
@@ -90,11 +91,13 @@ def test_preserves_overwritten_and_deleted_values_when_a_transaction_fails(stora
 @pytest.mark.rule("WRITE-5")
 def test_enforces_one_shared_entry_and_usage_id_namespace(storage: Any) -> None:
     """A usage row may not reuse an entry id, nor an entry a usage id, nor either itself."""
-    storage.commit([insert_entry("x", None, "message"), insert_usage("u", {})])
-    assert code_of(lambda: storage.commit([insert_usage("x", {})])) == "duplicate_id"
+    storage.commit([insert_entry("x", None, "message"), insert_usage("u", usage_value())])
+    assert code_of(lambda: storage.commit([insert_usage("x", usage_value())])) == "duplicate_id"
     assert code_of(lambda: storage.commit([insert_entry("u", None, "message")])) == "duplicate_id"
     assert (
-        code_of(lambda: storage.commit([insert_entry("n", None, "m"), insert_usage("n", {})]))
+        code_of(
+            lambda: storage.commit([insert_entry("n", None, "m"), insert_usage("n", usage_value())])
+        )
         == "duplicate_id"
     )
 
@@ -110,7 +113,7 @@ def test_resolves_parents_only_from_prior_entries_and_earlier_writes(storage: An
     assert (
         code_of(
             lambda: storage.commit(
-                [insert_usage("u", {}, "later"), insert_entry("later", None, "m")]
+                [insert_usage("u", usage_value(), "later"), insert_entry("later", None, "m")]
             )
         )
         == "unknown_reference"
@@ -254,17 +257,19 @@ def test_keeps_stats_equal_to_message_count_and_ledger_totals(storage: Any) -> N
             insert_entry("m2", "c1", "message"),
             insert_usage(
                 "u1",
-                {
-                    "input": 5,
-                    "output": 7,
-                    "cacheRead": 1,
-                    "cacheWrite": 2,
-                    "totalTokens": 15,
-                    "cost": {"input": 0.1, "output": 0.2, "total": 0.3},
-                },
+                usage_value(
+                    input=5,
+                    output=7,
+                    cache_read=1,
+                    cache_write=2,
+                    total_tokens=15,
+                    cost_input=0.1,
+                    cost_output=0.2,
+                    cost_total=0.3,
+                ),
                 "m1",
             ),
-            insert_usage("u2", {"input": 1, "output": 1, "cost": {"total": 0.25}}, adjustment=True),
+            insert_usage("u2", usage_value(input=1, output=1, cost_total=0.25), adjustment=True),
         ]
     )
     stats = storage.stats()
@@ -275,7 +280,7 @@ def test_keeps_stats_equal_to_message_count_and_ledger_totals(storage: Any) -> N
         stats.usage.cache_read,
         stats.usage.cache_write,
     ) == (6, 8, 1, 2)
-    assert stats.usage.total_tokens == 15
+    assert stats.usage.total_tokens == 15 + 2
     assert stats.usage.cost_total == 0.3 + 0.25
 
 

@@ -26,6 +26,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 A = ephemeral_scope("op-A")
@@ -74,9 +75,7 @@ def commits_mixed_writes_atomically_in_write_order(repo: Repository, obs: Obs) -
         s.commit(
             [
                 insert_entry("e1", None, "message", {"text": "hi"}),
-                insert_usage(
-                    "u1", {"input": 1, "output": 2, "cost": {"total": 0.5}}, entry_id="e1"
-                ),
+                insert_usage("u1", usage_value(input=1, output=2, cost_total=0.5), entry_id="e1"),
                 set_value(value("ns", "k"), 1),
                 append_list(value_list("ns", "l"), "a"),
             ]
@@ -95,7 +94,7 @@ def rolls_back_every_store_when_a_mixed_transaction_fails(repo: Repository, obs:
             [
                 set_value(value("ns", "k"), 1),
                 append_list(value_list("ns", "l"), 1),
-                insert_usage("u1", {"input": 1}),
+                insert_usage("u1", usage_value(input=1)),
                 insert_entry("e1", None, "message"),
             ],
         )
@@ -127,8 +126,8 @@ def preserves_overwritten_and_deleted_values_when_a_transaction_fails(
 def enforces_one_shared_entry_and_usage_id_namespace(repo: Repository, obs: Obs) -> None:
     s = repo.create("s")
     s.commit([insert_entry("id1", None, "message")])
-    obs.append(attempt(s.commit, [insert_usage("id1", {"input": 1})]))
-    s.commit([insert_usage("u1", {"input": 1})])
+    obs.append(attempt(s.commit, [insert_usage("id1", usage_value(input=1))]))
+    s.commit([insert_usage("u1", usage_value(input=1))])
     obs.append(attempt(s.commit, [insert_entry("u1", None, "message")]))
     obs.append(s.snapshot())
 
@@ -138,7 +137,7 @@ def resolves_parents_only_from_prior_entries_and_earlier_writes(repo: Repository
     s = repo.create("s")
     obs.append(attempt(s.commit, [insert_entry("c", "p", "t"), insert_entry("p", None, "t")]))
     obs.append(attempt(s.commit, [insert_entry("p", None, "t"), insert_entry("c", "p", "t")]))
-    obs.append(attempt(s.commit, [insert_usage("u", {"input": 1}, entry_id="nope")]))
+    obs.append(attempt(s.commit, [insert_usage("u", usage_value(input=1), entry_id="nope")]))
     obs.append(attempt(s.commit, [insert_entry("d", "c", "t")]))
     obs.append(s.snapshot())
 
@@ -232,7 +231,7 @@ def keeps_stats_equal_to_message_count_and_ledger_totals(repo: Repository, obs: 
         [
             insert_entry("m1", None, "message"),
             insert_entry("x", "m1", "note"),
-            insert_usage("u1", {"input": 3, "totalTokens": 5, "cost": {"total": 0.1}}),
+            insert_usage("u1", usage_value(input=3, total_tokens=5, cost_total=0.1)),
         ]
     )
     s.commit(
@@ -240,7 +239,7 @@ def keeps_stats_equal_to_message_count_and_ledger_totals(repo: Repository, obs: 
             insert_entry("m2", "x", "message"),
             insert_usage(
                 "u2",
-                {"output": 4, "cost": {"total": 0.2, "input": 0.05}},
+                usage_value(output=4, cost_total=0.2, cost_input=0.05),
                 entry_id="m2",
                 adjustment=True,
                 details={"why": "test"},

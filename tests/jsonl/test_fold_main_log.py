@@ -33,6 +33,7 @@ from scopecheck.impl.jsonl.load import SessionLoad, load_session, scan_lines
 from scopecheck.impl.jsonl.replay import MainFold, fold_main_log, replay
 from scopecheck.impl.memory import MemoryState, MemoryStorage
 from scopecheck.models.records import Snapshot
+from scopecheck.models.writes import usage_value
 from tests.jsonl.test_index_transaction import BASES, ODD_VALUES, SCOPE, edits, mutated
 
 SID = "s"
@@ -121,12 +122,20 @@ def write_session(root: str, main: list[bytes], side: list[bytes] | None) -> str
     return path
 
 
+def canonical(scan: Any) -> bool:
+    """The fast path's domain: a main log the record checks accept with nothing to note.  A
+    non-canonical form upstream's reader takes (JSONL-23) goes the documented way, which both
+    reads it and says so."""
+    return not scan.corrupt and not scan.notes
+
+
 def check_session(fold: Fold, session: tuple[list[bytes], list[bytes] | None]) -> None:
     """``fold`` (open's fast path, or a planted copy of it) against the documented path."""
     main_lines, side_lines = session
     documented_scan = scan_lines("main", Lines(main_lines, None), SID, None)
-    assert (fold(main_lines) is not None) == (not documented_scan.corrupt), (
-        f"the fast path must accept a main log exactly when the record checks do: {main_lines!r}"
+    assert (fold(main_lines) is not None) == canonical(documented_scan), (
+        "the fast path must accept a main log exactly when the record checks accept it and "
+        f"note nothing non-canonical: {main_lines!r}"
     )
     fs = OsFileSystem()
     with tempfile.TemporaryDirectory() as root:
@@ -134,10 +143,11 @@ def check_session(fold: Fold, session: tuple[list[bytes], list[bytes] | None]) -
         fast = load_session(fs, path, SID, fold=True)
         documented = load_session(fs, path, SID)
     assert plan_facts(fast) == plan_facts(documented)
-    event("documented path: " + ("corrupt" if documented.errors else "clean"))
+    noted = bool(documented.main.notes)
+    event("documented path: " + ("corrupt" if documented.errors else "noted" if noted else "clean"))
     event(f"main transactions: {min(len(main_lines) - 1, 2)}+, sidecar: {side_lines is not None}")
-    if documented.errors:
-        assert fast.folded is None  # problems are always reported by the documented path
+    if documented.errors or noted:
+        assert fast.folded is None  # problems and notes are always the documented path's
         return
     assert fast.folded is not None
     assert snapshot(replay(fast)) == snapshot(replay(documented))
@@ -160,10 +170,10 @@ def check_single_edits(fold: Fold) -> None:
                 middle = [dict(BASES[4], seq=1), rec, dict(BASES[6], seq=3)]
                 for line in (orjson.dumps(single), orjson.dumps(middle)):
                     lines = [header, line]
-                    corrupt = bool(scan_lines("main", Lines(lines, None), SID, None).corrupt)
-                    assert (fold(lines) is None) == corrupt, line
+                    scan = scan_lines("main", Lines(lines, None), SID, None)
+                    assert (fold(lines) is not None) == canonical(scan), line
                     tried += 1
-                    rejected += corrupt
+                    rejected += not canonical(scan)
     assert tried > 1500 and 0 < rejected < tried  # both verdicts were exercised
 
 
@@ -249,9 +259,10 @@ def test_a_sidecar_seq_inside_a_folded_main_transaction_is_reported_as_documente
     with tempfile.TemporaryDirectory() as root:
         load = load_session(OsFileSystem(), write_session(root, main, side), SID, fold=True)
     assert load.folded is None
-    assert [(p.line, p.message) for p in load.errors] == [
-        (2, f"seq 2 repeats or precedes seq 3 of {load.main.path}:2")
-    ]
+    [problem] = load.errors
+    assert problem.line == 2
+    assert problem.message.startswith(f"seq 2 repeats or precedes seq 3 of {load.main.path}:2: ")
+    assert "(JSONL-27)" in problem.message  # a main/sidecar collision names the hazard
 
 
 @pytest.mark.rule("JSONL-7")
@@ -280,21 +291,40 @@ def test_a_clean_session_takes_the_fast_path_and_reads_back_every_record() -> No
     assert snapshot(fast_state) == snapshot(documented_state)
 
 
+def complete(cost: dict[str, Any] | None = None, **tokens: Any) -> dict[str, Any]:
+    """A usage value with every field STATS-4 requires, then ``tokens`` and ``cost`` over it."""
+    value = usage_value()
+    value.update(tokens)
+    if cost is not None:
+        value["cost"] = {**value["cost"], **cost}
+    return value
+
+
+def missing(field: str) -> dict[str, Any]:
+    value = usage_value()
+    del value[field]
+    return value
+
+
 BAD_USAGE = [
-    ({"input": "x"}, "usage.input must be an int (got 'x')"),
-    ({"output": True}, "usage.output must be an int (got True)"),
-    ({"totalTokens": 1.5}, "usage.totalTokens must be an int (got 1.5)"),
-    ({"cacheRead": None}, "usage.cacheRead must be an int (got None)"),
-    ({"cost": None}, "usage.cost must be a dict (got None)"),
-    ({"cost": [1]}, "usage.cost must be a dict (got [1])"),
-    ({"cost": {"total": "1"}}, "usage.cost.total must be a number (got '1')"),
-    ({"cost": {"input": False}}, "usage.cost.input must be a number (got False)"),
+    (complete(input="x"), "usage.input must be an int (got 'x')"),
+    (complete(output=True), "usage.output must be an int (got True)"),
+    (complete(totalTokens=1.5), "usage.totalTokens must be an int (got 1.5)"),
+    (complete(cacheRead=None), "usage.cacheRead must be an int (got None)"),
+    (complete(cost=None) | {"cost": None}, "usage.cost must be a dict (got None)"),
+    (complete() | {"cost": [1]}, "usage.cost must be a dict (got [1])"),
+    (complete(cost={"total": "1"}), "usage.cost.total must be a number (got '1')"),
+    (complete(cost={"input": False}), "usage.cost.input must be a number (got False)"),
+    ({}, "usage.cacheRead is missing (STATS-4)"),
+    (missing("totalTokens"), "usage.totalTokens is missing (STATS-4)"),
+    (missing("cost"), "usage.cost is missing (STATS-4)"),
+    (complete() | {"cost": {"total": 0.5}}, "usage.cost.cacheRead is missing (STATS-4)"),
 ]
 GOOD_USAGE = [
-    ({}, (0, 0.0)),
-    ({"input": 3, "cost": {"total": 0.5}}, (3, 0.5)),
-    ({"input": 3, "cost": {"total": 2}, "note": "unknown keys are ignored"}, (3, 2.0)),
-    ({"input": 3, "cost": {}}, (3, 0.0)),
+    (complete(), (0, 0.0)),
+    (complete(input=3, cost={"total": 0.5}), (3, 0.5)),
+    (complete(input=3, cost={"total": 2}) | {"note": "unknown keys are ignored"}, (3, 2.0)),
+    (complete(input=3, cost={"total": 2, "extra": "x"}), (3, 2.0)),
 ]
 
 

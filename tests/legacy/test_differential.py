@@ -19,6 +19,7 @@ from scopecheck.impl.jsonl.codec import encode_write
 from scopecheck.impl.jsonl.legacy import import_legacy
 from scopecheck.models.errors import CorruptError
 from scopecheck.models.legacy import import_log
+from scopecheck.models.payload import canonical_bytes
 from tests.legacy.conftest import counter_ids
 
 TYPES = (
@@ -137,7 +138,7 @@ def backend(lines: list[bytes]) -> list[bytes] | str:
         imported = import_legacy("/x/s.jsonl", lines, "s", counter_ids)
     except CorruptError as exc:
         return f"corrupt at line {exc.details.get('line')}"
-    return [orjson.dumps(rec) for rec in imported.records]
+    return [canonical_bytes(rec) for rec in imported.records]  # as the importer writes them
 
 
 def model(lines: list[bytes]) -> list[bytes] | str:

@@ -27,6 +27,7 @@ from scopecheck.impl.jsonl.legacy_fork import LegacyCapture
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import CorruptError, ScopecheckError
 from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
+from scopecheck.models.payload import canonical_bytes
 from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.writes import set_value
 from tests.legacy.conftest import (
@@ -328,8 +329,8 @@ def test_closed_legacy_fork_of_a_damaged_file_fails_as_corrupt_and_leaves_nothin
 def _capture_records(path: Path, sid: str) -> list[bytes] | str:
     capture = LegacyCapture(OsFileSystem(), str(path), counter_ids)
     try:
-        first = [orjson.dumps(r) for _, r in capture.records(sid)]
-        second = [orjson.dumps(r) for _, r in capture.records(sid)]
+        first = [canonical_bytes(r) for _, r in capture.records(sid)]  # as each writes them
+        second = [canonical_bytes(r) for _, r in capture.records(sid)]
     except CorruptError:
         return "corrupt"
     finally:
@@ -343,7 +344,7 @@ def _import_records(path: Path, sid: str) -> list[bytes] | str:
         imported = import_legacy(str(path), complete_lines(path), sid, counter_ids)
     except CorruptError:
         return "corrupt"
-    return [orjson.dumps(r) for r in imported.records]
+    return [canonical_bytes(r) for r in imported.records]
 
 
 @pytest.mark.rule("LEGACY-15", "LEGACY-3", "LEGACY-4", "LEGACY-5", "LEGACY-6", "LEGACY-7")

@@ -25,6 +25,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 SCOPES = [SESSION, *(ephemeral_scope(n) for n in ("op-1", "op/2", "op 3"))]
@@ -79,7 +80,7 @@ def _bad_transactions() -> list[list[Any]]:
     return [
         [set_value(value("app", "x"), 1), insert_entry("e1", None, "message")],  # duplicate id
         [insert_entry("e9", "missing", "message")],
-        [insert_usage("u9", {"input": 1}, entry_id="missing")],
+        [insert_usage("u9", usage_value(input=1), entry_id="missing")],
         [set_value(value("app", "x"), 1), set_value(value("ns", "k", a), 2)],
         [set_value(value("ns", "k", a), 1), append_list(value_list("l", "k", b), 2)],
         [retire_scope(a), append_list(value_list("l", "k", a), 2)],
@@ -118,12 +119,12 @@ def test_usage_float_totals_equal_memory_bit_for_bit(make_repo: Any) -> None:
     memory = MemoryRepository(clock).create("s")
     sqlite = make_repo(clock).create("s")
     rng = random.Random(7)
-    for index in range(40):
-        usage = {"input": 2**62, "cost": {"total": rng.random() / 3, "input": 0.1}}
+    for index in range(1100):
+        usage = usage_value(input=2**53 - 1, cost_total=rng.random() / 3, cost_input=0.1)
         tx = [insert_usage(f"u{index}", usage)]
         assert sqlite.commit(tx) == memory.commit(tx)
     assert sqlite.stats() == memory.stats()
-    assert sqlite.stats().usage.input == 40 * 2**62  # beyond int64: kept exact
+    assert sqlite.stats().usage.input == 1100 * (2**53 - 1)  # beyond int64: kept exact
 
 
 @pytest.mark.rule("SQLITE-14")

@@ -18,6 +18,7 @@ from scopecheck.models.writes import (
     insert_usage,
     retire_scope,
     set_value,
+    usage_value,
 )
 
 
@@ -45,7 +46,9 @@ def cases(storage: Storage) -> None:
     # Same-scope session transactions type-check, with retirements, entries and usage.
     storage.commit([set_value(lane, 1), set_value(value("a"), 2)])
     storage.commit([set_value(lane, 1), retire_scope(op)])
-    storage.commit([insert_entry("e", None, "message"), insert_usage("u", {}), retire_scope(op)])
+    storage.commit(
+        [insert_entry("e", None, "message"), insert_usage("u", usage_value()), retire_scope(op)]
+    )
 
     # Same-scope ephemeral transactions type-check.
     storage.commit([set_value(output, "o"), append_list(frames, "f")])
