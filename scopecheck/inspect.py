@@ -4,7 +4,8 @@ It runs the same reader the backend's open uses (:func:`scopecheck.impl.jsonl.lo
 over a filesystem wrapper that refuses every mutating call, so it shows exactly what open would see
 — header, each file's transactions and seqs, retirement boundaries per scope, which sidecar
 records are live and which retired, the high-water mark, torn tails and corruption with file
-and line, and the repairs open would make — and it can never change a byte.
+and line, the lines in a non-canonical form open reads as upstream's reader does (JSONL-23),
+and the repairs open would make — and it can never change a byte.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import orjson
 
 from scopecheck.impl.fs import AppendFile, DirEntry, FileSystem, Lines, OsFileSystem
 from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl.layouts import header_session_id
 from scopecheck.impl.jsonl.legacy import is_legacy_header
 from scopecheck.impl.jsonl.load import FileScan, SessionLoad, load_session
 from scopecheck.impl.jsonl.replay import replay
@@ -62,31 +64,76 @@ class ReadOnlyFileSystem:
         self._refuse()
 
 
+def _main_logs(fs: FileSystem, directory: str) -> list[str]:
+    """The ``*.jsonl`` files directly in ``directory`` (flat or upstream names alike)."""
+    return sorted(
+        os.path.join(directory, e.name)
+        for e in fs.list_dir(directory)
+        if e.is_file and e.name.endswith(layout.MAIN_SUFFIX)
+    )
+
+
+def _session_id_of(fs: FileSystem, path: str) -> str:
+    """The id open would use for the file at ``path`` (JSONL-26).
+
+    A file named ``<encoded id>.jsonl`` or, in upstream's layout,
+    ``<createdAt>_<encoded id>.jsonl`` for the id its header names is that Session.  Any other
+    flat name is the id the name spells (open then reports a header naming another id), and a
+    file whose header names no id is inspected under the id its name spells, so a torn or
+    missing header is reported rather than refused."""
+    name = os.path.basename(path)
+    named = layout.decode_main_name(name)
+    try:
+        header_id = header_session_id(fs, path)
+    except ScopecheckError:
+        header_id = None
+    if header_id is not None:
+        try:
+            encoded = layout.encode_session_id(header_id)
+        except ScopecheckError:
+            encoded = None
+        if encoded is not None and (
+            name == encoded + layout.MAIN_SUFFIX or name.endswith(f"_{encoded}{layout.MAIN_SUFFIX}")
+        ):
+            return header_id
+    if named is not None:
+        return named
+    if header_id is not None:
+        return header_id
+    raise usage(
+        "not_found",
+        f"{path} is neither a main log name (<encoded id>.jsonl) nor a file whose header "
+        "names its session",
+    )
+
+
 def resolve(path: str, fs: FileSystem) -> tuple[str, str]:
-    """``(main path, session id)`` for a main file, its ``.scopes`` directory, or a directory
-    holding exactly one main log."""
+    """``(main path, session id)`` for a main file (any name: JSONL-26), its ``.scopes``
+    directory, a directory holding exactly one main log, or an upstream repository root whose
+    one ``--<cwd>--`` folder holds exactly one."""
     path = os.path.abspath(path).rstrip("/") or "/"
     if path.endswith(layout.SCOPES_SUFFIX) and fs.is_dir(path):
         path = path[: -len(layout.SCOPES_SUFFIX)]
     if fs.is_dir(path):
-        mains = [
-            e.name
-            for e in fs.list_dir(path)
-            if e.is_file and layout.decode_main_name(e.name) is not None
-        ]
+        mains = _main_logs(fs, path)
+        if not mains:
+            folders = [
+                os.path.join(path, e.name)
+                for e in fs.list_dir(path)
+                if not e.is_file and len(e.name) > 4 and e.name[:2] == e.name[-2:] == "--"
+            ]
+            mains = [m for folder in folders for m in _main_logs(fs, folder)]
         if len(mains) != 1:
+            shown = ", ".join(os.path.relpath(m, path) for m in mains[:5])
             raise usage(
                 "not_found",
-                f"{path} holds {len(mains)} sessions ({', '.join(sorted(mains)[:5])}); "
+                f"{path} holds {len(mains)} session files{f' ({shown})' if shown else ''}; "
                 "pass one main .jsonl file",
             )
-        path = os.path.join(path, mains[0])
-    session_id = layout.decode_main_name(os.path.basename(path))
-    if session_id is None:
-        raise usage("not_found", f"{path} is not a main log name (<encoded id>.jsonl)")
-    if not fs.exists(path):
+        path = mains[0]
+    if not fs.exists(path) or fs.is_dir(path):
         raise usage("not_found", f"no such session file {path}")
-    return path, session_id
+    return path, _session_id_of(fs, path)
 
 
 def _file_report(scan: FileScan, load: SessionLoad) -> dict[str, Any]:
@@ -112,7 +159,18 @@ def _file_report(scan: FileScan, load: SessionLoad) -> dict[str, Any]:
         "torn": None
         if scan.torn is None
         else {"line": scan.torn.line, "message": scan.torn.message},
-        "corrupt": [{"line": p.line, "message": p.message} for p in scan.corrupt],
+        "corrupt": [
+            {"line": p.line, "message": p.message}
+            for p in [
+                *scan.corrupt,
+                *(  # found across files (stage 7: a seq in two files, JSONL-27), shown here too
+                    e
+                    for e in load.errors
+                    if e.path == scan.path and e.line > 0 and e not in scan.corrupt
+                ),
+            ]
+        ],
+        "notes": [{"line": p.line, "message": p.message} for p in scan.notes],
     }
     if scan.scope_id is not None:
         report["scope_id"] = scan.scope_id
@@ -181,6 +239,11 @@ def inspect_session(path: str, fs: FileSystem | None = None) -> dict[str, Any]:
                 *load.errors,
             ]
         ],
+        "notes": [
+            {"file": p.path, "line": p.line, "message": p.message}
+            for scan in (load.main, *load.sidecars.values())
+            for p in scan.notes
+        ],
         "open": "fails: " + str(load.errors[0].error()) if load.errors else "succeeds",
         "repairs_on_open": repairs,
     }
@@ -224,6 +287,9 @@ def render(report: dict[str, Any]) -> str:
             out.append(f"  line {file['torn']['line']:>5}  TORN: {file['torn']['message']}")
         for bad in file["corrupt"]:
             out.append(f"  line {bad['line']:>5}  CORRUPT: {bad['message']}")
+        for note in file["notes"]:
+            out.append(f"  line {note['line']:>5}  NOTE (non-canonical, read as upstream reads "
+                       f"it): {note['message']}")  # fmt: skip
     for temp in report["temp_files"]:
         out.append(f"temp file (cleanup artifact): {temp}")
     for other in report["unrelated_files"]:

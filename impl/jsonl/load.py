@@ -328,15 +328,19 @@ def plan(
         if previous is not None and item[1].first <= previous[1].last:
             where = load.sidecars[item[0]].path if item[0] is not None else main.path
             other = load.sidecars[previous[0]].path if previous[0] is not None else main.path
-            message = (
-                f"seq {item[1].first} repeats or precedes seq {previous[1].last} of "
-                f"{other}:{previous[1].line}"
-            )
-            if (item[0] is None) != (previous[0] is None):  # one main, one sidecar
-                message += (
-                    ": the main log reuses a seq a live sidecar holds -- a writer that knows "
-                    "nothing of sidecars (one that predates scopes) computed its next seq from "
-                    "the main log alone and appended (JSONL-27)"
+            if (item[0] is None) == (previous[0] is None):
+                message = (
+                    f"seq {item[1].first} repeats or precedes seq {previous[1].last} of "
+                    f"{other}:{previous[1].line}"
+                )
+            else:  # one main, one sidecar: the mixed-writer hazard (JSONL-27)
+                clash = sorted(set(item[1].seqs) & set(previous[1].seqs))
+                what = f"seq {clash[0]} is held by both" if clash else "interleaving seqs in"
+                message = (
+                    f"{what} {where}:{item[1].line} and {other}:{previous[1].line}: the main "
+                    "log reuses a seq a live sidecar holds -- a writer that knows nothing of "
+                    "sidecars (one that predates scopes) computed its next seq from the main "
+                    "log alone and appended (JSONL-27)"
                 )
             load.errors.append(Problem("corrupt", where, item[1].line, message))
         previous = item

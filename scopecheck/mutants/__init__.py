@@ -23,6 +23,7 @@ from scopecheck.backends import Backend
 
 _MODULES = (
     "scopecheck.mutants.memory",
+    "scopecheck.mutants.payloads",
     "scopecheck.mutants.sqlite",
     "scopecheck.mutants.jsonl",
     "scopecheck.mutants.ops",

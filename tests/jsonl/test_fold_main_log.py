@@ -261,7 +261,9 @@ def test_a_sidecar_seq_inside_a_folded_main_transaction_is_reported_as_documente
     assert load.folded is None
     [problem] = load.errors
     assert problem.line == 2
-    assert problem.message.startswith(f"seq 2 repeats or precedes seq 3 of {load.main.path}:2: ")
+    assert problem.message.startswith(
+        f"seq 2 is held by both {problem.path}:2 and {load.main.path}:2: "
+    )
     assert "(JSONL-27)" in problem.message  # a main/sidecar collision names the hazard
 
 

@@ -129,4 +129,4 @@ def test_inspect_command_rejects_paths_that_are_not_sessions(
 ) -> None:
     """A directory without a session, or a foreign file, exits 2 with a message."""
     assert inspect_command(str(tmp_path), as_json=False) == 2
-    assert "0 sessions" in capsys.readouterr().err
+    assert "0 session files" in capsys.readouterr().err

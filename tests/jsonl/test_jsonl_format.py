@@ -315,7 +315,7 @@ def test_duplicate_seq_across_files_fails_open(make_repo: RepoFactory, root: str
     content = Path(side).read_bytes().replace(b'"seq":2', b'"seq":1')
     with open(side, "wb") as handle:
         handle.write(content)
-    with pytest.raises(CorruptError, match="repeats") as info:
+    with pytest.raises(CorruptError, match="is held by both") as info:
         make_repo().open("s")
     main = os.path.join(root, "s.jsonl")
     assert info.value.details == {"file": side, "line": 2}  # the later of the two places
