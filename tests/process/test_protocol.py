@@ -133,3 +133,51 @@ def test_a_backend_that_speaks_wrongly_is_a_protocol_error(mode: str, why: str) 
 def test_a_backend_of_another_protocol_version_is_refused_at_hello() -> None:
     with pytest.raises(ProtocolError, match="protocol 1"):
         ProcessWorld([*BAD, "version"], lambda: 0)
+
+
+PRINTING_FACTORY = """
+from scopecheck.impl.memory import MemoryRepository
+
+
+def make_backend(clock):
+    print("a backend that talks on stdout")
+    return MemoryRepository(clock)
+"""
+
+
+@pytest.mark.rule("PROC-4")
+def test_each_response_leaves_in_one_write_and_backend_prints_go_to_stderr(
+    tmp_path: Path,
+) -> None:
+    """Under strace, every write on the child's stdout is exactly one whole response line and
+    there is one per request; what the backend prints arrives on stderr."""
+    import re
+    import shutil
+
+    from scopecheck import set_value, value
+
+    if shutil.which("strace") is None:  # .ci/run installs it
+        pytest.fail("strace is not installed (Debian package strace)")
+    (tmp_path / "printing.py").write_text(PRINTING_FACTORY)
+    log = tmp_path / "trace"
+    command = [
+        "strace", "-f", "-qq", "-s", "100000", "-e", "trace=write", "-o", str(log),
+        sys.executable, "-m", "scopecheck", "serve", f"{tmp_path}/printing.py:make_backend",
+    ]  # fmt: skip
+    world = ProcessWorld(command, lambda: 5)
+    try:
+        storage = world.repository().create("s")
+        storage.commit([set_value(value("app", "k"), 1)])
+        assert storage.get_value(value("app", "k")) is not None
+        storage.close()
+    finally:
+        world.cleanup()
+    calls = re.findall(r'write\((\d+), "((?:[^"\\]|\\.)*)", \d+\) = \d+', log.read_text())
+    responses = [(fd, text) for fd, text in calls if text.startswith('{\\"id\\":')]
+    assert len(responses) == 6  # hello, create, commit, get_value, close, the final close
+    assert len({fd for fd, _ in responses}) == 1 and responses[0][0] != "2"  # the protocol fd
+    for _, text in responses:
+        assert text.endswith("\\n") and "\\n" not in text[:-2], text  # one whole line per call
+    stderr = "".join(text for fd, text in calls if fd == "2")
+    assert "a backend that talks on stdout" in stderr
+    assert [text for fd, text in calls if fd == responses[0][0]] == [t for _, t in responses]
