@@ -106,8 +106,9 @@ class FileStorage(DictStorage):
         except StorageIOError:
             self.unusable = why
     def close(self) -> None:
-        super().close()
-        self.fs.close(self.handle)
+        with self.io_lock:  # a commit writing its line finishes first; later ones see closed
+            super().close()
+            self.fs.close(self.handle)
 
 
 class FileRepository(DictRepository):

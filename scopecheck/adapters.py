@@ -74,6 +74,11 @@ class _Tracking:
         self.inner = repo
         self.handles: list[Storage] = []
 
+    @property
+    def supports_fork(self) -> bool:
+        """Whether the user's repository has ``fork()`` (the machines fork only if it has)."""
+        return callable(getattr(self.inner, "fork", None))
+
     def create(self, session_id: str) -> Storage:
         handle: Storage = self.inner.create(session_id)
         self.handles.append(handle)
@@ -165,6 +170,11 @@ class DirectoryAdapterWorld(AdapterWorld):
 
     @property
     def root(self) -> str:
+        return self._root
+
+    @property
+    def disk_root(self) -> str:
+        """The factory's root directory: HYGIENE checks."""
         return self._root
 
     def _make(self) -> Any:

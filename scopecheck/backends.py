@@ -131,6 +131,11 @@ class JsonlWorld:
             self.fs = TracingFileSystem(self.fs, fault, record=False)
         self._repo = self._new()
 
+    @property
+    def disk_root(self) -> str | None:
+        """The real directory the Sessions are in (``None`` on pyfakefs): HYGIENE checks."""
+        return self.root if self._tempdir is not None else None
+
     def _new(self) -> Repository:
         repo: Repository = self._class(self.root, self.fs, self._clock, cwd="/scopecheck")
         return repo
@@ -284,6 +289,11 @@ class SqliteWorld:
         scratch = os.environ.get("SCOPECHECK_SCRATCH") or None
         self.root = tempfile.mkdtemp(prefix="scopecheck-sqlite-", dir=scratch)
         self._repo = self._new()
+
+    @property
+    def disk_root(self) -> str:
+        """The directory of the database files: HYGIENE checks."""
+        return self.root
 
     def _new(self) -> Any:
         target = os.path.join(self.root, "sessions.sqlite") if self._shared else self.root

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+import scopecheck.hygiene as hygiene
 import scopecheck.strategies as sx
 from scopecheck.backends import Backend, World
 from scopecheck.machine import (
@@ -331,10 +332,22 @@ class ForkMachine(SessionPairMachine):
     def _fork(self, sid: str, options: ForkOptions) -> str:
         """Fork on both sides and compare; returns the outcome ("ok" or the error code)."""
         self.now += 1
+        root = hygiene.disk_root(self.world)
+        before = hygiene.tree(root) if root is not None else frozenset()
         actual = outcome(lambda: self.repo.fork(sid, options))
         dest = actual[1] if actual[0] == "ok" else (options.id or "fork-model")
         expected = outcome(lambda: self.model.fork(sid, options, dest))
         same(f"fork({sid!r}, {options!r})", expected, actual)
+        if root is not None:
+            after = hygiene.tree(root)
+            left = (
+                hygiene.strays(before, after, dest) if actual[0] == "ok" else sorted(after - before)
+            )
+            if left:
+                raise MismatchError(
+                    f"fork({sid!r}, {options!r}) left paths under {root} that are not its "
+                    f"destination's (HYGIENE-3): {left}"
+                )
         type(self).forks_run += 1
         key = actual[1] if actual[0] == "error" else "ok"
         type(self).outcomes[key] = type(self).outcomes.get(key, 0) + 1

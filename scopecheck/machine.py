@@ -10,6 +10,10 @@ lines whose arguments are the contract's own constructors, runnable as Python.
 
 from __future__ import annotations
 
+import functools
+import re
+import threading
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -22,15 +26,20 @@ from hypothesis.stateful import (
     rule,
 )
 
+import scopecheck.hygiene as hygiene
 import scopecheck.strategies as sx
 from scopecheck.backends import Backend, World
+from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import ProtocolError, ScopecheckError
+from scopecheck.models.fork import TreeFork
 from scopecheck.models.protocols import Repository, Storage
 from scopecheck.models.reference import ReferenceRepository, ReferenceSession
-from scopecheck.models.scope import EphemeralScope
-from scopecheck.models.writes import retire_scope
+from scopecheck.models.scope import EphemeralScope, ephemeral_scope
+from scopecheck.models.writes import append_list, retire_scope, set_value
 
 SESSION_IDS = ("s1", "s2")
+#: Seconds a commit racing close() or fork() may take to return before the machine says so.
+RACE_TIMEOUT = 30
 BASE_TIME = 1_750_000_000_000
 
 Outcome = tuple[str, Any]
@@ -50,6 +59,67 @@ def outcome(call: Callable[[], Any]) -> Outcome:
 
 class MismatchError(AssertionError):
     """The backend disagreed with the model."""
+
+
+#: The corner steps ``StorageMachine.corner`` takes, each with its arguments' strategies.
+CORNERS: dict[str, tuple[tuple[str, st.SearchStrategy[Any]], ...]] = {
+    "related_scopes": (
+        ("sid", st.sampled_from(SESSION_IDS)),
+        ("pair", sx.related_ids),
+        ("retire", st.sampled_from((None, 0, 1))),
+        ("restart", st.booleans()),
+    ),
+    "related_names": (
+        ("sid", st.sampled_from(SESSION_IDS)),
+        ("pair", sx.related_ids),
+        ("scope", sx.any_scopes),
+        ("as_keys", st.booleans()),
+    ),
+    "related_sessions": (
+        ("pair", sx.related_ids),
+        ("restart", st.booleans()),
+    ),
+    "many_keys": (
+        ("sid", st.sampled_from(SESSION_IDS)),
+        ("keys", sx.order_keys),
+        ("scope", sx.any_scopes),
+    ),
+    "many_elements": (
+        ("sid", st.sampled_from(SESSION_IDS)),
+        ("address", sx.list_addresses()),
+        ("count", st.integers(10, 12)),
+        ("limit", st.integers(3, 7)),
+        ("order", st.sampled_from(("asc", "desc"))),
+    ),
+    "race": (
+        ("sid", st.sampled_from(SESSION_IDS)),
+        ("count", st.integers(2, 3)),
+        ("fork", st.booleans()),
+    ),
+}
+
+
+#: ``(kind, arguments)`` for :meth:`StorageMachine.corner`, kinds in :data:`CORNERS` order.
+CORNER_STEPS: st.SearchStrategy[tuple[str, dict[str, Any]]] = st.one_of(
+    *(
+        st.tuples(st.just(kind), st.fixed_dictionaries(dict(arguments)))
+        for kind, arguments in CORNERS.items()
+    )
+)
+
+
+def race_writes(race: int, index: int) -> list[Any]:
+    """Writer ``index``'s transaction in race ``race``: a value and a list element of its own,
+    so a fork shows which racing commits it holds, each wholly or not at all."""
+    return [
+        set_value(value("race", f"{race}.{index}"), index),
+        append_list(value_list("race", f"{race}.log"), index),
+    ]
+
+
+def kind(result: Outcome) -> Outcome:
+    """An outcome with its value dropped: what two repositories' ``create`` can agree on."""
+    return ("ok", None) if result[0] == "ok" else result
 
 
 def same(what: str, expected: Outcome, actual: Outcome) -> None:
@@ -178,6 +248,144 @@ class StorageMachine(SessionPairMachine):
         result = self._commit(sid, writes)
         assert result[0] == "error", f"an invalid transaction was accepted: {writes!r}"
 
+    def related_scopes(
+        self, sid: str, pair: tuple[str, str], retire: int | None, restart: bool
+    ) -> None:
+        """Two scope ids related on purpose (a prefix, a percent-encoding look-alike, twins,
+        ids at the encoded limit) are two scopes: a write to one never shows in the other, and
+        retiring one leaves the other whole, before and after a restart (ADDR-1, RETIRE-2,
+        SCOPE-4).  Ids one step past the limit are refused (SCOPE-2)."""
+        scopes = [ephemeral_scope(ident) for ident in pair]
+        for index, scope in enumerate(scopes):
+            self._commit(
+                sid,
+                [
+                    set_value(value("app", "k", scope), index),
+                    append_list(value_list("app", "k", scope), index),
+                ],
+            )
+        if retire is not None:
+            self._commit(sid, [retire_scope(scopes[retire])])
+        if restart:
+            self.restart()
+        for ident in sx.PAST_LIMIT:
+            refused = outcome(lambda ident=ident: ephemeral_scope(ident))  # type: ignore[misc]
+            same(f"ephemeral_scope({ident!r})", ("error", "invalid_scope"), refused)
+
+    def related_names(self, sid: str, pair: tuple[str, str], scope: Any, as_keys: bool) -> None:
+        """Namespaces or keys related on purpose never alias, and a prefix scan over one finds
+        exactly the keys starting with it, in code-point order (ADDR-1, LIST-9)."""
+        for index, name in enumerate(pair):
+            namespace, key = ("app", name) if as_keys else (name, "k")
+            self._commit(
+                sid,
+                [
+                    set_value(value(namespace, key, scope), index),
+                    append_list(value_list(namespace, key, scope), index),
+                ],
+            )
+        for name in pair:
+            namespace, prefix = ("app", name) if as_keys else (name, "")
+            self._read(
+                sid,
+                "scan_values",
+                lambda s, n=namespace, p=prefix: s.scan_values(n, p, scope),  # type: ignore[misc]
+            )
+
+    def related_sessions(self, pair: tuple[str, str], restart: bool) -> None:
+        """Two Session ids related on purpose are two Sessions: each keeps its own state across
+        a restart, ``list()`` names both, and deleting one leaves the other whole and nothing
+        of itself on disk (REPO-1, REPO-3, SCOPE-4, HYGIENE-2).  Each is left closed, or
+        deleted, when the step ends."""
+        root = hygiene.disk_root(self.world)
+        paths: dict[str, set[str]] = {}
+        opened: list[str] = []
+        for index, sid in enumerate(pair):
+            before = hygiene.tree(root) if root is not None else frozenset()
+            expected = outcome(lambda sid=sid: self.model.create(sid))  # type: ignore[misc]
+            actual = outcome(lambda sid=sid: self.repo.create(sid))  # type: ignore[misc]
+            same(f"repository.create({sid!r})", kind(expected), kind(actual))
+            if expected[0] != "ok":
+                continue
+            if root is not None:
+                paths[sid] = hygiene.session_paths(before, hygiene.tree(root), sid)
+            opened.append(sid)
+            self.models[sid], self.stores[sid] = expected[1], actual[1]
+            self._commit(sid, [set_value(value("app", "k"), index)])
+            self._commit(sid, [set_value(value("app", "k", sx.EPHEMERAL[0]), index)])
+        for sid in opened:
+            self._close_extra(sid)
+        if restart:
+            self.restart()
+        same("repository.list()", ("ok", self.model.list()), outcome(self.repo.list))
+        first, second = pair
+        expected = outcome(lambda: self.model.delete(first))
+        actual = outcome(lambda: self.repo.delete(first))
+        same(f"repository.delete({first!r})", expected, actual)
+        if root is not None and expected[0] == "ok" and paths.get(first):
+            left = hygiene.leftovers(paths[first], hygiene.tree(root))
+            if left:
+                raise MismatchError(
+                    f"repository.delete({first!r}) left paths of the Session under {root} "
+                    f"(HYGIENE-2): {left}"
+                )
+        same("repository.list()", ("ok", self.model.list()), outcome(self.repo.list))
+        if second in self.model.list():
+            self.models[second] = self.model.open(second)
+            self.stores[second] = self.repo.open(second)
+            self._close_extra(second)
+
+    def _close_extra(self, sid: str) -> None:
+        """Compare an extra Session's state, then close it in both and forget it."""
+        expected, actual = self.models[sid].snapshot(), self.stores[sid].snapshot()
+        if expected != actual:
+            raise MismatchError(describe_difference(sid, expected, actual))
+        self.model.close_session(sid)
+        self.stores[sid].close()
+        del self.models[sid], self.stores[sid]
+
+    def many_keys(self, sid: str, keys: list[str], scope: Any) -> None:
+        """Many keys written in a drawn order, then scanned whole and by prefix: the model's
+        answer, and independently of it code-point order of the keys (LIST-9)."""
+        namespace = "app.many"
+        writes = [set_value(value(namespace, key, scope), i) for i, key in enumerate(keys)]
+        self._commit(sid, writes)
+        model, store = self.models[sid], self.stores[sid]
+        for prefix in ("", keys[-1]):
+            expected = outcome(functools.partial(model.scan_values, namespace, prefix, scope))
+            actual = outcome(functools.partial(store.scan_values, namespace, prefix, scope))
+            same(f"scan_values({namespace!r}, {prefix!r}) on {sid}", expected, actual)
+            found = [key for key, _ in actual[1]]
+            if found != sorted(found, key=lambda key: [ord(ch) for ch in key]):
+                raise MismatchError(
+                    f"scan_values({namespace!r}, {prefix!r}) is not in code-point order "
+                    f"(LIST-9): {found!r}"
+                )
+
+    def many_elements(self, sid: str, address: Any, count: int, limit: int, order: Any) -> None:
+        """A long list read page by page to its end in one order, each cursor the last seq of
+        the page before (a page edge): every page is the model's (LIST-2..LIST-5)."""
+        self._commit(sid, [append_list(address, i) for i in range(count)])
+        cursor = None
+        model, store = self.models[sid], self.stores[sid]
+        while True:
+            page = model.read_list(address, cursor=cursor, order=order, limit=limit)
+            read = functools.partial(store.read_list, address, cursor=cursor, order=order)
+            got = outcome(functools.partial(read, limit=limit))
+            same(f"read_list page after {cursor} ({order}, {limit}) on {sid}", ("ok", page), got)
+            if len(page) < limit:
+                break
+            cursor = page[-1].seq
+
+    @rule(step=CORNER_STEPS)
+    def corner(self, step: tuple[str, dict[str, Any]]) -> None:
+        """One of the corners reached on purpose -- related ids as scopes, names or Sessions,
+        many keys, long lists, commits racing close() or a fork -- drawn as ``(kind,
+        arguments)`` in one choice.  One rule for all of them keeps each a small share of the
+        steps, so the machine stays fast while every corner is reached within a few steps."""
+        kind, arguments = step
+        getattr(self, kind)(**arguments)
+
     # -- reads -----------------------------------------------------------------------------
 
     @rule(sid=st.sampled_from(SESSION_IDS), address=sx.value_addresses())
@@ -272,6 +480,106 @@ class StorageMachine(SessionPairMachine):
         self.models[sid] = self.model.open(sid)
         self.stores[sid] = self.repo.open(sid)
 
+    def race(self, sid: str, count: int, fork: bool) -> None:
+        """Threads commit while ``close()`` -- or a fork of the Session -- runs.  The backend's
+        seqs order the admitted commits and the model replays them in that order: each one is
+        the model's commit, refused ones are refused with ``closed`` and nothing else, and
+        a reopen the moment ``close()`` returns already holds exactly the admitted ones, so
+        close drained them (LIFE-1).  A racing fork
+        holds a prefix of them, each wholly or not at all (FORK-12)."""
+        self.now += 1
+        fork = fork and getattr(self.repo, "supports_fork", True)
+        store = self.stores[sid]
+        batches = [race_writes(self.now, i) for i in range(count)]
+        results: list[Outcome | None] = [None] * count
+        start = threading.Barrier(count + 1)
+
+        def writer(index: int) -> None:
+            start.wait()
+            results[index] = outcome(lambda: store.commit(batches[index]))
+
+        threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(count)]
+        for thread in threads:
+            thread.start()
+        dest = f"race-fork-{self.now}"
+        start.wait()
+        time.sleep(0)  # yield, so the writers usually reach admission first
+        forked = outcome(lambda: self.repo.fork(sid, TreeFork(id=dest))) if fork else None
+        reopened: Storage | None = None
+        if not fork:
+            store.close()
+            result = outcome(lambda: self.repo.open(sid))  # before any writer is joined
+            if result[0] != "ok":
+                raise MismatchError(
+                    f"open({sid!r}) the moment close() returned gave {result!r}: close must "
+                    "have drained its commits and released the Session (LIFE-1, REPO-4)"
+                )
+            reopened = result[1]
+            at_close = reopened.snapshot()
+        for thread in threads:
+            thread.join(RACE_TIMEOUT)
+            if thread.is_alive():
+                raise MismatchError(f"a commit racing {'fork' if fork else 'close'}() on {sid} "
+                                    f"did not return within {RACE_TIMEOUT} s")  # fmt: skip
+        admitted: list[tuple[int, int]] = []
+        for index, answer in enumerate(results):
+            assert answer is not None
+            if answer[0] == "ok":
+                admitted.append((answer[1][0].seq, index))
+            elif fork or answer != ("error", "closed"):
+                raise MismatchError(
+                    f"a commit racing {'fork' if fork else 'close'}() on {sid} gave {answer!r}; "
+                    "only ('error', 'closed') may refuse it (LIFE-1)"
+                )
+        admitted.sort()
+        if fork:
+            same(f"fork({sid!r}) racing commits", ("ok", dest), forked or ("ok", None))
+            self.model.fork(sid, TreeFork(id=dest), dest)  # the source before the race
+        for _, index in admitted:
+            expected = self.models[sid].commit(batches[index], self.now)
+            same(f"commit {index} racing on {sid}", ("ok", expected), results[index])  # type: ignore[arg-type]
+        if fork:
+            self._check_racing_fork(dest, [index for _, index in admitted], self.now)
+        else:
+            assert reopened is not None
+            self.model.close_session(sid)
+            self.models[sid] = self.model.open(sid)
+            self.stores[sid] = reopened
+            expected_state = self.models[sid].snapshot()
+            if at_close != expected_state:
+                raise MismatchError(
+                    f"close() on {sid} returned before every commit it admitted was in the "
+                    "Session (LIFE-1): reopened at once, "
+                    + describe_difference(sid, expected_state, at_close)
+                )
+
+    def _check_racing_fork(self, dest: str, order: list[int], race: int) -> None:
+        """The fork holds the first ``j`` admitted commits (in seq order) for some ``j``: the
+        model's fork of the source before the race plus those ``j``, replayed."""
+        handle = self.repo.open(dest)
+        try:
+            present = [
+                index
+                for index in order
+                if handle.get_value(race_writes(race, index)[0].address) is not None
+            ]
+            if present != order[: len(present)]:
+                raise MismatchError(
+                    f"fork {dest!r} holds racing commits {present} of {order} (seq order): not "
+                    "a prefix, so it is not one commit boundary (FORK-12)"
+                )
+            model = self.model.open(dest)
+            for index in present:
+                model.commit(race_writes(race, index), self.now)
+            expected, actual = model.snapshot(), handle.snapshot()
+            if expected != actual:
+                raise MismatchError(describe_difference(dest, expected, actual))
+        finally:
+            handle.close()
+            self.model.close_session(dest)
+        same(f"delete({dest!r})", outcome(lambda: self.model.delete(dest)),
+             outcome(lambda: self.repo.delete(dest)))  # fmt: skip
+
     @rule()
     def restart(self) -> None:
         """Process restart: every handle closed, a new repository over the same location."""
@@ -301,7 +609,25 @@ class StorageMachine(SessionPairMachine):
             actual = self.stores[sid].snapshot()
             if expected != actual:
                 raise MismatchError(describe_difference(sid, expected, actual))
+        root = hygiene.disk_root(self.world)
+        if root is not None:
+            left = hygiene.temp_files(hygiene.tree(root))
+            if left:
+                raise MismatchError(
+                    f"temp files left under {root} after an acknowledged operation "
+                    f"(HYGIENE-1): {left}"
+                )
 
+
+#: The spec rules each corner checks (a ``corner`` step names its kind).
+CORNER_RULES: dict[str, tuple[str, ...]] = {
+    "related_scopes": ("ADDR-1", "RETIRE-2", "SCOPE-2", "SCOPE-4", "CHECK-7"),
+    "related_names": ("ADDR-1", "LIST-9", "CHECK-7"),
+    "related_sessions": ("REPO-1", "REPO-3", "SCOPE-4", "HYGIENE-2", "CHECK-7"),
+    "many_keys": ("LIST-9",),
+    "many_elements": ("LIST-2", "LIST-3", "LIST-4", "LIST-5"),
+    "race": ("LIFE-1", "FORK-12"),
+}
 
 #: The spec rules each machine step checks, so a failure can name the rule it broke.
 STEP_RULES: dict[str, tuple[str, ...]] = {
@@ -313,6 +639,7 @@ STEP_RULES: dict[str, tuple[str, ...]] = {
     "retire": ("RETIRE-1", "RETIRE-2", "RETIRE-5"),
     "retire_then_reuse": ("RETIRE-3", "RETIRE-4"),
     "commit_invalid": ("TX-1", "TX-2", "TX-3", "TX-4"),
+    "corner": tuple(sorted({rule for rules in CORNER_RULES.values() for rule in rules})),
     "get_value": ("ADDR-1", "WRITE-2"),
     "scan_values": ("LIST-9",),
     "read_list": ("LIST-2", "LIST-3", "LIST-4", "LIST-5"),
@@ -335,6 +662,10 @@ def rules_of_program(
         if "state." not in line or line.strip() in ("state.teardown()", "state.same_state()"):
             continue
         name = line.split("state.", 1)[1].split("(", 1)[0]
+        if name == "corner" and table is STEP_RULES:
+            kind = re.search(r"step=\('(\w+)'", line)
+            if kind is not None and kind.group(1) in CORNER_RULES:
+                return CORNER_RULES[kind.group(1)]
         if name in table:
             return table[name]
     return ()

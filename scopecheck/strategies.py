@@ -59,6 +59,54 @@ JSON_POOL: tuple[Any, ...] = (
 )
 
 
+#: Identifier pairs related on purpose, simplest first so shrinking lands on ``("op", "op1")``:
+#: a prefix and its extension, a percent-encoding look-alike (``a/b`` beside ``a%2Fb``, ``%``
+#: beside ``%25``), dot segments, Unicode normalisation and case twins, and ids whose encoding
+#: is long -- exactly at the 180-character limit beside a prefix of it.  Two ids of a pair name
+#: two scopes (or Sessions, namespaces, keys) that a correct backend never lets alias; a backend
+#: that matches by prefix, encodes lossily or normalises shows it at once (ADDR-1, SCOPE-4).
+AT_LIMIT = "\u00fc" * 30  # encodeURIComponent gives 180 characters: the largest valid id
+RELATED_IDS: tuple[tuple[str, str], ...] = (
+    ("op", "op1"),
+    ("op1", "op"),
+    ("a/b", "a%2Fb"),
+    ("%", "%25"),
+    (".", ".."),
+    ("e\u0301", "\u00e9"),
+    ("A", "a"),
+    ("a b", "a+b"),
+    (AT_LIMIT, AT_LIMIT[:-1]),
+    ("\U0001f642" * 15, "\U0001f642" * 14 + "x"),
+)
+#: Ids one step past the limit, refused everywhere (SCOPE-2): 31 x "ü" encodes to 186.
+PAST_LIMIT = ("\u00fc" * 31, "\U0001f642" * 15 + "x")
+related_ids = st.sampled_from(RELATED_IDS)
+
+
+#: Keys whose orders disagree: code point against UTF-16 (U+FFFF sorts before U+10000 by code
+#: point, after it by UTF-16 code unit), case, decimal text (``k10`` before ``k2``), prefixes,
+#: composed and decomposed forms.  The many-keys rule writes a drawn subset in a drawn order.
+ORDER_KEYS: tuple[str, ...] = (
+    "a",
+    "b",
+    "",
+    "B",
+    "aa",
+    "a b",
+    "a/b",
+    "k1",
+    "k10",
+    "k2",
+    "\u00e9",
+    "e\u0301",
+    "~",
+    "\uffff",
+    "\U00010000",
+    "\U0001f642",
+)
+order_keys = st.lists(st.sampled_from(ORDER_KEYS), min_size=2, max_size=8, unique=True)
+
+
 def pick(pool: tuple[Any, ...]) -> st.SearchStrategy[Any]:
     """One element of a large fixed pool: a single integer choice that shrinks to index 0.
 

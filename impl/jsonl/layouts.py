@@ -183,4 +183,3 @@ class FileLayout:
 
     def session_ids(self, fs: FileSystem) -> list[str]:
         return [self.session_id] if fs.exists(self.path) else []
-

@@ -26,7 +26,6 @@ V = TypeVar("V")
 D = TypeVar("D")
 
 
-
 class LazyRecords(dict[K, V]):
     """A dict whose values may be held raw until first read: a record dict, a replay
     operation tuple (:func:`~scopecheck.impl.jsonl.codec.op_record` finds its record), or the bytes

@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from scopecheck.impl.jsonl.load import SessionLoad
 
 
-
 def resident_state() -> MemoryState:
     """An empty resident state whose entry, usage and value maps build records lazily."""
     return MemoryState(

@@ -24,6 +24,10 @@ from scopecheck.backends import Backend
 _MODULES = (
     "scopecheck.mutants.memory",
     "scopecheck.mutants.payloads",
+    "scopecheck.mutants.identifiers",
+    "scopecheck.mutants.leftovers",
+    "scopecheck.mutants.ordering",
+    "scopecheck.mutants.concurrency",
     "scopecheck.mutants.sqlite",
     "scopecheck.mutants.jsonl",
     "scopecheck.mutants.ops",

@@ -1,10 +1,10 @@
 """Planted bugs in the payload bytes a backend gives back: how numbers are spelled (WRITE-8,
 JSONL-25) and what a usage row keeps (STATS-4, WRITE-9).
 
-Each wraps a real backend at its public seams only: the repository's ``create`` and ``open``
-hand out a :class:`Rewritten` Session, which delegates everything and passes the payload bytes
-of every read through one function -- the mistake of a backend that keeps decoded values and
-re-encodes them on the way out.  The backend underneath is untouched.
+Each is the real Memory backend handing out a :class:`Rewritten` Session
+(:func:`~scopecheck.mutants.seams.memory_over`), which passes the payload bytes of every read
+through one function -- the mistake of a backend that keeps decoded values and re-encodes them
+on the way out.
 """
 
 from __future__ import annotations
@@ -16,25 +16,22 @@ from typing import Any
 import attrs
 import orjson
 
-from scopecheck.backends import Backend, MemoryWorld
-from scopecheck.impl.memory import MemoryRepository
+from scopecheck.backends import Backend
 from scopecheck.models.records import EntryRecord, ListElement, Snapshot, UsageRecord, ValueRecord
 from scopecheck.mutants import Mutant, register
+from scopecheck.mutants.seams import WrappedSession, memory_over
 
 Reencode = Callable[[bytes], bytes]
 
 
-class Rewritten:
+class Rewritten(WrappedSession):
     """A Session whose reads return ``payload(bytes)`` for value, element and entry payloads
     and ``usage(bytes)`` for usage objects; everything else is the wrapped Session's."""
 
     def __init__(self, inner: Any, payload: Reencode, usage: Reencode) -> None:
-        self._inner = inner
+        super().__init__(inner, {})
         self._payload = payload
         self._usage = usage
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
     def _value(self, record: ValueRecord) -> ValueRecord:
         return attrs.evolve(record, value_json=self._payload(record.value_json))
@@ -83,21 +80,9 @@ def _unchanged(data: bytes) -> bytes:
 
 
 def _memory_backend(name: str, payload: Reencode, usage: Reencode) -> Backend:
-    class RewrittenRepository(MemoryRepository):
-        def create(self, session_id: str) -> Any:
-            return Rewritten(super().create(session_id), payload, usage)
-
-        def open(self, session_id: str) -> Any:
-            return Rewritten(super().open(session_id), payload, usage)
-
-        def reopened(self) -> MemoryRepository:
-            self.close()
-            return RewrittenRepository(self._clock, self._sessions)
-
-    class RewrittenWorld(MemoryWorld):
-        repository_class = RewrittenRepository
-
-    return Backend(f"memory[{name}]", RewrittenWorld, f"Memory with {name}")
+    return memory_over(
+        name, lambda session, _: Rewritten(session, payload, usage), f"Memory with {name}"
+    )
 
 
 def python_spelling(data: bytes) -> bytes:

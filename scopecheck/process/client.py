@@ -277,6 +277,11 @@ class ProcessRepository:
     def __init__(self, process: BackendProcess) -> None:
         self.process = process
 
+    @property
+    def supports_fork(self) -> bool:
+        """Whether the backend said at hello that it forks."""
+        return bool(self.process.fork)
+
     def create(self, session_id: str) -> ProcessStorage:
         return ProcessStorage(
             self.process, session_id, self.process.request("create", session=session_id)
@@ -328,6 +333,11 @@ class ProcessWorld:
         except BaseException:
             shutil.rmtree(self.root, ignore_errors=True)
             raise
+
+    @property
+    def disk_root(self) -> str:
+        """The directory the child keeps its files in: HYGIENE checks."""
+        return self.root
 
     def _start(self) -> ProcessRepository:
         return ProcessRepository(
