@@ -488,7 +488,8 @@ class StorageMachine(SessionPairMachine):
         close drained them (LIFE-1).  A racing fork
         holds a prefix of them, each wholly or not at all (FORK-12)."""
         self.now += 1
-        fork = fork and getattr(self.repo, "supports_fork", True)
+        # a fork needs a fork() and a source that is not a legacy file still to be upgraded
+        fork = fork and getattr(self.repo, "supports_fork", True) and not self.backend.starts_legacy
         store = self.stores[sid]
         batches = [race_writes(self.now, i) for i in range(count)]
         results: list[Outcome | None] = [None] * count

@@ -105,7 +105,8 @@ def test_found_bug_saves_a_reproducer_that_replays_to_the_same_failure(tmp_path:
     assert result.returncode == 1, result.stderr
     assert "Replay it with: scopecheck replay" in result.stderr
     # the shrunk program retires a scope: a retire step, or a related-ids step that retires
-    assert any(f in result.stderr for f in ("state.retire", "retire=0", "retire=1"))
+    retiring = ("state.retire", "'retire': 0", "'retire': 1")
+    assert any(f in result.stderr for f in retiring)
     (saved,) = tmp_path.glob("*.json")
     replayed = scopecheck("replay", str(saved))
     assert replayed.returncode == 1
