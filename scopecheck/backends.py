@@ -54,23 +54,43 @@ class Backend:
     starts_legacy: bool = False
 
 
+#: ``make(clock, registry)``: a Memory repository over a registry of Session states.
+MemoryFactory = Callable[[Clock, dict[str, Any]], Repository]
+
+
 class MemoryWorld:
-    """A Memory registry; it survives ``restart()`` (the registry plays the disk)."""
+    """A Memory registry; it survives ``restart()`` (the registry plays the disk).
 
-    repository_class: type[MemoryRepository] = MemoryRepository
+    ``repository`` builds each repository over the registry (default: the real
+    :class:`MemoryRepository`); a planted bug passes one with a broken policy or a wrapper.
+    """
 
-    def __init__(self, clock: Clock) -> None:
-        self._repo = self.repository_class(clock)
+    def __init__(self, clock: Clock, *, repository: MemoryFactory | None = None) -> None:
+        self._clock = clock
+        self._make: MemoryFactory = repository or MemoryRepository
+        #: Every Session's state, by id: what a restart keeps.
+        self.registry: dict[str, Any] = {}
+        self._repo = self._make(clock, self.registry)
 
     def repository(self) -> Repository:
         return self._repo
 
     def restart(self) -> Repository:
-        self._repo = self._repo.reopened()
+        self._repo.close()
+        self._repo = self._make(self._clock, self.registry)
         return self._repo
 
     def cleanup(self) -> None:
         self._repo.close()
+
+
+def memory_world(repository: MemoryFactory) -> Callable[[Clock], World]:
+    """A world factory for :class:`Backend` whose Memory repositories ``repository`` makes."""
+
+    def new_world(clock: Clock) -> World:
+        return MemoryWorld(clock, repository=repository)
+
+    return new_world
 
 
 MEMORY = Backend("memory", MemoryWorld, "in-process maps (impl/memory.py)")

@@ -201,11 +201,8 @@ def load_session(
     session_id: str,
     *,
     fold: bool = False,
-    count_retired_in_high_water: bool = True,
-    keep_torn_tail: bool = False,
-    apply_boundaries: bool = True,
 ) -> SessionLoad:
-    """Stages 1–8 of 000 §6.3, read-only.  The other keyword flags exist only for planted bugs.
+    """Stages 1–8 of 000 §6.3, read-only.
 
     ``fold`` (open) lets the fast path fold a clean main log straight into resident state
     (:func:`~scopecheck.impl.jsonl.replay.fold_main_log`).  If the fast path gives up, or the plan
@@ -213,8 +210,6 @@ def load_session(
     by the same code whichever way open went.
     """
     lines = fs.read_lines(main)
-    if keep_torn_tail and lines.tail is not None:  # planted bug: torn tail kept as data
-        lines = Lines([*lines.complete, lines.tail], None)
     scan = scan_head(main, lines, session_id, None)
     load = SessionLoad(session_id, scan)
     # Stage 2/3: discover and parse sidecars of this Session.
@@ -235,8 +230,6 @@ def load_session(
             load.unrelated.append(path)
             continue
         side_lines = fs.read_lines(path)
-        if keep_torn_tail and side_lines.tail is not None:
-            side_lines = Lines([*side_lines.complete, side_lines.tail], None)
         load.sidecars[scope_id] = scan_lines(path, side_lines, session_id, scope_id)
     if fold and scan.header is not None:
         # The sidecars are read first so the fold can note which of their transactions share
@@ -245,26 +238,13 @@ def load_session(
         load.folded = fold_main_log(scan.lines, spans)
     if load.folded is None and scan.header is not None:
         scan_body(scan)
-    plan(
-        load,
-        count_retired_in_high_water=count_retired_in_high_water,
-        apply_boundaries=apply_boundaries,
-    )
+    plan(load)
     if load.folded is not None and load.errors:
-        return load_session(
-            fs,
-            main,
-            session_id,
-            count_retired_in_high_water=count_retired_in_high_water,
-            keep_torn_tail=keep_torn_tail,
-            apply_boundaries=apply_boundaries,
-        )
+        return load_session(fs, main, session_id)
     return load
 
 
-def plan(
-    load: SessionLoad, *, count_retired_in_high_water: bool = True, apply_boundaries: bool = True
-) -> None:
+def plan(load: SessionLoad) -> None:
     """Stages 4–8 over already-scanned files."""
     main = load.main
     folded = load.folded
@@ -286,13 +266,10 @@ def plan(
     # Stage 6: retained sidecar transactions; decide which sidecars are live.
     retained: list[tuple[str | None, Tx]] = [(None, tx) for tx in main.txs]
     for scope_id, scan in load.sidecars.items():
-        boundary = boundaries.get(scope_id, 0) if apply_boundaries else 0
+        boundary = boundaries.get(scope_id, 0)
         kept = [tx for tx in scan.txs if tx.last > boundary]
         if scan.txs:
-            top = (
-                scan.txs[-1].last if count_retired_in_high_water else (kept[-1].last if kept else 0)
-            )
-            tops.append(top)
+            tops.append(scan.txs[-1].last)
         if kept:
             load.live.add(scope_id)
         retained.extend((scope_id, tx) for tx in kept)
@@ -306,11 +283,6 @@ def plan(
             if not any(tx.last <= boundary for tx in later):
                 load.errors.append(problem)
     high = high_water(header_next_seq, tops)
-    if not count_retired_in_high_water:  # planted bug: retirement markers do not count either
-        high = 0
-        for owner, tx in retained:
-            if owner is not None or any(r["kind"] != "scope" for r in tx.records):
-                high = max(high, tx.last)
     load.high_water = high
     # Stage 7: merge by global seq; reject duplicates and interleaving transactions.  The main
     # log's own transactions already ascend strictly (scan_lines rejects anything else), so

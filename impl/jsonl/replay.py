@@ -45,7 +45,7 @@ from scopecheck.impl.jsonl.lazy import (
     find_usage,
     find_value,
 )
-from scopecheck.impl.memory import MemoryState
+from scopecheck.impl.resident import ResidentState
 from scopecheck.impl.stats import MESSAGE_TYPE, BadUsage, add_usages
 from scopecheck.models.payload import canonical_bytes
 from scopecheck.models.records import ListElement
@@ -54,9 +54,9 @@ if TYPE_CHECKING:
     from scopecheck.impl.jsonl.load import SessionLoad
 
 
-def resident_state() -> MemoryState:
+def resident_state() -> ResidentState:
     """An empty resident state whose entry, usage and value maps build records lazily."""
-    return MemoryState(
+    return ResidentState(
         entries=LazyRecords(build_entry, find_entry),
         usage=LazyRecords(build_usage, find_usage),
         values=LazyRecords(build_value, find_value),
@@ -70,7 +70,7 @@ class MainFold:
     sidecar transaction spans that share a seq with a main transaction (stage 7 rejects
     those that are retained)."""
 
-    state: MemoryState
+    state: ResidentState
     last: int = 0
     boundaries: dict[str, int] = attrs.field(factory=dict)
     collisions: set[tuple[int, int]] = attrs.field(factory=set)
@@ -242,7 +242,7 @@ def _fold_lines(
     fold.messages = messages
 
 
-def replay(load: SessionLoad) -> MemoryState:
+def replay(load: SessionLoad) -> ResidentState:
     """The resident state of a load plan: its folded main log (:func:`fold_main_log`), if the
     fast path read it, with the retained transactions folded in in global order (stage 7).
 
@@ -291,7 +291,7 @@ def replay(load: SessionLoad) -> MemoryState:
     return state
 
 
-def _count_raw(state: MemoryState) -> None:
+def _count_raw(state: ResidentState) -> None:
     for mapping in (state.entries, state.values, state.usage):
         assert isinstance(mapping, LazyRecords)
         mapping.count_raw()

@@ -1,15 +1,11 @@
 """The JSONL backend: a format-4 main log plus one sidecar file per live ephemeral scope.
 
-Resident state is the Memory backend's (the seeds' JSONL storage also projects into the shared
-in-memory state); what this module adds is the durable log: every acknowledged commit is one
-fsynced line in exactly one file (JSONL-3, JSONL-10), reopen replays the files through the nine
-stages of 000 §6.3 with the high-water mark taken before anything is ignored (JSONL-7, JSONL-8),
-and retirement cleanup runs on the commit queue after the main transaction is durable
-(JSONL-9, JSONL-16).  All I/O goes through :mod:`scopecheck.impl.fs`.
-
-Subclasses in ``scopecheck/mutants/jsonl.py`` override the small hook methods
-(``_load_plan``, ``_cleanup_retired``, ``_append_main_then_cleanup``, ``list``) to plant known
-bugs.
+An open JSONL Session is a resident Session (the seeds' JSONL storage also projects into the
+shared in-memory state) whose journal, :class:`~scopecheck.impl.jsonl.journal.JsonlJournal`,
+makes every acknowledged commit one fsynced line in exactly one file (JSONL-3, JSONL-10).  The
+repository here creates, lists, deletes and forks Sessions, and opens them by replaying the
+files through the nine stages of 000 §6.3 with the high-water mark taken before anything is
+ignored (JSONL-7, JSONL-8).  All I/O goes through :mod:`scopecheck.impl.fs`.
 """
 
 from __future__ import annotations
@@ -18,20 +14,14 @@ import contextlib
 import gc
 import os
 import threading
-from collections.abc import Sequence
-from typing import Any
 
 import orjson
 
-from scopecheck.impl.fs import AppendFile, FileSystem, OsFileSystem, fs_code, join_lines
+from scopecheck.impl.fs import FileSystem, OsFileSystem, fs_code, join_lines
 from scopecheck.impl.jsonl import layout
-from scopecheck.impl.jsonl.codec import (
-    encode_header,
-    encode_scope_header,
-    encode_transaction,
-    record_op,
-)
+from scopecheck.impl.jsonl.codec import encode_header, record_op
 from scopecheck.impl.jsonl.fork import Capture, SourcePrefix, fork_jsonl
+from scopecheck.impl.jsonl.journal import JsonlJournal, publish
 from scopecheck.impl.jsonl.layouts import (
     FileLayout,
     FlatLayout,
@@ -46,35 +36,22 @@ from scopecheck.impl.jsonl.legacy import (
     is_legacy_header,
     uuid7_ids,
 )
-from scopecheck.impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
 from scopecheck.impl.jsonl.legacy_fork import LegacyCapture
 from scopecheck.impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
 from scopecheck.impl.jsonl.replay import replay
-from scopecheck.impl.memory import MemoryState, MemoryStorage, new_fork_id, wall_clock_ms
-from scopecheck.impl.validation import check_references, check_session_id, check_shape
+from scopecheck.impl.memory import new_fork_id, wall_clock_ms
+from scopecheck.impl.resident import RETIRE_EXACT_SCOPE, ResidentState, Retirement
+from scopecheck.impl.resident_session import ResidentSession
+from scopecheck.impl.sequence import GLOBAL_SEQUENCE, SequencePolicy
+from scopecheck.impl.validation import check_session_id
 from scopecheck.models.errors import ClosedError, StorageIOError, UsageError, usage
 from scopecheck.models.fork import ForkOptions, check_fork_options
 from scopecheck.models.fork_policy import ForkDriver
 from scopecheck.models.protocols import Clock
-from scopecheck.models.records import Committed
-from scopecheck.models.writes import RetireScope, Write
+
+__all__ = ["JsonlRepository", "JsonlStorage", "legacy_not_upgraded", "publish", "valid_id"]
 
 _dumps = orjson.dumps
-
-
-def publish(fs: FileSystem, path: str, data: bytes) -> None:
-    """Atomic publish (REFERENCE §1, JSONL-11): write ``<path>.tmp``, fsync it, rename it over
-    ``path``, fsync the directory; the temp file is removed if any step fails."""
-    temp = layout.temp_path(path)
-    try:
-        fs.write_file(temp, data)
-        fs.fsync_file(temp)
-        fs.rename(temp, path)
-    except BaseException:
-        with contextlib.suppress(StorageIOError):
-            fs.remove(temp, force=True)
-        raise
-    fs.fsync_dir(os.path.dirname(path))
 
 
 def valid_id(session_id: str) -> str:
@@ -98,208 +75,50 @@ def legacy_not_upgraded(session_id: str) -> UsageError:
     )
 
 
-class JsonlStorage(MemoryStorage):
-    """One open JSONL Session.  Build through :class:`JsonlRepository`."""
+class JsonlStorage(ResidentSession):
+    """One open JSONL Session: a resident Session with a :class:`JsonlJournal`.  Build
+    through :class:`JsonlRepository`."""
 
     def __init__(
         self,
-        fs: FileSystem,
-        main: str,
         session_id: str,
-        header: dict[str, Any],
-        state: MemoryState,
+        state: ResidentState,
         clock: Clock,
-        main_size: int,
-        sidecars_on_disk: set[str],
+        journal: JsonlJournal,
+        *,
+        sequence: SequencePolicy = GLOBAL_SEQUENCE,
+        retirement: Retirement = RETIRE_EXACT_SCOPE,
     ) -> None:
-        super().__init__(session_id, state, clock)
-        self._fs = fs
-        self._main = main
-        self._header = header
-        self._main_handle: AppendFile | None = None
-        self._main_size = main_size
-        self._sidecar_handles: dict[str, AppendFile] = {}
-        self._sidecar_sizes: dict[str, int] = {}
-        #: Scope IDs whose sidecar file exists on disk (live, or retired but not yet unlinked).
-        self._on_disk = set(sidecars_on_disk)
-        self._unusable: str | None = None
-        #: Cleanup failures seen by this handle: (scope ID, error); for tests and the inspector.
-        self.cleanup_failures: list[tuple[str, StorageIOError]] = []
-        #: An imported legacy file not yet rewritten as format 4 (LEGACY-9).
-        self.legacy: LegacyImport | None = None
+        super().__init__(
+            session_id, state, clock, sequence=sequence, retirement=retirement, journal=journal
+        )
+        self._files = journal
 
     @property
     def path(self) -> str:
-        return self._main
+        """The main log."""
+        return self._files.path
 
     @property
     def parent_session_id(self) -> str | None:
         """``parentSessionId`` of the header (FORK-11), else ``None``."""
-        parent = self._header.get("parentSessionId")
+        parent = self._files.header.get("parentSessionId")
         return parent if isinstance(parent, str) else None
 
-    # -- commit ------------------------------------------------------------------------------
+    @property
+    def legacy(self) -> LegacyImport | None:
+        """The imported legacy file this handle opened, until its first non-empty commit
+        rewrites it as format 4 (LEGACY-9); ``None`` for a format-4 Session."""
+        return self._files.legacy
 
-    def _run_commit(self, writes: Sequence[Write[Any]]) -> tuple[Committed, ...]:
-        """Runs inside Memory's admission bookkeeping (seal, drain on close; LIFE-1): validate,
-        write the one line durably, then apply (JSONL-3, JSONL-10)."""
-        checked = check_shape(writes)
-        with self._queue:
-            if self._unusable is not None:
-                raise StorageIOError(
-                    "unusable",
-                    f"this handle stopped accepting writes after a failed append "
-                    f"({self._unusable}); close it and reopen the Session (JSONL-12)",
-                )
-            state = self._state
-            check_references(checked.writes, self._id_exists, state.entries.__contains__)
-            if not checked.writes:
-                return ()
-            if self.legacy is not None:
-                self._upgrade_legacy(self.legacy)
-            timestamp = self._clock()
-            first = self._first_seq(checked.scope_id)
-            committed = tuple(
-                Committed(first + index, timestamp, write)
-                for index, write in enumerate(checked.writes)
-            )
-            line = encode_transaction(committed)
-            if checked.scope_id is None:
-                retired = [w.retired.id for w in checked.writes if isinstance(w, RetireScope)]
-                self._append_main_then_cleanup(line, committed, list(dict.fromkeys(retired)))
-            else:
-                self._append_sidecar(checked.scope_id, line)
-                self._apply_all(committed)
-            return committed
-
-    def _upgrade_legacy(self, imported: LegacyImport) -> None:
-        """Rewrite the legacy file as format 4 under the commit queue, before the caller's
-        transaction is appended anywhere (LEGACY-9, 000 §6.4).  A failure leaves the legacy file
-        and this handle as they were; the caller's commit fails and may be retried."""
-        data = legacy_upgrade_bytes(imported)
-        # A stray .scopes directory could otherwise join the new format-4 Session.
-        self._fs.remove(layout.scopes_dir(self._main), recursive=True, force=True)
-        publish(self._fs, self._main, data)
-        self._header = orjson.loads(data[: data.index(b"\n")])
-        self._main_size = len(data)
-        self._on_disk.clear()
-        self.legacy = None
-
-    def _apply_all(self, committed: tuple[Committed, ...]) -> None:
-        for item in committed:
-            self._apply(item)
-        self._advance(None, len(committed))
-
-    def _append_main_then_cleanup(
-        self, line: bytes, committed: tuple[Committed, ...], retired: list[str]
-    ) -> None:
-        """Append the main transaction durably, apply it, then clean up retired sidecars while
-        still holding the commit queue (JSONL-8, JSONL-9)."""
-        self._append_main(line)
-        self._apply_all(committed)
-        for scope_id in retired:
-            self._cleanup_retired(scope_id)
-
-    def _append_main(self, line: bytes) -> None:
-        if self._main_handle is None:
-            self._main_handle = self._fs.open_append(self._main)
-        self._main_size = self._append_durably(self._main_handle, self._main_size, line)
-
-    def _append_sidecar(self, scope_id: str, line: bytes) -> None:
-        handle = self._sidecar_handles.get(scope_id)
-        if handle is None:
-            handle = self._open_sidecar(scope_id)
-        size = self._sidecar_sizes[scope_id]
-        self._sidecar_sizes[scope_id] = self._append_durably(handle, size, line)
-
-    def _open_sidecar(self, scope_id: str) -> AppendFile:
-        """Open the scope's sidecar, creating it (header via temp + rename) if absent
-        (JSONL-2, 000 §6.1)."""
-        fs = self._fs
-        path = layout.sidecar_path(self._main, scope_id)
-        if scope_id not in self._on_disk:
-            directory = layout.scopes_dir(self._main)
-            if not fs.is_dir(directory):
-                fs.create_dir(directory, recursive=True)
-                fs.fsync_dir(os.path.dirname(directory))
-            header = encode_scope_header(self.session_id, scope_id) + b"\n"
-            publish(fs, path, header)
-            self._on_disk.add(scope_id)
-            size = len(header)  # just published: no need to ask the filesystem
-        else:
-            size = fs.file_size(path)
-        handle = fs.open_append(path)
-        self._sidecar_handles[scope_id] = handle
-        self._sidecar_sizes[scope_id] = size
-        return handle
-
-    def _append_durably(self, handle: AppendFile, size: int, line: bytes) -> int:
-        """Append one whole line and fsync it before the commit is acknowledged (JSONL-10).
-
-        A failed append is cut back to ``size`` so no later line can follow a partial one; if
-        that is impossible, or the fsync itself failed, the handle becomes unusable (JSONL-12).
-        """
-        fs = self._fs
-        try:
-            fs.append(handle, line)
-        except StorageIOError as exc:
-            try:
-                fs.truncate(handle, size)
-            except StorageIOError:
-                self._unusable = f"append to {handle.path} failed and could not be cut back"
-            raise exc from None
-        try:
-            fs.fsync(handle)
-        except StorageIOError as exc:
-            with contextlib.suppress(StorageIOError):
-                fs.truncate(handle, size)
-            self._unusable = f"fsync of {handle.path} failed"
-            raise exc from None
-        return size + len(line)
-
-    def _cleanup_retired(self, scope_id: str) -> None:
-        """Close and unlink a retired scope's sidecar; a failure is recorded, not raised: the
-        retirement is already committed and reopen retries the unlink (JSONL-9)."""
-        handle = self._sidecar_handles.pop(scope_id, None)
-        self._sidecar_sizes.pop(scope_id, None)
-        if handle is not None:
-            with contextlib.suppress(StorageIOError):
-                self._fs.close(handle)
-        if scope_id not in self._on_disk:
-            return
-        try:
-            self._fs.unlink(layout.sidecar_path(self._main, scope_id))
-        except StorageIOError as exc:
-            if fs_code(exc) != "not_found":
-                self.cleanup_failures.append((scope_id, exc))
-                return
-        self._on_disk.discard(scope_id)
-        try:
-            self._fs.fsync_dir(layout.scopes_dir(self._main))
-        except StorageIOError as exc:
-            self.cleanup_failures.append((scope_id, exc))
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Seal, drain admitted commits, then release file handles (LIFE-1, 000 §6.5).
-
-        Closing never retires a scope: sidecars stay for the next open (JSONL-17).
-        """
-        super().close()
-        handles = [self._main_handle, *self._sidecar_handles.values()]
-        self._main_handle = None
-        self._sidecar_handles.clear()
-        for handle in handles:
-            if handle is not None:
-                with contextlib.suppress(StorageIOError):
-                    self._fs.close(handle)
+    @property
+    def cleanup_failures(self) -> list[tuple[str, StorageIOError]]:
+        """Retired sidecars this handle could not unlink, with the error (JSONL-9)."""
+        return self._files.cleanup_failures
 
 
 class JsonlRepository:
     """JSONL Sessions under one root directory (REPO-*, 000 §6.5)."""
-
-    storage_class: type[JsonlStorage] = JsonlStorage
 
     def __init__(
         self,
@@ -309,11 +128,20 @@ class JsonlRepository:
         cwd: str | None = None,
         legacy_ids: LegacyIds = uuid7_ids,
         layout: str | Layout = "flat",
+        *,
+        sequence: SequencePolicy = GLOBAL_SEQUENCE,
+        retirement: Retirement = RETIRE_EXACT_SCOPE,
+        fork_driver: type[ForkDriver] = ForkDriver,
     ) -> None:
         """``layout`` is ``"flat"`` (``<root>/<id>.jsonl``), ``"upstream"`` (the upstream
         TypeScript repository's ``<root>/--<cwd>--/<createdAt>_<id>.jsonl``, for the Sessions
-        of ``cwd``) or any :class:`~scopecheck.impl.jsonl.layouts.Layout` (JSONL-26)."""
+        of ``cwd``) or any :class:`~scopecheck.impl.jsonl.layouts.Layout` (JSONL-26).
+        ``sequence``, ``retirement`` and ``fork_driver`` are the contract's policies (SEQ-1,
+        RETIRE-2, FORK-7), the same objects every resident backend uses."""
         self._fs: FileSystem = fs if fs is not None else OsFileSystem()
+        self._sequence = sequence
+        self._retirement = retirement
+        self._fork_driver = fork_driver
         self._legacy_ids = legacy_ids
         self._root = root.rstrip("/") or "/"
         self._clock = clock
@@ -408,18 +236,10 @@ class JsonlRepository:
             fs.remove(layout.scopes_dir(main), recursive=True, force=True)
             header = encode_header(session_id, created_at, self._cwd)
             publish(fs, main, header + b"\n")
-            state = MemoryState()
-            storage = self.storage_class(
-                fs,
-                main,
-                session_id,
-                orjson.loads(header),
-                state,
-                self._clock,
-                len(header) + 1,
-                set(),
+            journal = JsonlJournal(
+                fs, main, session_id, orjson.loads(header), len(header) + 1, set()
             )
-            return self._track(session_id, storage)
+            return self._track(self._session(session_id, ResidentState(), journal))
 
     def open(self, session_id: str) -> JsonlStorage:
         with self._lock:
@@ -433,7 +253,7 @@ class JsonlRepository:
                 if fs_code(exc) == "not_found" and exc.details.get("path") == main:
                     raise usage("not_found", f"no session {session_id!r}") from None
                 raise
-            return self._track(session_id, storage)
+            return self._track(storage)
 
     def _load_plan(self, main: str, session_id: str) -> SessionLoad:
         return load_session(self._fs, main, session_id, fold=True)
@@ -499,10 +319,8 @@ class JsonlRepository:
         if removed:
             with contextlib.suppress(StorageIOError):
                 fs.fsync_dir(layout.scopes_dir(main))
-        state = replay(load)
-        return self.storage_class(
-            fs, main, session_id, header, state, self._clock, main_size, on_disk
-        )
+        journal = JsonlJournal(fs, main, session_id, header, main_size, on_disk)
+        return self._session(session_id, replay(load), journal)
 
     def _remove_main_temp(self, main: str) -> None:
         """Remove ``<id>.jsonl.tmp`` left by a crash between a publish's temp write and its
@@ -532,20 +350,28 @@ class JsonlRepository:
             (None, Tx(0, r["seq"], r["seq"], [record_op(r, None, r, -1)], [r]))
             for r in imported.records
         ]
-        state = replay(load)
-        storage = self.storage_class(
-            self._fs, main, session_id, imported.header, state, self._clock, 0, set()
+        journal = JsonlJournal(
+            self._fs, main, session_id, imported.header, 0, set(), legacy=imported
         )
-        storage.legacy = imported
-        return storage
+        return self._session(session_id, replay(load), journal)
 
-    def _track(self, session_id: str, storage: JsonlStorage) -> JsonlStorage:
+    def _session(
+        self, session_id: str, state: ResidentState, journal: JsonlJournal
+    ) -> JsonlStorage:
+        return JsonlStorage(
+            session_id,
+            state,
+            self._clock,
+            journal,
+            sequence=self._sequence,
+            retirement=self._retirement,
+        )
+
+    def _track(self, storage: JsonlStorage) -> JsonlStorage:
+        session_id = storage.session_id
         storage.on_close.append(lambda _: self._open.pop(session_id, None))
         self._open[session_id] = storage
         return storage
-
-    #: The fork driver class; planted bugs substitute a broken one (scopecheck/mutants/fork.py).
-    fork_driver: type[ForkDriver] = ForkDriver
 
     def fork(self, source_id: str, options: ForkOptions) -> str:
         """Fork from a fixed read-only prefix of the source (001 §1.3 JSONL, JSONL-20).
@@ -564,7 +390,10 @@ class JsonlRepository:
             if dest_id in self._open or self._exists(dest_id):
                 raise usage("already_exists", f"session {dest_id!r} already exists (REPO-1)")
             handle = self._open.get(source_id)
-            with handle._queue if handle is not None else contextlib.nullcontext():
+            boundary = (
+                handle.at_commit_boundary() if handle is not None else contextlib.nullcontext()
+            )
+            with boundary:
                 if handle is not None and handle.legacy is not None:
                     raise legacy_not_upgraded(source_id)
                 capture = self.capture(source)
@@ -581,11 +410,11 @@ class JsonlRepository:
                     next_seq=high_water,
                 )
 
-            fork_jsonl(fs, capture, source_id, options, dest, header, self.fork_driver)
+            fork_jsonl(fs, capture, source_id, options, dest, header, self._fork_driver)
         return dest_id
 
     def capture(self, source: str) -> SourcePrefix:
-        """Record the fixed prefix (hook for tests that append after the boundary).
+        """The fixed prefix of ``source`` a fork reads: its length now (FORK-12, JSONL-20).
 
         A closed legacy file (its first line a legacy header) is normalised by the bounded
         disk-backed :class:`LegacyCapture`, never by the in-memory importer and never by

@@ -8,22 +8,25 @@ and byte-compares it — the same check as ``tests/fork/test_fork_backends.py``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
-from scopecheck.backends import Backend, JsonlWorld, MemoryWorld, SqliteWorld
+import attrs
+import orjson
+
+from scopecheck.backends import Backend, JsonlWorld, SqliteWorld
 from scopecheck.impl.jsonl import JsonlRepository
-from scopecheck.impl.memory import MemoryRepository, MemoryState, build_memory_fork
+from scopecheck.impl.resident import ResidentState
 from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 from scopecheck.impl.sqlite.fork import Rows, Stage
-from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
 from scopecheck.models.fork_policy import (
-    MISSING,
-    BranchTarget,
+    BRANCH_TIP,
     DestElement,
     DestValue,
     Disposition,
@@ -31,20 +34,32 @@ from scopecheck.models.fork_policy import (
     NamespaceSpan,
     classify,
     classify_list,
-    select_target,
 )
 from scopecheck.models.records import ListElement, ValueRecord
 from scopecheck.mutants import Mutant, MutantResult, register
+from scopecheck.mutants.seams import RegistryRepository, memory_with, registry_backend
 
 PROBES: dict[str, Callable[[], tuple[bool, str]]] = {}
 
 
-def _memory(name: str, build: Callable[[MemoryState, ForkOptions], MemoryState]) -> Backend:
-    repo = type(
-        f"{name}Repository", (MemoryRepository,), {"build_fork": lambda _, s, o: build(s, o)}
-    )
-    world = type(f"{name}World", (MemoryWorld,), {"repository_class": repo})
-    return Backend(f"memory[{name}]", world, f"Memory with {name}")
+class _PostFork(RegistryRepository):
+    """The real Memory fork, after which :meth:`edit` changes the destination's state in the
+    registry -- a fork procedure that writes one thing more (or less) than it should."""
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        dest_id = super().fork(source_id, options)
+        self.edit(self.registry[source_id], self.registry[dest_id], options)
+        return dest_id
+
+    def edit(self, source: ResidentState, dest: ResidentState, options: ForkOptions) -> None:
+        raise NotImplementedError
+
+
+def _memory(
+    name: str, edit: Callable[[ResidentState, ResidentState, ForkOptions], None]
+) -> Backend:
+    repo = type(f"{name}Repository", (_PostFork,), {"edit": staticmethod(edit)})
+    return registry_backend(name, repo, f"Memory with {name}")
 
 
 def _register(
@@ -56,12 +71,10 @@ def _register(
 
 
 # 1. value seqs renumbered (the pre-WP08 createForkSnapshot bug, 001 §2)
-def _renumbered(source: MemoryState, options: ForkOptions) -> MemoryState:
-    dest = build_memory_fork(source, options)
+def _renumbered(source: ResidentState, dest: ResidentState, options: ForkOptions) -> None:
     top = max((e.seq for e in dest.entries.values()), default=0)
     for offset, key in enumerate(sorted(dest.values, key=lambda k: dest.values[k].seq)):
         dest.values[key] = ValueRecord(top + 1 + offset, dest.values[key].value_json)
-    return dest
 
 
 _register(
@@ -73,8 +86,7 @@ _register(
 
 
 # 2. a seq <= tip cutoff for application values (001 §1.1 forbids it)
-def _cutoff(source: MemoryState, options: ForkOptions) -> MemoryState:
-    dest = build_memory_fork(source, options)
+def _cutoff(source: ResidentState, dest: ResidentState, options: ForkOptions) -> None:
     if isinstance(options, BranchFork):
         tip_row = dest.values.get((None, "pi.branch.tip", options.branch))
         tip = None if tip_row is None else tip_row.value
@@ -87,7 +99,6 @@ def _cutoff(source: MemoryState, options: ForkOptions) -> MemoryState:
                 kept = [e for e in elements if e.seq <= cutoff]
                 if kept:
                     dest.lists[key] = list(kept)
-    return dest
 
 
 _register(
@@ -99,15 +110,13 @@ _register(
 
 
 # 3. ephemeral state copied (000 §6.5)
-def _ephemeral(source: MemoryState, options: ForkOptions) -> MemoryState:
-    dest = build_memory_fork(source, options)
+def _ephemeral(source: ResidentState, dest: ResidentState, options: ForkOptions) -> None:
     for key, row in source.values.items():
         if key[0] is not None:
             dest.values[key] = row
     for key, elements in source.lists.items():
         if key[0] is not None and elements:
             dest.lists[key] = list(elements)
-    return dest
 
 
 _register(
@@ -137,16 +146,14 @@ class CopyUnknownDriver(ForkDriver):
         return super().list_element(scope_id, namespace, key, element)
 
 
-def _copy_unknown(source: MemoryState, options: ForkOptions) -> MemoryState:
-    return build_memory_fork(source, options, driver_class=CopyUnknownDriver)
-
-
 _register(
     "fork-unknown-reserved-copied",
     "memory",
     "current state in an undeclared pi.* namespace is copied (tree) or dropped (branch) instead "
     "of failing the fork (FORK-8)",
-    lambda: _memory("unknown-reserved-copied", _copy_unknown),
+    lambda: memory_with(
+        "unknown-reserved-copied", "Memory mutant", lambda: {"fork_driver": CopyUnknownDriver}
+    ),
 )
 
 
@@ -207,17 +214,24 @@ _register(
 
 
 # 4c. forks that materialise the source (FORK-16): caught by the auxiliary-memory growth probe
-def _snapshot_build(source: MemoryState, options: ForkOptions) -> MemoryState:
+class SnapshotMemory(RegistryRepository):
     """The pre-WP08 shape (``snapshotEntriesAndValues`` + ``createForkSnapshot``): copy the
     source's entries, values and lists into arrays first, then build the destination."""
-    snapshot = (
-        list(source.entries.items()),
-        list(source.values.items()),
-        [(key, list(elements)) for key, elements in source.lists.items()],
-    )
-    dest = build_memory_fork(source, options)
-    del snapshot
-    return dest
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        source = self.registry.get(source_id)
+        snapshot = (
+            None
+            if source is None
+            else (
+                list(source.entries.items()),
+                list(source.values.items()),
+                [(key, list(elements)) for key, elements in source.lists.items()],
+            )
+        )
+        dest_id = super().fork(source_id, options)
+        del snapshot
+        return dest_id
 
 
 class MaterialisingStage(Stage):
@@ -235,9 +249,7 @@ def probe_materialised() -> tuple[bool, str]:
     """The FORK-16 growth probe against both materialising forks (Memory, SQLite per-file)."""
     from scopecheck.bench.fork import _clock, probe_growth
 
-    memory = type(
-        "SnapshotMemory", (MemoryRepository,), {"build_fork": staticmethod(_snapshot_build)}
-    )
+    memory = SnapshotMemory
     sqlite = type("MaterialisingSqlite", (SqliteRepository,), {"fork_stage": MaterialisingStage})
     caught_memory, memory_notes = probe_growth({"memory": lambda root: memory(_clock)})
     caught_sqlite, sqlite_notes = probe_growth({"sqlite": lambda root: sqlite(root, _clock)})
@@ -250,39 +262,55 @@ _register(
     "memory+sqlite",
     "a fork copies the source into arrays first (Memory: entries/values/lists snapshot; SQLite: "
     "value and list rows fetched into lists) instead of streaming (001 §1.3, FORK-16)",
-    lambda: _memory("materialises-source", _snapshot_build),
+    lambda: registry_backend("materialises-source", SnapshotMemory, "Memory mutant"),
     caught_by="fork-probe",
 )
 
 
 # 5. entry_id accepted off the branch's ancestry
-def _lax_select(
-    options: BranchFork, tip: str | None, parent_of: Any, on_ancestry: Any
-) -> BranchTarget:
-    """select_target without the ancestry membership check: any existing entry is accepted."""
-    if options.entry_id is not None and parent_of(options.entry_id) is not MISSING:
-        return select_target(options, options.entry_id, parent_of, lambda _: True)
-    return select_target(options, tip, parent_of, on_ancestry)
+class OffAncestry(RegistryRepository):
+    """A branch fork that accepts an ``entry_id`` anywhere in the tree and walks parents from
+    it: the source is forked as if its branch tip were that entry."""
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        try:
+            return super().fork(source_id, options)
+        except UsageError as exc:
+            if exc.code != "entry_not_on_branch" or not isinstance(options, BranchFork):
+                raise
+        source = self.registry[source_id]
+        tip = (None, BRANCH_TIP, options.branch)
+        stand_in = attrs.evolve(source, values=dict(source.values))
+        old = stand_in.values[tip]
+        stand_in.values[tip] = ValueRecord(old.seq, orjson.dumps(options.entry_id))
+        self.registry[_STAND_IN] = stand_in
+        try:
+            dest_id = super().fork(_STAND_IN, options)
+        finally:
+            del self.registry[_STAND_IN]
+        self.registry[dest_id].parent_session_id = source_id
+        return dest_id
 
 
-def _off_ancestry(source: MemoryState, options: ForkOptions) -> MemoryState:
-    return build_memory_fork(source, options, select=_lax_select)
+_STAND_IN = "scopecheck-off-ancestry-source"
 
 
 _register(
     "fork-entry-off-ancestry",
     "memory",
     "a branch fork accepts an entry_id anywhere in the tree and walks parents from it (FORK-3)",
-    lambda: _memory("entry-off-ancestry", _off_ancestry),
+    lambda: registry_backend("entry-off-ancestry", OffAncestry, "Memory mutant"),
 )
 
 
 # 6. JSONL fork repairs a torn source tail in place (by opening the source the normal way)
 class RepairingJsonlRepository(JsonlRepository):
+    """A fork that opens a closed source the normal way first: open's stage 1 republishes a
+    torn tail, so the fork writes its source (FORK-14)."""
+
     def fork(self, source_id: str, options: ForkOptions) -> str:
-        if source_id not in self._open:
-            with self._lock:
-                self._load(self.path_of(source_id), source_id).close()  # open stage 1 repairs
+        with contextlib.suppress(UsageError):  # already open here: nothing to repair
+            self.open(source_id).close()
         return super().fork(source_id, options)
 
 

@@ -1,40 +1,39 @@
 """Planted bugs in the JSONL backend: the mistakes 000 §6 and REFERENCE §1 warn about.
 
-Each is a small subclass of the real repository or storage overriding one hook.  Which check
-catches each (``caught_by``):
+Each is the real JSONL repository doing its I/O through a
+:class:`~scopecheck.mutants.seams.WrappedFileSystem` that changes one call -- what the backend
+reads at open, or what it writes when -- or overriding one public method.  Which check catches
+each (``caught_by``):
 
 * ``machine`` on the ``jsonl-fakefs`` world (restart / close-and-reopen replay the files):
   ``jsonl-high-water-ignores-retired``, ``jsonl-sidecar-listed``,
   ``jsonl-cleanup-deletes-reused``;
 * ``machine`` on the ``jsonl-unlink-fails`` world (a retired sidecar must survive its
   retirement for the boundary to matter): ``jsonl-replay-ignores-boundary``;
-* ``crash`` only — the end state without a crash is correct, so the machine cannot see them;
-  the process-crash sweep (``tests/jsonl/test_crash_sweep.py``: crash before every mutating
-  file operation and in the middle of every append, on a real directory) and the crash
-  emulations in ``tests/jsonl/test_mutants_jsonl.py`` catch both, and ``run_mutant`` runs them
-  through the pyfakefs crash simulator (``Mutant.check``, set in ``mutants/jsonl_crash.py``,
-  which also holds the newer crash-only JSONL mutants): ``jsonl-unlink-before-retire-durable``,
+* ``crash`` only -- the end state without a crash is correct, so the machine cannot see them;
+  the crash explorer (``Mutant.check``, set in ``mutants/jsonl_crash.py``, which also holds the
+  other crash-only JSONL mutants) catches them: ``jsonl-unlink-before-retire-durable``,
   ``jsonl-torn-tail-kept``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import posixpath
 from typing import Any
 
+import orjson
+
 from scopecheck.backends import Backend, EveryOtherUnlinkFails, JsonlWorld
-from scopecheck.impl.jsonl import JsonlRepository, JsonlStorage, layout
-from scopecheck.impl.jsonl.load import SessionLoad, load_session
+from scopecheck.impl.fs import AppendFile, FileSystem, Lines, fs_code
+from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.impl.jsonl.codec import encode_write, transaction_records
+from scopecheck.models.addresses import value
+from scopecheck.models.errors import StorageIOError
 from scopecheck.models.records import Committed
+from scopecheck.models.writes import delete_value
 from scopecheck.mutants import Mutant, register
-
-
-def _repository(
-    name: str, storage: type[JsonlStorage] | None = None, **overrides: Any
-) -> type[JsonlRepository]:
-    attributes: dict[str, Any] = dict(overrides)
-    if storage is not None:
-        attributes["storage_class"] = storage
-    return type(f"Mutant_{name.replace('-', '_')}", (JsonlRepository,), attributes)
+from scopecheck.mutants.seams import WrappedFileSystem, over_fs
 
 
 def _backend(name: str, repo: type[JsonlRepository], *, unlink_fails: bool = False) -> Backend:
@@ -46,118 +45,201 @@ def _backend(name: str, repo: type[JsonlRepository], *, unlink_fails: bool = Fal
     return Backend(f"jsonl[{name}]", world, f"JSONL with {name}")
 
 
+def _is_main(path: str) -> bool:
+    return path.endswith(layout.MAIN_SUFFIX)
+
+
+def _records(line: bytes) -> list[dict[str, Any]]:
+    return transaction_records(orjson.loads(line))
+
+
+def _is_retirement(record: dict[str, Any]) -> bool:
+    return record.get("kind") == "scope" and record.get("op") == "retire"
+
+
+class _MainLinesRead(WrappedFileSystem):
+    """Hands the loader a main log whose transaction lines :meth:`line` rewrote (``None``
+    drops one); sidecars and writes are untouched."""
+
+    def read_lines(self, path: str) -> Lines:
+        lines: Lines = self._inner.read_lines(path)
+        if not _is_main(path) or not lines.complete:
+            return lines
+        head, *body = lines.complete
+        kept = [head]
+        for raw in body:
+            try:
+                changed = self.line(raw)
+            except orjson.JSONDecodeError:
+                changed = raw  # not JSON: the loader reports it as it is
+            if changed is not None:
+                kept.append(changed)
+        return Lines(kept, lines.tail)
+
+    def line(self, raw: bytes) -> bytes | None:
+        raise NotImplementedError
+
+
 # -- open ------------------------------------------------------------------------------------
 
 
-def _plan_ignoring_retired(self: JsonlRepository, main: str, session_id: str) -> SessionLoad:
-    return load_session(self.fs, main, session_id, count_retired_in_high_water=False)
+class RetirementOnlyLinesUnread(_MainLinesRead):
+    """Open computes the high-water mark from replayed records only: a transaction holding
+    nothing but retirements leaves no trace in it (JSONL-8)."""
+
+    def line(self, raw: bytes) -> bytes | None:
+        records = _records(raw)
+        return None if records and all(map(_is_retirement, records)) else raw
 
 
-HighWaterIgnoresRetired = _repository(
-    "high-water-ignores-retired", _load_plan=_plan_ignoring_retired
-)
+class RetirementsNotBoundaries(_MainLinesRead):
+    """Replay reads a retirement as a write of its own seq that bounds nothing, so sidecar
+    records from before it come back (JSONL-16)."""
+
+    def line(self, raw: bytes) -> bytes | None:
+        records = _records(raw)
+        if not any(map(_is_retirement, records)):
+            return raw
+        void = value("scopecheck.void", "retirement")
+        out = [
+            orjson.loads(encode_write(Committed(r["seq"], 0, delete_value(void))))
+            if _is_retirement(r)
+            else r
+            for r in records
+        ]
+        return orjson.dumps(out[0] if len(out) == 1 else out)
 
 
-def _plan_without_boundaries(self: JsonlRepository, main: str, session_id: str) -> SessionLoad:
-    return load_session(self.fs, main, session_id, apply_boundaries=False)
+class TornTailAsLine(WrappedFileSystem):
+    """Open parses an unterminated final line as data instead of dropping it (JSONL-18)."""
 
-
-ReplayIgnoresBoundary = _repository("replay-ignores-boundary", _load_plan=_plan_without_boundaries)
-
-
-def _plan_keeping_torn_tail(self: JsonlRepository, main: str, session_id: str) -> SessionLoad:
-    return load_session(self.fs, main, session_id, keep_torn_tail=True)
-
-
-TornTailKept = _repository("torn-tail-kept", _load_plan=_plan_keeping_torn_tail)
+    def read_lines(self, path: str) -> Lines:
+        lines: Lines = self._inner.read_lines(path)
+        if lines.tail is None:
+            return lines
+        return Lines([*lines.complete, lines.tail], None)
 
 
 # -- listing ---------------------------------------------------------------------------------
 
 
-def _list_with_sidecars(self: JsonlRepository) -> list[str]:
-    found = JsonlRepository.list(self)
-    for entry in self.fs.list_dir(self.root):
-        if entry.is_dir and entry.name.endswith(layout.MAIN_SUFFIX + layout.SCOPES_SUFFIX):
-            for side in self.fs.list_dir(f"{self.root}/{entry.name}"):
-                if side.name.endswith(layout.SIDECAR_SUFFIX):
-                    found.append(side.name[: -len(layout.SIDECAR_SUFFIX)])
-    return sorted(found)
+class SidecarListed(JsonlRepository):
+    """``list()`` also reports the sidecar files it finds as Sessions (JSONL-13)."""
 
-
-SidecarListed = _repository("sidecar-listed", list=_list_with_sidecars)
+    def list(self) -> list[str]:
+        found = super().list()
+        for entry in self.fs.list_dir(self.root):
+            if entry.is_dir and entry.name.endswith(layout.MAIN_SUFFIX + layout.SCOPES_SUFFIX):
+                for side in self.fs.list_dir(f"{self.root}/{entry.name}"):
+                    if side.name.endswith(layout.SIDECAR_SUFFIX):
+                        found.append(side.name[: -len(layout.SIDECAR_SUFFIX)])
+        return sorted(found)
 
 
 # -- retirement cleanup ----------------------------------------------------------------------
 
 
-class UnlinkBeforeRetireDurable(JsonlStorage):
-    """Cleans up the retired sidecars *before* the retirement line is appended and fsynced."""
+class UnlinkBeforeAppend(WrappedFileSystem):
+    """Unlinks the sidecars a main transaction retires *before* its line is appended and
+    fsynced (JSONL-9): a crash in between loses a live scope whose retirement never happened."""
 
-    def _append_main_then_cleanup(
-        self, line: bytes, committed: tuple[Committed, ...], retired: list[str]
-    ) -> None:
-        for scope_id in retired:
-            self._cleanup_retired(scope_id)
-        self._append_main(line)
-        self._apply_all(committed)
+    def append(self, handle: AppendFile, data: bytes) -> None:
+        if _is_main(handle.path):
+            for record in _records(data):
+                if _is_retirement(record):
+                    try:
+                        self._inner.unlink(layout.sidecar_path(handle.path, record["scopeId"]))
+                    except StorageIOError as exc:
+                        if fs_code(exc) != "not_found":
+                            raise
+        self._inner.append(handle, data)
 
 
-class CleanupDeletesReused(JsonlStorage):
-    """Defers retirement cleanup off the commit queue to a batch at close(), which unlinks
-    every sidecar retired during the handle's life without re-checking it: a write reusing
-    the scope in between appended to the same file, and loses it."""
+class CleanupAtClose(WrappedFileSystem):
+    """Retirement cleanup deferred off the commit queue to a batch when the Session's main
+    log is closed, which unlinks every sidecar retired meanwhile without checking it again: a
+    write reusing the scope in between wrote to the same path, and loses it (JSONL-16)."""
 
-    def _cleanup_retired(self, scope_id: str) -> None:
-        pending: list[str] = self.__dict__.setdefault("_pending_cleanup", [])
-        pending.append(scope_id)
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self._pending: dict[str, list[str]] = {}
 
-    def close(self) -> None:
-        super().close()
-        for scope_id in self.__dict__.pop("_pending_cleanup", []):
-            JsonlStorage._cleanup_retired(self, scope_id)
+    def open_append(self, path: str) -> AppendFile:
+        handle: AppendFile = self._inner.open_append(path)
+        if _is_main(path):
+            self._pending.setdefault(path, [])
+        return handle
+
+    def unlink(self, path: str) -> None:
+        main = posixpath.dirname(path).removesuffix(layout.SCOPES_SUFFIX)
+        if path.endswith(layout.SIDECAR_SUFFIX) and main in self._pending:
+            self._pending[main].append(path)
+            return
+        self._inner.unlink(path)
+
+    def close(self, handle: AppendFile) -> None:
+        self._inner.close(handle)
+        for path in self._pending.pop(handle.path, []):
+            with contextlib.suppress(StorageIOError):
+                self._inner.unlink(path)
 
 
 def _register(name: str, description: str, make: Any, caught_by: str = "machine") -> None:
     register(Mutant(name, "jsonl", description, make, caught_by))
 
 
+#: The repository of each JSONL planted bug above, by catalogue name.
+REPOSITORIES: dict[str, type[JsonlRepository]] = {
+    "jsonl-high-water-ignores-retired": over_fs(
+        "high-water-ignores-retired", RetirementOnlyLinesUnread
+    ),
+    "jsonl-unlink-before-retire-durable": over_fs(
+        "unlink-before-retire-durable", UnlinkBeforeAppend
+    ),
+    "jsonl-replay-ignores-boundary": over_fs("replay-ignores-boundary", RetirementsNotBoundaries),
+    "jsonl-sidecar-listed": SidecarListed,
+    "jsonl-torn-tail-kept": over_fs("torn-tail-kept", TornTailAsLine),
+    "jsonl-cleanup-deletes-reused": over_fs("cleanup-deletes-reused", CleanupAtClose),
+}
+
+
+def _make(name: str, *, unlink_fails: bool = False) -> Any:
+    return lambda: _backend(
+        name.removeprefix("jsonl-"), REPOSITORIES[name], unlink_fails=unlink_fails
+    )
+
+
 _register(
     "jsonl-high-water-ignores-retired",
     "reopen computes the high-water mark from replayed records only, ignoring retired sidecar "
     "records and retirement markers (JSONL-8)",
-    lambda: _backend("high-water-ignores-retired", HighWaterIgnoresRetired),
+    _make("jsonl-high-water-ignores-retired"),
 )
 _register(
     "jsonl-unlink-before-retire-durable",
     "retirement unlinks the sidecar before the retire record is durable in the main log (JSONL-9)",
-    lambda: _backend(
-        "unlink-before-retire-durable",
-        _repository("unlink-before-retire-durable", UnlinkBeforeRetireDurable),
-    ),
+    _make("jsonl-unlink-before-retire-durable"),
     caught_by="crash",
 )
 _register(
     "jsonl-replay-ignores-boundary",
     "replay keeps sidecar records from before the latest retirement (JSONL-16)",
-    lambda: _backend("replay-ignores-boundary", ReplayIgnoresBoundary, unlink_fails=True),
+    _make("jsonl-replay-ignores-boundary", unlink_fails=True),
 )
 _register(
     "jsonl-sidecar-listed",
     "repository list() reports sidecar files as Sessions (JSONL-13)",
-    lambda: _backend("sidecar-listed", SidecarListed),
+    _make("jsonl-sidecar-listed"),
 )
 _register(
     "jsonl-torn-tail-kept",
     "open parses an unterminated final line as data instead of dropping it (JSONL-18)",
-    lambda: _backend("torn-tail-kept", TornTailKept),
+    _make("jsonl-torn-tail-kept"),
     caught_by="crash",
 )
 _register(
     "jsonl-cleanup-deletes-reused",
     "retirement cleanup is deferred off the commit queue (batched at close) and unlinks a "
     "reused lifetime's sidecar (JSONL-16)",
-    lambda: _backend(
-        "cleanup-deletes-reused", _repository("cleanup-deletes-reused", CleanupDeletesReused)
-    ),
+    _make("jsonl-cleanup-deletes-reused"),
 )

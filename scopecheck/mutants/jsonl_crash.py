@@ -10,172 +10,156 @@ reports the first one.  The two older crash-only JSONL mutants
 
 from __future__ import annotations
 
-import contextlib
+import posixpath
 import time
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 
 from scopecheck.backends import Backend
 from scopecheck.crash_explorers import JsonlCrashExplorer
-from scopecheck.impl.fs import join_lines
-from scopecheck.impl.jsonl import JsonlRepository, JsonlStorage, layout
-from scopecheck.impl.jsonl.codec import encode_scope_header
-from scopecheck.impl.jsonl.storage import publish
-from scopecheck.models.errors import StorageIOError
+from scopecheck.impl.fs import AppendFile, FileSystem, fs_error
+from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.mutants import CATALOGUE, Mutant, MutantResult, register
-from scopecheck.mutants.jsonl import _backend, _repository
+from scopecheck.mutants.jsonl import REPOSITORIES, _backend
+from scopecheck.mutants.seams import OpeningFileSystem, WrappedFileSystem, opening_over, over_fs
 
 
-class AckBeforeFsync(JsonlStorage):
+class NoAppendFsync(WrappedFileSystem):
     """Acknowledges a commit once its line is appended, without fsyncing it (JSONL-10)."""
 
-    def _append_durably(self, handle: Any, size: int, line: bytes) -> int:
-        try:
-            self._fs.append(handle, line)
-        except StorageIOError:
-            self._fs.truncate(handle, size)
-            raise
-        return size + len(line)
+    def fsync(self, handle: AppendFile) -> None:
+        return None
 
 
-class SidecarHeaderInPlace(JsonlStorage):
-    """Creates a sidecar by writing its header straight into the final path (no temp file, no
-    rename, no fsync; JSONL-2, JSONL-11)."""
+class SidecarHeaderInPlace(WrappedFileSystem):
+    """Creates a sidecar by writing its header straight into the final path: no temp file,
+    no fsync, no rename, no fsync of ``.scopes`` (JSONL-2, JSONL-11)."""
 
-    def _open_sidecar(self, scope_id: str) -> Any:
-        fs = self._fs
-        path = layout.sidecar_path(self._main, scope_id)
-        if scope_id not in self._on_disk:
-            directory = layout.scopes_dir(self._main)
-            if not fs.is_dir(directory):
-                fs.create_dir(directory, recursive=True)
-            fs.write_file(path, encode_scope_header(self.session_id, scope_id) + b"\n")
-            self._on_disk.add(scope_id)
-        handle = fs.open_append(path)
-        self._sidecar_handles[scope_id] = handle
-        self._sidecar_sizes[scope_id] = fs.file_size(path)
-        return handle
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self._in_place: set[str] = set()
+        self._skip_dir: str | None = None
 
+    def write_file(self, path: str, data: bytes) -> None:
+        final = path.removesuffix(layout.TEMP_SUFFIX)
+        if path.endswith(layout.TEMP_SUFFIX) and final.endswith(layout.SIDECAR_SUFFIX):
+            self._inner.write_file(final, data)
+            self._in_place.add(path)
+            return
+        self._inner.write_file(path, data)
 
-class FailedAppendNotCutBack(JsonlStorage):
-    """A failed append leaves its partial line and the handle stays usable, so the next append
-    follows the fragment (REFERENCE §1 "known weak spot", JSONL-12)."""
+    def fsync_file(self, path: str) -> None:
+        if path not in self._in_place:
+            self._inner.fsync_file(path)
 
-    def _append_durably(self, handle: Any, size: int, line: bytes) -> int:
-        fs = self._fs
-        try:
-            fs.append(handle, line)
-        except StorageIOError:
-            raise  # planted bug: no cut back, and the handle stays usable
-        fs.fsync(handle)
-        return size + len(line)
+    def rename(self, source: str, target: str) -> None:
+        if source in self._in_place:
+            self._in_place.discard(source)
+            self._skip_dir = posixpath.dirname(target)
+            return
+        self._inner.rename(source, target)
 
-
-def _load_variant(
-    self: JsonlRepository, main: str, session_id: str, *, repair: bool, retry: bool
-) -> JsonlStorage:
-    """``JsonlRepository._load_files`` with torn-tail repair or stage-9 unlink switched off."""
-    from scopecheck.impl.jsonl.replay import replay
-    from scopecheck.impl.jsonl.storage import _dumps
-
-    fs = self.fs
-    load = self._load_plan(main, session_id)
-    load.raise_if_corrupt()
-    assert load.main.header is not None
-    header = load.main.header
-    main_size = sum(len(line) + 1 for line in load.main.lines)
-    if load.main.torn is not None:
-        if repair:
-            header = dict(header)
-            header["nextSeq"] = load.next_seq
-            data = join_lines([_dumps(header), *load.main.lines[1:]])
-            publish(fs, main, data)
-            main_size = len(data)
-        else:  # planted bug: the fragment stays, the next append follows it
-            main_size = fs.file_size(main)
-    on_disk: set[str] = set()
-    for scope_id, scan in load.sidecars.items():
-        if scope_id not in load.live and retry:
-            with contextlib.suppress(StorageIOError):
-                fs.unlink(scan.path)
-                continue
-        on_disk.add(scope_id)
-        if scan.torn is not None and repair:
-            publish(fs, scan.path, join_lines(scan.lines))
-    for temp in load.temps:
-        with contextlib.suppress(StorageIOError):
-            fs.unlink(temp)
-    state = replay(load)
-    return self.storage_class(fs, main, session_id, header, state, self._clock, main_size, on_disk)
+    def fsync_dir(self, path: str) -> None:
+        if self._skip_dir == path:
+            self._skip_dir = None
+            return
+        self._inner.fsync_dir(path)
 
 
-def _load_without_retry(self: JsonlRepository, main: str, session_id: str) -> JsonlStorage:
-    """Open without stage 9: retired sidecars are never unlinked again (JSONL-9, JSONL-16)."""
-    return _load_variant(self, main, session_id, repair=True, retry=False)
+class NoCutBack(WrappedFileSystem):
+    """A failed append leaves its partial line and the handle stays usable, so the next
+    append follows the fragment (REFERENCE §1 "known weak spot", JSONL-12)."""
+
+    def truncate(self, handle: AppendFile, size: int) -> None:
+        return None
 
 
-def _load_torn_not_repaired(self: JsonlRepository, main: str, session_id: str) -> JsonlStorage:
-    """Open drops torn tails from what it replays but never republishes the files, so the next
-    append lands after the fragment (JSONL-18)."""
-    return _load_variant(self, main, session_id, repair=False, retry=True)
+class NoRepublishAtOpen(OpeningFileSystem):
+    """Open drops torn tails from what it replays but never republishes the files, so the
+    next append lands after the fragment (JSONL-18)."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self._skipped: set[str] = set()
+
+    def write_file(self, path: str, data: bytes) -> None:
+        if self.opening and path.endswith(layout.TEMP_SUFFIX):
+            self._skipped.add(path)
+            return
+        self._inner.write_file(path, data)
+
+    def fsync_file(self, path: str) -> None:
+        if path not in self._skipped:
+            self._inner.fsync_file(path)
+
+    def rename(self, source: str, target: str) -> None:
+        if source in self._skipped:
+            self._skipped.discard(source)
+            return
+        self._inner.rename(source, target)
 
 
-def _publish_no_dir_sync(fs: Any, path: str, data: bytes) -> None:
-    temp = layout.temp_path(path)
-    fs.write_file(temp, data)
-    fs.fsync_file(temp)
-    fs.rename(temp, path)
+class NoUnlinkRetryAtOpen(OpeningFileSystem):
+    """Open never unlinks a retired sidecar again (000 §6.3 stage 9, JSONL-9): the file it
+    finds stays, whatever it holds."""
+
+    def unlink(self, path: str) -> None:
+        if self.opening and path.endswith(layout.SIDECAR_SUFFIX):
+            raise fs_error("unlink", path, PermissionError(13, "open does not retry unlinks"))
+        self._inner.unlink(path)
 
 
-class NoDirFsyncStorage(JsonlStorage):
-    """Creates sidecars (and the ``.scopes`` directory) without fsyncing their directory, so
-    power loss can undo a file whose commits were acknowledged (JSONL-11)."""
+class NoScopesDirFsync(WrappedFileSystem):
+    """Creates ``.scopes`` and publishes sidecars in it without fsyncing the directories, so
+    power loss can undo a sidecar whose commits were acknowledged (JSONL-11)."""
 
-    def _open_sidecar(self, scope_id: str) -> Any:
-        fs = self._fs
-        path = layout.sidecar_path(self._main, scope_id)
-        if scope_id not in self._on_disk:
-            directory = layout.scopes_dir(self._main)
-            if not fs.is_dir(directory):
-                fs.create_dir(directory, recursive=True)
-            _publish_no_dir_sync(fs, path, encode_scope_header(self.session_id, scope_id) + b"\n")
-            self._on_disk.add(scope_id)
-        handle = fs.open_append(path)
-        self._sidecar_handles[scope_id] = handle
-        self._sidecar_sizes[scope_id] = fs.file_size(path)
-        return handle
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self._created: str | None = None
+
+    def create_dir(self, path: str, recursive: bool = True) -> None:
+        self._inner.create_dir(path, recursive=recursive)
+        if path.endswith(layout.SCOPES_SUFFIX):
+            self._created = posixpath.dirname(path)
+
+    def fsync_dir(self, path: str) -> None:
+        if path.endswith(layout.SCOPES_SUFFIX):
+            return
+        if path == self._created:
+            self._created = None
+            return
+        self._inner.fsync_dir(path)
 
 
 NEW: dict[str, tuple[str, type[JsonlRepository]]] = {
     "jsonl-ack-before-fsync": (
         "a commit is acknowledged after its append but before fsync (JSONL-10)",
-        _repository("ack-before-fsync", AckBeforeFsync),
+        over_fs("ack-before-fsync", NoAppendFsync),
     ),
     "jsonl-sidecar-header-in-place": (
         "the first sidecar header is written in place instead of temp + fsync + rename "
         "(JSONL-2, JSONL-11)",
-        _repository("sidecar-header-in-place", SidecarHeaderInPlace),
+        over_fs("sidecar-header-in-place", SidecarHeaderInPlace),
     ),
     "jsonl-torn-tail-not-repaired": (
         "open drops a torn tail from replay but leaves it in the file, so the next append "
         "follows it (JSONL-18)",
-        _repository("torn-tail-not-repaired", _load=_load_torn_not_repaired),
+        opening_over("torn-tail-not-repaired", NoRepublishAtOpen),
     ),
     "jsonl-retire-unlink-never-retried": (
         "open never retries the unlink of a retired sidecar (JSONL-9, 000 §6.3 stage 9)",
-        _repository("retire-unlink-never-retried", _load=_load_without_retry),
+        opening_over("retire-unlink-never-retried", NoUnlinkRetryAtOpen),
     ),
     "jsonl-failed-append-not-cut-back": (
         "a failed append leaves a partial line and the handle stays usable, so the next "
         "append follows it (JSONL-12)",
-        _repository("failed-append-not-cut-back", FailedAppendNotCutBack),
+        over_fs("failed-append-not-cut-back", NoCutBack),
     ),
     "jsonl-sidecar-without-dir-fsync": (
         "a new sidecar is published without fsyncing .scopes, so power loss can undo it "
         "after its commits were acknowledged (JSONL-11)",
-        _repository("sidecar-without-dir-fsync", NoDirFsyncStorage),
+        over_fs("sidecar-without-dir-fsync", NoScopesDirFsync),
     ),
 }
 
@@ -235,19 +219,12 @@ for _name, (_description, _repo) in NEW.items():
 
 
 def _attach_existing() -> None:
-    """Give the older crash-only JSONL mutants the crash explorer as their check."""
-    from scopecheck.mutants.jsonl import TornTailKept, UnlinkBeforeRetireDurable
-
-    classes = {
-        "jsonl-unlink-before-retire-durable": _repository(
-            "unlink-before-retire-durable", UnlinkBeforeRetireDurable
-        ),
-        "jsonl-torn-tail-kept": TornTailKept,
-    }
-    for name, repo in classes.items():
+    """Give the crash-only mutants of ``mutants/jsonl.py`` the crash explorer as their check."""
+    for name in ("jsonl-unlink-before-retire-durable", "jsonl-torn-tail-kept"):
         old = CATALOGUE.get(name)
         if old is not None and old.check is None:
-            CATALOGUE[name] = attrs.evolve(old, check=_check(old.name, old.description, repo))
+            check = _check(old.name, old.description, REPOSITORIES[name])
+            CATALOGUE[name] = attrs.evolve(old, check=check)
 
 
 _attach_existing()

@@ -22,35 +22,57 @@ from typing import Any
 
 from scopecheck.backends import Backend, JsonlLegacyWorld
 from scopecheck.impl.jsonl import JsonlRepository
-from scopecheck.impl.jsonl.legacy import import_legacy, is_legacy_header
+from scopecheck.impl.jsonl.journal import publish
+from scopecheck.impl.jsonl.legacy import import_legacy, is_legacy_header, uuid7_ids
 from scopecheck.impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
-from scopecheck.impl.jsonl.storage import publish
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.fork import ForkOptions, TreeFork
 from scopecheck.mutants import Mutant, register
 from scopecheck.mutants.fork import PROBES
 
 
-class UpgradesOpenSource(JsonlRepository):
-    """Planted: an open legacy source is upgraded by the fork instead of rejected."""
+class _RemembersArguments(JsonlRepository):
+    """The real repository, keeping its constructor arguments and the handles it hands out."""
+
+    def __init__(
+        self, root: str, fs: Any = None, clock: Any = None, cwd: Any = None, **kw: Any
+    ) -> None:
+        arguments = {"clock": clock} if clock is not None else {}
+        super().__init__(root, fs, cwd=cwd, **arguments, **kw)
+        self.arguments: dict[str, Any] = {"cwd": cwd, **arguments, **kw}
+        self.handles: dict[str, Any] = {}
+
+    def open(self, session_id: str) -> Any:
+        handle = self.handles[session_id] = super().open(session_id)
+        return handle
+
+
+class UpgradesOpenSource(_RemembersArguments):
+    """Planted: an open legacy source is upgraded by the fork instead of rejected: its
+    format-4 file is published, then forked by a repository that does not know it is open."""
 
     def fork(self, source_id: str, options: ForkOptions) -> str:
-        handle = self._open.get(source_id)
-        if handle is not None and handle.legacy is not None:
-            with handle._queue:
-                handle._upgrade_legacy(handle.legacy)
-        return super().fork(source_id, options)
+        handle = self.handles.get(source_id)
+        if handle is None or handle.closed or handle.legacy is None:
+            return super().fork(source_id, options)
+        publish(self.fs, handle.path, legacy_upgrade_bytes(handle.legacy))
+        other = JsonlRepository(self.root, self.fs, **self.arguments)
+        try:
+            return other.fork(source_id, options)
+        finally:
+            other.close()
 
 
-class NormalisesInPlace(JsonlRepository):
+class NormalisesInPlace(_RemembersArguments):
     """Planted: a closed legacy source is rewritten as format 4 before it is forked."""
 
     def capture(self, source: str) -> Any:
-        lines = self._fs.read_lines(source)
+        lines = self.fs.read_lines(source)
         if lines.complete and is_legacy_header(lines.complete[0]):
             session_id = source.rsplit("/", 1)[-1].removesuffix(".jsonl")
-            imported = import_legacy(source, lines.complete, session_id, self._legacy_ids)
-            publish(self._fs, source, legacy_upgrade_bytes(imported))
+            mint = self.arguments.get("legacy_ids", uuid7_ids)
+            imported = import_legacy(source, lines.complete, session_id, mint)
+            publish(self.fs, source, legacy_upgrade_bytes(imported))
         return super().capture(source)
 
 

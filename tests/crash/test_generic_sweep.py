@@ -25,10 +25,9 @@ from scopecheck.crashsim.jsonl_workloads import BUNDLED, NAMED
 from scopecheck.examples import broken_file_backend
 from scopecheck.examples import good_file_backend as good
 from scopecheck.factory import takes_filesystem
-from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.validation import check_session_id
 from scopecheck.models.errors import usage
-from scopecheck.mutants.jsonl_crash import AckBeforeFsync
+from scopecheck.mutants.jsonl_crash import NEW as JSONL_CRASH_MUTANTS
 
 Factory = Callable[..., Any]
 
@@ -129,7 +128,7 @@ class DeleteNotDurable(good.FileRepository):  # type: ignore[misc]
 
 
 def _jsonl_ack_before_fsync(clock: Any, *, fs: Any, root: str) -> Any:
-    repo = type("AckBeforeFsyncRepo", (JsonlRepository,), {"storage_class": AckBeforeFsync})
+    _, repo = JSONL_CRASH_MUTANTS["jsonl-ack-before-fsync"]
     return repo(root, fs, clock, cwd="/crash")
 
 

@@ -31,7 +31,8 @@ from scopecheck.impl.jsonl import replay as replay_module
 from scopecheck.impl.jsonl.codec import encode_header, encode_scope_header
 from scopecheck.impl.jsonl.load import SessionLoad, load_session, scan_lines
 from scopecheck.impl.jsonl.replay import MainFold, fold_main_log, replay
-from scopecheck.impl.memory import MemoryState, MemoryStorage
+from scopecheck.impl.resident import ResidentState
+from scopecheck.impl.resident_session import ResidentSession
 from scopecheck.models.records import Snapshot
 from scopecheck.models.writes import usage_value
 from tests.jsonl.test_index_transaction import BASES, ODD_VALUES, SCOPE, edits, mutated
@@ -40,8 +41,8 @@ SID = "s"
 Fold = Callable[[list[bytes]], MainFold | None]
 
 
-def snapshot(state: MemoryState) -> Snapshot:
-    return MemoryStorage(SID, state, lambda: 0).snapshot()
+def snapshot(state: ResidentState) -> Snapshot:
+    return ResidentSession(SID, state, lambda: 0).snapshot()
 
 
 def plan_facts(load: SessionLoad) -> tuple[Any, ...]:

@@ -22,7 +22,7 @@ from scopecheck.models.errors import CorruptError
 from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import append_list, retire_scope, set_value
 from scopecheck.mutants import CATALOGUE, all_mutants, run_mutant
-from scopecheck.mutants.jsonl import TornTailKept, UnlinkBeforeRetireDurable, _repository
+from scopecheck.mutants.jsonl import REPOSITORIES
 from scopecheck.profiles import get_profile
 
 A = ephemeral_scope("op-A")
@@ -92,7 +92,7 @@ def test_crash_emulation_catches_unlink_before_retire_durable(tmp_path: Any) -> 
     """Mutant: the sidecar was unlinked before the retirement committed, so data is lost."""
     assert CATALOGUE["jsonl-unlink-before-retire-durable"].caught_by == "crash"
     root = str(tmp_path)
-    _crash_before_retire_append(root, _repository("u", UnlinkBeforeRetireDurable))
+    _crash_before_retire_append(root, REPOSITORIES["jsonl-unlink-before-retire-durable"])
     reopened = JsonlRepository(root, cwd="/t").open("s")
     assert reopened.read_list(value_list("f", "x", A)) == ()  # the bug, observed
 
@@ -110,7 +110,10 @@ def test_crash_emulation_catches_torn_tail_kept(tmp_path: Any) -> None:
     later commit reopens cleanly; the mutant keeps it and the next append glues onto it."""
     assert CATALOGUE["jsonl-torn-tail-kept"].caught_by == "crash"
     real_root, mutant_root = str(tmp_path / "real"), str(tmp_path / "mutant")
-    for root, repo_class in ((real_root, JsonlRepository), (mutant_root, TornTailKept)):
+    for root, repo_class in (
+        (real_root, JsonlRepository),
+        (mutant_root, REPOSITORIES["jsonl-torn-tail-kept"]),
+    ):
         _torn_main(root)
         storage = repo_class(root, cwd="/t").open("s")
         storage.commit([set_value(value("v", "k"), 3)])

@@ -11,8 +11,7 @@ import orjson
 import pytest
 
 from scopecheck.impl.fs import OsFileSystem, TracingFileSystem
-from scopecheck.impl.jsonl import JsonlRepository, JsonlStorage
-from scopecheck.impl.jsonl.legacy import LegacyImport
+from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import StorageIOError
 from scopecheck.models.legacy import import_log
@@ -20,6 +19,7 @@ from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository, Transaction
 from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import append_list, insert_entry, set_value
+from scopecheck.mutants.seams import WrappedFileSystem, over_fs
 from tests.jsonl.test_crash_sweep import MUTATING, CrashAt, CrashingFs, SimulatedCrash
 from tests.legacy.conftest import (
     TRANSCRIPTS,
@@ -295,27 +295,34 @@ def test_temp_left_by_a_crash_before_the_upgrade_rename_is_removed_at_reopen(
 # -- planted bugs the exploration must catch -------------------------------------------------
 
 
-class _UnlinkBeforeRewrite(JsonlStorage):
-    """Planted: the legacy file is removed before the format-4 file is renamed into place."""
+class _UnlinkBeforeRewrite(WrappedFileSystem):
+    """Planted: the legacy file is removed before the format-4 file is written beside it."""
 
-    def _upgrade_legacy(self, imported: LegacyImport) -> None:
-        self._fs.unlink(self._main)
-        super()._upgrade_legacy(imported)
+    def write_file(self, path: str, data: bytes) -> None:
+        main = path.removesuffix(".tmp")
+        if path.endswith(".jsonl.tmp") and self._inner.exists(main):
+            self._inner.unlink(main)
+        self._inner.write_file(path, data)
 
 
-class _ScopedIntoMain(JsonlStorage):
+class _ScopedIntoMain(WrappedFileSystem):
     """Planted: scoped transactions are appended to the main file."""
 
-    def _append_sidecar(self, scope_id: str, line: bytes) -> None:
-        self._append_main(line)
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self._mains: dict[str, Any] = {}
+
+    def append(self, handle: Any, data: bytes) -> None:
+        if handle.path.endswith(".scope"):
+            main = handle.path.split(".jsonl.scopes/")[0] + ".jsonl"
+            if main not in self._mains:
+                self._mains[main] = self._inner.open_append(main)
+            handle = self._mains[main]
+        self._inner.append(handle, data)
 
 
-class UnlinkBeforeRewrite(JsonlRepository):
-    storage_class = _UnlinkBeforeRewrite
-
-
-class ScopedIntoMain(JsonlRepository):
-    storage_class = _ScopedIntoMain
+UnlinkBeforeRewrite = over_fs("unlink-before-rewrite", _UnlinkBeforeRewrite)
+ScopedIntoMain = over_fs("scoped-into-main", _ScopedIntoMain)
 
 
 @pytest.mark.rule("LEGACY-9", "LEGACY-10")

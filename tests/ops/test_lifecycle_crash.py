@@ -135,6 +135,6 @@ def test_lifecycle_crash_sweep_catches_unlink_before_durable_retirement(tmp_path
     """Teeth: a JSONL that unlinks the sidecar before the retirement line is durable loses
     current progress of an operation that never reached terminal at some crash point."""
     mutants = pytest.importorskip("scopecheck.mutants.jsonl")
-    broken = mutants._repository("unlink-first", mutants.UnlinkBeforeRetireDurable)
+    broken = mutants.REPOSITORIES["jsonl-unlink-before-retire-durable"]
     failures = sweep(tmp_path, broken)
     assert failures and any("recovery" in f or "prefix" in f for f in failures), failures
