@@ -40,6 +40,10 @@ from scopecheck.models.writes import append_list, retire_scope, set_value
 SESSION_IDS = ("s1", "s2")
 #: Seconds a commit racing close() or fork() may take to return before the machine says so.
 RACE_TIMEOUT = 30
+#: Seconds the machine waits for a racing commit to read its clock (it holds it there), and
+#: lets close() or fork() run before letting the commit go on: enough for either to start.
+ADMISSION_WAIT = 1.0
+SEAL_DELAY = 0.01
 BASE_TIME = 1_750_000_000_000
 
 Outcome = tuple[str, Any]
@@ -117,6 +121,28 @@ def race_writes(race: int, index: int) -> list[Any]:
     ]
 
 
+class AdmissionGate:
+    """Holds the first racing commit that reads the machine's clock, so the machine knows
+    that commit is admitted and running while it starts close() or a fork (LIFE-4): a commit
+    reads its clock only once admitted, so it must then finish, whatever starts meanwhile."""
+
+    def __init__(self) -> None:
+        self.writers: set[int] = set()
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.holder: int | None = None
+        self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        """Called from the clock on a writer thread: the first caller waits for release."""
+        with self._lock:
+            if self.holder is not None or threading.get_ident() not in self.writers:
+                return
+            self.holder = threading.get_ident()
+        self.held.set()
+        self.release.wait(RACE_TIMEOUT)
+
+
 def kind(result: Outcome) -> Outcome:
     """An outcome with its value dropped: what two repositories' ``create`` can agree on."""
     return ("ok", None) if result[0] == "ok" else result
@@ -142,6 +168,7 @@ class SessionPairMachine(RuleBasedStateMachine):
         super().__init__()
         type(self).examples_run += 1
         self.now = BASE_TIME
+        self.gate: AdmissionGate | None = None
         self.world: World = self.backend.new_world(self.clock)
         self.repo: Repository = self.world.repository()
         self.model = ReferenceRepository()
@@ -161,6 +188,9 @@ class SessionPairMachine(RuleBasedStateMachine):
                 self.stores[sid] = self.repo.create(sid)
 
     def clock(self) -> int:
+        gate = self.gate
+        if gate is not None:
+            gate.hold()
         return self.now
 
     def teardown(self) -> None:
@@ -481,15 +511,18 @@ class StorageMachine(SessionPairMachine):
         self.stores[sid] = self.repo.open(sid)
 
     def race(self, sid: str, count: int, fork: bool) -> None:
-        """Threads commit while ``close()`` -- or a fork of the Session -- runs.  The backend's
-        seqs order the admitted commits and the model replays them in that order: each one is
-        the model's commit, refused ones are refused with ``closed`` and nothing else, and
-        a reopen the moment ``close()`` returns already holds exactly the admitted ones, so
-        close drained them (LIFE-1).  A racing fork
-        holds a prefix of them, each wholly or not at all (FORK-12)."""
+        """Threads commit while ``close()`` -- or a fork of the Session -- runs.  The first
+        writer to read the clock is held there, so ``close()`` or the fork starts while that
+        commit is admitted and running; it must finish (LIFE-4).  The backend's seqs order the
+        admitted commits and the model replays them in that order: each one is the model's
+        commit, refused ones are refused with ``closed`` and nothing else, and a reopen the
+        moment ``close()`` returns already holds exactly the admitted ones, so close drained
+        them (LIFE-1).  A racing fork holds a prefix of them, each wholly or not at all
+        (FORK-12)."""
         self.now += 1
         # a fork needs a fork() and a source that is not a legacy file still to be upgraded
         fork = fork and getattr(self.repo, "supports_fork", True) and not self.backend.starts_legacy
+        op = "fork" if fork else "close"
         store = self.stores[sid]
         batches = [race_writes(self.now, i) for i in range(count)]
         results: list[Outcome | None] = [None] * count
@@ -502,13 +535,36 @@ class StorageMachine(SessionPairMachine):
         threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(count)]
         for thread in threads:
             thread.start()
+        writers = {thread.ident: index for index, thread in enumerate(threads)}
+        gate = self.gate = AdmissionGate()
+        gate.writers = {ident for ident in writers if ident is not None}
         dest = f"race-fork-{self.now}"
-        start.wait()
-        time.sleep(0)  # yield, so the writers usually reach admission first
-        forked = outcome(lambda: self.repo.fork(sid, TreeFork(id=dest))) if fork else None
+        done: list[Outcome] = []
+
+        def racer() -> None:
+            if fork:
+                done.append(outcome(lambda: self.repo.fork(sid, TreeFork(id=dest))))
+            else:
+                done.append(outcome(store.close))
+
+        racing = threading.Thread(target=racer, daemon=True)
+        try:
+            start.wait()
+            gate.held.wait(ADMISSION_WAIT)
+            racing.start()
+            time.sleep(SEAL_DELAY)  # close() seals, or the fork starts, while one is held
+        finally:
+            gate.release.set()
+        racing.join(RACE_TIMEOUT)
+        self.gate = None
+        if racing.is_alive():
+            raise MismatchError(f"{op}() racing commits on {sid} did not return within "
+                                f"{RACE_TIMEOUT} s")  # fmt: skip
+        forked = done[0] if fork else None
         reopened: Storage | None = None
         if not fork:
-            store.close()
+            if done[0] != ("ok", None):
+                raise MismatchError(f"close() racing commits on {sid} gave {done[0]!r} (LIFE-1)")
             result = outcome(lambda: self.repo.open(sid))  # before any writer is joined
             if result[0] != "ok":
                 raise MismatchError(
@@ -520,8 +576,16 @@ class StorageMachine(SessionPairMachine):
         for thread in threads:
             thread.join(RACE_TIMEOUT)
             if thread.is_alive():
-                raise MismatchError(f"a commit racing {'fork' if fork else 'close'}() on {sid} "
-                                    f"did not return within {RACE_TIMEOUT} s")  # fmt: skip
+                raise MismatchError(f"a commit racing {op}() on {sid} did not return within "
+                                    f"{RACE_TIMEOUT} s")  # fmt: skip
+        if gate.holder is not None:
+            held = writers[gate.holder]
+            if results[held] is None or results[held][0] != "ok":  # type: ignore[index]
+                raise MismatchError(
+                    f"commit {held} racing {op}() on {sid} had read its clock -- it was admitted "
+                    f"and running when {op}() started -- and gave {results[held]!r}: an "
+                    "admitted commit must finish (LIFE-4)"
+                )
         admitted: list[tuple[int, int]] = []
         for index, answer in enumerate(results):
             assert answer is not None
@@ -529,8 +593,8 @@ class StorageMachine(SessionPairMachine):
                 admitted.append((answer[1][0].seq, index))
             elif fork or answer != ("error", "closed"):
                 raise MismatchError(
-                    f"a commit racing {'fork' if fork else 'close'}() on {sid} gave {answer!r}; "
-                    "only ('error', 'closed') may refuse it (LIFE-1)"
+                    f"a commit racing {op}() on {sid} gave {answer!r}; only ('error', 'closed') "
+                    "may refuse it (LIFE-1)"
                 )
         admitted.sort()
         if fork:
@@ -627,7 +691,7 @@ CORNER_RULES: dict[str, tuple[str, ...]] = {
     "related_sessions": ("REPO-1", "REPO-3", "SCOPE-4", "HYGIENE-2", "CHECK-7"),
     "many_keys": ("LIST-9",),
     "many_elements": ("LIST-2", "LIST-3", "LIST-4", "LIST-5"),
-    "race": ("LIFE-1", "FORK-12"),
+    "race": ("LIFE-1", "LIFE-4", "FORK-12"),
 }
 
 #: The spec rules each machine step checks, so a failure can name the rule it broke.
