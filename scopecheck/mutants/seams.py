@@ -72,3 +72,35 @@ def jsonl_over(name: str, wrap: Callable[[FileSystem], Any], description: str) -
             self._repo = self._new()
 
     return Backend(f"jsonl[{name}]", WrappedWorld, description)
+
+
+class SessionWrappingRepository:
+    """Delegates every call to a real repository; ``create`` and ``open`` hand out
+    ``wrap(session, shared)`` instead of the real Session."""
+
+    def __init__(self, inner: Any, wrap: SessionWrap, shared: dict[str, Any]) -> None:
+        self._inner = inner
+        self._wrap = wrap
+        self._shared = shared
+
+    def create(self, session_id: str) -> Any:
+        return self._wrap(self._inner.create(session_id), self._shared)
+
+    def open(self, session_id: str) -> Any:
+        return self._wrap(self._inner.open(session_id), self._shared)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def sqlite_over(factory: Callable[..., Any], wrap: SessionWrap) -> Callable[..., Any]:
+    """A repository factory taking what ``factory`` takes (``SqliteRepository``,
+    ``SqliteContainerRepository`` or a partial of either with its settings): the real
+    repository, handing out ``wrap(session, shared)``.  ``shared`` is one dict per call of
+    ``sqlite_over``, so a world that reopens through the same factory keeps it."""
+    shared: dict[str, Any] = {}
+
+    def make(*args: Any, **kwargs: Any) -> SessionWrappingRepository:
+        return SessionWrappingRepository(factory(*args, **kwargs), wrap, shared)
+
+    return make
