@@ -57,6 +57,10 @@ from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.records import Snapshot
 
 Layout = Literal["per-file", "shared"]
+#: What the sweeps open repositories with: ``factory(target, clock, vfs=...)``, where ``target``
+#: is the root (per-file) or the container file -- a repository class, or a callable setting its
+#: keyword arguments (e.g. ``functools.partial(SqliteRepository, synchronous="OFF")``).
+RepositoryFactory = Callable[..., Any]
 SESSION_ID = "s"
 _names = itertools.count()
 
@@ -111,12 +115,16 @@ class SweepReport:
         )
 
 
-def repository_class_for(layout: Layout) -> type[Any]:
+def repository_class_for(layout: Layout) -> RepositoryFactory:
     return SqliteContainerRepository if layout == "shared" else SqliteRepository
 
 
 def open_repository(
-    layout: Layout, root: str, cls: type[Any] | None, clock: StepClock, vfs: str | None = None
+    layout: Layout,
+    root: str,
+    cls: RepositoryFactory | None,
+    clock: StepClock,
+    vfs: str | None = None,
 ) -> Any:
     cls = cls or repository_class_for(layout)
     target = os.path.join(root, "sessions.sqlite") if layout == "shared" else root
@@ -147,7 +155,7 @@ def scratch_dir() -> str | None:
 class _Sandbox:
     """Three temp dirs: ``work`` (the recorded run), ``check`` (reopened images), base files."""
 
-    def __init__(self, layout: Layout, cls: type[Any] | None, *, ram: bool = True) -> None:
+    def __init__(self, layout: Layout, cls: RepositoryFactory | None, *, ram: bool = True) -> None:
         self.layout = layout
         self.cls = cls
         self.top = tempfile.mkdtemp(prefix="scopecheck-crash-", dir=scratch_dir() if ram else None)
@@ -349,7 +357,7 @@ def crash_sweep(
     workload: Sequence[Transaction],
     *,
     layout: Layout = "per-file",
-    repository_class: type[Any] | None = None,
+    repository_class: RepositoryFactory | None = None,
     variants: int = 3,
     seed: int = 0,
     stride: int = 1,
@@ -446,7 +454,7 @@ def lifecycle_crash_sweep(
     size: Literal["short", "long"] = "short",
     *,
     layout: Layout = "per-file",
-    repository_class: type[Any] | None = None,
+    repository_class: RepositoryFactory | None = None,
     variants: int = 3,
     seed: int = 0,
     stride: int = 1,
@@ -499,7 +507,7 @@ def io_error_sweep(
     *,
     layout: Layout = "per-file",
     mode: Literal["once", "persistent"] = "once",
-    repository_class: type[Any] | None = None,
+    repository_class: RepositoryFactory | None = None,
     stride: int = 1,
     autocheckpoint: int = 8,
     only: int | None = None,
@@ -721,7 +729,7 @@ def explore(
     layout: Layout = "per-file",
     budget: float = 10.0,
     seed: int = 0,
-    repository_class: type[Any] | None = None,
+    repository_class: RepositoryFactory | None = None,
 ) -> SweepReport:
     """Crash sweeps over fresh random workloads until ``budget`` seconds are spent: the SQLite
     half of ``scopecheck fuzz``'s crash injection.  Each workload also gets its single-I/O-fault
@@ -774,7 +782,7 @@ def _tally(total: SweepReport, report: SweepReport, workload_seed: int) -> None:
 
 
 def delete_crash_sweep(
-    *, variants: int = 3, seed: int = 0, repository_class: type[Any] | None = None
+    *, variants: int = 3, seed: int = 0, repository_class: RepositoryFactory | None = None
 ) -> SweepReport:
     """Container layout: crash at every I/O call of ``delete`` of a Session holding session
     and scoped rows (SQLITE-12, CRASH-SQL-3).  After any crash the victim is either listed

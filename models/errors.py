@@ -39,6 +39,8 @@ CODES: frozenset[str] = frozenset(
         "legacy_not_upgraded",  # fork of an open legacy Session before its first commit (LEGACY-13)
         "protocol_error",  # a backend process that speaks the process protocol wrongly (PROC-*)
         "invalid_layout",  # a JSONL repository layout that is not one scopecheck knows (JSONL-26)
+        "invalid_journal_mode",  # a SQLite journal_mode SQLite does not name (SQLITE-17)
+        "invalid_synchronous",  # a SQLite synchronous level SQLite does not name (SQLITE-17)
     }
 )
 

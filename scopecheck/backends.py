@@ -291,10 +291,18 @@ JSONL_LEGACY = Backend(
 class SqliteWorld:
     """A temp directory holding per-file databases or one container file (impl/sqlite/).
 
-    ``repository_class`` lets planted bugs (scopecheck/mutants/sqlite.py) reuse the world.
+    ``repository_class`` opens the repository at start and at every restart:
+    ``repository_class(target, clock)`` with the root (per-file) or the container file -- a
+    repository class, or a callable giving it settings and collaborators (planted bugs in
+    scopecheck/mutants/sqlite.py pass their policies this way).
     """
 
-    def __init__(self, clock: Clock, shared: bool = False, repository_class: Any = None) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        shared: bool = False,
+        repository_class: Callable[..., Any] | None = None,
+    ) -> None:
         import tempfile
 
         from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository

@@ -59,7 +59,9 @@ _WORKLOAD = re.compile(r"make_workload\((\d+)")
 @attrs.frozen
 class SqliteCrashExplorer:
     """SQLite crash sweeps over generated workloads
-    (``scopecheck.crashsim.sqlite_sweep.explore``)."""
+    (``scopecheck.crashsim.sqlite_sweep.explore``).  ``repository`` opens the repositories
+    (``repository(target, clock, vfs=...)``: a class or a factory setting its keyword
+    arguments); ``None`` is the real one of ``layout``."""
 
     layout: str = "per-file"
     repository: Any = None

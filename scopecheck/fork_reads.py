@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -124,7 +125,11 @@ class Reads:
 
 
 def _fork_reads(
-    repository_class: type[Any], shared: bool, options: ForkOptions, heavy: bool, open_source: bool
+    repository_class: Callable[..., Any],
+    shared: bool,
+    options: ForkOptions,
+    heavy: bool,
+    open_source: bool,
 ) -> int:
     """Build a source in a fresh repository and fork it with the spy on: bytes read.  An open
     source is forked at its commit boundary with its WAL not checkpointed; a closed one from
@@ -160,7 +165,10 @@ def _fork_reads(
 
 
 def measure(
-    repository_class: type[Any], shared: bool, options: ForkOptions, open_source: bool = False
+    repository_class: Callable[..., Any],
+    shared: bool,
+    options: ForkOptions,
+    open_source: bool = False,
 ) -> Reads:
     branch = isinstance(options, BranchFork)
     bulk = len(bulk_writes(branch)) * BULK * len(PAD)
@@ -173,11 +181,11 @@ SCOPES: dict[str, ForkOptions] = {"tree": TreeFork(id="d"), "branch": BranchFork
 
 
 def probe(
-    repository_classes: tuple[type[Any], type[Any]] | None = None,
+    repository_classes: tuple[Callable[..., Any], Callable[..., Any]] | None = None,
 ) -> tuple[bool, str]:
     """Fork lean and heavy closed sources in both layouts and scopes; caught iff some fork
     read more than ``MAX_SHARE`` of the bulk it drops.  ``repository_classes`` = (per-file,
-    container)."""
+    container): repository classes, or factories giving them a ``fork_stage``."""
     from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 
     per_file, container = repository_classes or (SqliteRepository, SqliteContainerRepository)

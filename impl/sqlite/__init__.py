@@ -1,7 +1,9 @@
 """The SQLite backend on APSW: both layouts share one schema (000 §8, spec/rules/sqlite.toml).
 
 ``SqliteRepository(root)`` keeps one database file per Session; ``SqliteContainerRepository(path)``
-keeps many Sessions in one file.  Both hand out :class:`SqliteStorage`.
+keeps many Sessions in one file.  Both hand out :class:`SqliteStorage`, and both take the
+durability settings and the contract's policy points (sequence allocation, retirement, the fork
+classifier and stage) as keyword-only constructor arguments.
 """
 
 from scopecheck.impl.sqlite.repository import (
@@ -10,13 +12,17 @@ from scopecheck.impl.sqlite.repository import (
     decode_file_stem,
     encode_session_id,
 )
+from scopecheck.impl.sqlite.retirement import SCOPED_DELETES, Retirement, ScopedDeletes
 from scopecheck.impl.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION, STORAGE_VERSION
 from scopecheck.impl.sqlite.storage import SqliteStorage
 
 __all__ = [
     "APPLICATION_ID",
     "SCHEMA_VERSION",
+    "SCOPED_DELETES",
     "STORAGE_VERSION",
+    "Retirement",
+    "ScopedDeletes",
     "SqliteContainerRepository",
     "SqliteRepository",
     "SqliteStorage",

@@ -8,6 +8,13 @@ the name exists), so a crash during create leaves no half-initialised Session be
 
 Container layout (SQLITE-11): one file holds many Sessions; create inserts the ``sessions`` row
 and delete removes every row of that Session in one transaction, whatever its scope.
+
+Both layouts take the same keyword-only settings and collaborators: the durability pragmas
+``journal_mode`` and ``synchronous`` (SQLITE-8; anything SQLite does not name is refused with
+``invalid_journal_mode`` / ``invalid_synchronous`` before a file is touched, SQLITE-17), the
+``sequence`` policy (SEQ-1, SQLITE-5) and the ``retirement`` policy (SQLITE-3) handed to every
+Session, and the fork's ``fork_driver`` (the closed classifier of 001 §1.2) and ``fork_stage``
+(the staging reader of 001 §1.3, SQLITE-16).
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ from typing import Any, Final
 import apsw
 
 from scopecheck.impl.memory import new_fork_id, wall_clock_ms
+from scopecheck.impl.sequence import GLOBAL_SEQUENCE, SequencePolicy
 from scopecheck.impl.sqlite.fork import Stage, publish_stage, run_stage
+from scopecheck.impl.sqlite.retirement import SCOPED_DELETES, Retirement
 from scopecheck.impl.sqlite.schema import (
     COST_COLUMNS,
     STORAGE_VERSION,
@@ -53,6 +62,9 @@ _SUFFIX: Final = ".sqlite"
 #: Sidecar files SQLite may keep next to a database.
 SIDECARS: Final = ("-wal", "-shm", "-journal")
 _MAX_NAME: Final = 255 - len(_SUFFIX) - len("-journal")
+#: The values SQLite's ``PRAGMA journal_mode`` and ``PRAGMA synchronous`` accept by name.
+JOURNAL_MODES: Final = ("DELETE", "TRUNCATE", "PERSIST", "MEMORY", "WAL", "OFF")
+SYNCHRONOUS_LEVELS: Final = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
 def encode_session_id(session_id: str) -> str:
@@ -90,18 +102,45 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-class _Base:
-    """What both layouts share: open-handle bookkeeping and the durability settings."""
+def _pragma_value(code: str, name: str, value: object, allowed: tuple[str, ...]) -> str:
+    """``value`` as the upper-case name SQLite knows, else a ``usage(code)`` error: the value
+    is spliced into a PRAGMA, so anything else is refused before any file is opened (SQLITE-17)."""
+    if isinstance(value, str) and value.upper() in allowed:
+        return value.upper()
+    raise usage(code, f"{name} must be one of {', '.join(allowed)}; got {value!r}", field=name)
 
-    #: The storage class; planted bugs replace it with a subclass.
-    storage_class: type[SqliteStorage] = SqliteStorage
-    #: Durability policy (SQLITE-8).  Mutants and negative controls change these two.
-    journal_mode: str = "WAL"
-    synchronous: str = "FULL"
+
+class _Base:
+    """What both layouts share: open-handle bookkeeping, the durability settings and the
+    policies handed to every Session and fork."""
 
     def __init__(
-        self, clock: Clock = wall_clock_ms, *, vfs: str | None = None, busy_timeout_ms: int = 5000
+        self,
+        clock: Clock = wall_clock_ms,
+        *,
+        vfs: str | None = None,
+        busy_timeout_ms: int = 5000,
+        journal_mode: str = "WAL",
+        synchronous: str = "FULL",
+        sequence: SequencePolicy = GLOBAL_SEQUENCE,
+        retirement: Retirement = SCOPED_DELETES,
+        fork_driver: type[ForkDriver] = ForkDriver,
+        fork_stage: type[Stage] = Stage,
     ) -> None:
+        #: Durability policy (SQLITE-8): WAL with synchronous=FULL unless told otherwise.
+        self._journal_mode = _pragma_value(
+            "invalid_journal_mode", "journal_mode", journal_mode, JOURNAL_MODES
+        )
+        self._synchronous = _pragma_value(
+            "invalid_synchronous", "synchronous", synchronous, SYNCHRONOUS_LEVELS
+        )
+        #: Which seqs a transaction gets (SEQ-1, SQLITE-5).
+        self._sequence = sequence
+        #: How a committed retirement ends a scope's lifetime (000 §2, SQLITE-3).
+        self._retirement = retirement
+        #: The closed fork classifier (001 §1.2) and the staging reader (001 §1.3, SQLITE-16).
+        self._fork_driver = fork_driver
+        self._fork_stage = fork_stage
         self._clock = clock
         self._vfs = vfs
         self._busy_timeout_ms = busy_timeout_ms
@@ -119,8 +158,8 @@ class _Base:
             create=create,
             vfs=self._vfs,
             busy_timeout_ms=self._busy_timeout_ms,
-            journal_mode=self.journal_mode,
-            synchronous=self.synchronous,
+            journal_mode=self._journal_mode,
+            synchronous=self._synchronous,
         )
 
     def _check_row(self, conn: apsw.Connection, path: str, session_id: str) -> None:
@@ -143,7 +182,15 @@ class _Base:
         def forget(_: SqliteStorage) -> None:
             self._open.pop(session_id, None)
 
-        storage = self.storage_class(session_id, conn, path, self._clock, forget)
+        storage = SqliteStorage(
+            session_id,
+            conn,
+            path,
+            self._clock,
+            forget,
+            sequence=self._sequence,
+            retirement=self._retirement,
+        )
         self._open[session_id] = storage
         return storage
 
@@ -175,11 +222,6 @@ class _Base:
             (session_id, STORAGE_VERSION, self._clock(), next_seq, message_count, parent),
         )
 
-    #: The fork driver class; planted bugs substitute a broken one (scopecheck/mutants/fork.py).
-    fork_driver: type[ForkDriver] = ForkDriver
-    #: The staging reader; a planted bug substitutes one without the namespace prefilters.
-    fork_stage: type[Stage] = Stage
-
     def fork(self, source_id: str, options: ForkOptions) -> str:
         """Fork through a staging database (001 §1.3 SQLite, SQLITE-15).  The repository lock
         is held throughout, which reserves the destination id against a concurrent create; a
@@ -198,8 +240,8 @@ class _Base:
                 options,
                 self._open.get(source_id),
                 lambda stage, high: self._fork_publish(stage, dest_id, source_id, high),
-                self.fork_driver,
-                self.fork_stage,
+                self._fork_driver,
+                self._fork_stage,
                 self._vfs,
             )
         return dest_id
@@ -238,8 +280,24 @@ class SqliteRepository(_Base):
         *,
         vfs: str | None = None,
         busy_timeout_ms: int = 5000,
+        journal_mode: str = "WAL",
+        synchronous: str = "FULL",
+        sequence: SequencePolicy = GLOBAL_SEQUENCE,
+        retirement: Retirement = SCOPED_DELETES,
+        fork_driver: type[ForkDriver] = ForkDriver,
+        fork_stage: type[Stage] = Stage,
     ) -> None:
-        super().__init__(clock, vfs=vfs, busy_timeout_ms=busy_timeout_ms)
+        super().__init__(
+            clock,
+            vfs=vfs,
+            busy_timeout_ms=busy_timeout_ms,
+            journal_mode=journal_mode,
+            synchronous=synchronous,
+            sequence=sequence,
+            retirement=retirement,
+            fork_driver=fork_driver,
+            fork_stage=fork_stage,
+        )
         self.root = os.path.abspath(os.fspath(root))
         os.makedirs(self.root, exist_ok=True)
 
@@ -379,8 +437,24 @@ class SqliteContainerRepository(_Base):
         *,
         vfs: str | None = None,
         busy_timeout_ms: int = 5000,
+        journal_mode: str = "WAL",
+        synchronous: str = "FULL",
+        sequence: SequencePolicy = GLOBAL_SEQUENCE,
+        retirement: Retirement = SCOPED_DELETES,
+        fork_driver: type[ForkDriver] = ForkDriver,
+        fork_stage: type[Stage] = Stage,
     ) -> None:
-        super().__init__(clock, vfs=vfs, busy_timeout_ms=busy_timeout_ms)
+        super().__init__(
+            clock,
+            vfs=vfs,
+            busy_timeout_ms=busy_timeout_ms,
+            journal_mode=journal_mode,
+            synchronous=synchronous,
+            sequence=sequence,
+            retirement=retirement,
+            fork_driver=fork_driver,
+            fork_stage=fork_stage,
+        )
         self.path = os.path.abspath(os.fspath(path))
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         self._conn = self._connect(self.path, create=True)

@@ -1,16 +1,18 @@
 """One open SQLite Session (000 §8).
 
 A commit is one ``BEGIN IMMEDIATE`` transaction: it reads ``sessions.next_seq``, checks
-references against the tables, applies write *i* with seq ``next_seq + i``, advances
-``next_seq`` by the number of writes (retirements included, SQLITE-5) and updates the running
-message count and usage totals in the same row, in seq order, so the float sums equal Memory's
-exactly (SQLITE-13).  Retirement is two ``DELETE ... WHERE session_id = ? AND scope_id = ?``
-statements inside that transaction (SQLITE-3); any failure rolls back everything (SQLITE-4).
+references against the tables, asks the sequence policy for the transaction's seqs (write *i*
+gets ``first + i``; every write draws one, retirements included, SQLITE-5), applies the writes,
+stores the policy's new ``next_seq`` and updates the running message count and usage totals in
+the same row, in seq order, so the float sums equal Memory's exactly (SQLITE-13).  A retirement
+runs the retirement policy inside that transaction -- by default the two
+``DELETE ... WHERE session_id = ? AND scope_id = ?`` statements (SQLITE-3); any failure rolls
+back everything, the seq advance included (SQLITE-4).  Both policies are collaborators the
+repository passes in (:mod:`scopecheck.impl.sequence`, :mod:`scopecheck.impl.sqlite.retirement`):
+they are the two places the contract decides seqs and scope lifetimes.
 
 Payloads are stored as the exact canonical JSON text the write carries and returned as the same
-bytes, so snapshots compare byte for byte with Memory (SQLITE-13).  The small ``_sql_*`` and
-``_apply_*`` methods exist so planted bugs (``scopecheck/mutants/sqlite.py``) can replace one
-behaviour each.
+bytes, so snapshots compare byte for byte with Memory (SQLITE-13).
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from typing import Any
 
 import apsw
 
+from scopecheck.impl.sequence import GLOBAL_SEQUENCE, SequencePolicy
+from scopecheck.impl.sqlite.retirement import SCOPED_DELETES, Retirement
 from scopecheck.impl.sqlite.schema import COST_COLUMNS, TOKEN_COLUMNS, translate
 from scopecheck.impl.stats import MESSAGE_TYPE, add_usage
 from scopecheck.impl.validation import (
+    CheckedTransaction,
     check_list_query,
     check_name,
     check_references,
@@ -48,7 +53,6 @@ from scopecheck.models.records import (
 )
 from scopecheck.models.scope import SESSION, Scope, scope_id_of
 from scopecheck.models.writes import (
-    AnyWrite,
     AppendList,
     DeleteList,
     DeleteValue,
@@ -118,6 +122,9 @@ class SqliteStorage:
         path: str,
         clock: Clock,
         on_close: Callable[[SqliteStorage], None] | None = None,
+        *,
+        sequence: SequencePolicy = GLOBAL_SEQUENCE,
+        retirement: Retirement = SCOPED_DELETES,
     ) -> None:
         self._session_id = session_id
         self._conn = conn
@@ -126,15 +133,14 @@ class SqliteStorage:
         self._cur = conn.cursor()
         self._path = path
         self._clock = clock
-        #: Serialises commits, reads and close on the one connection (re-entrant so a test
-        #: hook inside a commit may read).
+        #: Serialises commits, reads and close on the one connection (re-entrant, so a read
+        #: through this handle from inside a commit's collaborators cannot deadlock).
         self._queue = threading.RLock()
         self._sealed = False
         self._closed = False
         self._on_close = on_close
-        #: Test hook: called inside the commit transaction after each applied write, with the
-        #: write's index.  Raising from it must roll back everything (SQLITE-4).
-        self.after_write: Callable[[int, AnyWrite], None] | None = None
+        self._sequence = sequence
+        self._retirement = retirement
 
     @property
     def session_id(self) -> str:
@@ -165,15 +171,15 @@ class SqliteStorage:
             if self._closed:  # pragma: no cover - sealed is set before closed
                 raise ClosedError()
             with translate(self._path):
-                return self._commit_locked(checked.writes)
+                return self._commit_locked(checked)
 
-    def _commit_locked(self, writes: tuple[AnyWrite, ...]) -> tuple[Committed, ...]:
-        if not writes:  # an empty commit consumes no seq and touches nothing (SEQ-4)
+    def _commit_locked(self, checked: CheckedTransaction) -> tuple[Committed, ...]:
+        if not checked.writes:  # an empty commit consumes no seq and touches nothing (SEQ-4)
             return ()
         cur = self._cur
         cur.execute("BEGIN IMMEDIATE")
         try:
-            committed = self._commit_in_transaction(writes)
+            committed, next_seq = self._commit_in_transaction(checked)
         except BaseException:
             self._rollback()
             raise
@@ -181,7 +187,7 @@ class SqliteStorage:
             cur.execute("COMMIT")
         except apsw.Error:
             self._rollback()
-            if self._committed_anyway(committed[-1].seq + 1):
+            if self._committed_anyway(next_seq):
                 return committed
             raise
         return committed
@@ -207,16 +213,23 @@ class SqliteStorage:
             if not self._conn.get_autocommit():
                 self._conn.execute("ROLLBACK")
 
-    def _commit_in_transaction(self, writes: tuple[AnyWrite, ...]) -> tuple[Committed, ...]:
+    def _commit_in_transaction(
+        self, checked: CheckedTransaction
+    ) -> tuple[tuple[Committed, ...], int]:
+        """Apply ``checked`` inside the open transaction: its committed writes and the
+        ``next_seq`` stored for the Session."""
+        writes = checked.writes
         row = self._session_row()
-        next_seq, message_count = row[0], row[1]
+        message_count = row[1]
         check_references(writes, self._id_exists, self._entry_exists)
+        allocation = self._sequence.allocate(self._session_id, row[0], checked.scope_id, writes)
         timestamp = self._clock()
         committed = tuple(
-            Committed(next_seq + index, timestamp, write) for index, write in enumerate(writes)
+            Committed(allocation.first + index, timestamp, write)
+            for index, write in enumerate(writes)
         )
         totals: UsageTotals | None = None
-        for index, item in enumerate(committed):
+        for item in committed:
             write = item.write
             self._apply(item)
             if isinstance(write, InsertEntry) and write.type == MESSAGE_TYPE:
@@ -225,10 +238,8 @@ class SqliteStorage:
                 if totals is None:
                     totals = decode_stats(row[1:]).usage
                 totals = add_usage(totals, write.usage)  # in seq order (SQLITE-13)
-            if self.after_write is not None:
-                self.after_write(index, write)
-        self._advance(next_seq, self._seqs_consumed(writes), message_count, totals)
-        return committed
+        self._advance(allocation.next_seq, message_count, totals)
+        return committed, allocation.next_seq
 
     def _session_row(self) -> tuple[Any, ...]:
         # fetchall, not fetchone: a statement left unfinished would pin a read snapshot
@@ -243,22 +254,14 @@ class SqliteStorage:
             )
         return tuple(row)
 
-    def _seqs_consumed(self, writes: tuple[AnyWrite, ...]) -> int:
-        """Every write consumes its seq, retirements included (SQLITE-5)."""
-        return len(writes)
-
-    def _advance(
-        self, next_seq: int, consumed: int, message_count: int, totals: UsageTotals | None
-    ) -> None:
+    def _advance(self, next_seq: int, message_count: int, totals: UsageTotals | None) -> None:
         """Store the new ``next_seq``, message count and (if changed) usage totals."""
         if totals is None:
-            self._cur.execute(_ADVANCE_SEQ, (next_seq + consumed, message_count, self._session_id))
+            self._cur.execute(_ADVANCE_SEQ, (next_seq, message_count, self._session_id))
             return
         values = [getattr(totals, f) for f in _TOTAL_FIELDS]
         stored = [_store_int(v) for v in values[:5]] + [float(v) for v in values[5:]]
-        self._cur.execute(
-            _ADVANCE_ALL, (next_seq + consumed, message_count, *stored, self._session_id)
-        )
+        self._cur.execute(_ADVANCE_ALL, (next_seq, message_count, *stored, self._session_id))
 
     def _id_exists(self, ident: str) -> bool:
         return self._cur.execute(
@@ -303,7 +306,7 @@ class SqliteStorage:
                     la.key,
                     seq,
                     _text(write.element_json),
-                    self._stored_tag(write),
+                    write.tag,
                 ),
             )
         elif isinstance(write, DeleteList):
@@ -344,20 +347,10 @@ class SqliteStorage:
                 ),
             )
         elif isinstance(write, RetireScope):
-            self._retire(write.retired.id)
+            # inside this transaction, in seq order with its siblings (SQLITE-3)
+            self._retirement.retire(self._conn, sid, write.retired.id)
         else:  # pragma: no cover - check_shape admits only the write types above
             raise AssertionError(write)
-
-    def _stored_tag(self, write: AppendList[Any]) -> str | None:
-        return write.tag
-
-    def _retire(self, scope_id: str) -> None:
-        """The two scoped deletes of 000 §8, inside the commit transaction (SQLITE-3)."""
-        params = (self._session_id, scope_id)
-        self._conn.execute(
-            "DELETE FROM scalar_values WHERE session_id = ? AND scope_id = ?", params
-        )
-        self._conn.execute("DELETE FROM list_values WHERE session_id = ? AND scope_id = ?", params)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -382,14 +375,16 @@ class SqliteStorage:
             raise usage("invalid_query", f"not a value address: {address!r}")
         with self._queue, translate(self._path):
             self._check_live()
-            row = self._point_read(address)
+            row = self._conn.execute(
+                self.POINT_READ_SQL,
+                (
+                    self._session_id,
+                    scope_column(address.scope_id),
+                    address.namespace,
+                    address.key,
+                ),
+            ).fetchone()
         return None if row is None else ValueRecord(row[0], _blob(row[1]))
-
-    def _point_read(self, address: ValueAddress[Any, Scope]) -> Any:
-        return self._conn.execute(
-            self.POINT_READ_SQL,
-            (self._session_id, scope_column(address.scope_id), address.namespace, address.key),
-        ).fetchone()
 
     def scan_values(
         self, namespace: str, prefix: str = "", scope: Scope | None = None

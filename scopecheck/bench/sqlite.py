@@ -157,9 +157,10 @@ def _raw_commits(root: str, statements: list[list[Statement]], synchronous: str)
 
 
 def _backend_commits(root: str, workload: Sequence[Transaction], synchronous: str) -> float:
-    cls = type("BenchRepository", (SqliteRepository,), {"synchronous": synchronous})
     clock = StepClock()
-    repo = cls(os.path.join(root, f"backend-{synchronous}"), clock)
+    repo = SqliteRepository(
+        os.path.join(root, f"backend-{synchronous}"), clock, synchronous=synchronous
+    )
     storage = repo.create("s")
     started = time.perf_counter()
     for index, writes in enumerate(workload):

@@ -9,6 +9,7 @@ and byte-compares it — the same check as ``tests/fork/test_fork_backends.py``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 import time
@@ -158,7 +159,7 @@ _register(
 
 
 def _sqlite_unknown(clock: Any) -> Any:
-    repo = type("CopyUnknownSqlite", (SqliteRepository,), {"fork_driver": CopyUnknownDriver})
+    repo = functools.partial(SqliteRepository, fork_driver=CopyUnknownDriver)
     return SqliteWorld(clock, repository_class=repo)
 
 
@@ -185,10 +186,8 @@ class UnfilteredStage(Stage):
         return self._session_rows("list_values", columns, (NamespaceSpan(),))
 
 
-UnfilteredSqlite = type("UnfilteredSqlite", (SqliteRepository,), {"fork_stage": UnfilteredStage})
-UnfilteredSqliteContainer = type(
-    "UnfilteredSqliteContainer", (SqliteContainerRepository,), {"fork_stage": UnfilteredStage}
-)
+UnfilteredSqlite = functools.partial(SqliteRepository, fork_stage=UnfilteredStage)
+UnfilteredSqliteContainer = functools.partial(SqliteContainerRepository, fork_stage=UnfilteredStage)
 
 
 def probe_unfiltered_reads() -> tuple[bool, str]:
@@ -250,7 +249,7 @@ def probe_materialised() -> tuple[bool, str]:
     from scopecheck.bench.fork import _clock, probe_growth
 
     memory = SnapshotMemory
-    sqlite = type("MaterialisingSqlite", (SqliteRepository,), {"fork_stage": MaterialisingStage})
+    sqlite = functools.partial(SqliteRepository, fork_stage=MaterialisingStage)
     caught_memory, memory_notes = probe_growth({"memory": lambda root: memory(_clock)})
     caught_sqlite, sqlite_notes = probe_growth({"sqlite": lambda root: sqlite(root, _clock)})
     return caught_memory and caught_sqlite, f"{memory_notes}; {sqlite_notes}"

@@ -164,3 +164,16 @@ def opening_over(name: str, wrap: Callable[[FileSystem], OpeningFileSystem]) -> 
 
     Opening.__name__ = Opening.__qualname__ = f"Jsonl_{name.replace('-', '_')}"
     return Opening
+
+
+def sqlite_over(factory: Callable[..., Any], wrap: SessionWrap) -> Callable[..., Any]:
+    """A repository factory taking what ``factory`` takes (``SqliteRepository``,
+    ``SqliteContainerRepository`` or a partial of either with its settings): the real
+    repository, handing out ``wrap(session, shared)``.  ``shared`` is one dict per call of
+    ``sqlite_over``, so a world that reopens through the same factory keeps it."""
+    shared: dict[str, Any] = {}
+
+    def make(*args: Any, **kwargs: Any) -> WrappedRepository:
+        return WrappedRepository(factory(*args, **kwargs), wrap, shared)
+
+    return make

@@ -1,119 +1,160 @@
 """Planted bugs in the SQLite backend: the mistakes 000 §8 and §9.4 warn about.
 
-Each is a small subclass of the real backend changing one behaviour.  Those whose effect shows
-in ordinary results are caught by the stateful machine (``caught_by="machine"``); those that
-only matter when the process dies mid-commit or the power fails are caught by the crash sweep
-(``caught_by="crash"``, :func:`crash_check`; :func:`crash_result` reports such a run as a
-``MutantResult``).  All of them register into the catalogue of ``scopecheck.mutants``.
+Each is planted from outside the real backend, at one of its public seams: a sequence or
+retirement policy, or a durability setting, passed to the real repository's constructor, or a
+wrapper around the Sessions it hands out (:func:`scopecheck.mutants.seams.sqlite_over`).  Those
+whose effect shows in ordinary results are caught by the stateful machine
+(``caught_by="machine"``); those that only matter when the process dies mid-commit or the power
+fails are caught by the crash sweep (``caught_by="crash"``, :func:`crash_check`;
+:func:`crash_result` reports such a run as a ``MutantResult``).  All of them register into the
+catalogue of ``scopecheck.mutants``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import apsw
 import attrs
 
 from scopecheck.backends import Backend, SqliteWorld
-from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository, SqliteStorage
+from scopecheck.impl.sequence import Allocation
+from scopecheck.impl.sqlite import SCOPED_DELETES, SqliteContainerRepository, SqliteRepository
+from scopecheck.impl.sqlite.storage import scope_column
 from scopecheck.models.addresses import ValueAddress, value, value_list
-from scopecheck.models.records import Committed
-from scopecheck.models.scope import Scope, ephemeral_scope
+from scopecheck.models.records import Committed, ValueRecord
+from scopecheck.models.scope import SESSION, Scope, ephemeral_scope, scope_id_of
 from scopecheck.models.writes import (
     AnyWrite,
     AppendList,
     RetireScope,
+    SetValue,
     append_list,
     insert_entry,
     retire_scope,
     set_value,
 )
 from scopecheck.mutants import Mutant, MutantResult, register
+from scopecheck.mutants.seams import SessionWrap, WrappedSession, sqlite_over
 
 
-class PointReadIgnoresScope(SqliteStorage):
-    """get_value looks rows up by session, namespace and key only (SQLITE-2)."""
+class PointReadIgnoresScope(WrappedSession):
+    """get_value looks rows up by session, namespace and key only (SQLITE-2): it answers as
+    ``SELECT ... WHERE session_id = ? AND namespace = ? AND key = ? ORDER BY scope_id LIMIT 1``
+    would, with the first row in ``scope_id`` column order (``''`` for the session scope, then
+    UTF-8 byte order) among every scope a commit in this world has written a value in."""
 
-    POINT_READ_SQL = (
-        "SELECT seq, value FROM scalar_values WHERE session_id = ? AND namespace = ? "
-        "AND key = ? ORDER BY scope_id LIMIT 1"
-    )
-
-    def _point_read(self, address: ValueAddress[Any, Scope]) -> Any:
-        return self._conn.execute(
-            self.POINT_READ_SQL, (self._session_id, address.namespace, address.key)
-        ).fetchone()
-
-
-class RetireInSeparateTransaction(SqliteStorage):
-    """The scoped DELETEs run in their own transaction after the commit (SQLITE-3)."""
-
-    def _commit_locked(self, writes: tuple[AnyWrite, ...]) -> tuple[Committed, ...]:
-        self._deferred: list[str] = []
-        committed = super()._commit_locked(writes)
-        if self._deferred:
-            self._conn.execute("BEGIN IMMEDIATE")
-            for scope_id in self._deferred:
-                super()._retire(scope_id)
-            self._conn.execute("COMMIT")
+    def commit(self, writes: Any) -> tuple[Committed, ...]:
+        committed: tuple[Committed, ...] = self._inner.commit(writes)
+        with self._shared.setdefault("lock", threading.Lock()):
+            seen = self._shared.setdefault("scopes", {})
+            for item in committed:
+                if isinstance(item.write, SetValue):
+                    seen[item.write.address.scope] = None
         return committed
 
-    def _retire(self, scope_id: str) -> None:
-        self._deferred.append(scope_id)
-
-
-class RetireConsumesNoSeq(SqliteStorage):
-    """sessions.next_seq is not advanced for retirement writes (SQLITE-5)."""
-
-    def _seqs_consumed(self, writes: tuple[AnyWrite, ...]) -> int:
-        return sum(1 for write in writes if not isinstance(write, RetireScope))
-
-
-class TagDropped(SqliteStorage):
-    """List appends store NULL instead of their tag (SQLITE-1)."""
-
-    def _stored_tag(self, write: AppendList[Any]) -> str | None:
+    def get_value(self, address: Any) -> ValueRecord | None:
+        if not isinstance(address, ValueAddress):
+            result: ValueRecord | None = self._inner.get_value(address)
+            return result
+        with self._shared.setdefault("lock", threading.Lock()):
+            scopes: list[Scope] = [SESSION, *self._shared.get("scopes", {})]
+        for scope in sorted(set(scopes), key=_scope_column_order):
+            found: ValueRecord | None = self._inner.get_value(
+                ValueAddress(address.namespace, address.key, scope)
+            )
+            if found is not None:
+                return found
         return None
 
 
-class RetireLeavesLists(SqliteStorage):
-    """Retirement deletes the scope's scalar rows but not its list rows (SQLITE-3)."""
+def _scope_column_order(scope: Scope) -> bytes:
+    """SQLite's BINARY collation of the ``scope_id`` column: memcmp of the UTF-8 bytes."""
+    return scope_column(scope_id_of(scope)).encode("utf-8")
 
-    def _retire(self, scope_id: str) -> None:
-        self._conn.execute(
-            "DELETE FROM scalar_values WHERE session_id = ? AND scope_id = ?",
-            (self._session_id, scope_id),
+
+class TagDropped(WrappedSession):
+    """List appends are committed with no tag, so the database stores NULL (SQLITE-1); the
+    acknowledgement still shows the caller's writes, tags included."""
+
+    def commit(self, writes: Any) -> tuple[Committed, ...]:
+        if not isinstance(writes, (list, tuple)):
+            result: tuple[Committed, ...] = self._inner.commit(writes)
+            return result
+        stored = [attrs.evolve(w, tag=None) if isinstance(w, AppendList) else w for w in writes]
+        committed: tuple[Committed, ...] = self._inner.commit(stored)
+        return tuple(
+            attrs.evolve(item, write=write) for item, write in zip(committed, writes, strict=True)
         )
+
+
+class RetireConsumesNoSeq:
+    """Sequence policy: write *i* still gets ``next_seq + i``, but ``sessions.next_seq`` is not
+    advanced for retirement writes, so the next transaction reuses their seqs (SQLITE-5)."""
+
+    def allocate(
+        self, session_id: str, next_seq: int, scope_id: str | None, writes: Sequence[Any]
+    ) -> Allocation:
+        drawn = sum(1 for write in writes if not isinstance(write, RetireScope))
+        return Allocation(next_seq, next_seq + drawn)
+
+
+class RetireLeavesLists:
+    """Retirement policy: deletes the scope's scalar rows but not its list rows (SQLITE-3)."""
+
+    def retire(self, conn: apsw.Connection, session_id: str, scope_id: str) -> None:
+        conn.execute(
+            "DELETE FROM scalar_values WHERE session_id = ? AND scope_id = ?",
+            (session_id, scope_id),
+        )
+
+
+class RetireInSeparateTransaction:
+    """Retirement policy: commits what the transaction wrote so far, then runs the scoped
+    DELETEs in a transaction of their own, which the rest of the commit joins (SQLITE-3).
+    Without a crash the end state is right; a crash in between leaves part of a transaction
+    (sibling writes without the seq advance, or without the deletion) on disk."""
+
+    def retire(self, conn: apsw.Connection, session_id: str, scope_id: str) -> None:
+        conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE")
+        SCOPED_DELETES.retire(conn, session_id, scope_id)
 
 
 @attrs.frozen
 class SqliteMutant:
-    """One planted bug: catalogue name, one-line description, how it is built and caught."""
+    """One planted bug: catalogue name, one-line description, how it is built and caught.
+
+    ``settings`` are keyword arguments of the real repository (a durability setting or a
+    policy collaborator); ``wrap`` wraps the Sessions it hands out (``wrap(session, shared)``,
+    ``shared`` being one dict per world that survives its restarts)."""
 
     name: str
     description: str
-    storage: type[SqliteStorage] | None = None
-    repository_attrs: dict[str, Any] = attrs.field(factory=dict)
+    settings: dict[str, Any] = attrs.field(factory=dict)
+    wrap: SessionWrap | None = None
     shared: bool = False
     caught_by: str = "machine"
 
-    def repository_class(self) -> type[Any]:
+    def repository_factory(self) -> Callable[..., Any]:
+        """A fresh factory for the sweeps and worlds: ``factory(target, clock, vfs=...)``."""
         base = SqliteContainerRepository if self.shared else SqliteRepository
-        extra = dict(self.repository_attrs)
-        if self.storage is not None:
-            extra["storage_class"] = self.storage
-        return type(f"{base.__name__}_{self.name.replace('-', '_')}", (base,), extra)
+        factory: Callable[..., Any] = functools.partial(base, **self.settings)
+        return factory if self.wrap is None else sqlite_over(factory, self.wrap)
 
     def backend(self) -> Backend:
-        cls = self.repository_class()
-
         def new_world(clock: Callable[[], int]) -> SqliteWorld:
-            return SqliteWorld(clock, self.shared, cls)
+            return SqliteWorld(clock, self.shared, self.repository_factory())
 
         from scopecheck.crash_explorers import SqliteCrashExplorer
 
         explorer = SqliteCrashExplorer(
-            "shared" if self.shared else "per-file", repository=cls, backend=self.name
+            "shared" if self.shared else "per-file",
+            repository=self.repository_factory(),
+            backend=self.name,
         )
         return Backend(
             f"sqlite[{self.name}]", new_world, f"SQLite with {self.description}", crash=explorer
@@ -124,30 +165,32 @@ MUTANTS: tuple[SqliteMutant, ...] = (
     SqliteMutant(
         "sqlite-point-read-ignores-scope",
         "scope identity omitted from the point read of a scalar value",
-        PointReadIgnoresScope,
+        wrap=PointReadIgnoresScope,
     ),
     SqliteMutant(
         "sqlite-retire-separate-transaction",
         "retirement's scoped DELETEs committed in a separate transaction after the siblings",
-        RetireInSeparateTransaction,
+        {"retirement": RetireInSeparateTransaction()},
         caught_by="crash",
     ),
     SqliteMutant(
         "sqlite-retire-consumes-no-seq",
         "sessions.next_seq not advanced by retirement writes",
-        RetireConsumesNoSeq,
+        {"sequence": RetireConsumesNoSeq()},
     ),
-    SqliteMutant("sqlite-tag-dropped", "list tag dropped on write (stored as NULL)", TagDropped),
+    SqliteMutant(
+        "sqlite-tag-dropped", "list tag dropped on write (stored as NULL)", wrap=TagDropped
+    ),
     SqliteMutant(
         "sqlite-synchronous-off",
         "synchronous=OFF: commits acknowledged before the WAL reaches the disk",
-        repository_attrs={"synchronous": "OFF"},
+        {"synchronous": "OFF"},
         caught_by="crash",
     ),
     SqliteMutant(
         "sqlite-shared-retire-leaves-lists",
         "container layout: retirement deletes scoped values but leaves scoped list rows",
-        RetireLeavesLists,
+        {"retirement": RetireLeavesLists()},
         shared=True,
     ),
 )
@@ -177,7 +220,7 @@ def crash_check(mutant: SqliteMutant, max_failures: int = 1) -> Any:
     return crash_sweep(
         crash_workload(),
         layout="shared" if mutant.shared else "per-file",
-        repository_class=mutant.repository_class(),
+        repository_class=mutant.repository_factory(),
         variants=2,
         max_failures=max_failures,
     )

@@ -117,7 +117,7 @@ def test_sqlite_sweep_catches_retirement_committed_apart_from_the_terminal_clean
     terminal siblings; a power cut between the two leaves a finished operation's scope."""
     mutant = _sqlite_mutant("sqlite-retire-separate-transaction")
     report = lifecycle_crash_sweep(
-        "short", repository_class=mutant.repository_class(), variants=2, max_failures=3
+        "short", repository_class=mutant.repository_factory(), variants=2, max_failures=3
     )
     assert report.failures
     assert any("committed but its scope still holds" in f.problem for f in report.failures)
@@ -130,7 +130,7 @@ def test_sqlite_sweep_catches_synchronous_off() -> None:
     loses acknowledged lifecycle steps and recovery finds an earlier operation state."""
     mutant = _sqlite_mutant("sqlite-synchronous-off")
     report = lifecycle_crash_sweep(
-        "short", repository_class=mutant.repository_class(), variants=2, max_failures=3
+        "short", repository_class=mutant.repository_factory(), variants=2, max_failures=3
     )
     assert report.failures
     assert any("recovery after" in f.problem for f in report.failures)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -244,3 +245,35 @@ def test_create_ignores_sidecars_left_by_a_delete_interrupted_after_the_main_fil
     assert fresh.get_value(value("app", "old")) is None
     assert fresh.commit([set_value(value("app", "new"), 1)])[0].seq == 1
     repo.close()
+
+
+@pytest.mark.rule("SQLITE-17", "SQLITE-8")
+@pytest.mark.parametrize("shared", [False, True], ids=["per-file", "container"])
+def test_durability_settings_are_checked_before_any_file_is_opened(
+    tmp_path: Path, shared: bool
+) -> None:
+    """A journal mode or synchronous level SQLite does not name is a coded usage error and
+    creates nothing; a named one (any case) is what the connections run with; the default is
+    SQLITE-8's WAL with synchronous=FULL."""
+    root = tmp_path / "repo"
+    cls: Any = SqliteContainerRepository if shared else SqliteRepository
+    target = str(root / "c.sqlite") if shared else str(root)
+    for setting, bad, code in (
+        ("journal_mode", "wal; DROP TABLE sessions", "invalid_journal_mode"),
+        ("journal_mode", "", "invalid_journal_mode"),
+        ("synchronous", "FULLY", "invalid_synchronous"),
+        ("synchronous", 2, "invalid_synchronous"),
+    ):
+        error = expect_code(code, functools.partial(cls, target, **{setting: bad}))
+        assert error.details["field"] == setting and repr(bad) in str(error)
+        assert not root.exists()
+    for name, settings, expected in (
+        ("default", {}, ("wal", 2)),
+        ("named", {"journal_mode": "delete", "synchronous": "Normal"}, ("delete", 1)),
+    ):
+        where = root / name
+        repo = cls(str(where / "c.sqlite") if shared else str(where), **settings)
+        conn = repo.create("s").connection
+        assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == expected[0]
+        assert conn.execute("PRAGMA synchronous").fetchall()[0][0] == expected[1]
+        repo.close()

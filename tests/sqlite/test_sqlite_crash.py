@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,14 @@ from scopecheck.crashsim.sqlite_vfs import (
     post_crash_images,
 )
 from scopecheck.crashsim.workload import make_workload
+from scopecheck.impl.sequence import GLOBAL_SEQUENCE, Allocation
 from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
-from scopecheck.impl.sqlite.storage import SqliteStorage
 from scopecheck.models.addresses import value
+from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.protocols import Clock
+from scopecheck.models.records import Committed
 from scopecheck.models.writes import set_value
+from scopecheck.mutants.seams import WrappedRepository, WrappedSession
 
 WORKLOAD = make_workload(11, transactions=6, big_every=3)
 
@@ -82,20 +88,10 @@ def test_io_error_during_recovery_on_reopen_loses_nothing(layout: Any, mode: Any
     assert_clean(report)
 
 
-class SyncOff(SqliteRepository):
-    synchronous = "OFF"
-
-
-class SyncNormal(SqliteRepository):
-    synchronous = "NORMAL"
-
-
-class JournalOff(SqliteRepository):
-    journal_mode = "OFF"
-
-
-class SharedJournalOff(SqliteContainerRepository):
-    journal_mode = "OFF"
+SyncOff = functools.partial(SqliteRepository, synchronous="OFF")
+SyncNormal = functools.partial(SqliteRepository, synchronous="NORMAL")
+JournalOff = functools.partial(SqliteRepository, journal_mode="OFF")
+SharedJournalOff = functools.partial(SqliteContainerRepository, journal_mode="OFF")
 
 
 @pytest.mark.rule("CRASH-SQL-6")
@@ -259,15 +255,47 @@ def test_a_crash_failure_carries_a_reproducer_that_replays_the_same_images() -> 
     ]
 
 
-class AckFailedCommit(SqliteStorage):
-    """Planted bug: a COMMIT that raised is acknowledged without checking it committed."""
+class AllocationLog:
+    """The contract's sequence policy, remembering each Session's latest allocation."""
 
-    def _committed_anyway(self, expected_next_seq: int) -> bool:
-        return True
+    def __init__(self) -> None:
+        self.latest: dict[str, Allocation] = {}
+
+    def allocate(
+        self, session_id: str, next_seq: int, scope_id: str | None, writes: Sequence[Any]
+    ) -> Allocation:
+        allocation = GLOBAL_SEQUENCE.allocate(session_id, next_seq, scope_id, writes)
+        self.latest[session_id] = allocation
+        return allocation
 
 
-class AckFailedCommitRepository(SqliteRepository):
-    storage_class = AckFailedCommit
+class AckFailedCommit(WrappedSession):
+    """Planted bug: a commit that failed after its transaction drew its seqs -- in practice its
+    COMMIT statement -- is acknowledged with the seqs it drew, without checking that it
+    committed (the real backend acknowledges only a COMMIT whose ``next_seq`` is on disk)."""
+
+    def commit(self, writes: Any) -> tuple[Committed, ...]:
+        log: AllocationLog = self._shared["log"]
+        log.latest.pop(self.session_id, None)
+        try:
+            committed: tuple[Committed, ...] = self._inner.commit(writes)
+        except ScopecheckError:
+            allocation = log.latest.get(self.session_id)
+            if allocation is None:  # refused or failed before it drew a seq
+                raise
+            timestamp = self._shared["clock"]()
+            return tuple(
+                Committed(allocation.first + index, timestamp, write)
+                for index, write in enumerate(writes)
+            )
+        return committed
+
+
+def ack_failed_commit_repository(target: str, clock: Clock, **settings: Any) -> Any:
+    """The real per-file repository with :class:`AckFailedCommit` over its Sessions."""
+    log = AllocationLog()
+    real = SqliteRepository(target, clock, sequence=log, **settings)
+    return WrappedRepository(real, AckFailedCommit, {"log": log, "clock": clock})
 
 
 @pytest.mark.rule("CRASH-SQL-4")
@@ -279,10 +307,10 @@ def test_fuzz_crash_injection_runs_io_faults_and_replays_what_they_catch() -> No
 
     states, faults, records = SqliteCrashExplorer().explore_with_faults(1.0, seed=5)
     assert states > faults > 0 and records == []
-    planted = SqliteCrashExplorer(repository=AckFailedCommitRepository, backend="planted")
+    planted = SqliteCrashExplorer(repository=ack_failed_commit_repository, backend="planted")
     assert not crash_sweep(  # its crash states are fine: only the I/O-fault runs can see it
         make_workload(5, transactions=6, big_every=3),
-        repository_class=AckFailedCommitRepository,
+        repository_class=ack_failed_commit_repository,
         variants=2,
         seed=5,
     ).failures

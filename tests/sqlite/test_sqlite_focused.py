@@ -6,17 +6,16 @@ import errno
 import os
 from typing import Any
 
+import apsw
 import pytest
 
 import scopecheck.impl.sqlite.repository as repository
-from scopecheck.impl.sqlite import SqliteRepository, SqliteStorage
+from scopecheck.impl.sqlite import SCOPED_DELETES, SqliteRepository, SqliteStorage
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import StorageIOError, UsageError
 from scopecheck.models.fork import TreeFork
 from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import (
-    AnyWrite,
-    RetireScope,
     append_list,
     insert_entry,
     retire_scope,
@@ -111,39 +110,66 @@ class Injected(Exception):
     """The failure forced inside the commit transaction."""
 
 
+class FailAfterDeletes:
+    """A retirement policy that runs the real scoped deletes, records what the transaction
+    then sees of the scope, and fails once -- a failure after the deletion, inside the
+    commit transaction."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def retire(self, conn: apsw.Connection, session_id: str, scope_id: str) -> None:
+        SCOPED_DELETES.retire(conn, session_id, scope_id)
+        if self.seen:
+            return
+        count = conn.execute(
+            "SELECT (SELECT count(*) FROM list_values WHERE session_id = ?1 AND scope_id = ?2)"
+            " + (SELECT count(*) FROM scalar_values WHERE session_id = ?1 AND scope_id = ?2)",
+            (session_id, scope_id),
+        ).fetchall()[0][0]
+        self.seen.append(count)
+        raise Injected("after scope deletion")
+
+
+#: The last statement of every commit, after all of its writes and the scoped deletes.
+FAIL_SEQ_ADVANCE = (
+    "CREATE TEMP TRIGGER fail_seq_advance BEFORE UPDATE OF next_seq ON sessions "
+    "BEGIN SELECT RAISE(ABORT, 'injected at the seq advance'); END"
+)
+
+
 @pytest.mark.rule("SQLITE-4", "SQLITE-3")
+@pytest.mark.parametrize("where", ["after-scope-deletion", "at-seq-advance"])
 def test_forced_failure_after_scope_deletion_rolls_back_deletion_and_siblings(
-    make_repo: Any,
+    make_repo: Any, where: str
 ) -> None:
-    """A failure raised inside the transaction, after the scoped DELETEs ran, restores every
-    scoped row and drops every sibling write; next_seq does not move."""
-    storage = make_repo().create("s")
+    """A failure raised inside the transaction -- by the retirement policy after the scoped
+    DELETEs ran, or by a trigger on the seq advance that ends every commit -- restores every
+    scoped row and drops every sibling write, earlier and later; next_seq does not move."""
+    retirement = FailAfterDeletes()
+    repo = make_repo(retirement=retirement) if where == "after-scope-deletion" else make_repo()
+    storage = repo.create("s")
     seed_scoped_state(storage)
     before = storage.snapshot()
     seq_before = next_seq(storage)
-    seen: list[int] = []
-
-    def fail_after_retire(index: int, write: AnyWrite) -> None:
-        if isinstance(write, RetireScope):
-            # the deletion is visible inside the transaction before we fail
-            seen.append(
-                raw(storage, "SELECT count(*) FROM list_values WHERE scope_id='op-1'")[0][0]
-            )
-            raise Injected("after scope deletion")
-
-    storage.after_write = fail_after_retire
-    with pytest.raises(Injected):
+    if where == "at-seq-advance":
+        storage.connection.execute(FAIL_SEQ_ADVANCE)
+    expected: type[Exception] = Injected if where == "after-scope-deletion" else StorageIOError
+    with pytest.raises(expected):
         storage.commit(
             [insert_entry("e1", None, "message"), retire_scope(OP), set_value(value("app", "x"), 1)]
         )
-    assert seen == [0]
-    storage.after_write = None
+    if where == "after-scope-deletion":
+        assert retirement.seen == [0]  # the deletion was visible inside the transaction
+    else:
+        storage.connection.execute("DROP TRIGGER temp.fail_seq_advance")
     assert storage.snapshot() == before
     assert next_seq(storage) == seq_before
     assert storage.get_entry("e1") is None
     assert len(storage.read_list(value_list("pi.frames", "r", OP))) == 2
     # the handle stays usable and allocates the seq the failed commit did not consume
     assert storage.commit([retire_scope(OP)])[0].seq == seq_before
+    assert storage.read_list(value_list("pi.frames", "r", OP)) == ()
 
 
 @pytest.mark.rule("SQLITE-7")
