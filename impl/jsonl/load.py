@@ -40,7 +40,7 @@ class Tx:
     bytes, or the decoded records for a legacy import.
 
     The decoded records are not kept (open speed, JSONL-7); :attr:`records` decodes them again
-    for the inspector and the planted bugs.
+    for the inspector.
     """
 
     line: int

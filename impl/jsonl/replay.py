@@ -2,9 +2,8 @@
 
 Two ways in, one result:
 
-* :func:`replay` folds a load plan's retained transactions (:mod:`scopecheck.impl.jsonl.load`) in
-global
-  order.  The inspector, legacy imports, the planted bugs and any file the fast path does not
+* :func:`replay` folds a load plan's retained transactions (:mod:`scopecheck.impl.jsonl.load`)
+  in global order.  The inspector, legacy imports and any file the fast path does not
   recognise go this way.
 * :func:`fold_main_log` is open's fast path for a *clean* main log: it checks each line and
   folds it into the resident maps in the same pass, so nothing per transaction outlives its
