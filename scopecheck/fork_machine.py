@@ -3,10 +3,14 @@
 ``make_fork_machine(backend)`` extends :class:`~scopecheck.machine.StorageMachine` with rules
 that write lanes (tips, configs, states — complete, partial and data-only), labels, the session
 name, op/pending/result state, unknown reserved namespaces (set, and set-then-deleted), and with
-a ``fork`` rule that draws a random branch, entry, position or tree scope.  The model computes
-the expected destination from the source's log (:mod:`scopecheck.models.fork_model`); the rule
-compares the outcome (destination id or error code), then the destination's complete logical state,
-its ``parent_session_id`` and the seq of its first commit (the high-water mark, FORK-6), then
+a ``fork`` rule that draws a random branch, entry, position or tree scope, and a
+``fork_refused`` rule for the refusals other draws make rarely or never (a missing source, a
+closed destination, data-only and partial lanes, options that are no ``ForkOptions``).  The
+model computes the expected destination from the source's log
+(:mod:`scopecheck.models.fork_model`); every fork step compares the outcome (destination id or
+error code) and ``repository.list()`` -- a refused fork leaves no Session behind, on every
+backend (FORK-1, CHECK-8) -- then the destination's complete logical state, its
+``parent_session_id`` and the seq of its first commit (the high-water mark, FORK-6), then
 deletes it again.  ``make_lockstep_machine`` runs Memory, JSONL and SQLite side by side.
 """
 
@@ -30,7 +34,7 @@ from scopecheck.machine import (
     outcome,
     same,
 )
-from scopecheck.models.addresses import value, value_list
+from scopecheck.models.addresses import ValueAddress, value, value_list
 from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
 from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.writes import (
@@ -149,6 +153,36 @@ fork_options: st.SearchStrategy[ForkOptions] = st.one_of(
     ),
     st.builds(TreeFork, id=st.sampled_from((None, "fork1", "s2"))),
 )
+
+#: ``(source, options, first)`` of forks every backend must refuse before it copies anything,
+#: which no other fork step makes often or at all, simplest first (FORK-1, FORK-2, REPO-1):
+#:
+#: * a source that does not exist: ``not_found``;
+#: * ``first="close"``: the destination exists but is closed: ``already_exists`` (the registry
+#:   decides, not the open handles);
+#: * ``first="data-only"``/``"partial"``: the source's lane ``solo`` is only a tip
+#:   (``data_only_branch``) or only a config (``corrupt``) -- written just before the fork and
+#:   deleted again after it, so no later fork sees it;
+#: * options that are no ``ForkOptions`` -- nothing, the TypeScript dict spelling (a missing
+#:   ``branch``, an ``entry_id`` a tree fork does not have), a bare scope name:
+#:   ``invalid_fork_options`` (no default scope, no implicit main).
+REFUSED_FORKS: tuple[tuple[str, object, str], ...] = (
+    ("gone", TreeFork(), ""),
+    ("s2", TreeFork(id="s1"), "close"),
+    ("s1", BranchFork("solo"), "data-only"),
+    ("s1", BranchFork("solo"), "partial"),
+    ("s1", None, ""),
+    ("s1", {"scope": "tree"}, ""),
+    ("s1", {"scope": "branch"}, ""),
+    ("s1", {"scope": "tree", "entry_id": "e1"}, ""),
+    ("s1", "tree", ""),
+)
+#: The address and value ``first`` sets in the source's lane ``solo`` before the fork (and
+#: deletes after it).
+_SOLO_LANE: dict[str, tuple[ValueAddress[Any, Any], object]] = {
+    "data-only": (value("pi.branch.tip", "solo"), None),
+    "partial": (value("pi.lane.config", "solo"), {"model": "m1"}),
+}
 
 
 class ForkMachine(SessionPairMachine):
@@ -320,24 +354,65 @@ class ForkMachine(SessionPairMachine):
         pending = legacy is not None and len(self.model.logs[sid]) == legacy.imported
         self.stores[sid].close()
         self.model.close_session(sid)
-        try:
-            key = self._fork(sid, options)
-            if pending:  # a closed, not yet upgraded legacy file (the disk normaliser)
-                tally = type(self).outcomes
-                tally[f"closed-legacy:{key}"] = tally.get(f"closed-legacy:{key}", 0) + 1
-        finally:
-            self.models[sid] = self.model.open(sid)
-            self.stores[sid] = self.repo.open(sid)
+        key = self._fork(sid, options)
+        if pending:  # a closed, not yet upgraded legacy file (the disk normaliser)
+            tally = type(self).outcomes
+            tally[f"closed-legacy:{key}"] = tally.get(f"closed-legacy:{key}", 0) + 1
+        self._reopen(sid)
 
-    def _fork(self, sid: str, options: ForkOptions) -> str:
-        """Fork on both sides and compare; returns the outcome ("ok" or the error code)."""
+    @rule(call=st.sampled_from(REFUSED_FORKS))
+    def fork_refused(self, call: tuple[str, object, str]) -> None:
+        """A fork every backend refuses before it copies anything, leaving nothing behind
+        (FORK-1, FORK-2): ``call`` is ``(source, options, first)`` from
+        :data:`REFUSED_FORKS`."""
+        source, options, first = call
+        closed = getattr(options, "id", None) if first == "close" else None
+        lane = _SOLO_LANE.get(first)
+        if closed is not None:
+            self.stores[closed].close()
+            self.model.close_session(closed)
+        if lane is not None:
+            self._commit(source, [set_value(*lane)])
+        self._fork(source, options)
+        if lane is not None:
+            self._commit(source, [delete_value(lane[0])])
+        if closed is not None:
+            self._reopen(closed)
+
+    def _reopen(self, sid: str) -> None:
+        """Reopen a Session a step closed.  A backend that lost it fails the check; after a
+        failed check nothing is reopened (the example ends), so a second error from the
+        reopen can never hide the first."""
+        self.models[sid] = self.model.open(sid)
+        reopened = outcome(lambda: self.repo.open(sid))
+        if reopened[0] != "ok":
+            raise MismatchError(
+                f"repository.open({sid!r}) of the Session the step closed: model gave ok, "
+                f"backend gave {reopened!r}"
+            )
+        self.stores[sid] = reopened[1]
+
+    def _fork(self, sid: str, options: object) -> str:
+        """Fork on both sides and compare; returns the outcome ("ok" or the error code).
+
+        Besides the outcome, ``repository.list()`` must equal the model's afterwards: a fork
+        adds its destination and nothing else, a refused one adds nothing -- no destination,
+        no placeholder under a fresh id (FORK-1, CHECK-8).  That is asked of the repository,
+        so it holds on every backend; the disk diff (HYGIENE-3) is an extra check for worlds
+        that have a disk, and the only one that sees stray files that name no Session."""
         self.now += 1
         root = hygiene.disk_root(self.world)
         before = hygiene.tree(root) if root is not None else frozenset()
-        actual = outcome(lambda: self.repo.fork(sid, options))
-        dest = actual[1] if actual[0] == "ok" else (options.id or "fork-model")
+        actual = outcome(lambda: self.repo.fork(sid, options))  # type: ignore[arg-type]
+        named = getattr(options, "id", None)
+        dest = actual[1] if actual[0] == "ok" else (named or "fork-model")
         expected = outcome(lambda: self.model.fork(sid, options, dest))
         same(f"fork({sid!r}, {options!r})", expected, actual)
+        same(
+            f"repository.list() after fork({sid!r}, {options!r}) (FORK-1)",
+            ("ok", self.model.list()),
+            outcome(self.repo.list),
+        )
         if root is not None:
             after = hygiene.tree(root)
             left = (
@@ -441,8 +516,10 @@ FORK_STEP_RULES: dict[str, tuple[str, ...]] = {
     "app_write": ("SEQ-1",),
     "app_state_then_turn": ("SEQ-1",),
     "fork": ("FORK-1", "FORK-2", "FORK-3", "FORK-4", "FORK-5", "FORK-6", "FORK-7", "FORK-8"),
-    "fork_tree": ("FORK-6", "FORK-7", "FORK-9", "FORK-10", "FORK-11"),
-    "fork_closed": ("FORK-4", "FORK-6", "FORK-12"),
+    "fork_branch": ("FORK-1", "FORK-2", "FORK-3", "FORK-4"),
+    "fork_tree": ("FORK-1", "FORK-6", "FORK-7", "FORK-9", "FORK-10", "FORK-11"),
+    "fork_closed": ("FORK-1", "FORK-4", "FORK-6", "FORK-12"),
+    "fork_refused": ("FORK-1", "FORK-2", "REPO-1"),
     "restart": ("REPO-2", "SEQ-7"),
 }
 

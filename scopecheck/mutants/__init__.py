@@ -32,6 +32,7 @@ _MODULES = (
     "scopecheck.mutants.jsonl",
     "scopecheck.mutants.ops",
     "scopecheck.mutants.fork",
+    "scopecheck.mutants.fork_validation",
     "scopecheck.mutants.legacy",
     "scopecheck.mutants.jsonl_crash",
     "scopecheck.mutants.syscall",

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from scopecheck.mutants import Mutant, all_mutants
 from scopecheck.mutants.fork import run_fork_mutant
+from scopecheck.mutants.fork_validation import NAMES as VALIDATION_NAMES
+from tests.test_cli import scopecheck
 
-FORK_MUTANTS = [m for m in all_mutants() if m.caught_by.startswith("fork-")]
+#: Run in-process; the fork-validation bugs run through the CLI below instead.
+FORK_MUTANTS = [
+    m for m in all_mutants() if m.caught_by.startswith("fork-") and m.name not in VALIDATION_NAMES
+]
 
 
 @pytest.mark.rule("ARCH-2")
@@ -33,3 +39,34 @@ def test_fork_mutant_is_caught(mutant: Mutant) -> None:
     ``app_state_then_turn`` rule now exposes it in ~30)."""
     result = run_fork_mutant(mutant)
     assert result.caught, f"{mutant.name} escaped: {result.error or 'no failure'}"
+
+
+@pytest.mark.rule("ARCH-2", "CHECK-8")
+def test_each_fork_validation_bug_is_planted_in_every_backend() -> None:
+    planted = {m.name: m for m in all_mutants() if m.name in VALIDATION_NAMES}
+    assert set(planted) == set(VALIDATION_NAMES)
+    for bug in (
+        "refusal-keeps-destination",
+        "data-only-branch-forks-tree",
+        "accepts-dict-options",
+        "missing-source-empty",
+        "replaces-closed-destination",
+    ):
+        for backend in ("memory", "jsonl", "sqlite"):
+            mutant = planted[f"{backend}-fork-{bug}"]
+            assert (mutant.backend, mutant.caught_by) == ("fork", "fork-machine")
+            assert mutant.description.startswith(f"[{backend}] ")
+
+
+@pytest.mark.rule("ARCH-2", "CHECK-8", "FORK-1", "REPO-1")
+@pytest.mark.parametrize("name", VALIDATION_NAMES)
+def test_fork_validation_bug_is_caught_in_few_steps(name: str) -> None:
+    """Each fork-validation bug, on each backend, is caught as a user runs it (``scopecheck
+    mutants --name``, a fresh interpreter, a fixed hash seed: the derandomised search depends
+    on what the process imported) with a shrunk program of at most 10 steps -- the
+    refusal-keeps-destination one by the ``repository.list()`` check on Memory too."""
+    result = scopecheck("mutants", "--name", name, "--json", hash_seed="0")
+    assert result.returncode in (0, 1), result.stderr
+    (report,) = orjson.loads(result.stdout)["mutants"]
+    assert report["caught"], f"{name} escaped: {report}"
+    assert report["steps"] is not None and report["steps"] <= 10, report
