@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from scopecheck.backends import Backend, JsonlWorld, MemoryWorld, SqliteWorld
+from scopecheck.backends import Backend, JsonlWorld, SqliteWorld, memory_world
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.memory import MemoryRepository, new_fork_id
 from scopecheck.impl.sqlite import SqliteRepository
@@ -138,9 +138,7 @@ def planted(base: type[Any], body: Body) -> type[Any]:
 
 
 def _memory(body: Body, label: str) -> Backend:
-    world = type(
-        "PlantedMemoryWorld", (MemoryWorld,), {"repository_class": planted(MemoryRepository, body)}
-    )
+    world = memory_world(planted(MemoryRepository, body))
     return Backend(f"memory[{label}]", world, f"Memory, {label}")
 
 
