@@ -65,6 +65,15 @@ class MemoryWorld:
     :class:`MemoryRepository`); a planted bug passes one with a broken policy or a wrapper.
     """
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "repository_class" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__} sets repository_class, which MemoryWorld does not read: pass "
+                "MemoryWorld(clock, repository=factory) or use memory_world(factory), where "
+                "factory(clock, registry) returns the repository"
+            )
+
     def __init__(self, clock: Clock, *, repository: MemoryFactory | None = None) -> None:
         self._clock = clock
         self._make: MemoryFactory = repository or MemoryRepository

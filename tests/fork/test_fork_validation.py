@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scopecheck.backends import Backend, JsonlWorld, MemoryWorld, SqliteWorld, resolve_backend
+from scopecheck.backends import Backend, JsonlWorld, SqliteWorld, memory_world, resolve_backend
 from scopecheck.fork_machine import REFUSED_FORKS, make_fork_machine
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.memory import MemoryRepository
@@ -50,7 +50,7 @@ def _keeps_destination(name: str) -> Backend:
     body = keeps_refused_destination
     if name == "memory":
         repo = planted(MemoryRepository, body)
-        return Backend(name, type("World", (MemoryWorld,), {"repository_class": repo}))
+        return Backend(name, memory_world(repo))
     if name.startswith("jsonl"):
         fake = name == "jsonl-fakefs"
         repo = planted(JsonlRepository, body)
