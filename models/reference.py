@@ -154,24 +154,45 @@ def _scope_id(scope: Scope | None) -> str | None:
     raise usage("invalid_scope", f"not a scope: {scope!r}")
 
 
-class ReferenceSession:
-    """The model of one open Session handle over a shared, growing log."""
+class _Folded:
+    """The fold of one log, caught up lazily with what was appended since, and the snapshot of
+    its current length.  Both follow from the log alone, and a log only ever grows (a commit
+    appends; a fork or a re-created Session gets a new list), so every handle over one log can
+    share them: reopening a Session, or restarting, does not refold it."""
 
-    def __init__(self, session_id: str, log: list[Transaction]) -> None:
-        self.session_id = session_id
+    def __init__(self, log: list[Transaction]) -> None:
         self.log = log
-        self._acc = fold(log)
-        self._folded = len(log)
+        self._acc = _Fold()
+        self._folded = 0
         self._snapshot: tuple[int, Snapshot] | None = None
-        self.closed = False
 
-    # The accumulator is refreshed lazily so several handles over one log stay consistent.
-    def _state(self) -> _Fold:
+    def state(self) -> _Fold:
         if self._folded != len(self.log):
             for tx in self.log[self._folded :]:
                 self._acc.step(tx)
             self._folded = len(self.log)
         return self._acc
+
+    def snapshot(self) -> Snapshot:
+        state = self.state()
+        if self._snapshot is None or self._snapshot[0] != len(self.log):
+            self._snapshot = (len(self.log), _snapshot(state))
+        return self._snapshot[1]
+
+
+class ReferenceSession:
+    """The model of one open Session handle over a shared, growing log."""
+
+    def __init__(
+        self, session_id: str, log: list[Transaction], folded: _Folded | None = None
+    ) -> None:
+        self.session_id = session_id
+        self.log = log
+        self._view = _Folded(log) if folded is None or folded.log is not log else folded
+        self.closed = False
+
+    def _state(self) -> _Fold:
+        return self._view.state()
 
     def state_at(self, prefix: int) -> Snapshot:
         """The snapshot after the first ``prefix`` committed transactions (crash oracle)."""
@@ -309,10 +330,8 @@ class ReferenceSession:
         return _stats(self._open())
 
     def snapshot(self) -> Snapshot:
-        state = self._open()
-        if self._snapshot is None or self._snapshot[0] != len(self.log):
-            self._snapshot = (len(self.log), _snapshot(state))
-        return self._snapshot[1]
+        self._open()
+        return self._view.snapshot()
 
     def close(self) -> None:
         self.closed = True
@@ -381,6 +400,8 @@ class ReferenceRepository:
         self.parents: dict[str, str] = {}
         #: Sessions imported from legacy files (:meth:`import_legacy`, LEGACY-13).
         self.legacy: dict[str, Any] = {}
+        #: The fold of each Session's log, shared by its successive handles (:class:`_Folded`).
+        self._folds: dict[str, _Folded] = {}
 
     def import_legacy(self, session_id: str, lines: Sequence[bytes], mint: Any) -> None:
         """A Session that exists as the legacy file ``lines`` (LEGACY-11): its log is the
@@ -441,7 +462,9 @@ class ReferenceRepository:
         return self._handle(session_id)
 
     def _handle(self, session_id: str) -> ReferenceSession:
-        handle = ReferenceSession(session_id, self.logs[session_id])
+        log = self.logs[session_id]
+        handle = ReferenceSession(session_id, log, self._folds.get(session_id))
+        self._folds[session_id] = handle._view
         self.open_handles[session_id] = handle
         return handle
 
@@ -460,5 +483,6 @@ class ReferenceRepository:
         if session_id not in self.logs:
             raise usage("not_found", "missing")
         del self.logs[session_id]
+        self._folds.pop(session_id, None)
         self.parents.pop(session_id, None)
         self.legacy.pop(session_id, None)

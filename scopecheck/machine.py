@@ -11,6 +11,7 @@ lines whose arguments are the contract's own constructors, runnable as Python.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import threading
 import time
@@ -48,6 +49,18 @@ BASE_TIME = 1_750_000_000_000
 
 Outcome = tuple[str, Any]
 
+SIDS = st.sampled_from(SESSION_IDS)
+#: ``read_list`` options, each drawn as one choice: no cursor, the seq of the i-th surviving
+#: element (``("element", i)``) and a raw seq each a third of the time, like a ``one_of`` of the
+#: three; likewise the limits (none, small or invalid, huge) and stop tags (none, or a tag or
+#: the invalid empty one).  ``read_page`` draws valid ones only.
+CURSORS: tuple[Any, ...] = sx.interleave(
+    (None,), tuple(("element", i) for i in range(7)), tuple(range(-1, 41))
+)
+LIMITS: tuple[int | None, ...] = sx.interleave((None,), tuple(range(-1, 7)), (10**6,))
+STOPS: tuple[str | None, ...] = sx.interleave((None,), (*sx.TAGS, ""))
+PAGE_CURSORS: tuple[Any, ...] = sx.interleave((None,), tuple(("element", i) for i in range(7)))
+
 
 def outcome(call: Callable[[], Any]) -> Outcome:
     """Run ``call``; a ScopecheckError becomes ``("error", code)``, anything else propagates --
@@ -65,50 +78,101 @@ class MismatchError(AssertionError):
     """The backend disagreed with the model."""
 
 
-#: The corner steps ``StorageMachine.corner`` takes, each with its arguments' strategies.
-CORNERS: dict[str, tuple[tuple[str, st.SearchStrategy[Any]], ...]] = {
+#: The corner steps ``StorageMachine.corner`` takes, each with its arguments' values (every
+#: combination is a step; the first value of each is the simplest).  ``many_keys`` also draws
+#: its keys, as a list (``sx.order_keys``).
+CORNERS: dict[str, tuple[tuple[str, tuple[Any, ...]], ...]] = {
     "related_scopes": (
-        ("sid", st.sampled_from(SESSION_IDS)),
-        ("pair", sx.related_ids),
-        ("retire", st.sampled_from((None, 0, 1))),
-        ("restart", st.booleans()),
+        ("sid", SESSION_IDS),
+        ("pair", sx.RELATED_IDS),
+        ("retire", (None, 0, 1)),
+        ("restart", (False, True)),
     ),
     "related_names": (
-        ("sid", st.sampled_from(SESSION_IDS)),
-        ("pair", sx.related_ids),
-        ("scope", sx.any_scopes),
-        ("as_keys", st.booleans()),
+        ("sid", SESSION_IDS),
+        ("pair", sx.RELATED_IDS),
+        ("scope", sx.ALL_SCOPES),
+        ("as_keys", (False, True)),
     ),
     "related_sessions": (
-        ("pair", sx.related_ids),
-        ("restart", st.booleans()),
+        ("pair", sx.RELATED_IDS),
+        ("restart", (False, True)),
     ),
     "many_keys": (
-        ("sid", st.sampled_from(SESSION_IDS)),
-        ("keys", sx.order_keys),
-        ("scope", sx.any_scopes),
+        ("sid", SESSION_IDS),
+        ("scope", sx.ALL_SCOPES),
     ),
     "many_elements": (
-        ("sid", st.sampled_from(SESSION_IDS)),
-        ("address", sx.list_addresses()),
-        ("count", st.integers(10, 12)),
-        ("limit", st.integers(3, 7)),
-        ("order", st.sampled_from(("asc", "desc"))),
+        ("sid", SESSION_IDS),
+        ("address", sx.LIST_ADDRESSES),
+        ("count", (10, 11, 12)),
+        ("limit", (3, 4, 5, 6, 7)),
+        ("order", ("asc", "desc")),
     ),
     "race": (
-        ("sid", st.sampled_from(SESSION_IDS)),
-        ("count", st.integers(2, 3)),
-        ("fork", st.booleans()),
+        ("sid", SESSION_IDS),
+        ("count", (2, 3)),
+        ("fork", (False, True)),
     ),
 }
 
 
-#: ``(kind, arguments)`` for :meth:`StorageMachine.corner`, kinds in :data:`CORNERS` order.
+def corner_steps(kind: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """Every ``(kind, arguments)`` step of one corner (its arguments in :data:`CORNERS`), the
+    simplest first."""
+    names = [name for name, _ in CORNERS[kind]]
+    combos = itertools.product(*(values for _, values in CORNERS[kind]))
+    return tuple((kind, dict(zip(names, combo, strict=True))) for combo in combos)
+
+
+def _argument_chunks(kind: str) -> list[st.SearchStrategy[dict[str, Any]]]:
+    """A corner's arguments in as few one-choice draws as keep every draw uniform: consecutive
+    arguments share a draw while their combinations fit in ``sx.UNIFORM_INDICES``."""
+    chunks: list[list[tuple[str, tuple[Any, ...]]]] = [[]]
+    size = 1
+    for name, values in CORNERS[kind]:
+        if chunks[-1] and size * len(values) > sx.UNIFORM_INDICES:
+            chunks.append([])
+            size = 1
+        chunks[-1].append((name, values))
+        size *= len(values)
+    return [
+        sx.pick(
+            tuple(
+                dict(zip([name for name, _ in chunk], combo, strict=True))
+                for combo in itertools.product(*(values for _, values in chunk))
+            )
+        )
+        for chunk in chunks
+    ]
+
+
+@st.composite
+def _corner_of(
+    draw: st.DrawFn, kind: str, chunks: list[st.SearchStrategy[dict[str, Any]]]
+) -> tuple[str, dict[str, Any]]:
+    arguments: dict[str, Any] = {}
+    for chunk in chunks:
+        arguments.update(draw(chunk))
+    if kind == "many_keys":  # its keys are a drawn list, between the Session and the scope
+        keys = draw(sx.order_keys)
+        arguments = {"sid": arguments["sid"], "keys": keys, "scope": arguments["scope"]}
+    return (kind, arguments)
+
+
+def _corner(kind: str) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
+    """One corner's steps: a single choice where they are few, else one per argument chunk."""
+    steps = corner_steps(kind)
+    if kind != "many_keys" and len(steps) <= sx.UNIFORM_INDICES:
+        return sx.pick(steps)
+    return _corner_of(kind, _argument_chunks(kind))
+
+
+#: ``(kind, arguments)`` for :meth:`StorageMachine.corner`, kinds in :data:`CORNERS` order,
+#: each as likely as another: the kind, then one or two choices for its arguments (plus the
+#: keys of ``many_keys``).
 CORNER_STEPS: st.SearchStrategy[tuple[str, dict[str, Any]]] = st.one_of(
-    *(
-        st.tuples(st.just(kind), st.fixed_dictionaries(dict(arguments)))
-        for kind, arguments in CORNERS.items()
-    )
+    *(_corner(kind) for kind in CORNERS)
 )
 
 
@@ -219,39 +283,38 @@ class StorageMachine(SessionPairMachine):
 
     # -- transactions ----------------------------------------------------------------------
 
-    @initialize(target=scopes, scope=sx.ephemeral_scopes)
-    def first_scope(self, scope: EphemeralScope) -> EphemeralScope:
-        """Seed the scope bundle so retirement rules are enabled from the first step."""
-        return scope
-
+    # The scope bundle is not seeded: a retirement rule is enabled once some ephemeral commit
+    # has named a scope, which is also the first step any retirement worth checking needs.
+    # (Each initialize rule costs every example a strategy Hypothesis builds and validates.)
     @initialize(target=lists, address=sx.list_addresses())
     def first_list(self, address: Any) -> Any:
-        """Seed the list bundle so list reads are enabled from the first step."""
+        """Seed the list bundle so list reads are enabled from the first step: reads of an
+        empty list, invalid queries, and of whichever lists session commits append to."""
         return address
 
-    @rule(sid=st.sampled_from(SESSION_IDS), writes=st.lists(sx.session_writes, max_size=3))
+    @rule(sid=SIDS, writes=st.lists(sx.session_writes, max_size=3))
     def commit_session(self, sid: str, writes: list[Any]) -> None:
         """Session-scoped values and lists, entries and usage (TX-1, SEQ-1, WRITE-5/6)."""
         self._commit(sid, writes)
 
-    @rule(target=scopes, sid=st.sampled_from(SESSION_IDS), writes=sx.ephemeral_transactions())
+    @rule(target=scopes, sid=SIDS, writes=sx.ephemeral_transactions())
     def commit_ephemeral(self, sid: str, writes: list[Any]) -> EphemeralScope:
         """One ephemeral scope's values and lists; the scope joins the bundle for retirement."""
         self._commit(sid, writes)
         scope: EphemeralScope = writes[0].address.scope
         return scope
 
-    @rule(target=lists, sid=st.sampled_from(SESSION_IDS), writes=sx.list_batches())
+    @rule(target=lists, sid=SIDS, writes=sx.list_batches())
     def append_batch(self, sid: str, writes: list[Any]) -> Any:
         """Several appends to one list in one transaction (LIST-1, SEQ-1)."""
         self._commit(sid, writes)
         return writes[0].address
 
     @rule(
-        sid=st.sampled_from(SESSION_IDS),
+        sid=SIDS,
         scope=scopes,
         siblings=st.lists(sx.session_writes, max_size=2),
-        position=st.integers(0, 3),
+        position=st.sampled_from((0, 1, 2, 3)),
         twice=st.booleans(),
     )
     def retire(
@@ -264,15 +327,15 @@ class StorageMachine(SessionPairMachine):
             writes.append(retire_scope(scope))
         self._commit(sid, writes)
 
-    @rule(sid=st.sampled_from(SESSION_IDS), scope=scopes, data=st.data())
+    @rule(sid=SIDS, scope=scopes, data=st.data())
     def retire_then_reuse(self, sid: str, scope: EphemeralScope, data: st.DataObject) -> None:
         """Retire a scope, then write under the same ID at once: a new lifetime starts empty
         and nothing from before the retirement comes back (RETIRE-3, RETIRE-4)."""
         self._commit(sid, [retire_scope(scope)])
-        writes = data.draw(st.lists(sx.scoped_writes(scope), min_size=1, max_size=3), "reuse")
+        writes = data.draw(sx.scoped_transactions(scope), "reuse")
         self._commit(sid, writes)
 
-    @rule(sid=st.sampled_from(SESSION_IDS), writes=sx.mixed_transactions())
+    @rule(sid=SIDS, writes=sx.mixed_transactions())
     def commit_invalid(self, sid: str, writes: list[Any]) -> None:
         """Mixed-scope, two-ID and non-write transactions are rejected before mutation (TX-4)."""
         result = self._commit(sid, writes)
@@ -411,19 +474,20 @@ class StorageMachine(SessionPairMachine):
     def corner(self, step: tuple[str, dict[str, Any]]) -> None:
         """One of the corners reached on purpose -- related ids as scopes, names or Sessions,
         many keys, long lists, commits racing close() or a fork -- drawn as ``(kind,
-        arguments)`` in one choice.  One rule for all of them keeps each a small share of the
+        arguments)``: the kind, then its arguments as prebuilt combinations
+        (:data:`CORNER_STEPS`).  One rule for all of them keeps each a small share of the
         steps, so the machine stays fast while every corner is reached within a few steps."""
         kind, arguments = step
         getattr(self, kind)(**arguments)
 
     # -- reads -----------------------------------------------------------------------------
 
-    @rule(sid=st.sampled_from(SESSION_IDS), address=sx.value_addresses())
+    @rule(sid=SIDS, address=sx.value_addresses())
     def get_value(self, sid: str, address: Any) -> None:
         self._read(sid, "get_value", lambda s: s.get_value(address))
 
     @rule(
-        sid=st.sampled_from(SESSION_IDS),
+        sid=SIDS,
         namespace=st.sampled_from(sx.NAMESPACES),
         prefix=st.sampled_from(("", "k", "z")),
         scope=sx.any_scopes,
@@ -432,12 +496,12 @@ class StorageMachine(SessionPairMachine):
         self._read(sid, "scan_values", lambda s: s.scan_values(namespace, prefix, scope))
 
     @rule(
-        sid=st.sampled_from(SESSION_IDS),
+        sid=SIDS,
         address=lists,
-        cursor=st.none() | st.integers(0, 6).map(lambda i: ("element", i)) | st.integers(-1, 40),
+        cursor=st.sampled_from(CURSORS),
         order=st.sampled_from(("asc", "desc", "asc", "sideways")),
-        limit=st.none() | st.integers(-1, 6) | st.just(10**6),
-        stop_at_tag=st.none() | st.sampled_from((*sx.TAGS, "")),
+        limit=st.sampled_from(LIMITS),
+        stop_at_tag=st.sampled_from(STOPS),
     )
     def read_list(
         self, sid: str, address: Any, cursor: Any, order: Any, limit: Any, stop_at_tag: Any
@@ -459,11 +523,11 @@ class StorageMachine(SessionPairMachine):
         )
 
     @rule(
-        sid=st.sampled_from(SESSION_IDS),
+        sid=SIDS,
         address=lists,
-        cursor=st.none() | st.integers(0, 6).map(lambda i: ("element", i)),
+        cursor=st.sampled_from(PAGE_CURSORS),
         order=st.sampled_from(("asc", "desc")),
-        limit=st.integers(1, 3),
+        limit=st.sampled_from((1, 2, 3)),
         stop_at_tag=st.sampled_from(sx.TAGS),
     )
     def read_page(
@@ -472,14 +536,14 @@ class StorageMachine(SessionPairMachine):
         """Short valid pages with a stop tag: the page-limit boundary of LIST-5."""
         self.read_list(sid, address, cursor, order, limit, stop_at_tag)
 
-    @rule(sid=st.sampled_from(SESSION_IDS), ident=st.sampled_from(sx.ENTRY_IDS + sx.USAGE_IDS))
+    @rule(sid=SIDS, ident=st.sampled_from(sx.ENTRY_IDS + sx.USAGE_IDS))
     def get_entry_and_usage(self, sid: str, ident: str) -> None:
         """Entry and usage rows by id, and the stats they feed (WRITE-5, STATS-1/2)."""
         self._read(sid, "get_entry", lambda s: s.get_entry(ident))
         self._read(sid, "get_usage", lambda s: s.get_usage(ident))
         self._read(sid, "stats", lambda s: s.stats())
 
-    @rule(bad=st.sampled_from(sx.BAD_PAYLOADS), kind=st.integers(0, 2))
+    @rule(bad=st.sampled_from(sx.BAD_PAYLOADS), kind=st.sampled_from((0, 1, 2)))
     def commit_bad_payload(self, bad: Any, kind: int) -> None:
         """A write carrying an unstorable payload never reaches storage: building it raises
         ``invalid_payload`` and every Session's state stays the model's (WRITE-3)."""
@@ -492,7 +556,7 @@ class StorageMachine(SessionPairMachine):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    @rule(sid=st.sampled_from(SESSION_IDS), writes=st.lists(sx.session_writes, max_size=2))
+    @rule(sid=SIDS, writes=st.lists(sx.session_writes, max_size=2))
     def close_and_reopen(self, sid: str, writes: list[Any]) -> None:
         """Close seals at once; later reads and commits fail ``closed``; reopen restores the
         same state (LIFE-1, LIFE-2, REPO-2)."""
@@ -655,7 +719,7 @@ class StorageMachine(SessionPairMachine):
             self.models[sid] = self.model.open(sid)
             self.stores[sid] = self.repo.open(sid)
 
-    @rule(sid=st.sampled_from(SESSION_IDS), op=st.sampled_from(("create", "open", "delete")))
+    @rule(sid=SIDS, op=st.sampled_from(("create", "open", "delete")))
     def repository_misuse(self, sid: str, op: str) -> None:
         """Duplicate create, double open and deleting an open Session are refused (REPO-1/3/4)."""
         expected = outcome(lambda: getattr(self.model, op)(sid))
@@ -696,10 +760,9 @@ CORNER_RULES: dict[str, tuple[str, ...]] = {
 
 #: The spec rules each machine step checks, so a failure can name the rule it broke.
 STEP_RULES: dict[str, tuple[str, ...]] = {
-    "first_scope": ("SCOPE-1",),
     "first_list": ("LIST-1",),
     "commit_session": ("TX-6", "SEQ-1", "WRITE-5", "WRITE-6"),
-    "commit_ephemeral": ("TX-3", "SEQ-1", "ADDR-1"),
+    "commit_ephemeral": ("SCOPE-1", "TX-3", "SEQ-1", "ADDR-1"),
     "append_batch": ("LIST-1", "SEQ-1"),
     "retire": ("RETIRE-1", "RETIRE-2", "RETIRE-5"),
     "retire_then_reuse": ("RETIRE-3", "RETIRE-4"),

@@ -6,6 +6,13 @@ duplicate ids and unknown parents all appear within a few steps.  Values come fr
 of awkward JSON (``-0.0``, ``2**53 - 1``, ``2.0``, ``1.23e-6`` (spelled ``0.00000123``), ``true``
 next to ``1``, non-ASCII text, nesting): each draw is one choice, which keeps the machines fast.
 Payload encoding itself is tested with full recursive JSON strategies in ``tests/test_payload.py``.
+
+Cost: Hypothesis's own drawing is most of a machine step, and it grows with the number of
+choices *and* of nested strategy layers (each ``data.draw`` opens a span; ``one_of``, ``map``,
+``composite``, ``fixed_dictionaries`` and lazily built strategies each add one).  The machines'
+hot strategies are therefore flat: a ``sampled_from`` of prebuilt values, simplest first (one
+choice, shrinking to index 0), with an alternative that should come up as often as another
+listed several times over, rather than a ``one_of`` of small strategies.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from hypothesis import strategies as st
 
 from scopecheck.models.addresses import ListAddress, ValueAddress, value, value_list
 from scopecheck.models.payload import MAX_SAFE_INTEGER
-from scopecheck.models.scope import SESSION, EphemeralScope, Scope, ephemeral_scope
+from scopecheck.models.scope import SESSION, Scope, ephemeral_scope
 from scopecheck.models.writes import (
     AnyWrite,
     append_list,
@@ -107,13 +114,49 @@ ORDER_KEYS: tuple[str, ...] = (
 order_keys = st.lists(st.sampled_from(ORDER_KEYS), min_size=2, max_size=8, unique=True)
 
 
-def pick(pool: tuple[Any, ...]) -> st.SearchStrategy[Any]:
-    """One element of a large fixed pool: a single integer choice that shrinks to index 0.
+class _Element:
+    """``index -> pool[index]`` for :func:`pick`.  Its repr is not an expression, so a printed
+    program shows the drawn element's own (constructor) repr rather than a call of this:
+    Hypothesis prints a mapped value as the call that made it only when that call is valid
+    Python and shorter."""
 
-    ``sampled_from`` would do the same but renders the whole pool in its repr, which
-    Hypothesis computes for large pools at a noticeable cost per run.
+    __slots__ = ("pool",)
+
+    def __init__(self, pool: tuple[Any, ...]) -> None:
+        self.pool = pool
+
+    def __call__(self, index: int) -> Any:
+        return self.pool[index]
+
+    def __repr__(self) -> str:
+        return f"<one of {len(self.pool)}>"
+
+
+def pick(pool: tuple[Any, ...]) -> st.SearchStrategy[Any]:
+    """One element of a fixed pool: a single integer choice that shrinks to index 0.
+
+    Sampled by index: ``sampled_from(range(n)).map(...)`` costs one strategy layer per draw,
+    like ``sampled_from(pool)``, where ``integers(0, n - 1).map(...)`` costs three.
+    ``sampled_from(pool)`` itself would render the whole pool in its repr, which Hypothesis
+    builds once per example whenever a swarm-disabled rule is drawn (it names the rules, and
+    so their strategies, in an event): hundreds of kilobytes for the write pools.
     """
-    return st.integers(0, len(pool) - 1).map(pool.__getitem__)
+    return st.sampled_from(range(len(pool))).map(_Element(pool))
+
+
+#: Hypothesis draws an index below this uniformly; above it, ever more rarely (its integer
+#: distribution is uniform within ±256, then heavy-tailed toward small values).
+UNIFORM_INDICES = 257
+
+
+def interleave(*groups: tuple[Any, ...]) -> tuple[Any, ...]:
+    """One pool from several groups, taking from each in turn (cycling the shorter ones): what
+    ``one_of(pick(a), pick(b))`` draws, as a single choice.  Each group is drawn about as often
+    as another however long the pool -- a concatenation would starve the last group, since
+    indices past :data:`UNIFORM_INDICES` come up more rarely -- and each group keeps its order,
+    so shrinking still lands on the first group's first element, then on early ones."""
+    longest = max(len(group) for group in groups)
+    return tuple(group[i % len(group)] for i in range(longest) for group in groups)
 
 
 EPHEMERAL = tuple(ephemeral_scope(i) for i in SCOPE_IDS)
@@ -179,6 +222,10 @@ def _lists_in(scopes: tuple[Scope, ...]) -> tuple[ListAddress[Any, Any], ...]:
     return tuple(value_list(n, k, s) for s in scopes for n in NAMESPACES for k in KEYS)
 
 
+#: Every list address over the pools, scope by scope (session scope first).
+LIST_ADDRESSES: tuple[ListAddress[Any, Any], ...] = _lists_in(ALL_SCOPES)
+
+
 def value_addresses(scopes: tuple[Scope, ...] = ALL_SCOPES) -> st.SearchStrategy[Any]:
     return st.sampled_from(_values_in(scopes))
 
@@ -226,71 +273,107 @@ ENTRY_PAYLOADS: tuple[dict[str, Any], ...] = (
     {"message": {"role": "user", "content": "ü"}},
 )
 
-entry_writes = pick(
-    tuple(
-        insert_entry(ident, parent, kind, payload)
-        for parent in (None, *ENTRY_IDS)
-        for ident in ENTRY_IDS
-        for kind in ("message", "custom")
-        for payload in ENTRY_PAYLOADS
-    )
+ENTRY_WRITES: tuple[AnyWrite, ...] = tuple(
+    insert_entry(ident, parent, kind, payload)
+    for parent in (None, *ENTRY_IDS)
+    for ident in ENTRY_IDS
+    for kind in ("message", "custom")
+    for payload in ENTRY_PAYLOADS
 )
-usage_writes = pick(
-    tuple(
-        insert_usage(ident, row, entry, adjustment)
-        for entry in (None, *ENTRY_IDS[:2])
-        for ident in USAGE_IDS
-        for row in USAGE_POOL
-        for adjustment in (False, True)
-    )
+USAGE_WRITES: tuple[AnyWrite, ...] = tuple(
+    insert_usage(ident, row, entry, adjustment)
+    for entry in (None, *ENTRY_IDS[:2])
+    for ident in USAGE_IDS
+    for row in USAGE_POOL
+    for adjustment in (False, True)
+)
+entry_writes = pick(ENTRY_WRITES)
+usage_writes = pick(USAGE_WRITES)
+
+#: Session-scoped value/list writes, entries and usage rows, each kind about a third of the
+#: time, in one choice.
+session_writes: st.SearchStrategy[AnyWrite] = pick(
+    interleave(write_pool(SESSION), ENTRY_WRITES, USAGE_WRITES)
 )
 
-session_writes: st.SearchStrategy[AnyWrite] = st.one_of(
-    scoped_writes(SESSION), entry_writes, usage_writes
+#: A value/list write in any ephemeral scope, each scope a third of the time: one draw picks
+#: the scope and the write together.
+ephemeral_writes: st.SearchStrategy[Any] = pick(
+    interleave(*(write_pool(scope) for scope in EPHEMERAL))
 )
+_MORE_SCOPED: dict[Scope, st.SearchStrategy[list[AnyWrite]]] = {}
+
+
+_TRANSACTIONS: dict[Scope, st.SearchStrategy[list[AnyWrite]]] = {}
+
+
+def scoped_transactions(scope: Scope) -> st.SearchStrategy[list[AnyWrite]]:
+    """One to three value/list writes in exactly ``scope`` (cached: a rule drawing them with
+    ``st.data()`` would otherwise build, validate and label a new strategy every step)."""
+    cached = _TRANSACTIONS.get(scope)
+    if cached is None:
+        cached = _TRANSACTIONS[scope] = st.lists(scoped_writes(scope), min_size=1, max_size=3)
+    return cached
+
+
+def more_scoped_writes(scope: Scope, most: int) -> st.SearchStrategy[list[AnyWrite]]:
+    """Up to ``most`` further value/list writes in ``scope`` (cached per scope and size)."""
+    key: Any = (scope, most)
+    cached = _MORE_SCOPED.get(key)
+    if cached is None:
+        cached = _MORE_SCOPED[key] = st.lists(scoped_writes(scope), max_size=most)
+    return cached
 
 
 @st.composite
 def ephemeral_transactions(draw: st.DrawFn) -> list[AnyWrite]:
-    """One to three value/list writes, all in one ephemeral scope."""
-    scope: EphemeralScope = draw(ephemeral_scopes)
-    return draw(st.lists(scoped_writes(scope), min_size=1, max_size=3))
+    """One to three value/list writes, all in one ephemeral scope: the first names the scope."""
+    first = draw(ephemeral_writes)
+    return [first, *draw(more_scoped_writes(first.address.scope, 2))]
 
 
-_any_list_address = list_addresses()
 _junk = st.sampled_from(("set k=1", None, 42, {"kind": "value"}))
 _kinds = st.sampled_from(("mixed", "two_ids", "not_a_write", "retire_plus_ephemeral"))
 
 
-_APPENDS: dict[Any, st.SearchStrategy[list[AnyWrite]]] = {}
+def _appends(address: Any) -> tuple[AnyWrite, ...]:
+    return tuple(append_list(address, item, tag) for item in JSON_POOL for tag in (None, *TAGS))
 
 
-def _appends_to(address: Any) -> st.SearchStrategy[list[AnyWrite]]:
-    """One to five prebuilt appends to ``address``: one choice per element, no encoding."""
-    cached = _APPENDS.get(address)
+#: An append to any list in any scope, each list as often as another: one draw picks the list
+#: and the element.
+_first_appends = pick(interleave(*(_appends(address) for address in LIST_ADDRESSES)))
+_MORE_APPENDS: dict[Any, st.SearchStrategy[list[AnyWrite]]] = {}
+
+
+def _more_appends_to(address: Any) -> st.SearchStrategy[list[AnyWrite]]:
+    """Up to four more prebuilt appends to ``address``: one choice per element, no encoding."""
+    cached = _MORE_APPENDS.get(address)
     if cached is None:
-        pool = tuple(append_list(address, item, tag) for item in JSON_POOL for tag in (None, *TAGS))
-        cached = _APPENDS[address] = st.lists(pick(pool), min_size=1, max_size=5)
+        cached = _MORE_APPENDS[address] = st.lists(pick(_appends(address)), max_size=4)
     return cached
 
 
 @st.composite
 def list_batches(draw: st.DrawFn) -> list[AnyWrite]:
-    """Several appends to one list in any scope (with tags), so pages and stops are exercised."""
-    return draw(_appends_to(draw(_any_list_address)))
+    """One to five appends to one list in any scope (with tags), so pages and stops are
+    exercised; the first append names the list."""
+    first = draw(_first_appends)
+    return [first, *draw(_more_appends_to(first.address))]
+
+
+_two_ids_partner = {scope: EPHEMERAL[(i + 1) % len(EPHEMERAL)] for i, scope in enumerate(EPHEMERAL)}
 
 
 @st.composite
 def mixed_transactions(draw: st.DrawFn) -> list[Any]:
     """A transaction that breaks TX-1..TX-3 in one of four ways (placed anywhere)."""
     kind = draw(_kinds)
-    first: EphemeralScope = draw(ephemeral_scopes)
-    eph = draw(scoped_writes(first))
+    eph = draw(ephemeral_writes)
     if kind == "mixed":
         other: Any = draw(session_writes)
     elif kind == "two_ids":
-        second = EPHEMERAL[(EPHEMERAL.index(first) + 1) % len(EPHEMERAL)]
-        other = draw(scoped_writes(second))
+        other = draw(scoped_writes(_two_ids_partner[eph.address.scope]))
     elif kind == "not_a_write":
         other = draw(_junk)
     else:
