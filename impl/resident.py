@@ -49,6 +49,9 @@ class ResidentState:
     stats: Stats = attrs.field(factory=Stats)
     #: The source of a fork destination (001 §1.1 ``parentSessionId``), else ``None``.
     parent_session_id: str | None = None
+    #: How many transactions were applied to this state: a read derived from all of it (the
+    #: snapshot) stays valid while this does not change.
+    version: int = 0
 
 
 class Retirement(Protocol):
@@ -120,3 +123,4 @@ def apply_committed(
         else:  # pragma: no cover - check_shape admits only the write types above
             raise AssertionError(write)
     state.next_seq = next_seq
+    state.version += 1

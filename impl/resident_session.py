@@ -115,6 +115,7 @@ class ResidentSession:
         self._retirement = retirement
         self._journal = journal
         self._queue = CommitQueue()
+        self._snapshot: tuple[int, Snapshot] | None = None
         #: Called once with this Session when it closes (the repository forgets the handle).
         self.on_close: list[Callable[[ResidentSession], object]] = []
 
@@ -221,8 +222,19 @@ class ResidentSession:
         return self._state.stats
 
     def snapshot(self) -> Snapshot:
+        """The whole state, sorted; kept until the next applied transaction, since sorting
+        every map is most of its cost and a snapshot is immutable."""
         self._queue.check_open()
         state = self._state
+        cached = self._snapshot
+        if cached is not None and cached[0] == state.version:
+            return cached[1]
+        snapshot = self._snapshot_of(state)
+        self._snapshot = (state.version, snapshot)
+        return snapshot
+
+    @staticmethod
+    def _snapshot_of(state: ResidentState) -> Snapshot:
         return Snapshot(
             entries=tuple(sorted(state.entries.values(), key=lambda r: r.seq)),
             usage=tuple(sorted(state.usage.values(), key=lambda r: r.seq)),

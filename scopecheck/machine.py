@@ -44,7 +44,7 @@ RACE_TIMEOUT = 30
 #: Seconds the machine waits for a racing commit to read its clock (it holds it there), and
 #: lets close() or fork() run before letting the commit go on: enough for either to start.
 ADMISSION_WAIT = 0.25
-SEAL_DELAY = 0.01
+SEAL_DELAY = 0.001
 BASE_TIME = 1_750_000_000_000
 
 Outcome = tuple[str, Any]
