@@ -5,7 +5,7 @@ This is a policy point of the contract, not an implementation detail: 002 alloca
 per scope, and 000 §3 replaced that with one global sequence space per Session (SEQ-1).  Every
 backend takes its allocator as an explicit collaborator (``sequence=`` of each repository) so
 the rule lives in one place: :data:`GLOBAL_SEQUENCE`.  A different allocator is a different
-contract, which is how the planted-bug catalogue plants the superseded one.
+contract, visibly.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,76 @@ def test_each_folder_is_linked_into_the_package(folder: str) -> None:
     link = ROOT / "scopecheck" / folder
     assert link.is_symlink(), f"scopecheck/{folder} must be a symlink to ../{folder}"
     assert link.readlink() == Path("..") / folder
+
+
+#: Where the classes planted bugs may subclass come from.
+_BACKEND_MODULES = ("scopecheck.impl", "scopecheck.models", "scopecheck.examples")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _catalogue_modules() -> list[tuple[Path, Any]]:
+    import importlib
+
+    from scopecheck.mutants import all_mutants
+
+    all_mutants()
+    found = []
+    for path in sorted((ROOT / "scopecheck" / "mutants").glob("*.py")):
+        name = "scopecheck.mutants" + ("" if path.stem == "__init__" else f".{path.stem}")
+        found.append((path, importlib.import_module(name)))
+    return found
+
+
+@pytest.mark.rule("ARCH-3")
+def test_planted_bugs_use_only_public_seams() -> None:
+    """A catalogue module touches no private name of anything but itself, and a class planted
+    over a backend class neither overrides nor calls that class's private methods."""
+    import inspect
+
+    problems: list[str] = []
+    for path, module in _catalogue_modules():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                problems.append(f"{path.name}:{node.lineno} reads {ast.unparse(node)}")
+        for class_node in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            cls = getattr(module, class_node.name, None)
+            if not inspect.isclass(cls):
+                continue
+            backend_private = {
+                name
+                for base in cls.__mro__[1:]
+                if base.__module__.startswith(_BACKEND_MODULES)
+                for name in vars(base)
+                if _private(name)
+            }
+            for node in ast.walk(class_node):
+                if isinstance(node, ast.FunctionDef) and node.name in backend_private:
+                    problems.append(f"{path.name}:{node.lineno} overrides {node.name}")
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "self"
+                    and node.attr in backend_private
+                ):
+                    problems.append(f"{path.name}:{node.lineno} uses self.{node.attr}")
+    assert problems == []
+
+
+@pytest.mark.rule("ARCH-3")
+def test_backends_know_nothing_of_the_catalogue() -> None:
+    """No backend module imports the catalogue or names it: nothing in impl/ exists for it."""
+    assert offenders("impl", ("scopecheck.mutants",), surface=False) == []
+    mentions = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "impl").rglob("*.py"))
+        if any(word in path.read_text().lower() for word in ("planted", "mutant", "catalogue"))
+    ]
+    assert mentions == []

@@ -198,7 +198,7 @@ class Stage:
         self.fill_ancestry("members", target.destination_tip)
         return self._in("members"), target
 
-    def _session_rows(self, table: str, columns: str, spans: tuple[NamespaceSpan, ...]) -> Rows:
+    def session_rows(self, table: str, columns: str, spans: tuple[NamespaceSpan, ...]) -> Rows:
         """Current session-scoped rows of ``table`` in the namespace ``spans``.  Each span is
         one primary-key range (session, scope ``''``, namespace range), so rows outside every
         span — and every ephemeral row — are never read (001 §1.3 SQL-level prefilters)."""
@@ -217,7 +217,7 @@ class Stage:
         application rows, other lanes or labels of other entries."""
         columns = "namespace, key, seq, value"
         if not isinstance(options, BranchFork):
-            yield from self._session_rows("scalar_values", columns, TREE_SPANS)
+            yield from self.session_rows("scalar_values", columns, TREE_SPANS)
             return
         for namespace in LANE_NAMESPACES:
             row = self.value_row(namespace, options.branch)
@@ -229,13 +229,13 @@ class Stage:
             "AND v.namespace = ? AND v.key = m.id",
             (self.source_id, ENTRY_LABEL),
         )
-        yield from self._session_rows("scalar_values", columns, BRANCH_VALUE_SPANS)
+        yield from self.session_rows("scalar_values", columns, BRANCH_VALUE_SPANS)
 
     def list_rows(self, options: ForkOptions) -> Rows:
         """Surviving session-scoped list elements a fork must see: tree scope every namespace
         but the excluded ones; branch scope only reserved lists that would fail the fork."""
         spans = scan_spans(isinstance(options, BranchFork), lists=True)
-        return self._session_rows("list_values", "namespace, key, seq, value, tag", spans)
+        return self.session_rows("list_values", "namespace, key, seq, value, tag", spans)
 
     def copy(self, options: ForkOptions, driver_class: type[ForkDriver] = ForkDriver) -> None:
         copied, target = self.plan(options)

@@ -179,11 +179,11 @@ class UnfilteredStage(Stage):
     the read spy (scopecheck/fork_reads.py) can tell (001 §1.3, SQLITE-16)."""
 
     def value_rows(self, options: ForkOptions) -> Rows:
-        return self._session_rows("scalar_values", "namespace, key, seq, value", (NamespaceSpan(),))
+        return self.session_rows("scalar_values", "namespace, key, seq, value", (NamespaceSpan(),))
 
     def list_rows(self, options: ForkOptions) -> Rows:
         columns = "namespace, key, seq, value, tag"
-        return self._session_rows("list_values", columns, (NamespaceSpan(),))
+        return self.session_rows("list_values", columns, (NamespaceSpan(),))
 
 
 UnfilteredSqlite = functools.partial(SqliteRepository, fork_stage=UnfilteredStage)
