@@ -233,6 +233,7 @@ class SessionPairMachine(RuleBasedStateMachine):
         type(self).examples_run += 1
         self.now = BASE_TIME
         self.gate: AdmissionGate | None = None
+        self.race_held = False
         self.world: World = self.backend.new_world(self.clock)
         self.repo: Repository = self.world.repository()
         self.model = ReferenceRepository()
@@ -642,6 +643,8 @@ class StorageMachine(SessionPairMachine):
             if thread.is_alive():
                 raise MismatchError(f"a commit racing {op}() on {sid} did not return within "
                                     f"{RACE_TIMEOUT} s")  # fmt: skip
+        #: Whether this race held a commit inside its clock read (LIFE-4 was checked).
+        self.race_held = gate.holder is not None
         if gate.holder is not None:
             held = writers[gate.holder]
             if results[held] is None or results[held][0] != "ok":  # type: ignore[index]
