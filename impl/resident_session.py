@@ -116,7 +116,7 @@ class ResidentSession:
         self._journal = journal
         self._queue = CommitQueue()
         self._snapshot: tuple[int, Snapshot] | None = None
-        #: Called once with this Session when it closes (the repository forgets the handle).
+        #: Callbacks run with this Session when it closes; the repository drops its handle there.
         self.on_close: list[Callable[[ResidentSession], object]] = []
 
     @property

@@ -26,7 +26,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypedDict, Unpack
 
 import apsw
 
@@ -108,6 +108,19 @@ def _pragma_value(code: str, name: str, value: object, allowed: tuple[str, ...])
     if isinstance(value, str) and value.upper() in allowed:
         return value.upper()
     raise usage(code, f"{name} must be one of {', '.join(allowed)}; got {value!r}", field=name)
+
+
+class SqliteOptions(TypedDict, total=False):
+    """The keyword settings and policies of both layouts (defaults in :class:`_Base`)."""
+
+    vfs: str | None
+    busy_timeout_ms: int
+    journal_mode: str
+    synchronous: str
+    sequence: SequencePolicy
+    retirement: Retirement
+    fork_driver: type[ForkDriver]
+    fork_stage: type[Stage]
 
 
 class _Base:
@@ -277,27 +290,9 @@ class SqliteRepository(_Base):
         self,
         root: str | os.PathLike[str],
         clock: Clock = wall_clock_ms,
-        *,
-        vfs: str | None = None,
-        busy_timeout_ms: int = 5000,
-        journal_mode: str = "WAL",
-        synchronous: str = "FULL",
-        sequence: SequencePolicy = GLOBAL_SEQUENCE,
-        retirement: Retirement = SCOPED_DELETES,
-        fork_driver: type[ForkDriver] = ForkDriver,
-        fork_stage: type[Stage] = Stage,
+        **options: Unpack[SqliteOptions],
     ) -> None:
-        super().__init__(
-            clock,
-            vfs=vfs,
-            busy_timeout_ms=busy_timeout_ms,
-            journal_mode=journal_mode,
-            synchronous=synchronous,
-            sequence=sequence,
-            retirement=retirement,
-            fork_driver=fork_driver,
-            fork_stage=fork_stage,
-        )
+        super().__init__(clock, **options)
         self.root = os.path.abspath(os.fspath(root))
         os.makedirs(self.root, exist_ok=True)
 
@@ -434,27 +429,9 @@ class SqliteContainerRepository(_Base):
         self,
         path: str | os.PathLike[str],
         clock: Clock = wall_clock_ms,
-        *,
-        vfs: str | None = None,
-        busy_timeout_ms: int = 5000,
-        journal_mode: str = "WAL",
-        synchronous: str = "FULL",
-        sequence: SequencePolicy = GLOBAL_SEQUENCE,
-        retirement: Retirement = SCOPED_DELETES,
-        fork_driver: type[ForkDriver] = ForkDriver,
-        fork_stage: type[Stage] = Stage,
+        **options: Unpack[SqliteOptions],
     ) -> None:
-        super().__init__(
-            clock,
-            vfs=vfs,
-            busy_timeout_ms=busy_timeout_ms,
-            journal_mode=journal_mode,
-            synchronous=synchronous,
-            sequence=sequence,
-            retirement=retirement,
-            fork_driver=fork_driver,
-            fork_stage=fork_stage,
-        )
+        super().__init__(clock, **options)
         self.path = os.path.abspath(os.fspath(path))
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         self._conn = self._connect(self.path, create=True)

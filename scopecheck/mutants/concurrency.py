@@ -26,19 +26,30 @@ from scopecheck.mutants.seams import WrappedRepository, WrappedSession, memory_o
 BACKGROUND_DELAY = 0.01
 
 
-class CloseInTheBackground(WrappedSession):
-    """``close()`` seals and returns at once; draining the commits it admitted and releasing
-    the Session happen later, on another thread."""
+class _Sealing(WrappedSession):
+    """A Session wrapper keeping a seal of its own in front of the real one's."""
 
     def __init__(self, inner: Any, shared: dict[str, Any]) -> None:
         super().__init__(inner, shared)
         self._sealed = False
         self._lock = threading.Lock()
 
-    def commit(self, writes: Sequence[Any]) -> Any:
+    def _admit(self) -> None:
         with self._lock:
             if self._sealed:
                 raise ClosedError()
+
+    @property
+    def closed(self) -> bool:
+        return self._sealed
+
+
+class CloseInTheBackground(_Sealing):
+    """``close()`` seals and returns at once; draining the commits it admitted and releasing
+    the Session happen later, on another thread."""
+
+    def commit(self, writes: Sequence[Any]) -> Any:
+        self._admit()
         return self._inner.commit(writes)
 
     def close(self) -> None:
@@ -53,10 +64,6 @@ class CloseInTheBackground(WrappedSession):
 
         threading.Thread(target=later, daemon=True).start()
 
-    @property
-    def closed(self) -> bool:
-        return self._sealed
-
 
 register(
     Mutant(
@@ -68,7 +75,7 @@ register(
 )
 
 
-class DropsAdmitted(WrappedSession):
+class DropsAdmitted(_Sealing):
     """``close()`` seals and releases the Session at once instead of draining: a commit that
     was admitted and had taken its timestamp finds the Session sealed when it goes on, and is
     refused with ``closed`` -- its writes thrown away (LIFE-4)."""
@@ -76,27 +83,17 @@ class DropsAdmitted(WrappedSession):
     def __init__(self, inner: Any, shared: dict[str, Any], clock: Clock) -> None:
         super().__init__(inner, shared)
         self._clock = clock
-        self._sealed = False
-        self._lock = threading.Lock()
 
     def commit(self, writes: Sequence[Any]) -> Any:
-        with self._lock:
-            if self._sealed:
-                raise ClosedError()
+        self._admit()
         self._clock()  # the commit's timestamp: admitted, and running
-        with self._lock:
-            if self._sealed:
-                raise ClosedError()
+        self._admit()
         return self._inner.commit(writes)
 
     def close(self) -> None:
         with self._lock:
             self._sealed = True
         self._inner.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._sealed
 
 
 def _drops_admitted_world(clock: Clock) -> MemoryWorld:
