@@ -327,8 +327,12 @@ def validate(
         emit_json(verdict.as_json())
         sys.exit(0 if verdict.passed else 1)
     out = Console(highlight=False)
-    word = "[green]PASSED[/]" if verdict.passed else "[red]FAILED[/]"
-    failing = "" if verdict.passed else f", {len(verdict.failures)} failing checks"
+    if verdict.failures:
+        word, failing = "[red]FAILED[/]", f", {len(verdict.failures)} failing checks"
+    elif not verdict.complete:
+        word, failing = "[yellow]INCOMPLETE[/]", ", a phase did not cover its ground"
+    else:
+        word, failing = "[green]PASSED[/]", ""
     out.print(f"{word} {verdict.backend}{failing} ({verdict.seconds:.1f}s)")
     for name in PHASES:
         phase = verdict.phases[name]
@@ -362,6 +366,7 @@ _BOOKKEEPING = frozenset({"state.same_state()", "state.same_sources()", "state.t
 _STATUS = {
     "ran": "[green]ran[/]",
     "failed": "[red]FAILED[/]",
+    "incomplete": "[yellow]INCOMPLETE[/]",
     "skipped": "[yellow]skipped[/]",
     "running": "[cyan]running[/]",
     "pending": "[dim]pending[/]",

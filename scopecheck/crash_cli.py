@@ -157,8 +157,13 @@ def _updater(progress: Any, task: Any) -> Callable[[int], None]:
     return update
 
 
+#: The exit status of a replay that neither reproduced nor could be called fixed.
+NOT_REPRODUCED = 3
+
+
 def replay_command(path: str) -> int:
-    """Replay one kind ``crash`` reproducer; 1 while it fails, 0 once fixed."""
+    """Replay one kind ``crash`` reproducer; 1 while it fails, 0 once fixed, 3 when a
+    timing-dependent run did not reproduce in several tries (not called fixed)."""
     from scopecheck.replay import load_reproducer, replay_crash
 
     record = load_reproducer(path)
@@ -169,5 +174,8 @@ def replay_command(path: str) -> int:
         )
     still, text = replay_crash(record)
     click.echo(text)
+    if still is None:
+        click.echo("Not reproduced: neither confirmed nor fixed.")
+        return NOT_REPRODUCED
     click.echo("Still failing." if still else "Fixed: the recorded crash state now recovers.")
     return 1 if still else 0

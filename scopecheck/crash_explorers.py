@@ -17,6 +17,8 @@ from typing import Any
 
 import attrs
 
+from scopecheck.crashsim.coverage import CrashCoverage
+
 
 @attrs.frozen
 class JsonlCrashExplorer:
@@ -175,7 +177,8 @@ class SyscallCrashExplorer:
     factory taking ``root`` served by ``scopecheck serve``.  ``unavailable`` says why strace
     cannot run here; crash exploration is then skipped with that reason (CRASH-SYS-5).
     ``findings`` collects what a run could not see (a shared writable mmap) or should not do
-    (files changed outside the root)."""
+    (files changed outside the root); ``coverage`` what the last exploration covered
+    (CRASH-SYS-11)."""
 
     command: tuple[str, ...]
     cwd: str
@@ -183,6 +186,7 @@ class SyscallCrashExplorer:
     spec: str
     findings: list[str] = attrs.field(factory=list)
     kill_runs: int = 0
+    coverage: CrashCoverage | None = None
 
     @property
     def unavailable(self) -> str | None:
@@ -197,20 +201,22 @@ class SyscallCrashExplorer:
     def explore_with_faults(
         self, budget: float, seed: int
     ) -> tuple[int, int, list[dict[str, Any]]]:
-        """``(crash states, fault and kill runs, reproducer records)``."""
+        """``(crash states, fault and kill runs, reproducer records)``: one record per
+        distinct failure."""
         from scopecheck.syscall_crash import explore
 
         found = explore(self.spec, self.command, self.cwd, budget, seed)
         self.findings.extend(f for f in found.findings if f not in self.findings)
         self.kill_runs += found.kill_runs
+        self.coverage = found.coverage
         records = []
-        for failure in found.failures[:1]:
+        for failure in found.failures:
             record = attrs.evolve(failure, spec=self.spec).to_json()
             record["backend"] = self.backend
             records.append(record)
         return found.states, found.fault_runs + found.kill_runs, records
 
-    def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
+    def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
         from scopecheck.syscall_crash import replay
 
         return replay(record)

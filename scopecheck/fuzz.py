@@ -8,6 +8,7 @@ holds Hypothesis's exact choice sequence (``@reproduce_failure`` blob) besides.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import time
 from collections.abc import Callable
@@ -87,9 +88,17 @@ def save_reproducer(directory: Path, record: dict[str, Any]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in record["backend"])
-    path = directory / f"{safe.strip('-')}-{stamp}-seed{record['seed']}.json"
-    path.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
-    return path
+    stem = f"{safe.strip('-')}-{stamp}-seed{record['seed']}"
+    data = orjson.dumps(record, option=orjson.OPT_INDENT_2)
+    for number in itertools.count(1):
+        path = directory / (f"{stem}.json" if number == 1 else f"{stem}-{number}.json")
+        try:  # exclusive create: two failures of one run never share (and overwrite) a file
+            with path.open("xb") as handle:
+                handle.write(data)
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")
 
 
 def report_file_name(name: str) -> str:

@@ -61,10 +61,12 @@ def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
     return False, "the recorded steps now pass"
 
 
-def replay_crash(record: dict[str, Any]) -> tuple[bool, str]:
+def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
     """Re-check a kind ``crash`` reproducer with the crash explorer of its backend (JSONL on
     pyfakefs, a SQLite sweep, or the generic sweep of a third-party backend named by its
-    ``spec``), showing the files before and after recovery."""
+    ``spec``), showing the files before and after recovery: ``(still failing, report)``,
+    where ``None`` is a run that did not reproduce in several tries (neither confirmed nor
+    fixed)."""
     if record.get("engine") == "syscall":
         from scopecheck.syscall_crash import replay
 

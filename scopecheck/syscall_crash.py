@@ -6,22 +6,36 @@ checks as a backend doing its I/O through ``scopecheck.FileSystem``:
 
 1. **Record.**  A seeded workload (creates, commits, restarts, a delete) runs once with every
    child under ``strace``; each child's trace becomes a ``Timeline``
-   (:mod:`scopecheck.crashsim.syscall_ops`) of file operations under the root, with the moment each
-   response left the process (its acknowledgement, CRASH-SYS-2).
-2. **Crash states.**  Before every mutating operation the ``Volume``
-   (:mod:`scopecheck.crashsim.persistence`) gives the process-crash image and the power-loss images
-   of the persistence model (CRASH-SYS-1, CRASH-SYS-3).
-3. **Check.**  One long-lived checker child reopens each image (a ``hello`` over a copy of it)
-   and :class:`ImageChecker` applies the crash rules: it opens (CRASH-FS-1), it is the model
-   after the acknowledged steps or one more (CRASH-FS-2, CRASH-FS-6 for power loss), the next
+   (:mod:`scopecheck.crashsim.syscall_ops`) of file operations under the root, with the moment
+   each response left the process (its acknowledgement, CRASH-SYS-2).
+2. **Crash states, most telling first.**  The crash points are ordered by
+   :mod:`scopecheck.crashsim.coverage` -- around every acknowledgement, sync, rename and unlink
+   first, then spread over the whole trace -- and before each the ``Volume``
+   (:mod:`scopecheck.crashsim.persistence`) gives the process-crash image and the power-loss
+   images of the persistence model (CRASH-SYS-1, CRASH-SYS-3, CRASH-SYS-10).  What was covered
+   is counted; a phase that did not reach every acknowledged step is incomplete
+   (CRASH-SYS-11).
+3. **Check.**  A checker child reopens each image (a ``hello`` over a copy of it) and
+   :class:`ImageChecker` applies the crash rules: it opens (CRASH-FS-1), it is the model after
+   the acknowledged steps or one more (CRASH-FS-2, CRASH-FS-6 for power loss), the next
    commit's seqs are above every acknowledged one (CRASH-FS-3), and a second reopen agrees
-   (CRASH-FS-4).
-4. **Faults and kills.**  The workload runs again with one mutating call failed by strace's
+   (CRASH-FS-4).  The checker child is replaced every :data:`CHECKER_LIFETIME` images, and a
+   failure is confirmed on a fresh child; one that needs the child's history says so and keeps
+   that history for its replay.
+4. **Crash the recovery.**  The reopen of some images is itself recorded under strace and
+   crashed before each of its mutating operations (CRASH-FS-5).
+5. **Faults and kills.**  The workload runs again with one mutating call failed by strace's
    fault injection (EIO, ENOSPC, EACCES: CRASH-FS-9..11 semantics, CRASH-SYS-6), or with the
-   child killed by SIGKILL at that call (a real process crash, CRASH-SYS-7).
+   child killed by SIGKILL at that call (a real process crash, CRASH-SYS-7).  The trace says
+   which call the fault hit; a run whose fault missed the call it aimed at (strace counts calls
+   per thread) is dropped and counted as a limit, never judged (CRASH-SYS-12).  Besides the
+   disk the run leaves, the power-loss image of its trace is checked.
 
-Every failure is a :class:`SyscallReproducer` holding the recorded operations: ``scopecheck
-replay`` rebuilds the image from them and checks it again, without strace (CRASH-SYS-9).
+A failure does not end the exploration: each distinct failure (by rule and kind of crash
+point) is kept, up to :data:`MAX_FAILURES`, each as a :class:`SyscallReproducer` holding the
+recorded operations.  ``scopecheck replay`` rebuilds a crash image from them and checks it
+again without strace (CRASH-SYS-9); a fault or kill reproducer is rerun until it reproduces,
+or says it did not in :data:`REPLAY_TRIES` tries.
 """
 
 from __future__ import annotations
@@ -32,6 +46,7 @@ import itertools
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,11 +56,17 @@ from typing import Any
 import attrs
 import orjson
 
+from scopecheck.crashsim.coverage import (
+    CrashCoverage,
+    acknowledgement_points,
+    crash_points,
+    ordered_passes,
+)
 from scopecheck.crashsim.generic_sweep import ModelStates, model_states, workload
 from scopecheck.crashsim.jsonl_sweep import BASE_TIME, StepClock, describe
 from scopecheck.crashsim.jsonl_workloads import Workload, workload_from_json
 from scopecheck.crashsim.persistence import FileOp, Image, Volume
-from scopecheck.crashsim.strace import read_trace, strace_command
+from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import ProtocolError, ScopecheckError
@@ -56,6 +77,11 @@ from scopecheck.process.client import BackendProcess, ProcessRepository
 
 SESSION = "s"
 _PROBE = value("scopecheck.probe", "after-crash")
+#: The reproducer format written by :meth:`SyscallReproducer.to_json`.
+REPRODUCER_VERSION = 2
+#: Stands for the interpreter running scopecheck in a stored command, so a reproducer replays
+#: on another machine (or venv).
+PYTHON = "{python}"
 
 #: The faults a mutating call can be given (strace's ``error=`` names), by call name.
 FAULTS: dict[str, tuple[str, ...]] = {
@@ -81,6 +107,15 @@ FAULTS: dict[str, tuple[str, ...]] = {
     "link": ("EACCES",),
     "linkat": ("EACCES",),
 }
+#: Calls whose first argument is the descriptor they act on.
+_FD_CALLS = frozenset(
+    {"write", "pwrite64", "writev", "pwritev", "pwritev2", "fsync", "fdatasync", "ftruncate",
+     "fallocate"}
+)  # fmt: skip
+#: Calls whose path is ``(dirfd, path)`` in their first two arguments.
+_AT_CALLS = frozenset(
+    {"openat", "openat2", "renameat", "renameat2", "unlinkat", "mkdirat", "linkat"}
+)
 
 
 def scratch_base() -> str:
@@ -95,6 +130,19 @@ def scratch_base() -> str:
 
 
 @attrs.frozen
+class Injected:
+    """A call strace's fault injection hit: its child, name, the file it acted on (relative
+    to the root, or ``None`` when it was not a file under the root), and how many of the
+    recording's operations had completed before it."""
+
+    child: int
+    name: str
+    path: str | None
+    position: int
+    where: str
+
+
+@attrs.frozen
 class Recording:
     """A workload run under strace: the operations, where each step was acknowledged, what
     each step answered, and what the run could not see."""
@@ -106,12 +154,17 @@ class Recording:
     acked_at: tuple[int | None, ...]
     outcomes: tuple[str, ...]
     findings: tuple[Finding, ...]
-    #: ``(child, call index, call name, ordinal)`` of every mutating call, in order.
+    #: ``(child, call index, call name, ordinal)`` of every mutating call, in order: the i-th
+    #: is the call of the i-th mutating operation.
     calls: tuple[tuple[int, int, str, int], ...]
     #: The global operation index at which each child's operations start.
     starts: tuple[int, ...]
     model: ModelStates
     killed: bool = False
+    #: The calls a fault was injected into (empty for a run without injection).
+    injected: tuple[Injected, ...] = ()
+    #: The end of the backend's stderr for each child, for messages.
+    stderr: tuple[str, ...] = ()
 
     def acked(self, k: int) -> int:
         """Steps acknowledged before operation ``k`` ran."""
@@ -152,6 +205,7 @@ def run_workload(
     False runs it without strace (to measure what tracing costs)."""
     clock = StepClock()
     children: list[tuple[BackendProcess, str]] = []
+    tails: list[str] = []
 
     def start() -> ProcessRepository:
         index = len(children)
@@ -186,6 +240,7 @@ def run_workload(
                             storage.close()
                     with contextlib.suppress(ScopecheckError):
                         repo.close()
+                    tails.append(repo.process.stderr_tail())
                     repo.process.stop()
                     repo = start()
                     storage = repo.open(SESSION)
@@ -205,15 +260,24 @@ def run_workload(
         if repo is not None:
             with contextlib.suppress(ScopecheckError):
                 repo.close()
+            tails.append(repo.process.stderr_tail())
         for process, _ in children:
             process.stop()
+    if not traced:
+        ran = wl if len(outcomes) == len(wl.steps) else Workload(wl.name, wl.steps[: len(outcomes)])
+        return _combine(ran, [], acks, outcomes, [], tuple(tails))
+    records = [read_trace(trace) for _, trace in children]
     timelines = [
-        extract(read_trace(trace), root, cwd, first_handle=1_000_000 * i)
-        for i, (_, trace) in enumerate(children)
-        if traced
+        extract(found, root, cwd, first_handle=1_000_000 * i) for i, found in enumerate(records)
     ]
     ran = wl if len(outcomes) == len(wl.steps) else Workload(wl.name, wl.steps[: len(outcomes)])
-    return _combine(ran, timelines, acks, outcomes)
+    injected = [
+        (child, call)
+        for child, found in enumerate(records)
+        for call in found
+        if isinstance(call, Syscall) and call.injected
+    ]
+    return _combine(ran, timelines, acks, outcomes, injected, tuple(tails), root, cwd)
 
 
 def _combine(
@@ -221,6 +285,10 @@ def _combine(
     timelines: Sequence[Timeline],
     acks: Sequence[tuple[int, int] | None],
     outcomes: Sequence[str],
+    injected: Sequence[tuple[int, Syscall]],
+    tails: tuple[str, ...],
+    root: str = "",
+    cwd: str = "",
 ) -> Recording:
     ops: list[FileOp] = []
     starts: list[int] = []
@@ -233,6 +301,10 @@ def _combine(
         ops.extend(tl.ops)
         calls.extend((child, call, name, ordinal) for call, name, ordinal in tl.mutating_calls)
     acked_at = tuple(None if a is None else found.get(a) for a in acks)
+    hits = tuple(
+        _injected(child, call, timelines[child], starts[child], root, cwd)
+        for child, call in injected
+    )
     return Recording(
         wl,
         tuple(ops),
@@ -243,7 +315,43 @@ def _combine(
         tuple(starts),
         model_states(wl),
         killed=any(tl.killed_by for tl in timelines),
+        injected=hits,
+        stderr=tails,
     )
+
+
+def _call_path(call: Syscall, cwd: str) -> str | None:
+    """The absolute path of the file a call acts on, as strace showed it."""
+    args = call.args
+    if call.name in _FD_CALLS:
+        fd = args[0] if args else None
+        return fd.path if isinstance(fd, Fd) and fd.path and fd.path.startswith("/") else None
+    if call.name in _AT_CALLS and len(args) > 1:
+        base, path = args[0], args[1]
+    elif args:
+        base, path = None, args[0]
+    else:
+        return None
+    if not isinstance(path, bytes):
+        return None
+    text = path.decode("utf-8", "surrogateescape")
+    if os.path.isabs(text):
+        return os.path.normpath(text)
+    directory = base.path if isinstance(base, Fd) and base.path else cwd
+    return os.path.normpath(os.path.join(directory, text))
+
+
+def _injected(
+    child: int, call: Syscall, timeline: Timeline, start: int, root: str, cwd: str
+) -> Injected:
+    path = _call_path(call, cwd)
+    top = os.path.normpath(root)
+    relative = None
+    if path is not None and (path == top or path.startswith(top + "/")):
+        relative = os.path.relpath(path, top) if path != top else ""
+    position = start + sum(1 for op in timeline.ops if op.call < call.index)
+    where = f"{call.name} of {path or 'a descriptor that is not a file'}"
+    return Injected(child, call.name, relative, position, where)
 
 
 # -- crash states ---------------------------------------------------------------------------
@@ -261,29 +369,51 @@ class CrashPoint:
     def power_loss(self) -> bool:
         return self.variant != "process"
 
+    @property
+    def family(self) -> str:
+        """The kind of crash point, for telling failures apart: ``process``, ``strict``,
+        ``torn``, ..."""
+        return self.variant.split(":", 1)[0].split("@", 1)[0]
 
-def crash_images(ops: Sequence[FileOp], seed: int) -> Iterator[tuple[CrashPoint, Image]]:
-    """Every crash image of ``ops``: before each mutating operation, and at the end."""
+
+def _rng(seed: int, k: int) -> random.Random:
+    """The generator of one crash point's power-loss images: seeded by the point alone, so
+    the images of a point are the same in whatever order the points are visited."""
+    return random.Random(f"{seed}:{k}")
+
+
+def _images_here(volume: Volume, k: int, seed: int) -> Iterator[tuple[CrashPoint, Image]]:
+    yield CrashPoint(k, "process"), volume.process_image()
+    for variant, image in volume.power_images(_rng(seed, k)):
+        yield CrashPoint(k, variant), image
+
+
+def crash_images(
+    ops: Sequence[FileOp], seed: int, points: Sequence[int] | None = None
+) -> Iterator[tuple[CrashPoint, Image]]:
+    """The crash images of ``ops`` at ``points`` (sorted; default every crash point: before
+    each mutating operation, and at the end), in one sweep over the operations."""
+    wanted = crash_points(ops) if points is None else points
     volume = Volume()
-    rng = random.Random(seed)
-    for k, op in enumerate([*ops, None]):
-        if op is None or op.mutating:
-            yield CrashPoint(k, "process"), volume.process_image()
-            for variant, image in volume.power_images(rng):
-                yield CrashPoint(k, variant), image
-        if op is not None:
-            volume.apply(op)
+    done = 0
+    for k in wanted:
+        while done < k:
+            volume.apply(ops[done])
+            done += 1
+        yield from _images_here(volume, k, seed)
 
 
-def image_at(ops: Sequence[FileOp], point: CrashPoint, seed: int) -> Image:
-    """The image of one crash point, rebuilt from the operations (a replay needs no strace)."""
-    volume = Volume()
+def image_at(
+    ops: Sequence[FileOp], point: CrashPoint, seed: int, base: Image | None = None
+) -> Image:
+    """The image of one crash point, rebuilt from the operations (a replay needs no strace);
+    ``base`` is the disk the operations started on (a crash image, for a crash during its
+    recovery)."""
+    volume = Volume(base)
     for op in ops[: point.op_index]:
         volume.apply(op)
-    if point.variant == "process":
-        return volume.process_image()
-    for variant, image in volume.power_images(random.Random(seed)):
-        if variant == point.variant:
+    for found, image in _images_here(volume, point.op_index, seed):
+        if found == point:
             return image
     raise ValueError(f"no {point.variant} image at op {point.op_index}")
 
@@ -323,6 +453,10 @@ def read_image(directory: str) -> Image:
 
 # -- checking -------------------------------------------------------------------------------
 
+#: Images one checker child reopens before it is replaced by a fresh one: a failure that
+#: depends on what the child served before is then replayable from a short history.
+CHECKER_LIFETIME = 48
+
 
 @attrs.frozen
 class SyscallFailure:
@@ -339,18 +473,35 @@ class SyscallFailure:
 
 
 class ImageChecker:
-    """One checker child that reopens image after image (a ``hello`` over each) and checks
-    it against the model states the crash point allows."""
+    """A checker child that reopens image after image (a ``hello`` over each) and checks it
+    against the model states the crash point allows; the child is replaced every
+    :data:`CHECKER_LIFETIME` images, and ``history`` lists the images the current one has
+    checked."""
 
     def __init__(self, command: Sequence[str], cwd: str, recording: Recording) -> None:
         self.recording = recording
+        self.command = list(command)
+        self.cwd = cwd
         self.base = tempfile.mkdtemp(prefix="scopecheck-images-", dir=scratch_base())
         self.clock = StepClock()
         self.clock.at(len(recording.workload.steps) + 1)
-        self.process = BackendProcess(
-            list(command), os.path.join(self.base, "first"), self.clock, cwd=cwd
-        )
         self.checked = 0
+        self.history: list[CrashPoint] = []
+        #: The images the child had checked before the last one.
+        self.last_history: tuple[CrashPoint, ...] = ()
+        self.process = self._start()
+
+    def _start(self) -> BackendProcess:
+        return BackendProcess(
+            self.command, os.path.join(self.base, "first"), self.clock, cwd=self.cwd
+        )
+
+    def fresh(self) -> None:
+        """Replace the checker child with a new one (it has served nothing yet)."""
+        with contextlib.suppress(ProtocolError):
+            self.process.stop()
+        self.history = []
+        self.process = self._start()
 
     def close(self) -> None:
         with contextlib.suppress(ProtocolError):
@@ -369,6 +520,18 @@ class ImageChecker:
         return ProcessRepository(self.process)
 
     def check(
+        self, point: CrashPoint, image: Image, allowed: tuple[int, ...]
+    ) -> SyscallFailure | None:
+        if len(self.history) >= CHECKER_LIFETIME:
+            self.fresh()
+        self.last_history = tuple(self.history)
+        self.history.append(point)
+        found = self._check(point, image, allowed)
+        if found is not None:  # the child may be broken: the next image gets a new one
+            self.history = [point] * CHECKER_LIFETIME
+        return found
+
+    def _check(
         self, point: CrashPoint, image: Image, allowed: tuple[int, ...]
     ) -> SyscallFailure | None:
         self.checked += 1
@@ -460,6 +623,42 @@ def _mismatch(rec: Recording, got: Snapshot | None, allowed: tuple[int, ...]) ->
     )
 
 
+# -- crashing the recovery --------------------------------------------------------------------
+
+
+def record_recovery(
+    command: Sequence[str], cwd: str, image: Image, base: str, clock_at: int
+) -> tuple[FileOp, ...]:
+    """The file operations a fresh backend process makes while it reopens ``image`` (lists,
+    opens and reads the Session, closes), recorded under strace over a copy of it."""
+    root = tempfile.mkdtemp(prefix="recovery-", dir=base)
+    trace = os.path.join(base, f"{os.path.basename(root)}.trace")
+    clock = StepClock()
+    clock.at(clock_at)
+    try:
+        write_image(image, root)
+        process = BackendProcess(strace_command(trace, command), root, clock, cwd=cwd)
+        try:
+            repo = ProcessRepository(process)
+            if SESSION in repo.list():
+                storage = repo.open(SESSION)
+                storage.snapshot()
+                storage.close()
+            with contextlib.suppress(ScopecheckError):
+                repo.close()
+        finally:
+            process.stop()
+        return extract(read_trace(trace), root, cwd).ops
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(trace)
+
+
+#: Recovery operations crashed per recorded recovery (the first ones: where repair happens).
+RECOVERY_POINTS = 16
+
+
 # -- reproducers ----------------------------------------------------------------------------
 
 
@@ -476,10 +675,35 @@ def _op_from_json(data: dict[str, Any]) -> FileOp:
     )
 
 
+def _point_from_json(data: Any) -> CrashPoint:
+    return CrashPoint(int(data["op_index"]), str(data["variant"]))
+
+
+def _portable(command: Sequence[str], cwd: str) -> list[str]:
+    """``command`` without this machine's paths: the interpreter as :data:`PYTHON`, paths
+    under ``cwd`` relative to it."""
+    shown = []
+    for index, part in enumerate(command):
+        if index == 0 and part == sys.executable:
+            part = PYTHON
+        elif part.startswith(cwd.rstrip("/") + "/"):
+            part = os.path.relpath(part, cwd)
+        shown.append(part)
+    return shown
+
+
+def _runnable(command: Sequence[str]) -> tuple[str, ...]:
+    return tuple(sys.executable if part == PYTHON else part for part in command)
+
+
 @attrs.frozen
 class SyscallReproducer:
     """Everything a replay needs: the backend command, the workload, the recorded operations
-    and acknowledgements, the crash point (or the fault), and what was found."""
+    and acknowledgements, the crash point (or the fault), and what was found.
+
+    ``recovery_ops`` and ``recovery_point`` name a crash during the recovery of the image at
+    ``point`` (CRASH-FS-5); ``history`` the images the checker child had reopened before this
+    one, when the failure needed them."""
 
     spec: str
     command: tuple[str, ...]
@@ -493,14 +717,41 @@ class SyscallReproducer:
     error: str
     #: ``crash``, or ``fault:<child>:<strace inject expression>`` / ``kill:<child>:<...>``.
     mode: str = "crash"
+    recovery_ops: tuple[FileOp, ...] = ()
+    recovery_point: CrashPoint | None = None
+    history: tuple[CrashPoint, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What makes two failures distinct: the rule and the kind of crash point."""
+        if self.mode != "crash":
+            kind, _, expression = self.mode.split(":", 2)
+            name, _, rest = expression.partition(":")
+            fault = rest.split(":", 1)[0].split("=", 1)[-1]
+            return self.rule, kind if kind == "kill" else f"{kind}:{name}:{fault}"
+        if self.recovery_point is not None:
+            return self.rule, f"recovery:{self.recovery_point.family}"
+        return self.rule, self.point.family
+
+    @property
+    def kind(self) -> str:
+        """What a replay reruns, in words."""
+        if self.mode.startswith("fault:"):
+            return "an I/O-fault run (the workload rerun with one call failed)"
+        if self.mode.startswith("kill:"):
+            return "a kill run (the workload rerun with the backend killed at one call)"
+        if self.recovery_point is not None:
+            return "a crash state during recovery (rebuilt from the recorded operations)"
+        return "a crash state (rebuilt from the recorded operations)"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": "crash",
             "engine": "syscall",
+            "version": REPRODUCER_VERSION,
             "backend": self.spec,
             "spec": self.spec,
-            "command": list(self.command),
+            "command": _portable(self.command, self.cwd),
             "cwd": self.cwd,
             "workload": self.workload.to_json(),
             "ops": [_op_to_json(op) for op in self.ops],
@@ -511,14 +762,21 @@ class SyscallReproducer:
             "rule": self.rule,
             "error": self.error,
             "mode": self.mode,
-            "replay": "scopecheck replay FILE  (no strace needed: the image is rebuilt from 'ops')",
+            "recovery_ops": [_op_to_json(op) for op in self.recovery_ops],
+            "recovery_point": None
+            if self.recovery_point is None
+            else attrs.asdict(self.recovery_point),
+            "history": [attrs.asdict(point) for point in self.history],
+            "replay": "scopecheck replay FILE  (a crash state needs no strace: the image is "
+            "rebuilt from 'ops')",
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SyscallReproducer:
+        recovery = data.get("recovery_point")
         return cls(
             str(data["spec"]),
-            tuple(data["command"]),
+            _runnable(data["command"]),
             str(data["cwd"]),
             workload_from_json(data["workload"]),
             tuple(_op_from_json(op) for op in data["ops"]),
@@ -528,25 +786,52 @@ class SyscallReproducer:
             str(data["rule"]),
             str(data["error"]),
             str(data.get("mode", "crash")),
+            tuple(_op_from_json(op) for op in data.get("recovery_ops", ())),
+            None if recovery is None else _point_from_json(recovery),
+            tuple(_point_from_json(point) for point in data.get("history", ())),
         )
 
 
-def replay(record: dict[str, Any]) -> tuple[bool, str]:
-    """Rebuild the crash image of a reproducer from its operations and check it again with a
-    fresh backend process: ``(still failing, report)``.  The report lists the operations up to
-    the crash point with each acknowledgement in its place, and the files of the image."""
+#: How often a fault or kill replay reruns the workload before it says it did not reproduce.
+REPLAY_TRIES = 5
+
+
+def replay(record: dict[str, Any]) -> tuple[bool | None, str]:
+    """Check a reproducer again: ``(still failing, report)``.  A crash state is rebuilt from
+    its operations and checked by a fresh backend process (after the images of its
+    ``history``, when it has one); the report lists the operations up to the crash point with
+    each acknowledgement in its place, and the files of the image.  A fault or kill run is
+    rerun until it fails again, at most :data:`REPLAY_TRIES` times; one that never does is
+    undecided (``None``): not reproduced, and never called fixed."""
     repro = SyscallReproducer.from_json(record)
+    cwd = repro.cwd if os.path.isdir(repro.cwd) else os.getcwd()
+    repro = attrs.evolve(repro, cwd=cwd)
     rec = Recording(
         repro.workload, repro.ops, repro.acked_at, (), (), (), (0,), model_states(repro.workload)
     )
     if repro.mode != "crash":
-        return _replay_fault(repro)
+        return _replay_fault(repro, rec)
     image = image_at(repro.ops, repro.point, repro.seed)
+    shown = image
+    if repro.recovery_point is not None:
+        shown = image_at(repro.recovery_ops, repro.recovery_point, repro.seed, base=image)
     with ImageChecker(repro.command, repro.cwd, rec) as checker:
-        found = checker.check(repro.point, image, rec.allowed(repro.point.op_index))
-    lines = [_story(repro), "files after the crash:"]
-    lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(image.files.items())]
-    if not image.files:
+        for earlier in repro.history:
+            with contextlib.suppress(ValueError):
+                checker.check(earlier, image_at(repro.ops, earlier, repro.seed),
+                              rec.allowed(earlier.op_index))  # fmt: skip
+        found = checker.check(repro.point, shown, rec.allowed(repro.point.op_index))
+    lines = [f"replaying {repro.kind}", _story(repro)]
+    if repro.recovery_point is not None:
+        lines.append(_recovery_story(repro))
+    if repro.history:
+        lines.append(
+            f"the checker child first reopened the {len(repro.history)} images it had reopened "
+            "before this one (the failure needed them)"
+        )
+    lines.append("files after the crash:")
+    lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(shown.files.items())]
+    if not shown.files:
         lines.append("  (none)")
     if found is None:
         return False, "\n".join([*lines, "the recovered state is allowed now"])
@@ -577,31 +862,58 @@ def _story(repro: SyscallReproducer) -> str:
     return "\n".join(shown)
 
 
-def _replay_fault(repro: SyscallReproducer) -> tuple[bool, str]:
-    """A fault or kill reproducer is rerun under strace with the same injection."""
+def _recovery_story(repro: SyscallReproducer) -> str:
+    point = repro.recovery_point
+    assert point is not None
+    shown = [f"then a backend reopened that image, and crashed ({point.variant}) during it:"]
+    for index, op in enumerate(repro.recovery_ops[: point.op_index + 1]):
+        mark = ">> crash here, before:" if index == point.op_index else f"{index:4}"
+        shown.append(f"  {mark} {op.describe()}")
+    return "\n".join(shown)
+
+
+def _replay_fault(repro: SyscallReproducer, rec: Recording) -> tuple[bool | None, str]:
+    """A fault or kill reproducer is rerun under strace with the same injection, until it
+    fails again or :data:`REPLAY_TRIES` runs did not."""
     from scopecheck.crashsim.strace import unavailable
 
+    _, child, expression = repro.mode.split(":", 2)
+    head = f"replaying {repro.kind}: {expression} in backend process {int(child) + 1}"
     why = unavailable()
     if why is not None:
-        return True, f"cannot rerun {repro.mode}: {why}"
-    kind, child, expression = repro.mode.split(":", 2)
+        return None, f"{head}\ncannot rerun it: {why}"
     base = tempfile.mkdtemp(prefix="scopecheck-replay-", dir=scratch_base())
+    dropped = 0
     try:
-        found = Exploration()
-        rec = Recording(repro.workload, repro.ops, repro.acked_at, (), (), (), (0,),
-                        model_states(repro.workload))  # fmt: skip
         with ImageChecker(repro.command, repro.cwd, rec) as checker:
-            _fault_run(repro.spec, repro.command, repro.cwd, rec, base, found, checker, int(child),
-                       expression)  # fmt: skip
+            for attempt in range(1, REPLAY_TRIES + 1):
+                found = Exploration()
+                _fault_run(repro.spec, repro.command, repro.cwd, rec, base, found, checker,
+                           int(child), expression, -1)  # fmt: skip
+                dropped += found.dropped_runs
+                if found.failures:
+                    failure = found.failures[0]
+                    return True, (
+                        f"{head}\nreproduced on try {attempt}:\n{failure.rule}: {failure.error}"
+                    )
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    head = f"rerun of the workload with {kind} {expression}"
-    if found.failures:
-        return True, f"{head}\n{found.failures[0].rule}: {found.failures[0].error}"
-    return False, f"{head}\nthe disk afterwards is allowed now"
+    missed = (
+        f" ({dropped} of the runs had the fault land on another call: strace counts calls per "
+        "thread)"
+        if dropped
+        else ""
+    )
+    return None, (
+        f"{head}\nnot reproduced in {REPLAY_TRIES} tries{missed}: this run depends on timing "
+        "or on which thread makes the call, so it is neither confirmed nor fixed"
+    )
 
 
 # -- exploring ------------------------------------------------------------------------------
+
+#: Distinct failures (by rule and kind of crash point) an exploration keeps before it stops.
+MAX_FAILURES = 8
 
 
 @attrs.define
@@ -612,6 +924,21 @@ class Exploration:
     failures: list[SyscallReproducer] = attrs.field(factory=list)
     findings: list[str] = attrs.field(factory=list)
     seconds: float = 0.0
+    coverage: CrashCoverage = attrs.field(factory=CrashCoverage)
+    #: Fault runs not judged: the fault hit another call than the one aimed at, or none.
+    dropped_runs: int = 0
+
+    @property
+    def full(self) -> bool:
+        return len(self.failures) >= MAX_FAILURES
+
+    def known(self, key: tuple[str, str]) -> bool:
+        return any(f.key == key for f in self.failures)
+
+    def add(self, failure: SyscallReproducer) -> None:
+        """Keep ``failure`` unless one of its kind is kept already (or enough are)."""
+        if not self.full and not self.known(failure.key):
+            self.failures.append(failure)
 
 
 #: Fault and kill runs per recorded workload before the next workload is recorded.
@@ -619,6 +946,11 @@ FAULT_RUNS_PER_ROUND = 12
 #: Crash states the first recording always gets, however small the budget: a run that checked
 #: nothing would be reported as having run.
 MIN_FIRST_ROUND = 100
+#: The share of what is left of the budget that a round's crash states get (the rest: its
+#: fault and kill runs, then the next round).
+STATE_SHARE = 0.5
+#: The share of a round's crash-state time spent crashing recoveries.
+RECOVERY_SHARE = 0.2
 
 
 def explore(
@@ -632,52 +964,212 @@ def explore(
     faults: bool = True,
     on_progress: Callable[[Exploration], None] | None = None,
 ) -> Exploration:
-    """Record workloads, one per round, until ``budget`` seconds pass or a failure is found:
-    each round checks every crash state of its recording, then (``faults``) runs a sample of
-    its fault and kill runs."""
+    """Record workloads, one per round, until ``budget`` seconds pass (or
+    :data:`MAX_FAILURES` distinct failures are found): each round checks the crash states of
+    its recording in coverage order, crashes some recoveries, then (``faults``) runs its
+    fault and kill runs.  A failure does not end the exploration."""
     started = time.perf_counter()
     found = Exploration()
     deadline = started + budget
     base = tempfile.mkdtemp(prefix="scopecheck-syscall-", dir=scratch_base())
     try:
         round_seed = seed
-        while time.perf_counter() < deadline and not found.failures:
+        while time.perf_counter() < deadline and not found.full:
+            first = round_seed == seed
             wl = workload(round_seed, transactions)
-            rec = _record(command, wl, cwd, base, found)
+            rec = _record(spec, command, wl, cwd, base, found)
             if rec is None:
                 break
-            # Crash states get at most half of what is left, so every round has fault runs.
             now = time.perf_counter()
-            states_until = now + (deadline - now) * (0.5 if faults else 1.0)
-            floor = MIN_FIRST_ROUND if round_seed == seed else 0
+            states_until = now + (deadline - now) * (STATE_SHARE if faults else 1.0)
             with ImageChecker(command, cwd, rec) as checker:
-                for point, image in crash_images(rec.ops, round_seed):
-                    if time.perf_counter() >= states_until and found.states >= floor:
-                        break
-                    problem = checker.check(point, image, rec.allowed(point.op_index))
-                    found.states += 1
-                    if problem is not None:
-                        found.failures.append(
-                            _reproducer(spec, command, cwd, rec, point, round_seed, problem.rule,
-                                        problem.problem)
-                        )  # fmt: skip
-                        break
-                    if on_progress is not None and found.states % 50 == 0:
-                        found.seconds = time.perf_counter() - started
-                        on_progress(found)
-            if faults and not found.failures:
-                at_least = 2 if round_seed == seed else 0
-                _fault_runs(spec, command, cwd, rec, base, deadline, found, on_progress, started,
-                            random.Random(round_seed), at_least=at_least)  # fmt: skip
+                found.coverage += _check_states(
+                    spec, command, cwd, rec, round_seed, checker, base, states_until, found,
+                    first=first, on_progress=on_progress, started=started,
+                )  # fmt: skip
+                if faults and not found.full:
+                    _fault_runs(spec, command, cwd, rec, base, deadline, found, checker,
+                                on_progress, started, at_least=2 if first else 0)  # fmt: skip
             round_seed += 1
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    if found.dropped_runs:
+        found.findings.append(
+            f"fault: {found.dropped_runs} fault runs were dropped, not judged: the fault hit "
+            "another call than the one aimed at, or none (strace counts calls per thread, and a "
+            "rerun may take another path)"
+        )
     found.seconds = time.perf_counter() - started
     return found
 
 
+def _check_states(
+    spec: str,
+    command: Sequence[str],
+    cwd: str,
+    rec: Recording,
+    seed: int,
+    checker: ImageChecker,
+    base: str,
+    until: float,
+    found: Exploration,
+    *,
+    first: bool,
+    on_progress: Callable[[Exploration], None] | None,
+    started: float,
+) -> CrashCoverage:
+    """Check ``rec``'s crash states pass by pass (:func:`ordered_passes`) until ``until``,
+    crashing the recovery of some images after the first pass; what was covered.  A round
+    after the first that did not finish its first pass counts its states only: its
+    acknowledged steps are not claimed either way."""
+    points = crash_points(rec.ops)
+    after_ack = acknowledgement_points(points, rec.acked_at)
+    checked: set[int] = set()
+    states = recovery_states = 0
+    floor = MIN_FIRST_ROUND if first else 0
+    candidates: list[tuple[CrashPoint, Image]] = []
+    stopped = priority_done = False
+    for number, pass_points in enumerate(ordered_passes(rec.ops, rec.acked_at)):
+        current: int | None = None
+        for point, image in crash_images(rec.ops, seed, pass_points):
+            if time.perf_counter() >= until and found.states >= floor:
+                stopped = True
+                break
+            if current is not None and point.op_index != current:
+                checked.add(current)
+            current = point.op_index
+            problem = checker.check(point, image, rec.allowed(point.op_index))
+            found.states += 1
+            states += 1
+            if problem is not None:
+                _crash_failure(spec, command, cwd, rec, seed, checker, point, image, problem,
+                               found)  # fmt: skip
+            elif number == 0 and point.family in ("torn", "data-kept", "strict"):
+                candidates.append((point, image))
+            if on_progress is not None and found.states % 50 == 0:
+                found.seconds = time.perf_counter() - started
+                on_progress(found)
+        if stopped:
+            break
+        if current is not None:
+            checked.add(current)
+        priority_done = True
+        if number == 0 and candidates:
+            now = time.perf_counter()
+            recovery_until = now + max(0.0, until - now) * RECOVERY_SHARE
+            recovery_states = _crash_recoveries(
+                spec, command, cwd, rec, seed, checker, base, candidates, recovery_until, found,
+                at_least=1 if first else 0,
+            )  # fmt: skip
+            states += recovery_states
+    counted = first or priority_done
+    return CrashCoverage(
+        points_checked=len(checked) if counted else 0,
+        points_total=len(points) if counted else 0,
+        states_checked=states,
+        acked_covered=sum(1 for k in after_ack if k in checked) if counted else 0,
+        acked_total=len(after_ack) if counted else 0,
+        recovery_states=recovery_states,
+    )
+
+
+def _crash_failure(
+    spec: str,
+    command: Sequence[str],
+    cwd: str,
+    rec: Recording,
+    seed: int,
+    checker: ImageChecker,
+    point: CrashPoint,
+    image: Image,
+    problem: SyscallFailure,
+    found: Exploration,
+) -> None:
+    """Keep a crash-state failure, confirmed on a fresh checker child: one that does not
+    fail there needed what the child had reopened before, and keeps that history."""
+    key = (problem.rule, point.family)
+    if found.known(key) or found.full:
+        return
+    history = checker.last_history
+    with ImageChecker(command, cwd, rec) as fresh:
+        again = fresh.check(point, image, rec.allowed(point.op_index))
+    error = problem.problem
+    if again is None:
+        error += (
+            f" (only after the checker process had reopened {len(history)} other images: "
+            "state carried over from one root to the next; `hello` must start afresh)"
+        )
+    found.add(
+        _reproducer(
+            spec,
+            command,
+            cwd,
+            rec,
+            point,
+            seed,
+            problem.rule,
+            error,
+            history=() if again is not None else history,
+        )
+    )
+
+
+def _crash_recoveries(
+    spec: str,
+    command: Sequence[str],
+    cwd: str,
+    rec: Recording,
+    seed: int,
+    checker: ImageChecker,
+    base: str,
+    candidates: list[tuple[CrashPoint, Image]],
+    until: float,
+    found: Exploration,
+    *,
+    at_least: int,
+) -> int:
+    """Record the recovery of candidate images and crash it before each of its first
+    :data:`RECOVERY_POINTS` mutating operations (CRASH-FS-5); the states checked."""
+    states = 0
+    rng = random.Random(seed)
+    order = sorted(candidates, key=lambda c: (c[0].family != "torn", rng.random()))
+    for done, (point, image) in enumerate(order):
+        if time.perf_counter() >= until and done >= at_least:
+            break
+        if found.full:
+            break
+        try:
+            rops = record_recovery(command, cwd, image, base, len(rec.workload.steps) + 1)
+        except ScopecheckError:
+            continue  # the image's own check passed: a reopen that fails now is timing
+        allowed = rec.allowed(point.op_index)
+        volume = Volume(image)
+        applied = 0
+        mutating = [j for j, op in enumerate(rops) if op.mutating][:RECOVERY_POINTS]
+        for j in mutating:
+            while applied < j:
+                volume.apply(rops[applied])
+                applied += 1
+            for during, during_image in _images_here(volume, j, seed):
+                problem = checker.check(during, during_image, allowed)
+                states += 1
+                found.states += 1
+                if problem is None:
+                    continue
+                failure = _reproducer(
+                    spec, command, cwd, rec, point, seed, "CRASH-FS-5",
+                    f"a crash while a backend recovered that image ({during.variant}, before "
+                    f"recovery operation {j}: {rops[j].describe()}): {problem.rule} "
+                    f"{problem.problem}",
+                    recovery_ops=rops, recovery_point=during,
+                )  # fmt: skip
+                found.add(failure)
+                return states
+    return states
+
+
 def _record(
-    command: Sequence[str], wl: Workload, cwd: str, base: str, found: Exploration
+    spec: str, command: Sequence[str], wl: Workload, cwd: str, base: str, found: Exploration
 ) -> Recording | None:
     root = tempfile.mkdtemp(prefix="root-", dir=base)
     traces = tempfile.mkdtemp(prefix="traces-", dir=base)
@@ -685,6 +1177,7 @@ def _record(
         rec = run_workload(command, wl, root, cwd, traces)
     finally:
         shutil.rmtree(traces, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
     for finding in rec.findings:
         text = f"{finding.kind}: {finding.text}"
         if text not in found.findings:
@@ -693,26 +1186,58 @@ def _record(
     if bad:
         index, outcome = bad[0]
         point = CrashPoint(len(rec.ops), "process")
-        found.failures.append(
-            SyscallReproducer(
-                "", tuple(command), cwd, wl, rec.ops, rec.acked_at, point, 0, "CRASH-FS-7",
-                f"without any crash, step {index + 1} ({wl.steps[index].op}) failed with {outcome}",
+        tail = next((t.strip() for t in reversed(rec.stderr) if t.strip()), "")
+        said = f"; the backend's stderr ends: {tail[-400:]}" if tail else ""
+        found.add(
+            _reproducer(
+                spec, command, cwd, rec, point, 0, "CRASH-FS-7",
+                f"without any crash, step {index + 1} ({wl.steps[index].op}) failed with "
+                f"{outcome}{said}",
             )
         )  # fmt: skip
-        shutil.rmtree(root, ignore_errors=True)
         return None
-    shutil.rmtree(root, ignore_errors=True)
     return rec
 
 
 def _reproducer(
     spec: str, command: Sequence[str], cwd: str, rec: Recording, point: CrashPoint, seed: int,
-    rule: str, problem: str, mode: str = "crash",
+    rule: str, problem: str, mode: str = "crash", *, recovery_ops: tuple[FileOp, ...] = (),
+    recovery_point: CrashPoint | None = None, history: tuple[CrashPoint, ...] = (),
 ) -> SyscallReproducer:  # fmt: skip
     return SyscallReproducer(
         spec, tuple(command), cwd, rec.workload, rec.ops, rec.acked_at, point, seed, rule,
-        problem, mode,
+        problem, mode, recovery_ops, recovery_point, history,
     )  # fmt: skip
+
+
+def _fault_plans(rec: Recording) -> list[tuple[int, int, str]]:
+    """``(child, operation index, strace inject expression)`` for every fault and kill of
+    ``rec``'s mutating calls, those around acknowledgements and syncs first, faults and kills
+    alternating."""
+    mutating = [k for k, op in enumerate(rec.ops) if op.mutating]
+    by_op = dict(zip(mutating, rec.calls, strict=False))
+    faults: list[tuple[int, int, str]] = []
+    kills: list[tuple[int, int, str]] = []
+    seen: set[tuple[int, int]] = set()
+    for pass_points in ordered_passes(rec.ops, rec.acked_at):
+        for k in pass_points:
+            if k not in by_op:
+                continue
+            child, call, name, ordinal = by_op[k]
+            if (child, call) in seen:
+                continue
+            seen.add((child, call))
+            for errno in FAULTS.get(name, ()):
+                faults.append((child, k, f"{name}:error={errno}:when={ordinal + 1}"))
+            kills.append((child, k, f"{name}:signal=SIGKILL:when={ordinal + 1}"))
+    plans: list[tuple[int, int, str]] = []
+    for fault_pair, kill in itertools.zip_longest(
+        itertools.zip_longest(faults[0::2], faults[1::2]), kills
+    ):
+        for plan in (*(fault_pair or ()), kill):
+            if plan is not None:
+                plans.append(plan)
+    return plans
 
 
 def _fault_runs(
@@ -723,33 +1248,40 @@ def _fault_runs(
     base: str,
     deadline: float,
     found: Exploration,
+    checker: ImageChecker,
     on_progress: Callable[[Exploration], None] | None,
     started: float,
-    rng: random.Random,
     limit: int = FAULT_RUNS_PER_ROUND,
     at_least: int = 0,
 ) -> None:
-    """Fail a sample of ``limit`` mutating calls once each, or kill the child at them,
-    rerunning the workload, and check the disk each run leaves against the acknowledged
-    steps."""
-    plans: list[tuple[int, int, str, int, str]] = []
-    for child, call, name, ordinal in rec.calls:
-        for errno in FAULTS.get(name, ()):
-            plans.append((child, call, name, ordinal, f"{name}:error={errno}:when={ordinal + 1}"))
-        plans.append((child, call, name, ordinal, f"{name}:signal=SIGKILL:when={ordinal + 1}"))
-    rng.shuffle(plans)
-    # one fault and one kill first, so even a small budget has both
-    faults = [plan for plan in plans if "SIGKILL" not in plan[4]]
-    kills = [plan for plan in plans if "SIGKILL" in plan[4]]
-    plans = faults[:1] + kills[:1] + faults[1:] + kills[1:]
-    with ImageChecker(command, cwd, rec) as checker:
-        for done, (child, _call, _name, _ordinal, expression) in enumerate(plans[:limit]):
-            if found.failures or (time.perf_counter() >= deadline and done >= at_least):
-                return
-            _fault_run(spec, command, cwd, rec, base, found, checker, child, expression)
-            if on_progress is not None:
-                found.seconds = time.perf_counter() - started
-                on_progress(found)
+    """Fail up to ``limit`` mutating calls once each, or kill the child at them, rerunning
+    the workload, and check the disk each run leaves (and its power-loss image) against the
+    acknowledged steps."""
+    for done, (child, k, expression) in enumerate(_fault_plans(rec)[:limit]):
+        if found.full or (time.perf_counter() >= deadline and done >= at_least):
+            return
+        _fault_run(spec, command, cwd, rec, base, found, checker, child, expression, k)
+        if on_progress is not None:
+            found.seconds = time.perf_counter() - started
+            on_progress(found)
+
+
+def _aimed(rec: Recording, run: Recording, k: int, expression: str) -> str | None:
+    """Why the fault of ``run`` did not hit the call it aimed at (operation ``k`` of
+    ``rec``; ``-1``: any call on a file under the root), or ``None`` when it did."""
+    name = expression.split(":", 1)[0]
+    if not run.injected:
+        return "the call was never made"
+    if len(run.injected) > 1:
+        return f"it hit {len(run.injected)} calls"
+    hit = run.injected[0]
+    if hit.path is None:
+        return f"it hit the {hit.where}, not a file under the root"
+    if hit.name != name:
+        return f"it hit {hit.where}"
+    if 0 <= k < len(rec.ops) and hit.path != rec.ops[k].path:
+        return f"it hit {hit.where}, not {rec.ops[k].path}"
+    return None
 
 
 def _fault_run(
@@ -762,8 +1294,10 @@ def _fault_run(
     checker: ImageChecker,
     child: int,
     expression: str,
+    k: int,
 ) -> None:
-    """One faulted or killed rerun of ``rec``'s workload, and its check."""
+    """One faulted or killed rerun of ``rec``'s workload aimed at operation ``k``, and its
+    check; a fault that missed its call is dropped (CRASH-SYS-12)."""
     kill = "SIGKILL" in expression
     root = tempfile.mkdtemp(prefix="root-", dir=base)
     traces = tempfile.mkdtemp(prefix="traces-", dir=base)
@@ -775,6 +1309,9 @@ def _fault_run(
         shutil.rmtree(root, ignore_errors=True)
     if kill:
         found.kill_runs += 1
+    elif _aimed(rec, run, k, expression) is not None:
+        found.dropped_runs += 1
+        return
     else:
         found.fault_runs += 1
     problem = _check_fault_run(checker, run, disk, expression, kill)
@@ -782,7 +1319,7 @@ def _fault_run(
         rule, text = problem
         point = CrashPoint(len(run.ops), "process")
         mode = f"{'kill' if kill else 'fault'}:{child}:{expression}"
-        found.failures.append(_reproducer(spec, command, cwd, run, point, 0, rule, text, mode))
+        found.add(_reproducer(spec, command, cwd, run, point, 0, rule, text, mode))
 
 
 def _fold(wl: Workload, chosen: Sequence[int]) -> Snapshot | None:
@@ -830,34 +1367,64 @@ def allowed_after(run: Recording, kill: bool) -> list[Snapshot | None]:
     return found
 
 
+def _power_loss_at_end(run: Recording) -> Image | None:
+    """The strict power-loss image of a run's trace at its end (only what was made durable:
+    a failed fsync made nothing durable, CRASH-SYS-1)."""
+    if not run.ops:
+        return None
+    volume = Volume()
+    for op in run.ops:
+        volume.apply(op)
+    for variant, image in volume.power_images(random.Random(0)):
+        if variant == "strict":
+            return image
+    return volume.process_image()  # nothing unsynced: the same disk
+
+
 def _check_fault_run(
     checker: ImageChecker, run: Recording, disk: Image, expression: str, kill: bool
 ) -> tuple[str, str] | None:
-    """The disk a faulted or killed run leaves reopens to what was acknowledged
-    (CRASH-FS-9..11 for a fault, CRASH-FS-1 and CRASH-FS-2 for a kill)."""
+    """The disk a faulted or killed run leaves, and a power loss at its end, reopen to what
+    was acknowledged (CRASH-FS-9..11 for a fault, CRASH-FS-1, -2 and -6 for a kill)."""
     first = next((o for o in run.outcomes if o != "ok"), None)
     if not kill and first in ("OSError", "protocol_error"):
+        tail = next((t.strip() for t in reversed(run.stderr) if t.strip()), "")
+        said = f"; the backend's stderr ends: {tail[-400:]}" if tail else ""
         return (
             "CRASH-FS-9",
             f"with {expression}, a step failed with {first}, not a scopecheck error with a "
-            "stable code: the I/O error escaped the backend (or killed it)",
+            f"stable code: the I/O error escaped the backend (or killed it){said}",
         )
     allowed = allowed_after(run, kill)
-    directory = os.path.join(checker.base, "disk")
-    write_image(disk, directory)
-    try:
-        repo = checker.reopen(directory)
-        got: Snapshot | None = None
-        if SESSION in repo.list():
-            storage = repo.open(SESSION)
-            got = storage.snapshot()
-            storage.close()
-    except ScopecheckError as exc:
-        rule = "CRASH-FS-1" if kill else "CRASH-FS-11"
-        return rule, f"with {expression}, reopening the disk afterwards raised {exc}"
-    if got not in allowed:
-        rule = "CRASH-FS-2" if kill else "CRASH-FS-9"
-        shown = orjson.dumps(describe(got)).decode()
-        wanted = " or ".join(orjson.dumps(describe(a)).decode() for a in allowed)
-        return rule, f"with {expression}, the disk afterwards holds {shown}, not {wanted}"
+    images: list[tuple[str, Image]] = [("the disk afterwards", disk)]
+    power = _power_loss_at_end(run)
+    if power is not None and power != disk:
+        images.append(("a power loss at the end of the run", power))
+    for label, image in images:
+        directory = os.path.join(checker.base, "disk")
+        write_image(image, directory)
+        checker.history.append(CrashPoint(len(run.ops), "process"))
+        try:
+            repo = checker.reopen(directory)
+            got: Snapshot | None = None
+            if SESSION in repo.list():
+                storage = repo.open(SESSION)
+                got = storage.snapshot()
+                storage.close()
+        except ScopecheckError as exc:
+            checker.fresh()
+            rule = "CRASH-FS-1" if kill else "CRASH-FS-11"
+            return rule, f"with {expression}, reopening {label} raised {exc}"
+        if got not in allowed:
+            power_loss = label.startswith("a power loss")
+            rule = ("CRASH-FS-6" if power_loss else "CRASH-FS-2") if kill else "CRASH-FS-9"
+            shown = orjson.dumps(describe(got)).decode()
+            wanted = " or ".join(orjson.dumps(describe(a)).decode() for a in allowed)
+            hint = (
+                ": what was acknowledged must be durable -- after a failed fsync the data is "
+                "not on disk even if a later fsync succeeds"
+                if power_loss
+                else ""
+            )
+            return rule, f"with {expression}, {label} holds {shown}, not {wanted}{hint}"
     return None

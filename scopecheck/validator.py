@@ -72,7 +72,7 @@ CRASH_SKIPPED = {
     "plain": "backend does not take a FileSystem: make_backend takes neither fs nor root",
 }
 
-Status = Literal["ran", "failed", "skipped", "pending", "running"]
+Status = Literal["ran", "failed", "incomplete", "skipped", "pending", "running"]
 
 
 @attrs.define
@@ -106,7 +106,14 @@ class Verdict:
     crash_fault_runs: int = 0
     #: What crash exploration could not see or should not have seen (CRASH-SYS-4, CRASH-SYS-8).
     limits: list[str] = attrs.field(factory=list)
+    #: What crash exploration covered, where its explorer measures it (CRASH-SYS-11).
+    crash_coverage: dict[str, Any] | None = None
     seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        """No phase stopped short of the ground it claims (an incomplete phase is no pass)."""
+        return all(phase.status != "incomplete" for phase in self.phases.values())
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +126,8 @@ class Verdict:
             "crash_exploration": self.crash_exploration,
             "crash_states": self.crash_states,
             "crash_fault_runs": self.crash_fault_runs,
+            "complete": self.complete,
+            "crash_coverage": self.crash_coverage,
             "limits": self.limits,
             "seconds": round(self.seconds, 2),
         }
@@ -417,24 +426,44 @@ def validate(
             progress.update("crash exploration", phases["crash exploration"])
             crash = BackendReport()
             states, faults, records = explorer.explore_with_faults(budget * CRASH_SHARE, seed)
-            verdict.crash_states, verdict.crash_fault_runs = states, faults
+            kills = getattr(explorer, "kill_runs", 0)
+            verdict.crash_states, verdict.crash_fault_runs = states, faults - kills
             for record in records:
                 record["spec"] = spec
                 crash.reproducers.append(str(save_reproducer(failures_dir, record)))
             crash_failures = _machine_failures(crash, "crash exploration")
             verdict.failures.extend(crash_failures)
-            kills = getattr(explorer, "kill_runs", 0)
             how = "system-call trace" if hasattr(explorer, "unavailable") else "FileSystem layer"
             detail = f"{states:,} crash states, {faults - kills:,} I/O-fault runs"
             if kills:
                 detail += f", {kills:,} kill runs"
             limits = list(getattr(explorer, "findings", []))
-            detail += f" ({how})" + "".join(f"; limit: {limit}" for limit in limits)
-            phases["crash exploration"] = PhaseReport(
-                "failed" if crash_failures else "ran",
-                detail,
-                {"crash_states": states, "crash_fault_runs": faults - kills, "kill_runs": kills},
-            )
+            detail += f" ({how})"
+            status: Status = "failed" if crash_failures else "ran"
+            coverage = getattr(explorer, "coverage", None)
+            counts = {
+                "crash_states": states,
+                "crash_fault_runs": faults - kills,
+                "kill_runs": kills,
+            }
+            if coverage is not None:
+                detail += f"; {coverage.describe()}"
+                counts.update(
+                    acked_covered=coverage.acked_covered,
+                    acked_total=coverage.acked_total,
+                    points_checked=coverage.points_checked,
+                    points_total=coverage.points_total,
+                )
+                verdict.crash_coverage = coverage.to_json()
+                if not coverage.complete and not crash_failures:
+                    status = "incomplete"
+                    detail += (
+                        f" -- INCOMPLETE: {coverage.acked_total - coverage.acked_covered} "
+                        "acknowledged steps had no crash state checked after them; raise --budget"
+                    )
+            detail += "".join(f"; limit: {limit}" for limit in limits)
+            phases["crash exploration"] = PhaseReport(status, detail, counts)
+            verdict.crash_exploration = status
             verdict.limits = limits
         else:
             reason = why or CRASH_SKIPPED.get(
@@ -478,6 +507,6 @@ def validate(
 
         phases["restarts"] = _restarts(capabilities, loaded.counts)
         progress.update("restarts", phases["restarts"])
-    verdict.passed = not verdict.failures
+    verdict.passed = not verdict.failures and verdict.complete
     verdict.seconds = time.perf_counter() - started
     return verdict

@@ -1,0 +1,131 @@
+"""Which crash points a budget covers first, and what the verdict may claim it covered.
+
+A workload's trace can hold tens of thousands of mutating operations before its first
+acknowledgement (a library's start-up), and a budget that walks them in trace order never
+reaches a state after anything was acknowledged -- yet it would report thousands of crash
+states checked.  So the crash points are ordered (CRASH-SYS-10):
+
+1. **around every acknowledgement** -- the last crash point before it and the first after it
+   (where a missing fsync shows: the step is acknowledged, its data is not durable);
+2. **around every sync, rename, unlink, link and rmdir** -- before and after each (where ALICE
+   and CrashMonkey found nearly every real crash-consistency bug);
+3. **the rest, spread over the whole trace**: in bit-reversed order, so that any prefix of them
+   is spread evenly rather than bunched at the start.
+
+The points come in *passes*, each sorted by position, so an explorer builds the images of one
+pass in a single sweep over the operations.  :class:`CrashCoverage` counts what was checked:
+crash points and states, and the acknowledged steps with a checked crash point after their
+acknowledgement.  A phase that did not cover every acknowledged step is ``incomplete``
+(CRASH-SYS-11), never ``passed``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from scopecheck.crashsim.persistence import FileOp
+
+#: Operations whose neighbourhood is checked before the spread of the rest.
+ORDERING_KINDS = frozenset({"sync", "syncall", "rename", "unlink", "rmdir", "link"})
+#: The sizes of the spread passes after the priority pass (then the rest in one pass).
+SPREAD_PASSES = (8, 24, 64, 192, 512)
+
+
+def crash_points(ops: Sequence[FileOp]) -> list[int]:
+    """Every crash point of ``ops``: before each mutating operation, and at the end."""
+    return [k for k, op in enumerate(ops) if op.mutating] + [len(ops)]
+
+
+def acknowledgement_points(points: Sequence[int], acked_at: Iterable[int | None]) -> list[int]:
+    """For each acknowledged step, the first crash point at or after its acknowledgement: the
+    crash state in which that step must have survived."""
+    found = []
+    for at in acked_at:
+        if at is None:
+            continue
+        index = bisect.bisect_left(points, at)
+        found.append(points[min(index, len(points) - 1)])
+    return found
+
+
+def _bit_reversed(count: int) -> list[int]:
+    """``range(count)`` in bit-reversed order (0, half, a quarter, three quarters, ...)."""
+    if count <= 1:
+        return list(range(count))
+    bits = (count - 1).bit_length()
+    order = []
+    for i in range(1 << bits):
+        reversed_i = int(f"{i:0{bits}b}"[::-1], 2)
+        if reversed_i < count:
+            order.append(reversed_i)
+    return order
+
+
+def ordered_passes(ops: Sequence[FileOp], acked_at: Sequence[int | None]) -> list[list[int]]:
+    """The crash points of ``ops`` in passes, most telling first (see the module docstring);
+    together the passes hold every crash point exactly once."""
+    points = crash_points(ops)
+    priority: set[int] = set()
+    for at in acked_at:
+        if at is None:
+            continue
+        index = bisect.bisect_left(points, at)
+        priority.add(points[min(index, len(points) - 1)])
+        if index > 0:
+            priority.add(points[index - 1])
+    for k, op in enumerate(ops):
+        if op.kind in ORDERING_KINDS:
+            index = bisect.bisect_left(points, k)
+            priority.add(points[index])  # before it
+            if index + 1 < len(points):
+                priority.add(points[index + 1])  # after it
+    priority.add(points[-1])
+    rest = [k for k in points if k not in priority]
+    spread = [rest[i] for i in _bit_reversed(len(rest))]
+    passes = [sorted(priority)]
+    start = 0
+    for size in SPREAD_PASSES:
+        if start >= len(spread):
+            break
+        passes.append(sorted(spread[start : start + size]))
+        start += size
+    if start < len(spread):
+        passes.append(sorted(spread[start:]))
+    return passes
+
+
+@attrs.frozen
+class CrashCoverage:
+    """What a crash phase checked, summed over its workloads."""
+
+    points_checked: int = 0
+    points_total: int = 0
+    states_checked: int = 0
+    acked_covered: int = 0
+    acked_total: int = 0
+    recovery_states: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Every acknowledged step had a crash state after it checked (CRASH-SYS-11)."""
+        return self.acked_total > 0 and self.acked_covered >= self.acked_total
+
+    def __add__(self, other: CrashCoverage) -> CrashCoverage:
+        return CrashCoverage(
+            *(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True))
+        )
+
+    def describe(self) -> str:
+        text = (
+            f"covered {self.acked_covered:,} of {self.acked_total:,} acknowledged steps, "
+            f"{self.points_checked:,} of {self.points_total:,} crash points"
+        )
+        if self.recovery_states:
+            text += f", {self.recovery_states:,} states crashed during recovery"
+        return text
+
+    def to_json(self) -> dict[str, int | bool]:
+        return {**attrs.asdict(self), "complete": self.complete}
