@@ -3,12 +3,13 @@
 A workload's trace can hold tens of thousands of mutating operations before its first
 acknowledgement (a library's start-up), and a budget that walks them in trace order never
 reaches a state after anything was acknowledged -- yet it would report thousands of crash
-states checked.  So the crash points are ordered (CRASH-SYS-10):
+states checked.  So the crash points are ordered (CRASH-COV-1):
 
-1. **around every acknowledgement** -- the last crash point before it and the first after it
-   (where a missing fsync shows: the step is acknowledged, its data is not durable);
-2. **around every sync, rename, unlink, link and rmdir** -- before and after each (where ALICE
-   and CrashMonkey found nearly every real crash-consistency bug);
+1. **after every acknowledgement** -- the first crash point after it (where a missing fsync
+   shows: the step is acknowledged, its data is not durable);
+2. **around every acknowledgement, sync, rename, unlink, link and rmdir** -- the last crash
+   point before an acknowledgement, before and after each of the others (where ALICE and
+   CrashMonkey found nearly every real crash-consistency bug);
 3. **the rest, spread over the whole trace**: in bit-reversed order, so that any prefix of them
    is spread evenly rather than bunched at the start.
 
@@ -16,7 +17,7 @@ The points come in *passes*, each sorted by position, so an explorer builds the 
 pass in a single sweep over the operations.  :class:`CrashCoverage` counts what was checked:
 crash points and states, and the acknowledged steps with a checked crash point after their
 acknowledgement.  A phase that did not cover every acknowledged step is ``incomplete``
-(CRASH-SYS-11), never ``passed``.
+(CRASH-COV-2), never ``passed``.
 """
 
 from __future__ import annotations
@@ -65,27 +66,29 @@ def _bit_reversed(count: int) -> list[int]:
 
 
 def ordered_passes(ops: Sequence[FileOp], acked_at: Sequence[int | None]) -> list[list[int]]:
-    """The crash points of ``ops`` in passes, most telling first (see the module docstring);
-    together the passes hold every crash point exactly once."""
+    """The crash points of ``ops`` in passes, most telling first (see the module docstring):
+    the first crash point after each acknowledgement (and the end of the trace), then the
+    last before each acknowledgement and the neighbours of every sync, rename, unlink, link
+    and rmdir, then the rest spread out.  Together the passes hold every crash point exactly
+    once."""
     points = crash_points(ops)
-    priority: set[int] = set()
+    after = set(acknowledgement_points(points, acked_at)) | {points[-1]}
+    around: set[int] = set()
     for at in acked_at:
-        if at is None:
-            continue
-        index = bisect.bisect_left(points, at)
-        priority.add(points[min(index, len(points) - 1)])
-        if index > 0:
-            priority.add(points[index - 1])
+        if at is not None:
+            index = bisect.bisect_left(points, at)
+            if index > 0:
+                around.add(points[index - 1])
     for k, op in enumerate(ops):
         if op.kind in ORDERING_KINDS:
             index = bisect.bisect_left(points, k)
-            priority.add(points[index])  # before it
+            around.add(points[index])  # before it
             if index + 1 < len(points):
-                priority.add(points[index + 1])  # after it
-    priority.add(points[-1])
-    rest = [k for k in points if k not in priority]
+                around.add(points[index + 1])  # after it
+    around -= after
+    rest = [k for k in points if k not in after and k not in around]
     spread = [rest[i] for i in _bit_reversed(len(rest))]
-    passes = [sorted(priority)]
+    passes = [sorted(after), sorted(around)]
     start = 0
     for size in SPREAD_PASSES:
         if start >= len(spread):
@@ -94,7 +97,7 @@ def ordered_passes(ops: Sequence[FileOp], acked_at: Sequence[int | None]) -> lis
         start += size
     if start < len(spread):
         passes.append(sorted(spread[start:]))
-    return passes
+    return [p for p in passes if p]
 
 
 @attrs.frozen
@@ -110,7 +113,7 @@ class CrashCoverage:
 
     @property
     def complete(self) -> bool:
-        """Every acknowledged step had a crash state after it checked (CRASH-SYS-11)."""
+        """Every acknowledged step had a crash state after it checked (CRASH-COV-2)."""
         return self.acked_total > 0 and self.acked_covered >= self.acked_total
 
     def __add__(self, other: CrashCoverage) -> CrashCoverage:

@@ -178,7 +178,7 @@ class SyscallCrashExplorer:
     cannot run here; crash exploration is then skipped with that reason (CRASH-SYS-5).
     ``findings`` collects what a run could not see (a shared writable mmap) or should not do
     (files changed outside the root); ``coverage`` what the last exploration covered
-    (CRASH-SYS-11)."""
+    (CRASH-COV-2)."""
 
     command: tuple[str, ...]
     cwd: str

@@ -12,9 +12,9 @@ checks as a backend doing its I/O through ``scopecheck.FileSystem``:
    :mod:`scopecheck.crashsim.coverage` -- around every acknowledgement, sync, rename and unlink
    first, then spread over the whole trace -- and before each the ``Volume``
    (:mod:`scopecheck.crashsim.persistence`) gives the process-crash image and the power-loss
-   images of the persistence model (CRASH-SYS-1, CRASH-SYS-3, CRASH-SYS-10).  What was covered
+   images of the persistence model (CRASH-SYS-1, CRASH-SYS-3, CRASH-COV-1).  What was covered
    is counted; a phase that did not reach every acknowledged step is incomplete
-   (CRASH-SYS-11).
+   (CRASH-COV-2).
 3. **Check.**  A checker child reopens each image (a ``hello`` over a copy of it) and
    :class:`ImageChecker` applies the crash rules: it opens (CRASH-FS-1), it is the model after
    the acknowledged steps or one more (CRASH-FS-2, CRASH-FS-6 for power loss), the next
@@ -28,7 +28,7 @@ checks as a backend doing its I/O through ``scopecheck.FileSystem``:
    fault injection (EIO, ENOSPC, EACCES: CRASH-FS-9..11 semantics, CRASH-SYS-6), or with the
    child killed by SIGKILL at that call (a real process crash, CRASH-SYS-7).  The trace says
    which call the fault hit; a run whose fault missed the call it aimed at (strace counts calls
-   per thread) is dropped and counted as a limit, never judged (CRASH-SYS-12).  Besides the
+   per thread) is dropped and counted as a limit, never judged (CRASH-COV-3).  Besides the
    disk the run leaves, the power-loss image of its trace is checked.
 
 A failure does not end the exploration: each distinct failure (by rule and kind of crash
@@ -927,10 +927,12 @@ class Exploration:
     coverage: CrashCoverage = attrs.field(factory=CrashCoverage)
     #: Fault runs not judged: the fault hit another call than the one aimed at, or none.
     dropped_runs: int = 0
+    #: Distinct failures kept before the exploration stops.
+    max_failures: int = MAX_FAILURES
 
     @property
     def full(self) -> bool:
-        return len(self.failures) >= MAX_FAILURES
+        return len(self.failures) >= self.max_failures
 
     def known(self, key: tuple[str, str]) -> bool:
         return any(f.key == key for f in self.failures)
@@ -943,9 +945,6 @@ class Exploration:
 
 #: Fault and kill runs per recorded workload before the next workload is recorded.
 FAULT_RUNS_PER_ROUND = 12
-#: Crash states the first recording always gets, however small the budget: a run that checked
-#: nothing would be reported as having run.
-MIN_FIRST_ROUND = 100
 #: The share of what is left of the budget that a round's crash states get (the rest: its
 #: fault and kill runs, then the next round).
 STATE_SHARE = 0.5
@@ -963,13 +962,17 @@ def explore(
     transactions: int = 6,
     faults: bool = True,
     on_progress: Callable[[Exploration], None] | None = None,
+    max_failures: int = MAX_FAILURES,
+    overrun: float = 30.0,
 ) -> Exploration:
-    """Record workloads, one per round, until ``budget`` seconds pass (or
-    :data:`MAX_FAILURES` distinct failures are found): each round checks the crash states of
+    """Record workloads, one per round, until ``budget`` seconds pass (or ``max_failures``
+    distinct failures are found): each round checks the crash states of
     its recording in coverage order, crashes some recoveries, then (``faults``) runs its
-    fault and kill runs.  A failure does not end the exploration."""
+    fault and kill runs.  A failure does not end the exploration.  The first round's crash
+    states after every acknowledgement are checked even past the budget, by at most
+    ``overrun`` seconds (CRASH-COV-2)."""
     started = time.perf_counter()
-    found = Exploration()
+    found = Exploration(max_failures=max_failures)
     deadline = started + budget
     base = tempfile.mkdtemp(prefix="scopecheck-syscall-", dir=scratch_base())
     try:
@@ -985,7 +988,7 @@ def explore(
             with ImageChecker(command, cwd, rec) as checker:
                 found.coverage += _check_states(
                     spec, command, cwd, rec, round_seed, checker, base, states_until, found,
-                    first=first, on_progress=on_progress, started=started,
+                    first=first, on_progress=on_progress, started=started, overrun=overrun,
                 )  # fmt: skip
                 if faults and not found.full:
                     _fault_runs(spec, command, cwd, rec, base, deadline, found, checker,
@@ -1017,22 +1020,27 @@ def _check_states(
     first: bool,
     on_progress: Callable[[Exploration], None] | None,
     started: float,
+    overrun: float = 30.0,
 ) -> CrashCoverage:
     """Check ``rec``'s crash states pass by pass (:func:`ordered_passes`) until ``until``,
-    crashing the recovery of some images after the first pass; what was covered.  A round
-    after the first that did not finish its first pass counts its states only: its
-    acknowledged steps are not claimed either way."""
+    crashing the recovery of some images after the second pass; what was covered.  The first
+    round's first pass -- a crash state after every acknowledgement -- runs to its end however
+    small the budget, unless it takes ``overrun`` seconds more (then the phase is
+    incomplete).  A later round that did not finish its first pass counts its states only:
+    its acknowledged steps are not claimed either way."""
     points = crash_points(rec.ops)
     after_ack = acknowledgement_points(points, rec.acked_at)
     checked: set[int] = set()
     states = recovery_states = 0
-    floor = MIN_FIRST_ROUND if first else 0
     candidates: list[tuple[CrashPoint, Image]] = []
     stopped = priority_done = False
-    for number, pass_points in enumerate(ordered_passes(rec.ops, rec.acked_at)):
+    passes = ordered_passes(rec.ops, rec.acked_at)
+    recover_after = min(1, len(passes) - 1)
+    for number, pass_points in enumerate(passes):
         current: int | None = None
+        stop_at = until + overrun if first and number == 0 else until
         for point, image in crash_images(rec.ops, seed, pass_points):
-            if time.perf_counter() >= until and found.states >= floor:
+            if found.full or time.perf_counter() >= stop_at:
                 stopped = True
                 break
             if current is not None and point.op_index != current:
@@ -1044,7 +1052,7 @@ def _check_states(
             if problem is not None:
                 _crash_failure(spec, command, cwd, rec, seed, checker, point, image, problem,
                                found)  # fmt: skip
-            elif number == 0 and point.family in ("torn", "data-kept", "strict"):
+            elif number <= recover_after and point.family in ("torn", "data-kept", "strict"):
                 candidates.append((point, image))
             if on_progress is not None and found.states % 50 == 0:
                 found.seconds = time.perf_counter() - started
@@ -1054,7 +1062,7 @@ def _check_states(
         if current is not None:
             checked.add(current)
         priority_done = True
-        if number == 0 and candidates:
+        if number == recover_after and candidates:
             now = time.perf_counter()
             recovery_until = now + max(0.0, until - now) * RECOVERY_SHARE
             recovery_states = _crash_recoveries(
@@ -1297,7 +1305,7 @@ def _fault_run(
     k: int,
 ) -> None:
     """One faulted or killed rerun of ``rec``'s workload aimed at operation ``k``, and its
-    check; a fault that missed its call is dropped (CRASH-SYS-12)."""
+    check; a fault that missed its call is dropped (CRASH-COV-3)."""
     kill = "SIGKILL" in expression
     root = tempfile.mkdtemp(prefix="root-", dir=base)
     traces = tempfile.mkdtemp(prefix="traces-", dir=base)

@@ -106,7 +106,7 @@ class Verdict:
     crash_fault_runs: int = 0
     #: What crash exploration could not see or should not have seen (CRASH-SYS-4, CRASH-SYS-8).
     limits: list[str] = attrs.field(factory=list)
-    #: What crash exploration covered, where its explorer measures it (CRASH-SYS-11).
+    #: What crash exploration covered, where its explorer measures it (CRASH-COV-2).
     crash_coverage: dict[str, Any] | None = None
     seconds: float = 0.0
 

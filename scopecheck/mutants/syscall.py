@@ -1,11 +1,12 @@
 """Planted durability bugs that only the system-call path can find (CRASH-SYS-*).
 
-Each one is the sqlite3 example (``scopecheck.examples.sqlite3_backend``), a backend doing its
-own file I/O, changed at one of its public seams -- a constructor setting, a method a subclass
-overrides -- into a classic durability mistake.  In-process checks pass them all: with no crash
-every one of them stores the right state.  ``scopecheck mutants`` runs each through
-:func:`scopecheck.syscall_crash.explore` in a child served by ``scopecheck serve`` and expects
-the rule named here.
+Each one is an example doing its own file I/O -- the sqlite3 example
+(``scopecheck.examples.sqlite3_backend``) or the good file example over real files -- changed at
+one of its public seams (a constructor setting, a method a subclass overrides, one call of the
+``FileSystem`` it is given) into a classic durability mistake.  In-process checks pass them
+all: with no crash every one of them stores the right state.  ``scopecheck mutants`` runs
+each through :func:`scopecheck.syscall_crash.explore` in a child served by ``scopecheck
+serve`` and expects the rule named here.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ import time
 from typing import Any
 
 from scopecheck.backends import Backend
+from scopecheck.examples.good_file_backend import FileRepository
 from scopecheck.examples.sqlite3_backend import Sqlite3Repository, Sqlite3Storage
+from scopecheck.impl.fs import FileSystem, OsFileSystem
+from scopecheck.models.errors import StorageIOError
 from scopecheck.mutants import Mutant, MutantResult, register
+from scopecheck.mutants.seams import WrappedFileSystem
 
 
 def ack_before_durable(clock: Any, *, root: str) -> Sqlite3Repository:
@@ -54,6 +59,81 @@ def io_error_escapes(clock: Any, *, root: str) -> Sqlite3Repository:
     return _RawErrors(clock, root)
 
 
+# -- file-log backends: the good file example over real files, changed at one public seam ----
+#
+# Each takes ``root`` only, so the system-call path explores it (a child served by
+# ``scopecheck serve``): the good example (``scopecheck.examples.good_file_backend``) over
+# the real file system, with one call of its ``FileSystem``, or one public method, changed.
+
+
+class _SyncingEveryOther(WrappedFileSystem):
+    """Group commit gone wrong: an fsync of a log handle happens on every second call only."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self.calls = 0
+
+    def fsync(self, handle: Any) -> None:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            self._inner.fsync(handle)
+
+
+def group_commit_every_second(clock: Any, *, root: str) -> FileRepository:
+    return FileRepository(clock, _SyncingEveryOther(OsFileSystem()), root)
+
+
+class _Unsynced(WrappedFileSystem):
+    def fsync(self, handle: Any) -> None:
+        """Skipped: appended commits are acknowledged before they are durable."""
+
+
+#: How many records the start-up writes before the backend answers anything.
+STARTUP_WRITES = 3000
+
+
+def ack_after_long_startup(clock: Any, *, root: str) -> FileRepository:
+    """A start-up that writes thousands of small records to a cache file under the root
+    before the first answer (as an embedded library's does), then commits acknowledged
+    before they are fsynced: a budget spent in trace order never reaches an acknowledgement."""
+    os.makedirs(root, exist_ok=True)
+    fd = os.open(os.path.join(root, "warmup.cache"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for number in range(STARTUP_WRITES):
+            os.write(fd, b"%08d\n" % number)
+    finally:
+        os.close(fd)
+    return FileRepository(clock, _Unsynced(OsFileSystem()), root)
+
+
+class _RetryingFsync(WrappedFileSystem):
+    def fsync(self, handle: Any) -> None:
+        """Retries a failed fsync and trusts the retry: after EIO Linux marks the failed
+        pages clean, so the retry succeeds having written nothing ("fsyncgate")."""
+        try:
+            self._inner.fsync(handle)
+        except StorageIOError:
+            self._inner.fsync(handle)
+
+
+def fsync_retry_after_eio(clock: Any, *, root: str) -> FileRepository:
+    return FileRepository(clock, _RetryingFsync(OsFileSystem()), root)
+
+
+class _RewritingRepair(FileRepository):
+    def repair(self, path: str, complete: bytes) -> None:
+        """Cuts a torn tail by writing the good prefix to a new file renamed over the log --
+        fsyncing the directory but never the new file's data, so a crash during recovery
+        can leave the log empty."""
+        self.fs.write_file(path + ".tmp", complete)
+        self.fs.rename(path + ".tmp", path)
+        self.fs.fsync_dir(self.root)
+
+
+def recovery_rewrite_unsynced(clock: Any, *, root: str) -> FileRepository:
+    return _RewritingRepair(clock, OsFileSystem(), root)
+
+
 #: name -> (factory, the rules that may catch it, one line).  With synchronous=OFF the schema
 #: itself may be lost, so the image does not even open (CRASH-FS-1) as often as it opens short
 #: of an acknowledged commit (CRASH-FS-6).
@@ -78,6 +158,26 @@ PLANTED = {
         "CRASH-FS-9",
         "a failed write surfaces as the driver's exception, not an error with a stable code",
     ),
+    "syscall-ack-after-long-startup": (
+        "ack_after_long_startup",
+        "CRASH-FS-6",
+        "3,000 writes before the first answer, then commits acknowledged before any fsync",
+    ),
+    "syscall-group-commit-every-second": (
+        "group_commit_every_second",
+        "CRASH-FS-6",
+        "a file log fsynced on every second commit only",
+    ),
+    "syscall-fsync-retry-after-eio": (
+        "fsync_retry_after_eio",
+        "CRASH-FS-9",
+        "a failed fsync retried, and the commit acknowledged when the retry succeeds",
+    ),
+    "syscall-recovery-rewrite-unsynced": (
+        "recovery_rewrite_unsynced",
+        "CRASH-FS-5",
+        "a torn tail repaired by renaming an unsynced rewrite over the log",
+    ),
 }
 
 
@@ -94,7 +194,7 @@ def run(name: str, budget: float = 60.0) -> MutantResult:
     spec = spec_of(name)
     command = [sys.executable, "-m", "scopecheck", "serve", spec]
     started = time.perf_counter()
-    found = explore(spec, command, os.getcwd(), budget, seed=0)
+    found = explore(spec, command, os.getcwd(), budget, seed=0, max_failures=1)
     seconds = round(time.perf_counter() - started, 3)
     failure = found.failures[0] if found.failures else None
     caught = failure is not None and failure.rule in rule.split()

@@ -140,3 +140,40 @@ def test_without_strace_crash_exploration_is_skipped_with_the_reason(tmp_path: P
     phase = verdict["phases"]["crash exploration"]
     assert phase["status"] == "skipped" and "strace is not installed" in phase["detail"]
     assert verdict["crash_exploration"].startswith("skipped")
+
+
+@pytest.mark.rule("CRASH-COV-4")
+def test_a_failure_does_not_end_the_search_and_each_distinct_one_has_its_reproducer(
+    tmp_path: Path,
+) -> None:
+    """The Node example without fsync fails many crash states; the exploration keeps one
+    failure per rule and kind of crash point, still runs its fault and kill runs, and saves
+    each under its own file name."""
+    _node()
+    from scopecheck.fuzz import save_reproducer
+
+    found = explore("node", [*NODE_BACKEND, "--no-fsync"], str(ROOT), budget=20, seed=0)
+    keys = [f.key for f in found.failures]
+    assert len(keys) >= 2 and len(set(keys)) == len(keys), keys
+    assert found.fault_runs + found.kill_runs + found.dropped_runs > 0
+    saved = {save_reproducer(tmp_path, f.to_json()) for f in found.failures}
+    assert len(saved) == len(found.failures)
+
+
+@pytest.mark.rule("CRASH-COV-2")
+def test_a_phase_cut_short_is_incomplete_not_passed() -> None:
+    """With no budget and no overrun, nothing after an acknowledgement is checked: the
+    coverage says so, and the verdict would be incomplete."""
+    found = explore("sqlite3", PYTHON_BACKEND, str(ROOT), budget=0.01, seed=0, faults=False,
+                    overrun=0)  # fmt: skip
+    assert found.failures == []
+    assert found.coverage.acked_total > 0 or found.states == 0
+    assert not found.coverage.complete, found.coverage
+
+
+@pytest.mark.rule("CRASH-COV-1", "CRASH-COV-2")
+def test_the_sqlite3_example_covers_every_acknowledged_step_within_a_small_budget() -> None:
+    found = explore("sqlite3", PYTHON_BACKEND, str(ROOT), budget=3, seed=1, faults=False)
+    assert found.failures == [], found.failures[0].error
+    assert found.coverage.complete, found.coverage
+    assert found.coverage.points_checked < found.coverage.points_total
