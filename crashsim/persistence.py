@@ -12,29 +12,38 @@ filesystem layer records).  It is the conservative POSIX model, stated once in
   the directory may still show its entries as of its last fsync.  Entries and data are
   independent: a rename may reach the disk while the renamed file's unsynced data does not (the
   zero-length-file-after-rename failure), and the other way round.
+* **A failed fsync** (``syncfail``, CRASH-SYS-11) loses the writes it was to make durable: Linux
+  marks the pages of a failed writeback clean, so the page cache (a process crash, a read) still
+  shows them, the disk never gets them, and a later successful fsync writes nothing for them --
+  unless they are written again.
+* **The device** (:class:`Device`, CRASH-SYS-12) says at what granularity a write may tear (any
+  byte, a 512-byte sector, a 4096-byte block) and whether unsynced writes to different files may
+  reach the disk out of order.
 
 :class:`Volume` applies :class:`FileOp` s to inodes and directories that each keep a current
 and a durable version, and builds the images of a crash before any operation:
-:meth:`Volume.process_image` and :meth:`Volume.power_images`.
+:meth:`Volume.process_image` and :meth:`Volume.power_images`; :func:`power_image` rebuilds
+one power-loss image from its variant name (a replay needs nothing else), and
+:func:`coarser_tears` gives the same torn write at sector and block granularity.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Literal
 
 import attrs
 
 OpKind = Literal[
     "open", "write", "truncate", "sync", "syncall", "rename", "unlink", "mkdir", "rmdir",
-    "link", "symlink", "close",
+    "link", "symlink", "close", "syncfail",
 ]  # fmt: skip
 
 #: The operations that change what a crash leaves, so each is a crash point.
 MUTATING: frozenset[str] = frozenset(
     {"write", "truncate", "sync", "syncall", "rename", "unlink", "mkdir", "rmdir", "link",
-     "symlink"}
+     "symlink", "syncfail"}
 )  # fmt: skip
 
 
@@ -45,9 +54,10 @@ class FileOp:
     ``open`` binds ``handle`` to the file at ``path`` (``flags``: ``create``, ``excl``,
     ``trunc``, ``directory``); ``write`` writes ``data`` through ``handle`` at ``offset``, or at
     the end when ``offset`` is ``None`` (``O_APPEND``); ``truncate`` sets the size through
-    ``handle``; ``sync`` makes the handle's file (or directory) durable; ``rename``, ``link``
-    name ``target``; ``call`` is the index of the system call it came from, ``step`` the
-    workload step it ran in."""
+    ``handle``; ``sync`` makes the handle's file (or directory) durable; ``syncfail`` is an
+    fsync of the handle that failed with EIO, losing the writes it was to make durable
+    (CRASH-SYS-11); ``rename``, ``link`` name ``target``; ``call`` is the index of the system
+    call it came from, ``step`` the workload step it ran in."""
 
     kind: OpKind
     path: str = ""
@@ -88,14 +98,63 @@ class Image:
     links: frozenset[str] = frozenset()
 
 
+def _tear(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 1:
+        raise ValueError(f"'{attribute.name}' must be a positive number of bytes (got {value!r})")
+
+
+@attrs.frozen
+class Device:
+    """What the disk under the volume may do at a power loss (CRASH-SYS-12), in the spirit of
+    SQLite's test VFS device flags.
+
+    ``tear``: the granularity in bytes at which an unsynced write may be cut -- 1 (any byte, the
+    conservative default), 512 (sectors), 4096 (blocks): a torn write keeps its bytes up to an
+    absolute file offset that is a multiple of ``tear``.  ``reorder``: whether unsynced writes to
+    *different files* may reach the disk out of order (a later write to B kept while an earlier
+    one to A is lost); without it a power loss keeps a prefix, in trace order, of the unsynced
+    writes of all files together."""
+
+    tear: int = attrs.field(default=1, validator=_tear)
+    reorder: bool = True
+
+
+#: The conservative device: writes tear at any byte and files persist in any order.
+ANY_BYTE = Device()
+#: The granularities :func:`coarser_tears` tries, coarsest first.
+COARSER = (4096, 512)
+#: At most this many aligned cut points per write for a granularity above one byte.
+ALIGNED_CUTS = 8
+#: At most this many ``only:`` or ``prefix:`` images per crash point.
+_SIDE_IMAGES = 16
+
+
 @attrs.define
 class _Node:
     kind: Literal["file", "dir", "link"]
     data: bytearray = attrs.field(factory=bytearray)
     synced: bytes = b""
-    #: Writes and truncates since the last sync: ``(offset, data)`` or ``(size, None)``.
-    pending: list[tuple[int, bytes | None]] = attrs.field(factory=list)
+    #: Writes and truncates the next successful sync will make durable, in order:
+    #: ``(offset, data, seq)`` or ``(size, None, seq)``; ``seq`` orders them across files.
+    pending: list[tuple[int, bytes | None, int]] = attrs.field(factory=list)
     target: str = ""
+
+
+def _replay(base: bytes, changes: Iterable[tuple[int, bytes | None, int]]) -> bytearray:
+    buffer = bytearray(base)
+    for offset, data, _ in changes:
+        if data is None:
+            _truncate(buffer, offset)
+        else:
+            _write(buffer, offset, data)
+    return buffer
+
+
+def _aligned(offset: int, length: int, granularity: int) -> range:
+    """The cut points (bytes kept of the write) inside a write of ``length`` bytes at
+    ``offset`` that end on an absolute multiple of ``granularity``."""
+    first = (offset // granularity + 1) * granularity
+    return range(first - offset, length, granularity)
 
 
 def _write(buffer: bytearray, offset: int, data: bytes) -> None:
@@ -127,6 +186,7 @@ class Volume:
         self._durable: dict[int, dict[str, int]] = {self.ROOT: {}}
         self._handles: dict[int, int] = {}
         self._next = 1
+        self._seq = 0
         if image is not None:
             self._load(image)
 
@@ -212,6 +272,8 @@ class Volume:
                 self._change(number, op.size, None)
         elif kind == "sync":
             self._sync(self._handles[op.handle])
+        elif kind == "syncfail":
+            self._syncfail(self._handles[op.handle])
         elif kind == "syncall":
             for number in list(self._nodes):
                 self._sync(number)
@@ -253,15 +315,28 @@ class Volume:
             _truncate(node.data, offset)
         else:
             _write(node.data, offset, data)
-        node.pending.append((offset, data))
+        node.pending.append((offset, data, self._seq))
+        self._seq += 1
 
     def _sync(self, number: int) -> None:
+        """Write back what is dirty.  That is every change since the last sync except the
+        writes a failed sync dropped, so the durable version is the synced one with the pending
+        changes replayed, not the page cache (CRASH-SYS-11)."""
         node = self._nodes[number]
         if node.kind == "dir":
             self._durable[number] = dict(self._entries[number])
         elif node.kind == "file":
-            node.synced = bytes(node.data)
+            node.synced = bytes(_replay(node.synced, node.pending))
             node.pending.clear()
+
+    def _syncfail(self, number: int) -> None:
+        """An fsync failed with EIO: the writeback of its dirty pages failed and Linux marked
+        them clean, so they are no longer pending -- the page cache keeps them, the disk never
+        will unless they are written again (CRASH-SYS-11).  Size changes stay pending: they are
+        metadata, written with the inode."""
+        node = self._nodes[number]
+        if node.kind == "file":
+            node.pending = [change for change in node.pending if change[1] is None]
 
     # -- images ----------------------------------------------------------------------------------
 
@@ -295,51 +370,161 @@ class Volume:
         """A process crash now: every completed call kept."""
         return self._walk(self._entries, {n: bytes(self._nodes[n].data) for n in self._files()})
 
-    def power_images(self, rng: random.Random, cuts: int = 3) -> Iterator[tuple[str, Image]]:
-        """Power loss now, as ``(variant, image)``: ``strict`` (only what was synced),
-        ``data-kept`` (every write reached the disk, no unsynced directory change did),
-        ``entries-kept`` (every directory change reached the disk, no unsynced data did), and
-        ``torn:<path>:<n>:<bytes>`` (under the synced entries, one file keeps its first ``n``
-        unsynced writes and ``bytes`` of the next, every other file its synced data).  Images
-        equal to one already given are left out."""
-        synced = {n: self._nodes[n].synced for n in self._files()}
-        current = {n: bytes(self._nodes[n].data) for n in self._files()}
+    def _kept(self, number: int) -> bytes:
+        """The file as the disk would hold it if every pending change reached it."""
+        node = self._nodes[number]
+        return bytes(_replay(node.synced, node.pending))
+
+    def power_images(
+        self,
+        rng: random.Random,
+        cuts: int = 3,
+        *,
+        device: Device = ANY_BYTE,
+        limit: int = 64,
+    ) -> Iterator[tuple[str, Image]]:
+        """Power loss now, as ``(variant, image)`` (CRASH-SYS-1, CRASH-SYS-12):
+
+        * ``strict``: only what was synced;
+        * ``data-kept``: every pending write reached the disk, no unsynced directory change did;
+        * ``entries-kept``: every directory change reached the disk, no unsynced data did;
+        * with ``device.reorder``, ``only:<path>`` for each file with unsynced changes: that
+          file keeps them all, every other file only its synced data;
+        * without it, ``prefix:<m>``: the first ``m`` unsynced changes of all files together,
+          in trace order, reached the disk;
+        * ``torn@<g>:<path>:<n>:<cut>``: one file's ``n``-th unsynced change (a write) kept its
+          first ``cut`` bytes, ``g`` being ``device.tear``: before it, that file's earlier
+          unsynced changes (with ``reorder``) or every earlier unsynced change of every file
+          (without) reached the disk.  At one byte the cut points are the first, middle and
+          last byte and ``cuts`` sampled ones; at coarser granularities every aligned cut,
+          sampled down to :data:`ALIGNED_CUTS` per write.
+
+        Data variants are built under the synced directory entries.  A crash point gives at
+        most ``3 + 16 + limit`` images: 16 ``only:``/``prefix:`` images (sampled with ``rng``
+        beyond that) and ``limit`` torn ones (sampled likewise).  Images equal to one already
+        given are left out.  Every variant name rebuilds its image through
+        :meth:`power_image`, without ``rng``."""
         given: list[Image] = []
-
-        def fresh(image: Image) -> bool:
-            if image in given:
-                return False
-            given.append(image)
-            return True
-
-        for variant, image in (
-            ("strict", self._walk(self._durable, synced)),
-            ("data-kept", self._walk(self._durable, current)),
-            ("entries-kept", self._walk(self._entries, synced)),
-        ):
-            if fresh(image):
-                yield variant, image
-        names = {n: p for p, n in self._names(self._durable).items()}
+        paths = self._names(self._durable)
+        names = {number: path for path, number in paths.items()}
+        variants = ["strict", "data-kept", "entries-kept"]
+        if device.reorder:
+            movers = [n for n in self._files() if self._nodes[n].pending and n in names]
+            if len(movers) > _SIDE_IMAGES:
+                movers = sorted(rng.sample(movers, _SIDE_IMAGES))
+            variants += [f"only:{names[n]}" for n in movers]
+        else:
+            counts: Sequence[int] = range(1, len(self._order()))
+            if len(counts) > _SIDE_IMAGES:
+                counts = sorted(rng.sample(counts, _SIDE_IMAGES))
+            variants += [f"prefix:{m}" for m in counts]
+        torn: list[str] = []
         for number in self._files():
-            node = self._nodes[number]
-            if not node.pending or number not in names:
+            if number not in names:
                 continue
-            for count, (offset, data) in enumerate(node.pending):
-                if data is None or len(data) < 2:
-                    continue
-                sample = rng.sample(range(1, len(data)), min(cuts, len(data) - 1))
-                points = sorted({1, len(data) // 2, len(data) - 1, *sample})
-                for cut in points:
-                    partial = bytearray(node.synced)
-                    for before_offset, before in node.pending[:count]:
-                        if before is None:
-                            _truncate(partial, before_offset)
-                        else:
-                            _write(partial, before_offset, before)
-                    _write(partial, offset, data[:cut])
-                    image = self._walk(self._durable, {**synced, number: bytes(partial)})
-                    if fresh(image):
-                        yield f"torn:{names[number]}:{count}:{cut}", image
+            for count, (offset, data, _) in enumerate(self._nodes[number].pending):
+                if data is not None:
+                    torn += [
+                        f"torn@{device.tear}:{names[number]}:{count}:{cut}"
+                        for cut in self._cuts(offset, data, device, rng, cuts)
+                    ]
+        if len(torn) > limit:
+            torn = [torn[i] for i in sorted(rng.sample(range(len(torn)), limit))]
+        for variant in variants + torn:
+            image = self._build(variant, device, paths)
+            if image not in given:
+                given.append(image)
+                yield variant, image
+
+    @staticmethod
+    def _cuts(offset: int, data: bytes, device: Device, rng: random.Random, cuts: int) -> list[int]:
+        if device.tear == 1:
+            if len(data) < 2:
+                return []
+            sample = rng.sample(range(1, len(data)), min(cuts, len(data) - 1))
+            return sorted({1, len(data) // 2, len(data) - 1, *sample})
+        points = _aligned(offset, len(data), device.tear)
+        if len(points) > ALIGNED_CUTS:
+            return sorted(rng.sample(points, ALIGNED_CUTS))
+        return list(points)
+
+    def _order(self) -> list[int]:
+        """The sequence numbers of every pending change of every file, in trace order."""
+        return sorted(seq for n in self._files() for _, _, seq in self._nodes[n].pending)
+
+    def power_image(self, variant: str, device: Device = ANY_BYTE) -> Image:
+        """The power-loss image :meth:`power_images` names ``variant`` (for ``torn@<g>:...``
+        the granularity is the one in the name; ``device`` gives the ordering).  Raises
+        :class:`ValueError` for a name this volume and device cannot have produced."""
+        return self._build(variant, device, self._names(self._durable))
+
+    def _build(self, variant: str, device: Device, paths: dict[str, int]) -> Image:
+        synced = {n: self._nodes[n].synced for n in self._files()}
+        if variant == "strict":
+            return self._walk(self._durable, synced)
+        if variant == "data-kept":
+            return self._walk(self._durable, {n: self._kept(n) for n in self._files()})
+        if variant == "entries-kept":
+            return self._walk(self._entries, synced)
+        kind, _, rest = variant.partition(":")
+        try:
+            if kind == "only" and device.reorder:
+                number = paths[rest]
+                return self._walk(self._durable, {**synced, number: self._kept(number)})
+            if kind == "prefix":
+                order = self._order()
+                count = int(rest)
+                if not 0 <= count <= len(order):
+                    raise IndexError(count)
+                kept = set(order[:count])
+                return self._walk(self._durable, self._before(kept.__contains__))
+            if kind.startswith("torn@"):
+                return self._torn(int(kind[5:]), rest, device, paths, synced)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"no power-loss image {variant!r} here ({exc!r})") from None
+        raise ValueError(f"no power-loss image {variant!r} on {device}")
+
+    def _before(self, keep: Callable[[int], bool]) -> dict[int, bytes]:
+        return {
+            n: bytes(_replay(node.synced, [c for c in node.pending if keep(c[2])]))
+            for n in self._files()
+            for node in (self._nodes[n],)
+        }
+
+    def _torn(
+        self,
+        granularity: int,
+        rest: str,
+        device: Device,
+        paths: dict[str, int],
+        synced: dict[int, bytes],
+    ) -> Image:
+        path, count_text, cut_text = rest.rsplit(":", 2)
+        number, count, cut = paths[path], int(count_text), int(cut_text)
+        node = self._nodes[number]
+        offset, data, seq = node.pending[count]
+        if data is None or not 0 < cut < len(data) or (offset + cut) % granularity:
+            raise ValueError(f"change {count} of {path} cannot be cut at {cut}")
+        if device.reorder:
+            files = {**synced, number: bytes(_replay(node.synced, node.pending[:count]))}
+        else:
+            files = self._before(lambda other: other < seq)
+        partial = bytearray(files[number])
+        _write(partial, offset, data[:cut])
+        files[number] = bytes(partial)
+        return self._walk(self._durable, files)
+
+    def torn_write(self, variant: str) -> tuple[int, int, int]:
+        """``(offset, length, cut)`` of the write a ``torn@...`` variant cuts."""
+        kind, _, rest = variant.partition(":")
+        if not kind.startswith("torn@"):
+            raise ValueError(f"{variant!r} is not a torn write")
+        path, count_text, cut_text = rest.rsplit(":", 2)
+        number = self._names(self._durable).get(path)
+        change = None if number is None else self._nodes[number].pending[int(count_text)]
+        if change is None or change[1] is None:
+            raise ValueError(f"{variant!r}: no unsynced write there")
+        return change[0], len(change[1]), int(cut_text)
 
     def _names(self, entries: dict[int, dict[str, int]]) -> dict[str, int]:
         """Path -> inode of every regular file reachable through ``entries``."""
@@ -356,3 +541,60 @@ class Volume:
                 elif node.kind == "file":
                     found[f"{prefix}{name}"] = number
         return found
+
+
+def _volume(ops: Sequence[FileOp], k: int, start: Image | None) -> Volume:
+    volume = Volume(start)
+    for op in ops[:k]:
+        volume.apply(op)
+    return volume
+
+
+def power_image(
+    ops: Sequence[FileOp],
+    k: int,
+    variant: str,
+    seed: int = 0,
+    device: Device = ANY_BYTE,
+    *,
+    start: Image | None = None,
+) -> Image:
+    """The image of a crash before ``ops[k]`` named ``variant`` -- ``process`` or one of
+    :meth:`Volume.power_images`' names -- rebuilt from the operations alone, so a replay gets
+    exactly the image the exploration checked (CRASH-SYS-9).  A name spells out everything the
+    image depends on (the cut of a torn write included), so ``seed`` -- the one the exploration
+    sampled with -- does not change the result: any seed gives the same image."""
+    del seed
+    volume = _volume(ops, k, start)
+    if variant == "process":
+        return volume.process_image()
+    return volume.power_image(variant, device)
+
+
+def coarser_tears(
+    source: Volume | Sequence[FileOp],
+    k: int,
+    variant: str,
+    *,
+    device: Device = ANY_BYTE,
+    start: Image | None = None,
+) -> list[tuple[int, str, Image]]:
+    """The write a failing ``torn@...`` variant cuts, cut instead at block and sector
+    boundaries (CRASH-SYS-12): ``(granularity, variant, image)`` for 4096 then 512, at each the
+    aligned cuts inside the write nearest to the original cut (below it first), so a caller can
+    report the coarsest tearing under which a finding still happens.  A granularity with no
+    boundary inside the write gives nothing: the write cannot tear there.  ``source`` is the
+    operations (the volume is rebuilt up to ``k``) or a volume already at the crash point (``k``
+    unused)."""
+    volume = source if isinstance(source, Volume) else _volume(source, k, start)
+    offset, length, cut = volume.torn_write(variant)
+    prefix = variant.partition(":")[2].rsplit(":", 1)[0]
+    found: list[tuple[int, str, Image]] = []
+    for granularity in COARSER:
+        coarse = Device(tear=granularity, reorder=device.reorder)
+        below = (offset + cut) // granularity * granularity - offset
+        for point in (below, below + granularity):
+            if 0 < point < length:
+                name = f"torn@{granularity}:{prefix}:{point}"
+                found.append((granularity, name, volume.power_image(name, coarse)))
+    return found

@@ -8,8 +8,9 @@ path behind every descriptor (``-y``) and reads without their data (``-e raw=rea
 for a call interrupted by another thread (``<unfinished ...>`` / ``<... resumed>``).
 
 What the trace cannot see is said, never skipped: a shared writable ``mmap`` of a data file
-(writes through it are memory stores, not system calls) is found by :mod:`.syscall_ops` and
-reported as a limit of the run (CRASH-SYS-8).
+(writes through it are memory stores, not system calls), or one made writable by ``mprotect``
+or synced by ``msync``, is found by :mod:`.syscall_ops` and reported as a limit of the run
+(CRASH-SYS-8, CRASH-SYS-13).
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ from typing import Any
 import attrs
 
 #: Every call the crash core reads: file-mutating calls, the calls that move a file offset or
-#: name a descriptor, and ``mmap`` (for the shared-mapping limit).
+#: name a descriptor, and ``mmap``, ``mprotect``, ``munmap``, ``msync`` (shared file mappings
+#: are followed by address to report them as a limit, CRASH-SYS-8, CRASH-SYS-13).
 TRACED = (
     "open", "openat", "openat2", "creat", "close", "dup", "dup2", "dup3", "fcntl",
     "write", "pwrite64", "writev", "pwritev", "pwritev2", "read", "pread64", "readv", "preadv",
     "lseek", "ftruncate", "truncate", "fallocate",
     "fsync", "fdatasync", "sync_file_range", "sync", "syncfs",
     "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir",
-    "link", "linkat", "symlink", "symlinkat", "chdir", "fchdir", "mmap",
+    "link", "linkat", "symlink", "symlinkat", "chdir", "fchdir", "mmap", "mprotect", "munmap",
+    "msync",
 )  # fmt: skip
 #: Calls whose data argument is not wanted (reads): printed raw, so a large read costs nothing.
 RAW = ("read", "pread64", "readv", "preadv")

@@ -6,12 +6,24 @@ F_DUPFD``, ``close``) bound to the file they were opened on, each descriptor's o
 ``read``, ``write``, ``lseek``; ``O_APPEND`` writes at the end), the working directory
 (``chdir``) for relative paths and ``*at`` directories, and turns every call that changes a
 file or a directory under the root into a :class:`~.persistence.FileOp`.  Failed calls change
-nothing and are left out.
+nothing and are left out, but for an fsync or fdatasync failed with EIO: it becomes a
+``syncfail``, the writes it was to make durable being lost (CRASH-SYS-11).  Every way a call is
+made durable counts (CRASH-SYS-10): a write through a descriptor opened ``O_SYNC`` or
+``O_DSYNC``, and a ``pwritev2`` with ``RWF_SYNC`` or ``RWF_DSYNC``, is followed by a ``sync`` of
+its handle.  An ``ftruncate`` through such a descriptor is not: ``O_SYNC`` covers writes, and
+Linux does not sync a truncate for it, so the model keeps the conservative answer.
 
 A response of the process protocol is a line ``{"id": N, "ok"|"error": ...}`` written to a pipe;
 each one becomes an :class:`Ack` at its place among the operations (CRASH-SYS-2).  What the run
-cannot see or should not do becomes a :class:`Finding`: a shared writable ``mmap`` of a file
-under the root (CRASH-SYS-8), a file changed outside the root (CRASH-SYS-4).
+cannot see or should not do becomes a :class:`Finding`, each once per path (or once per run):
+
+* ``mmap``: a file under the root mapped shared (``MAP_SHARED``, ``MAP_SHARED_VALIDATE``) and
+  writable, at ``mmap`` or later by ``mprotect`` (CRASH-SYS-8, CRASH-SYS-13);
+* ``msync``: an ``msync`` of a shared mapping of a file under the root, a sync the model
+  cannot follow (CRASH-SYS-13);
+* ``no-guarantee``: a ``sync_file_range``, which promises no durability and is not taken as a
+  sync (CRASH-SYS-10);
+* ``outside``: a file changed outside the root (CRASH-SYS-4).
 """
 
 from __future__ import annotations
@@ -29,6 +41,15 @@ from scopecheck.crashsim.strace import Exit, Fd, Syscall
 #: Paths outside the root that a backend may touch without it being reported.
 QUIET_PREFIXES = ("/dev/", "/proc/", "/sys/")
 
+#: ``open`` flag bits (x86-64 and arm64 values, for flags strace could not name).
+_O_DSYNC = 0o10000
+#: ``RWF_DSYNC | RWF_SYNC`` and ``RWF_APPEND`` of ``pwritev2``.
+_RWF_SYNCS, _RWF_APPEND = 0x2 | 0x4, 0x10
+#: ``mmap``'s mapping type bits, and the shared types (``MAP_SHARED``, ``MAP_SHARED_VALIDATE``).
+_MAP_TYPE, _MAP_SHARED_TYPES = 0x0F, (0x01, 0x03)
+_PROT_WRITE = 0x2
+_PAGE = 4096
+
 
 @attrs.frozen
 class Ack:
@@ -39,9 +60,15 @@ class Ack:
     call: int
 
 
+FindingKind = Literal["mmap", "msync", "no-guarantee", "outside"]
+
+
 @attrs.frozen
 class Finding:
-    kind: Literal["mmap", "outside"]
+    """What the run cannot see or should not do, at call ``call``; ``kind`` is ``mmap``,
+    ``msync``, ``no-guarantee`` or ``outside`` (see the module docstring)."""
+
+    kind: FindingKind
     call: int
     text: str
 
@@ -68,10 +95,38 @@ class _Open:
     append: bool = False
     directory: bool = False
     under_root: bool = False
+    #: Opened ``O_SYNC`` or ``O_DSYNC``: every write through it is durable when it returns.
+    sync: bool = False
+
+
+@attrs.define
+class _Mapping:
+    """A shared mapping of a file under the root, by address range."""
+
+    start: int
+    end: int
+    path: str
 
 
 def _flags(value: Any) -> set[str]:
     return set(str(value).split("|")) if isinstance(value, str) else set()
+
+
+def _bits(value: Any) -> tuple[set[str], int]:
+    """The flag names of a flags argument and the bits strace printed as numbers (a flag it
+    could not name, or a whole argument it printed as a number): meaning, not spelling."""
+    if isinstance(value, int):
+        return set(), value
+    names: set[str] = set()
+    number = 0
+    for part in _flags(value):
+        if part.startswith("0x"):
+            number |= int(part, 16)
+        elif part.isdigit():
+            number |= int(part)
+        else:
+            names.add(part)
+    return names, number
 
 
 class _Extractor:
@@ -86,6 +141,9 @@ class _Extractor:
         self.ordinals: dict[tuple[int, str], int] = {}
         self.handle = first_handle
         self.call = -1
+        self.last_mutating = -1
+        self.maps: list[_Mapping] = []
+        self.reported: set[tuple[str, str]] = set()
 
     # -- paths -----------------------------------------------------------------------------
 
@@ -117,9 +175,16 @@ class _Extractor:
 
     def _emit(self, op: FileOp, name: str, pid: int) -> None:
         self.ops.append(attrs.evolve(op, call=self.call))
-        if op.mutating:
+        if op.mutating and self.last_mutating != self.call:  # a call is listed once
+            self.last_mutating = self.call
             key = (pid, name)
             self.mutating.append((self.call, name, self.ordinals.get(key, 0)))
+
+    def _once(self, kind: FindingKind, path: str, text: str) -> None:
+        """Report a limit once per ``(kind, path)`` in the run."""
+        if (kind, path) not in self.reported:
+            self.reported.add((kind, path))
+            self.findings.append(Finding(kind, self.call, text))
 
     def _fd(self, value: Any) -> _Open | None:
         number = value.number if isinstance(value, Fd) else value
@@ -133,6 +198,8 @@ class _Extractor:
         try:
             if call.ok:
                 getattr(self, f"_{call.name}", self._ignore)(call)
+            elif call.name in ("fsync", "fdatasync") and call.error == "EIO":
+                self._syncfail(call)
         finally:
             self.ordinals[key] = self.ordinals.get(key, 0) + 1
 
@@ -151,6 +218,7 @@ class _Extractor:
         )
         relative = self._relative(path)
         writable = bool(flags & {"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})
+        flag_names, flag_bits = _bits("|".join(flags))
         self.handle += 1
         entry = _Open(
             path,
@@ -158,6 +226,7 @@ class _Extractor:
             append="O_APPEND" in flags,
             directory="O_DIRECTORY" in flags,
             under_root=relative is not None,
+            sync=bool(flag_names & {"O_SYNC", "O_DSYNC", "O_RSYNC"} or flag_bits & _O_DSYNC),
         )
         self.fds[number] = entry
         if relative is None:
@@ -235,26 +304,35 @@ class _Extractor:
 
     # -- data ------------------------------------------------------------------------------
 
-    def _data(self, call: Syscall, entry: _Open, data: bytes, offset: int | None) -> None:
+    def _data(
+        self,
+        call: Syscall,
+        entry: _Open,
+        data: bytes,
+        offset: int | None,
+        *,
+        durable: bool = False,
+        append: bool = False,
+    ) -> None:
+        """A write of ``data`` (cut to what the call returned: a short write records only the
+        bytes written) at ``offset``, or at the descriptor's offset when ``None``; ``durable``:
+        the call itself made it durable (CRASH-SYS-10)."""
         written = call.result if isinstance(call.result, int) else len(data)
         data = data[:written]
         if entry.under_root:
             at = (
                 None
-                if entry.append and offset is None
+                if append or (entry.append and offset is None)
                 else (entry.offset if offset is None else offset)
             )
+            relative = self._relative(entry.path) or ""
             self._emit(
-                FileOp(
-                    "write",
-                    self._relative(entry.path) or "",
-                    handle=entry.handle,
-                    offset=at,
-                    data=data,
-                ),
+                FileOp("write", relative, handle=entry.handle, offset=at, data=data),
                 call.name,
                 call.pid,
             )
+            if durable or entry.sync:
+                self._emit(FileOp("sync", relative, handle=entry.handle), call.name, call.pid)
         elif not entry.path.startswith("pipe:") and not entry.path.startswith("socket:"):
             self._outside(entry.path, "wrote to")
         if offset is None:
@@ -312,7 +390,22 @@ class _Extractor:
         if entry is not None:
             self._data(call, entry, self._iov(call.args[1]), int(call.args[3]))
 
-    _pwritev2 = _pwritev
+    def _pwritev2(self, call: Syscall) -> None:
+        """``pwritev2``: offset -1 is the descriptor's own; ``RWF_SYNC``/``RWF_DSYNC`` make
+        the write durable when it returns (CRASH-SYS-10); ``RWF_APPEND`` writes at the end."""
+        entry = self._fd(call.args[0])
+        if entry is None:
+            return
+        names, number = _bits(call.args[4] if len(call.args) > 4 else 0)
+        offset = int(call.args[3])
+        self._data(
+            call,
+            entry,
+            self._iov(call.args[1]),
+            None if offset == -1 else offset,
+            durable=bool(names & {"RWF_SYNC", "RWF_DSYNC"} or number & _RWF_SYNCS),
+            append="RWF_APPEND" in names or bool(number & _RWF_APPEND),
+        )
 
     def _read(self, call: Syscall) -> None:
         entry = self._fd(call.args[0])
@@ -389,10 +482,33 @@ class _Extractor:
 
     _fdatasync = _fsync
 
+    def _syncfail(self, call: Syscall) -> None:
+        """fsync or fdatasync failed with EIO (the kernel's, or strace's injected one): the
+        writes it was to make durable are lost to the disk (CRASH-SYS-11)."""
+        entry = self._fd(call.args[0])
+        if entry is not None and entry.under_root:
+            self._emit(
+                FileOp("syncfail", self._relative(entry.path) or "", handle=entry.handle),
+                call.name,
+                call.pid,
+            )
+
     def _sync(self, call: Syscall) -> None:
         self._emit(FileOp("syncall"), call.name, call.pid)
 
     _syncfs = _sync
+
+    def _sync_file_range(self, call: Syscall) -> None:
+        """Not a sync: it starts or waits for writeback of a range but writes no metadata and
+        flushes no disk cache, so it promises nothing after a power loss (CRASH-SYS-10)."""
+        entry = self._fd(call.args[0])
+        if entry is not None and entry.under_root:
+            self._once(
+                "no-guarantee",
+                "",
+                "sync_file_range gives no durability guarantee (no metadata, no disk cache "
+                "flush): the crash images treat it as no sync at all",
+            )
 
     # -- names -----------------------------------------------------------------------------
 
@@ -474,24 +590,79 @@ class _Extractor:
             return
         self._emit(FileOp("symlink", relative, target), call.name, call.pid)
 
+    # -- mappings --------------------------------------------------------------------------
+
+    def _writable_mapping(self, path: str) -> None:
+        self._once(
+            "mmap",
+            path,
+            f"{path} is mapped shared and writable: writes through the mapping are not system "
+            "calls, so the trace cannot see them",
+        )
+
+    def _overlapping(self, start: int, length: int) -> list[_Mapping]:
+        end = start + -(-length // _PAGE) * _PAGE
+        return [m for m in self.maps if m.start < end and start < m.end]
+
+    def _unmap(self, start: int, length: int) -> None:
+        end = start + -(-length // _PAGE) * _PAGE
+        kept: list[_Mapping] = []
+        for m in self.maps:
+            if m.end <= start or end <= m.start:
+                kept.append(m)
+                continue
+            if m.start < start:
+                kept.append(_Mapping(m.start, start, m.path))
+            if end < m.end:
+                kept.append(_Mapping(end, m.end, m.path))
+        self.maps = kept
+
     def _mmap(self, call: Syscall) -> None:
+        """A shared mapping of a file under the root is tracked by address range; writable,
+        it is a limit of the run (CRASH-SYS-8).  Private mappings never reach the file."""
         a = call.args
-        if len(a) < 5:
+        if len(a) < 5 or not isinstance(call.result, int) or not isinstance(a[1], int):
             return
+        self._unmap(call.result, a[1])  # a fixed mapping replaces what was there
         entry = self._fd(a[4])
-        if (
-            entry is not None
-            and entry.under_root
-            and "PROT_WRITE" in _flags(a[2])
-            and "MAP_SHARED" in _flags(a[3])
-        ):
-            self.findings.append(
-                Finding(
-                    "mmap",
-                    call.index,
-                    f"{entry.path} is mapped shared and writable: writes through the mapping "
-                    "are not system calls, so the trace cannot see them",
-                )
+        map_names, map_bits = _bits(a[3])
+        shared = bool(map_names & {"MAP_SHARED", "MAP_SHARED_VALIDATE"}) or (
+            not map_names & {"MAP_PRIVATE"} and (map_bits & _MAP_TYPE) in _MAP_SHARED_TYPES
+        )
+        if entry is None or not entry.under_root or not shared:
+            return
+        self.maps.append(_Mapping(call.result, call.result + a[1], entry.path))
+        prot_names, prot_bits = _bits(a[2])
+        if "PROT_WRITE" in prot_names or prot_bits & _PROT_WRITE:
+            self._writable_mapping(entry.path)
+
+    def _mprotect(self, call: Syscall) -> None:
+        """A shared file mapping made writable later is the same limit (CRASH-SYS-13)."""
+        a = call.args
+        if len(a) < 3 or not isinstance(a[0], int) or not isinstance(a[1], int):
+            return
+        names, bits = _bits(a[2])
+        if "PROT_WRITE" in names or bits & _PROT_WRITE:
+            for mapping in self._overlapping(a[0], a[1]):
+                self._writable_mapping(mapping.path)
+
+    def _munmap(self, call: Syscall) -> None:
+        if len(call.args) > 1 and isinstance(call.args[0], int) and isinstance(call.args[1], int):
+            self._unmap(call.args[0], call.args[1])
+
+    def _msync(self, call: Syscall) -> None:
+        """``msync`` of a shared file mapping writes back stores the trace never saw: not a
+        sync the model can follow (CRASH-SYS-13)."""
+        a = call.args
+        if len(a) < 2 or not isinstance(a[0], int) or not isinstance(a[1], int):
+            return
+        for mapping in self._overlapping(a[0], a[1]):
+            self._once(
+                "msync",
+                mapping.path,
+                f"{mapping.path} is synced with msync through a shared mapping: the model "
+                "follows only system-call writes and syncs, so its crash images of that file "
+                "may be wrong",
             )
 
 

@@ -7,7 +7,14 @@ import random
 
 import pytest
 
-from scopecheck.crashsim.persistence import FileOp, Image, Volume
+from scopecheck.crashsim.persistence import (
+    Device,
+    FileOp,
+    Image,
+    Volume,
+    coarser_tears,
+    power_image,
+)
 
 pytestmark = pytest.mark.rule("CRASH-SYS-1")
 
@@ -52,7 +59,7 @@ def test_power_loss_keeps_only_what_was_synced_unless_it_happened_to_reach_the_d
     images = power(volume)
     assert images["strict"].files == {"a": b"one"}
     assert images["data-kept"].files == {"a": b"onetwo"}
-    torn = {name: image.files["a"] for name, image in images.items() if name.startswith("torn:")}
+    torn = {name: image.files["a"] for name, image in images.items() if name.startswith("torn@1:")}
     assert torn and set(torn.values()) <= {b"onet", b"onetw"}
 
 
@@ -132,3 +139,169 @@ def test_an_image_loaded_as_the_start_is_durable_and_reads_back() -> None:
     volume = Volume(image)
     assert volume.process_image() == image
     assert power(volume)["strict"] == image
+
+
+def syncfail(handle: int = 1) -> FileOp:
+    return FileOp("syncfail", handle=handle)
+
+
+def durable_root(*ops: FileOp) -> Volume:
+    """``ops`` after a synced root directory holding ``a`` and ``b``: only data is in play."""
+    volume = Volume(Image({"a": b"", "b": b""}))
+    for op in (open_("a", 1), open_("b", 2), *ops):
+        volume.apply(op)
+    return volume
+
+
+@pytest.mark.rule("CRASH-SYS-11")
+def test_a_failed_fsync_loses_its_writes_even_after_a_later_successful_fsync() -> None:
+    volume = durable_root(write(b"AAAA"), syncfail(), sync())
+    assert volume.process_image().files["a"] == b"AAAA"  # the page cache still shows them
+    assert {image.files["a"] for image in power(volume).values()} == {b""}
+
+
+@pytest.mark.rule("CRASH-SYS-11")
+def test_writing_the_lost_bytes_again_makes_them_durable_at_the_next_fsync() -> None:
+    volume = durable_root(write(b"AAAA"), syncfail(), write(b"AAAA", offset=0), sync())
+    assert power(volume)["strict"].files["a"] == b"AAAA"
+
+
+@pytest.mark.rule("CRASH-SYS-11")
+def test_a_partial_rewrite_brings_back_only_the_range_written() -> None:
+    start = Volume(Image({"a": b"xxxx"}))
+    for op in (open_("a", 1), write(b"AAAA", offset=0), syncfail(), write(b"B", offset=1), sync()):
+        start.apply(op)
+    assert start.process_image().files["a"] == b"ABAA"
+    assert power(start)["strict"].files["a"] == b"xBxx"
+
+
+@pytest.mark.rule("CRASH-SYS-11")
+def test_before_the_retry_no_power_image_has_the_lost_write_and_later_writes_stay_pending() -> None:
+    volume = durable_root(write(b"AAAA"), syncfail(), write(b"CC", offset=4))
+    images = power(volume)
+    assert images["data-kept"].files["a"] == b"\0\0\0\0CC"  # the size reached it, A did not
+    assert all(b"A" not in image.files["a"] for image in images.values())
+
+
+@pytest.mark.rule("CRASH-SYS-12")
+def test_a_write_tears_only_at_sector_or_block_boundaries_of_its_absolute_offset() -> None:
+    volume = durable_root(write(b"x" * 2000, offset=100))
+    sectors = {
+        name: image.files["a"]
+        for name, image in volume.power_images(random.Random(0), device=Device(tear=512))
+        if name.startswith("torn@")
+    }
+    assert sorted(sectors) == [f"torn@512:a:0:{cut}" for cut in ("1436", "1948", "412", "924")]
+    assert sorted(len(data) for data in sectors.values()) == [512, 1024, 1536, 2048]
+    blocks = dict(volume.power_images(random.Random(0), device=Device(tear=4096)))
+    assert not [name for name in blocks if name.startswith("torn@")]  # no block boundary inside
+
+
+@pytest.mark.rule("CRASH-SYS-12")
+def test_a_long_write_is_cut_at_no_more_than_eight_sampled_boundaries() -> None:
+    volume = durable_root(write(b"x" * 100_000))
+    torn = [
+        name
+        for name, _ in volume.power_images(random.Random(3), device=Device(tear=4096))
+        if name.startswith("torn@4096:a:0:")
+    ]
+    assert len(torn) == 8 and all(int(name.rsplit(":", 1)[1]) % 4096 == 0 for name in torn)
+
+
+def test_a_device_tears_at_a_positive_number_of_bytes() -> None:
+    with pytest.raises(ValueError, match="'tear' must be a positive number of bytes"):
+        Device(tear=0)
+
+
+@pytest.mark.rule("CRASH-SYS-12")
+def test_a_reordering_device_can_keep_a_later_write_to_one_file_and_lose_an_earlier_one() -> None:
+    volume = durable_root(write(b"A", handle=1), write(b"B", handle=2))
+    images = dict(volume.power_images(random.Random(0)))
+    assert images["only:b"].files == {"a": b"", "b": b"B"}
+    assert images["only:a"].files == {"a": b"A", "b": b""}
+    ordered = dict(volume.power_images(random.Random(0), device=Device(reorder=False)))
+    assert {name for name in ordered if not name.startswith("torn@")} == {
+        "strict",
+        "data-kept",
+        "prefix:1",
+    }  # entries-kept equals strict here
+    assert ordered["prefix:1"].files == {"a": b"A", "b": b""}
+    assert all(image.files != {"a": b"", "b": b"B"} for image in ordered.values())
+
+
+@pytest.mark.rule("CRASH-SYS-12")
+def test_without_reordering_a_torn_write_keeps_every_earlier_write_of_every_file() -> None:
+    volume = durable_root(write(b"AAAA", handle=1), write(b"BBBB", handle=2))
+    ordered = dict(volume.power_images(random.Random(0), device=Device(reorder=False)))
+    assert ordered["torn@1:b:0:2"].files == {"a": b"AAAA", "b": b"BB"}
+    assert dict(volume.power_images(random.Random(0)))["torn@1:b:0:2"].files == {
+        "a": b"",
+        "b": b"BB",
+    }
+
+
+OPS = (
+    FileOp("open", "", handle=9, flags=frozenset({"directory"})),
+    open_("a", 1, "create"),
+    write(b"a" * 5000),
+    FileOp("sync", handle=9),
+    open_("b", 2, "create"),
+    FileOp("sync", handle=9),
+    write(b"b" * 700, handle=2),
+    FileOp("truncate", handle=1, size=4500),
+    write(b"c" * 9000, handle=1, offset=300),
+    syncfail(1),
+    write(b"d" * 1500, handle=2, offset=100),
+    FileOp("rename", "b", "c"),
+    sync(2),
+    write(b"e" * 3, handle=1),
+)
+
+
+@pytest.mark.rule("CRASH-SYS-9", "CRASH-SYS-12")
+@pytest.mark.parametrize(
+    "device", [Device(), Device(tear=512), Device(tear=4096), Device(tear=512, reorder=False)]
+)
+def test_every_power_image_is_rebuilt_exactly_from_its_variant_name(device: Device) -> None:
+    rng = random.Random(7)  # shared across crash points, as an exploration does
+    volume = Volume()
+    seen: set[str] = set()
+    for k, op in enumerate([*OPS, None]):
+        images = list(volume.power_images(rng, device=device))
+        assert len(images) <= 3 + 16 + 64
+        for variant, image in images:
+            assert power_image(OPS, k, variant, seed=123, device=device) == image, variant
+            seen.add(variant.split(":")[0])
+        assert power_image(OPS, k, "process") == volume.process_image()
+        if op is not None:
+            volume.apply(op)
+    side = "only" if device.reorder else "prefix"
+    assert seen == {"strict", "data-kept", "entries-kept", side, f"torn@{device.tear}"}
+    with pytest.raises(ValueError, match="no power-loss image"):
+        power_image(OPS, 4, "torn@1:a:0:0", device=device)
+
+
+def test_a_variant_the_device_cannot_produce_is_refused() -> None:
+    with pytest.raises(ValueError, match="no power-loss image 'only:a'"):
+        power_image(OPS, 3, "only:a", device=Device(reorder=False))
+    with pytest.raises(ValueError, match="cannot be cut at 100"):
+        power_image(OPS, 4, "torn@512:a:0:100")
+
+
+@pytest.mark.rule("CRASH-SYS-12")
+def test_a_write_torn_at_one_byte_is_offered_again_at_block_then_sector_boundaries() -> None:
+    ops = (open_("a", 1, "create"), FileOp("syncall"), write(b"x" * 10_000))
+    found = coarser_tears(ops, 3, "torn@1:a:0:5000")
+    assert [(g, name) for g, name, _ in found] == [
+        (4096, "torn@4096:a:0:4096"),
+        (4096, "torn@4096:a:0:8192"),
+        (512, "torn@512:a:0:4608"),
+        (512, "torn@512:a:0:5120"),
+    ]
+    assert [len(image.files["a"]) for _, _, image in found] == [4096, 8192, 4608, 5120]
+    volume = Volume()
+    for op in ops:
+        volume.apply(op)
+    assert coarser_tears(volume, 3, "torn@1:a:0:5000") == found
+    small = (open_("a", 1, "create"), FileOp("syncall"), write(b"x" * 100, offset=10))
+    assert coarser_tears(small, 3, "torn@1:a:0:50") == []  # it cannot tear at a sector
