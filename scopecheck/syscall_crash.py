@@ -65,7 +65,7 @@ from scopecheck.crashsim.coverage import (
 from scopecheck.crashsim.generic_sweep import ModelStates, model_states, workload
 from scopecheck.crashsim.jsonl_sweep import BASE_TIME, StepClock, describe
 from scopecheck.crashsim.jsonl_workloads import Workload, workload_from_json
-from scopecheck.crashsim.persistence import FileOp, Image, Volume
+from scopecheck.crashsim.persistence import FileOp, Image, Volume, coarser_tears, power_image
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.models.addresses import value
@@ -406,16 +406,10 @@ def crash_images(
 def image_at(
     ops: Sequence[FileOp], point: CrashPoint, seed: int, base: Image | None = None
 ) -> Image:
-    """The image of one crash point, rebuilt from the operations (a replay needs no strace);
-    ``base`` is the disk the operations started on (a crash image, for a crash during its
-    recovery)."""
-    volume = Volume(base)
-    for op in ops[: point.op_index]:
-        volume.apply(op)
-    for found, image in _images_here(volume, point.op_index, seed):
-        if found == point:
-            return image
-    raise ValueError(f"no {point.variant} image at op {point.op_index}")
+    """The image of one crash point, rebuilt from the operations by its variant's name (a
+    replay needs no strace); ``base`` is the disk the operations started on (a crash image,
+    for a crash during its recovery)."""
+    return power_image(ops, point.op_index, point.variant, seed, start=base)
 
 
 def write_image(image: Image, directory: str) -> None:
@@ -1101,7 +1095,7 @@ def _crash_failure(
     history = checker.last_history
     with ImageChecker(command, cwd, rec) as fresh:
         again = fresh.check(point, image, rec.allowed(point.op_index))
-    error = problem.problem
+    error = problem.problem + _tearing(rec, point, checker)
     if again is None:
         error += (
             f" (only after the checker process had reopened {len(history)} other images: "
@@ -1119,6 +1113,21 @@ def _crash_failure(
             error,
             history=() if again is not None else history,
         )
+    )
+
+
+def _tearing(rec: Recording, point: CrashPoint, checker: ImageChecker) -> str:
+    """For a failing torn write: the coarsest tearing under which it still fails (a user
+    whose disk writes whole 4 KiB blocks needs to know whether the finding is theirs)."""
+    if not point.variant.startswith("torn@1:"):
+        return ""
+    allowed = rec.allowed(point.op_index)
+    for granularity, variant, image in coarser_tears(rec.ops, point.op_index, point.variant):
+        if checker.check(CrashPoint(point.op_index, variant), image, allowed) is not None:
+            return f" (it still fails when writes tear only at {granularity}-byte boundaries)"
+    return (
+        " (only when a write tears inside a 512-byte sector: a disk that writes whole sectors "
+        "atomically does not show it)"
     )
 
 
@@ -1220,12 +1229,13 @@ def _reproducer(
 
 def _fault_plans(rec: Recording) -> list[tuple[int, int, str]]:
     """``(child, operation index, strace inject expression)`` for every fault and kill of
-    ``rec``'s mutating calls, those around acknowledgements and syncs first, faults and kills
-    alternating."""
+    ``rec``'s mutating calls.  Each kind of fault (call and errno) and the kills form a queue
+    in coverage order (calls around acknowledgements and syncs first), and the queues are
+    taken in turn, so even a few runs try every kind of fault: a failed fsync as soon as a
+    failed write."""
     mutating = [k for k, op in enumerate(rec.ops) if op.mutating]
     by_op = dict(zip(mutating, rec.calls, strict=False))
-    faults: list[tuple[int, int, str]] = []
-    kills: list[tuple[int, int, str]] = []
+    queues: dict[str, list[tuple[int, int, str]]] = {}
     seen: set[tuple[int, int]] = set()
     for pass_points in ordered_passes(rec.ops, rec.acked_at):
         for k in pass_points:
@@ -1236,15 +1246,15 @@ def _fault_plans(rec: Recording) -> list[tuple[int, int, str]]:
                 continue
             seen.add((child, call))
             for errno in FAULTS.get(name, ()):
-                faults.append((child, k, f"{name}:error={errno}:when={ordinal + 1}"))
-            kills.append((child, k, f"{name}:signal=SIGKILL:when={ordinal + 1}"))
+                queues.setdefault(f"{name}:{errno}", []).append(
+                    (child, k, f"{name}:error={errno}:when={ordinal + 1}")
+                )
+            queues.setdefault("kill", []).append(
+                (child, k, f"{name}:signal=SIGKILL:when={ordinal + 1}")
+            )
     plans: list[tuple[int, int, str]] = []
-    for fault_pair, kill in itertools.zip_longest(
-        itertools.zip_longest(faults[0::2], faults[1::2]), kills
-    ):
-        for plan in (*(fault_pair or ()), kill):
-            if plan is not None:
-                plans.append(plan)
+    for turn in itertools.zip_longest(*queues.values()):
+        plans.extend(plan for plan in turn if plan is not None)
     return plans
 
 
