@@ -6,6 +6,7 @@ ordinary failed calls; and no mount outlives its block, even when the daemon is 
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import errno
 import mmap
@@ -214,6 +215,10 @@ def test_one_large_write_is_one_write_call(dirs: tuple[Path, Path]) -> None:
         assert os.write(fd, b"b" * (1 << 20)) == 1 << 20  # 1 MiB, page aligned
         os.close(fd)
     assert mount.seen() == 1 and mount.fired is None
+    # what the kernel and the daemon agreed: no writeback cache, no async direct I/O
+    ready = mount.events()[0]
+    assert ready["event"] == "ready" and ready["max_write"] == 1 << 20
+    assert ready["want"] & (1 << 16) == 0 and ready["want"] & (1 << 15) == 0
     assert mount.status() == "not fired: write #99 on big: the daemon saw 1 write call(s) there"
     mount.cleanup()
 
@@ -326,16 +331,17 @@ def test_open_with_o_trunc_is_a_truncate(dirs: tuple[Path, Path]) -> None:
 
 THREADED_WRITER = """
 import os, sys, threading
-mnt, threads, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+mnt, proc, threads, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 failed = []
 start = threading.Barrier(threads)
 
 def work(t):
     target = os.open(os.path.join(mnt, "target"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    other = os.open(os.path.join(mnt, f"other{t}"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    name = f"other{proc}{t}"
+    other = os.open(os.path.join(mnt, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     start.wait()
     for i in range(per):
-        record = b"t%02d-%05d\\n" % (t, i)
+        record = b"p%dt%d-%05d\\n" % (proc, t, i)
         os.write(other, record)
         try:
             os.write(target, record)
@@ -350,33 +356,47 @@ for w in workers:
     w.start()
 for w in workers:
     w.join()
-print(failed)
+print(repr(failed))
 """
 
 
-def test_a_multi_threaded_writer_gets_the_fault_on_the_nth_write_to_the_target(
+def test_threads_in_two_processes_get_the_fault_on_the_nth_write_to_the_target(
     dirs: tuple[Path, Path],
 ) -> None:
     backing, mnt = dirs
-    threads, per, nth = 4, 40, 57
+    procs, threads, per, nth = 2, 3, 30, 71
     mount = FaultMount(backing, mnt, FaultPlan("write", "target", nth, "EIO"))
+    code = textwrap.dedent(THREADED_WRITER)
     with mount:
-        done = _run(THREADED_WRITER, str(mnt), str(threads), str(per))
-    assert done.returncode == 0, done.stderr
-    failed = eval(done.stdout)  # a list of (record, errno) from the child
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(mnt), str(p), str(threads), str(per)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for p in range(procs)
+        ]
+        outputs = [child.communicate(timeout=120) for child in children]
+    assert all(child.returncode == 0 for child in children), outputs
+    failed = [f for out, _ in outputs for f in ast.literal_eval(out)]
     assert len(failed) == 1 and failed[0][1] == errno.EIO, failed
     fired = mount.fired
     assert fired is not None and (fired.op, fired.ordinal) == ("write", nth)
     # O_APPEND: the faulted write was to go where the first nth - 1 records end
-    record = len(b"t00-00000\n")
+    record = len(b"p0t0-00000\n")
     assert fired.offset == (nth - 1) * record and fired.requested == record
     records = (backing / "target").read_bytes().splitlines()
-    assert len(records) == threads * per - 1
+    assert len(records) == procs * threads * per - 1
     assert failed[0][0].encode() not in records
-    # every thread wrote to the target, and other files, around the fault
-    assert {r[:3] for r in records} == {b"t%02d" % t for t in range(threads)}
-    assert all((backing / f"other{t}").stat().st_size == per * record for t in range(threads))
-    assert mount.seen() == threads * per
+    # every thread of both processes wrote to the target, and to other files, around the fault
+    assert {r[:4] for r in records} == {
+        b"p%dt%d" % (p, t) for p in range(procs) for t in range(threads)
+    }
+    for p in range(procs):
+        for t in range(threads):
+            assert (backing / f"other{p}{t}").stat().st_size == per * record
+    assert mount.seen() == procs * threads * per
     mount.cleanup()
 
 
@@ -515,3 +535,13 @@ def test_strace_sees_a_short_write_and_a_plain_failed_call(dirs: tuple[Path, Pat
     assert "INJECTED" not in trace.read_text()
     assert (backing / "f").read_bytes() == b"0123456789abcdklmnopqrst"
     mount.cleanup()
+
+
+def test_unavailable_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scopecheck.crashsim import fuse_faults
+
+    monkeypatch.setattr(fuse_faults, "_libfuse3", lambda: None)
+    why = fuse_faults.unavailable.__wrapped__()
+    assert why == "libfuse 3 is not installed (Debian: apt-get install fuse3)"
+    monkeypatch.setattr(fuse_faults.os.path, "exists", lambda path: path != "/dev/fuse")
+    assert fuse_faults.unavailable.__wrapped__().startswith("no /dev/fuse")
