@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -545,3 +546,20 @@ def test_unavailable_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     assert why == "libfuse 3 is not installed (Debian: apt-get install fuse3)"
     monkeypatch.setattr(fuse_faults.os.path, "exists", lambda path: path != "/dev/fuse")
     assert fuse_faults.unavailable.__wrapped__().startswith("no /dev/fuse")
+
+
+def test_a_parent_that_dies_without_closing_leaves_no_mount(dirs: tuple[Path, Path]) -> None:
+    backing, mnt = dirs
+    code = """
+    import os, sys
+    from scopecheck.crashsim.fuse_faults import FaultMount
+    FaultMount(sys.argv[1], sys.argv[2]).start()
+    os._exit(0)  # no close, no atexit: the daemon gets SIGTERM and libfuse unmounts
+    """
+    done = _run(code, str(backing), str(mnt))
+    assert done.returncode == 0, done.stderr
+    for _ in range(500):
+        if not is_mounted(mnt):
+            break
+        time.sleep(0.01)
+    assert not is_mounted(mnt)
