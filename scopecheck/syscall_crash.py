@@ -62,6 +62,8 @@ from scopecheck.crashsim.coverage import (
     crash_points,
     ordered_passes,
 )
+from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan
+from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
 from scopecheck.crashsim.generic_sweep import ModelStates, model_states, workload
 from scopecheck.crashsim.jsonl_sweep import BASE_TIME, StepClock, describe
 from scopecheck.crashsim.jsonl_workloads import Workload, workload_from_json
@@ -720,6 +722,10 @@ class SyscallReproducer:
         """What makes two failures distinct: the rule and the kind of crash point."""
         if self.mode != "crash":
             kind, _, expression = self.mode.split(":", 2)
+            if expression.startswith(FUSE):
+                plan = _fuse_plan(expression)
+                partial = "+partial" if plan.partial is not None else ""
+                return self.rule, f"{kind}:{plan.op}:{plan.errno}{partial}"
             name, _, rest = expression.partition(":")
             fault = rest.split(":", 1)[0].split("=", 1)[-1]
             return self.rule, kind if kind == "kill" else f"{kind}:{name}:{fault}"
@@ -1232,9 +1238,11 @@ def _fault_plans(rec: Recording) -> list[tuple[int, int, str]]:
     ``rec``'s mutating calls.  Each kind of fault (call and errno) and the kills form a queue
     in coverage order (calls around acknowledgements and syncs first), and the queues are
     taken in turn, so even a few runs try every kind of fault: a failed fsync as soon as a
-    failed write."""
+    failed write.  Faults go through the FUSE mount where it can run (the exact call, across
+    threads, and partial writes: CRASH-COV-3), else through strace's injection."""
     mutating = [k for k, op in enumerate(rec.ops) if op.mutating]
     by_op = dict(zip(mutating, rec.calls, strict=False))
+    fuse = _fuse_plans(rec) if fuse_unavailable() is None else None
     queues: dict[str, list[tuple[int, int, str]]] = {}
     seen: set[tuple[int, int]] = set()
     for pass_points in ordered_passes(rec.ops, rec.acked_at):
@@ -1245,16 +1253,94 @@ def _fault_plans(rec: Recording) -> list[tuple[int, int, str]]:
             if (child, call) in seen:
                 continue
             seen.add((child, call))
-            for errno in FAULTS.get(name, ()):
-                queues.setdefault(f"{name}:{errno}", []).append(
-                    (child, k, f"{name}:error={errno}:when={ordinal + 1}")
-                )
+            if fuse is not None:
+                for plan in fuse.get(k, ()):
+                    partial = "+partial" if plan.partial is not None else ""
+                    queues.setdefault(f"{plan.op}:{plan.errno}{partial}", []).append(
+                        (child, k, _fuse_expression(plan))
+                    )
+            else:
+                for errno in FAULTS.get(name, ()):
+                    queues.setdefault(f"{name}:{errno}", []).append(
+                        (child, k, f"{name}:error={errno}:when={ordinal + 1}")
+                    )
             queues.setdefault("kill", []).append(
                 (child, k, f"{name}:signal=SIGKILL:when={ordinal + 1}")
             )
     plans: list[tuple[int, int, str]] = []
     for turn in itertools.zip_longest(*queues.values()):
         plans.extend(plan for plan in turn if plan is not None)
+    return plans
+
+
+#: A fault planned on the FUSE mount (:mod:`scopecheck.crashsim.fuse_faults`):
+#: ``fuse=<op>:<errno>:<ordinal>:<partial bytes or ->:<path>``.
+FUSE = "fuse="
+#: The faults the FUSE mount gives each kind of operation (a write may also write part).
+FUSE_FAULTS: dict[str, tuple[str, ...]] = {
+    "write": ("EIO", "ENOSPC"),
+    "fsync": ("EIO",),
+    "create": ("EACCES", "ENOSPC"),
+    "truncate": ("EIO",),
+    "rename": ("EACCES",),
+    "unlink": ("EACCES",),
+    "mkdir": ("EACCES",),
+    "rmdir": ("EACCES",),
+}
+
+
+def _fuse_expression(plan: FaultPlan) -> str:
+    partial = "-" if plan.partial is None else str(plan.partial)
+    return f"{FUSE}{plan.op}:{plan.errno}:{plan.ordinal}:{partial}:{plan.path}"
+
+
+def _fuse_plan(expression: str) -> FaultPlan:
+    op, errno, ordinal, partial, path = expression.removeprefix(FUSE).split(":", 4)
+    return FaultPlan(op, path, int(ordinal), errno, None if partial == "-" else int(partial))
+
+
+def _fuse_plans(rec: Recording) -> dict[int, list[FaultPlan]]:
+    """The FUSE faults of each mutating operation of ``rec``, by operation index: the call
+    named as the mount counts it -- the n-th write, fsync, truncate, rename (by source),
+    unlink, mkdir or rmdir on that path, or the n-th open that creates it -- across every
+    process and thread of the run."""
+    counts: dict[tuple[str, str], int] = {}
+    exists: set[str] = set()
+    plans: dict[int, list[FaultPlan]] = {}
+
+    def count(op: str, path: str) -> int:
+        counts[(op, path)] = counts.get((op, path), 0) + 1
+        return counts[(op, path)]
+
+    for k, op in enumerate(rec.ops):
+        kind, path = op.kind, op.path
+        name: str | None = None
+        if kind == "write":
+            name = "write"
+        elif kind == "sync" and path:
+            name = "fsync"
+        elif kind == "truncate":
+            name = "truncate"
+        elif kind == "open" and "create" in op.flags and path not in exists:
+            name = "create"
+        elif kind == "open" and "trunc" in op.flags:
+            name = "truncate"
+        elif kind in ("rename", "unlink", "mkdir", "rmdir"):
+            name = kind
+        if (kind == "open" and "create" in op.flags) or kind == "mkdir":
+            exists.add(path)
+        elif kind in ("unlink", "rmdir"):
+            exists.discard(path)
+        elif kind == "rename":
+            exists.discard(path)
+            exists.add(op.target)
+        if name is None:
+            continue
+        ordinal = count(name, path)
+        found = [FaultPlan(name, path, ordinal, errno) for errno in FUSE_FAULTS[name]]
+        if name == "write" and len(op.data) >= 2:
+            found.append(FaultPlan(name, path, ordinal, "ENOSPC", len(op.data) // 2))
+        plans[k] = found
     return plans
 
 
@@ -1319,15 +1405,24 @@ def _fault_run(
     kill = "SIGKILL" in expression
     root = tempfile.mkdtemp(prefix="root-", dir=base)
     traces = tempfile.mkdtemp(prefix="traces-", dir=base)
+    fired: bool | None = None
     try:
-        run = run_workload(command, rec.workload, root, cwd, traces, inject=(child, expression))
-        disk = read_image(root)
+        if expression.startswith(FUSE):
+            mountpoint = tempfile.mkdtemp(prefix="mount-", dir=base)
+            with FaultMount(root, mountpoint, _fuse_plan(expression)) as mount:
+                run = run_workload(command, rec.workload, mountpoint, cwd, traces)
+                disk = read_image(mountpoint)
+            fired = mount.fired is not None
+            os.rmdir(mountpoint)
+        else:
+            run = run_workload(command, rec.workload, root, cwd, traces, inject=(child, expression))
+            disk = read_image(root)
     finally:
         shutil.rmtree(traces, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
     if kill:
         found.kill_runs += 1
-    elif _aimed(rec, run, k, expression) is not None:
+    elif fired is False or (fired is None and _aimed(rec, run, k, expression) is not None):
         found.dropped_runs += 1
         return
     else:
