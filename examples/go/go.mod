@@ -1,0 +1,3 @@
+module scopecheck-example
+
+go 1.19
