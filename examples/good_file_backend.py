@@ -137,6 +137,7 @@ class FileRepository(DictRepository):
         return super().open(sid)
     def load(self, session_id: str) -> dict[str, Any]:
         path = self.path(session_id)
+        self.fs.fsync_dir(self.root)  # a failed create's file: its name durable before use
         content = self.fs.read_bytes(path)
         complete = content[: content.rfind(b"\n") + 1]
         if len(complete) < len(content):  # a torn last line: that commit was never acknowledged

@@ -992,6 +992,11 @@ func (r *Repository) openSession(raw any) *Handle {
 	if r.open[id] != nil {
 		refuse("already_open", "session %s is open", id)
 	}
+	// A create that failed after making the file leaves it behind: make its name durable
+	// before anything is acknowledged on it.
+	if err := syncDir(r.root); err != nil {
+		ioError("open "+id, err)
+	}
 	state := r.load(id, path)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {

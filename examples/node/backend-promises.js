@@ -225,6 +225,9 @@ class Repository {
   }
   async load(id, file) {
     let content;
+    // A create that failed after making the file leaves it behind: make its name durable
+    // before anything is acknowledged on it.
+    try { await syncDir(this.root); } catch (error) { throw io(`open ${id}`, error); }
     try { content = await fsp.readFile(file); } catch (error) { throw io(`read ${id}`, error); }
     const end = content.lastIndexOf(0x0a) + 1;
     if (end < content.length) {  // a torn last line: that commit was never acknowledged

@@ -210,6 +210,9 @@ class Repository {
   }
   load(id, file) {
     let content;
+    // A create that failed after making the file leaves it behind: make its name durable
+    // before anything is acknowledged on it.
+    try { if (!NO_DIR_FSYNC) syncDir(this.root); } catch (error) { throw io(`open ${id}`, error); }
     try { content = fs.readFileSync(file); } catch (error) { throw io(`read ${id}`, error); }
     const end = content.lastIndexOf(0x0a) + 1;
     if (end < content.length) {  // a torn last line: that commit was never acknowledged

@@ -2,13 +2,13 @@
 ... --json`): the Go example (examples/go, built here with `go build`) and the Node.js example
 doing its file I/O through `fs/promises` on libuv's thread pool.
 
-Both are correct backends, so every phase must pass.  The crash-exploration verdicts are marked
-xfail (not strict): strace's `-e inject=CALL:...:when=N` counts calls per *thread*, and in these
+Both are correct backends, so every phase must pass, crash exploration included.  In these
 runtimes the thread that makes a given file write is not fixed -- goroutines migrate between OS
-threads, and libuv's workers answer the main thread through an eventfd -- so the fault meant for
-a file write can land on the response written to stdout (Go) or on a worker's eventfd write
-(Node, which libuv answers with abort()).  That is a false failure of the fault injection, not
-of the backends; the machine, conformance and restart verdicts stay strict.
+threads, libuv's workers answer the main thread through an eventfd -- so strace's per-thread
+``when=N`` once landed the fault meant for a file write on the response written to stdout (Go)
+or on a worker's eventfd write (Node, which libuv answers with abort()).  Faults now go through
+the FUSE mount, which names the call by what it does across every thread (CRASH-COV-3): no false
+failure may come back.
 """
 
 from __future__ import annotations
@@ -39,13 +39,6 @@ PROMISES_BACKEND = f"node {ROOT / 'examples' / 'node' / 'backend-promises.js'}"
 #: Seconds of `validate --budget` for each backend: ~25 s (Go) and ~35 s (Node) of wall time
 #: on a 2-core machine, machine and conformance and 30% of it in crash exploration.
 BUDGET = 20
-
-PER_THREAD_INJECTION = pytest.mark.xfail(
-    strict=False,
-    reason="strace's inject=...:when=N counts calls per thread: in Go (goroutines migrate "
-    "between OS threads) and Node's thread pool the fault meant for a file write can land on "
-    "the protocol reply on stdout or libuv's eventfd, a false CRASH-FS-9 failure",
-)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +80,7 @@ def _validate(command: str, failures: Path) -> dict[str, Any]:
 def verdict(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:
-    """One `validate --exec` run per backend, shared by the strict and the xfail test."""
+    """One `validate --exec` run per backend, shared by the two tests."""
     if request.param == "go":
         command = shlex.quote(str(request.getfixturevalue("go_backend")))
     else:
@@ -112,11 +105,10 @@ def test_a_backend_in_another_runtime_passes_the_machine_conformance_and_restart
     assert phases["conformance"]["cases"] > 0
     assert phases["restarts"]["status"] == "ran" and phases["restarts"]["restarts"] > 0
     assert phases["forks"]["status"] == "skipped"
-    assert phases["crash exploration"]["status"] in ("ran", "failed")  # never skipped
+    assert phases["crash exploration"]["status"] == "ran", phases["crash exploration"]
 
 
-@pytest.mark.rule("CRASH-SYS-3", "CRASH-SYS-6", "CRASH-SYS-7")
-@PER_THREAD_INJECTION
+@pytest.mark.rule("CRASH-SYS-3", "CRASH-SYS-6", "CRASH-SYS-7", "CRASH-COV-3")
 def test_crash_exploration_of_a_backend_in_another_runtime_finds_no_failure(
     verdict: dict[str, Any],
 ) -> None:
