@@ -199,12 +199,14 @@ def run_workload(
     *,
     inject: tuple[int, str] | None = None,
     traced: bool = True,
+    fired: Callable[[], bool] | None = None,
 ) -> Recording:
     """Run ``wl`` with each child under strace (trace files in ``traces``); ``inject`` is
     ``(child, strace inject expression)``.  Every step runs even after one fails (its outcome
     is its error code); a dead child is restarted for the next restart step only.  A run with
-    a fault stops once the child after the faulted one has reopened the Session; ``traced``
-    False runs it without strace (to measure what tracing costs)."""
+    a fault stops once the child after the faulted one has reopened the Session -- for a
+    fault on the FUSE mount, ``fired()`` says when it has happened; ``traced`` False runs it
+    without strace (to measure what tracing costs)."""
     clock = StepClock()
     children: list[tuple[BackendProcess, str]] = []
     tails: list[str] = []
@@ -220,6 +222,7 @@ def run_workload(
 
     acks: list[tuple[int, int] | None] = []
     outcomes: list[str] = []
+    faulted: int | None = None
     repo: ProcessRepository | None = None
     storage: Any = None
     try:
@@ -258,6 +261,11 @@ def run_workload(
                 acks.append(None)
             if inject is not None and len(children) > inject[0] + 1:
                 break  # the faulted child is gone and its successor has reopened: enough
+            if fired is not None:
+                if faulted is None and fired():
+                    faulted = len(children) - 1
+                if faulted is not None and len(children) > faulted + 1:
+                    break
     finally:
         if repo is not None:
             with contextlib.suppress(ScopecheckError):
@@ -992,7 +1000,8 @@ def explore(
                 )  # fmt: skip
                 if faults and not found.full:
                     _fault_runs(spec, command, cwd, rec, base, deadline, found, checker,
-                                on_progress, started, at_least=2 if first else 0)  # fmt: skip
+                                on_progress, started, at_least=2 if first else 0,
+                                turn=round_seed - seed)  # fmt: skip
             round_seed += 1
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -1233,13 +1242,20 @@ def _reproducer(
     )  # fmt: skip
 
 
-def _fault_plans(rec: Recording) -> list[tuple[int, int, str]]:
+#: The kinds of fault tried first: where durable stores lose data most often (a failed fsync
+#: retried, a write that stored part of its bytes).
+PREFERRED = ("fsync:EIO", "write:ENOSPC+partial", "kill", "write:EIO", "fdatasync:EIO")
+
+
+def _fault_plans(rec: Recording, turn: int = 0) -> list[tuple[int, int, str]]:
     """``(child, operation index, strace inject expression)`` for every fault and kill of
     ``rec``'s mutating calls.  Each kind of fault (call and errno) and the kills form a queue
     in coverage order (calls around acknowledgements and syncs first), and the queues are
     taken in turn, so even a few runs try every kind of fault: a failed fsync as soon as a
-    failed write.  Faults go through the FUSE mount where it can run (the exact call, across
-    threads, and partial writes: CRASH-COV-3), else through strace's injection."""
+    failed write.  Round ``turn`` of an exploration starts each queue ``turn`` places on, so
+    successive rounds aim at different calls of each kind.  Faults go through the FUSE mount
+    where it can run (the exact call, across threads, and partial writes: CRASH-COV-3), else
+    through strace's injection."""
     mutating = [k for k, op in enumerate(rec.ops) if op.mutating]
     by_op = dict(zip(mutating, rec.calls, strict=False))
     fuse = _fuse_plans(rec) if fuse_unavailable() is None else None
@@ -1268,8 +1284,13 @@ def _fault_plans(rec: Recording) -> list[tuple[int, int, str]]:
                 (child, k, f"{name}:signal=SIGKILL:when={ordinal + 1}")
             )
     plans: list[tuple[int, int, str]] = []
-    for turn in itertools.zip_longest(*queues.values()):
-        plans.extend(plan for plan in turn if plan is not None)
+    kinds = sorted(queues, key=lambda kind: PREFERRED.index(kind) if kind in PREFERRED else 99)
+    rotated = [
+        queues[kind][turn % len(queues[kind]) :] + queues[kind][: turn % len(queues[kind])]
+        for kind in kinds
+    ]
+    for step in itertools.zip_longest(*rotated):
+        plans.extend(plan for plan in step if plan is not None)
     return plans
 
 
@@ -1357,11 +1378,12 @@ def _fault_runs(
     started: float,
     limit: int = FAULT_RUNS_PER_ROUND,
     at_least: int = 0,
+    turn: int = 0,
 ) -> None:
     """Fail up to ``limit`` mutating calls once each, or kill the child at them, rerunning
     the workload, and check the disk each run leaves (and its power-loss image) against the
     acknowledged steps."""
-    for done, (child, k, expression) in enumerate(_fault_plans(rec)[:limit]):
+    for done, (child, k, expression) in enumerate(_fault_plans(rec, turn)[:limit]):
         if found.full or (time.perf_counter() >= deadline and done >= at_least):
             return
         _fault_run(spec, command, cwd, rec, base, found, checker, child, expression, k)
@@ -1410,7 +1432,8 @@ def _fault_run(
         if expression.startswith(FUSE):
             mountpoint = tempfile.mkdtemp(prefix="mount-", dir=base)
             with FaultMount(root, mountpoint, _fuse_plan(expression)) as mount:
-                run = run_workload(command, rec.workload, mountpoint, cwd, traces)
+                run = run_workload(command, rec.workload, mountpoint, cwd, traces,
+                                   fired=lambda: mount.fired is not None)  # fmt: skip
                 disk = read_image(mountpoint)
             fired = mount.fired is not None
             os.rmdir(mountpoint)
@@ -1526,7 +1549,10 @@ def _check_fault_run(
                 storage.close()
         except ScopecheckError as exc:
             checker.fresh()
-            rule = "CRASH-FS-1" if kill else "CRASH-FS-11"
+            # an acknowledged commit that is not durable breaks the Session (CRASH-FS-9); a
+            # failed create or delete that leaves it unopenable, CRASH-FS-11
+            power_loss = label.startswith("a power loss")
+            rule = "CRASH-FS-1" if kill else ("CRASH-FS-9" if power_loss else "CRASH-FS-11")
             return rule, f"with {expression}, reopening {label} raised {exc}"
         if got not in allowed:
             power_loss = label.startswith("a power loss")

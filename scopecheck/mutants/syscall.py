@@ -18,10 +18,10 @@ import time
 from typing import Any
 
 from scopecheck.backends import Backend
-from scopecheck.examples.good_file_backend import FileRepository
+from scopecheck.examples.good_file_backend import FileRepository, FileStorage
 from scopecheck.examples.sqlite3_backend import Sqlite3Repository, Sqlite3Storage
 from scopecheck.impl.fs import FileSystem, OsFileSystem
-from scopecheck.models.errors import StorageIOError
+from scopecheck.models.errors import CorruptError, StorageIOError
 from scopecheck.mutants import Mutant, MutantResult, register
 from scopecheck.mutants.seams import WrappedFileSystem
 
@@ -134,6 +134,64 @@ def recovery_rewrite_unsynced(clock: Any, *, root: str) -> FileRepository:
     return _RewritingRepair(clock, OsFileSystem(), root)
 
 
+class _LeavingFailedAppends(FileStorage):
+    def cut_back(self, why: str) -> None:
+        """Skipped: the part of a failed append that reached the file stays, and the next
+        commit is appended after it (only a write that fails after writing part of its
+        bytes shows this)."""
+
+
+class _NoCutBack(FileRepository):
+    storage_class = _LeavingFailedAppends
+
+
+def failed_append_left_in_place(clock: Any, *, root: str) -> FileRepository:
+    return _NoCutBack(clock, OsFileSystem(), root)
+
+
+class _IndexedStorage(FileStorage):
+    path = ""  # the log's path, set by the repository
+
+    def persist(self, line: bytes) -> None:
+        """Appends the line, then records its length in an index file -- fsyncing the index
+        before the log, so a crash between the two leaves an index naming bytes the log
+        never got."""
+        index = f"{self.path}.idx"
+        self.fs.append(self.handle, line)
+        if not self.fs.exists(index):
+            self.fs.write_file(index, b"")
+        handle = self.fs.open_append(index)
+        try:
+            self.fs.append(handle, b"%d\n" % len(line))
+            self.fs.fsync(handle)
+        finally:
+            self.fs.close(handle)
+        self.fs.fsync(self.handle)
+        self.size += len(line)
+
+
+class _IndexedRepository(FileRepository):
+    storage_class = _IndexedStorage
+
+    def _handle(self, session_id: str) -> Any:
+        storage = super()._handle(session_id)
+        storage.path = self.path(session_id)
+        return storage
+
+    def load(self, session_id: str) -> dict[str, Any]:
+        """Trusts the index: the log must hold every line it names."""
+        index = f"{self.path(session_id)}.idx"
+        if self.fs.exists(index):
+            named = sum(int(n) for n in self.fs.read_bytes(index).split())
+            if named > self.fs.file_size(self.path(session_id)):
+                raise CorruptError("corrupt", f"{index} names bytes the log does not hold")
+        return super().load(session_id)
+
+
+def index_before_log(clock: Any, *, root: str) -> FileRepository:
+    return _IndexedRepository(clock, OsFileSystem(), root)
+
+
 #: name -> (factory, the rules that may catch it, one line).  With synchronous=OFF the schema
 #: itself may be lost, so the image does not even open (CRASH-FS-1) as often as it opens short
 #: of an acknowledged commit (CRASH-FS-6).
@@ -172,6 +230,16 @@ PLANTED = {
         "fsync_retry_after_eio",
         "CRASH-FS-9",
         "a failed fsync retried, and the commit acknowledged when the retry succeeds",
+    ),
+    "syscall-failed-append-left-in-place": (
+        "failed_append_left_in_place",
+        "CRASH-FS-9 CRASH-FS-10 CRASH-FS-11",
+        "the part of a failed append left in the log, and the next commit appended after it",
+    ),
+    "syscall-index-before-log": (
+        "index_before_log",
+        "CRASH-FS-1 CRASH-FS-5 CRASH-FS-6",
+        "two files made durable in the wrong order: an index fsynced before the log it names",
     ),
     "syscall-recovery-rewrite-unsynced": (
         "recovery_rewrite_unsynced",
