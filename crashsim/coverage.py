@@ -31,7 +31,7 @@ from scopecheck.crashsim.persistence import FileOp
 
 #: Operations whose neighbourhood is checked before the spread of the rest.
 ORDERING_KINDS = frozenset({"sync", "syncall", "rename", "unlink", "rmdir", "link"})
-#: The sizes of the spread passes after the priority pass (then the rest in one pass).
+#: The sizes of the spread passes after the priority passes (then the rest in one pass).
 SPREAD_PASSES = (8, 24, 64, 192, 512)
 
 
@@ -68,27 +68,29 @@ def _bit_reversed(count: int) -> list[int]:
 def ordered_passes(ops: Sequence[FileOp], acked_at: Sequence[int | None]) -> list[list[int]]:
     """The crash points of ``ops`` in passes, most telling first (see the module docstring):
     the first crash point after each acknowledgement (and the end of the trace), then the
-    last before each acknowledgement and the neighbours of every sync, rename, unlink, link
-    and rmdir, then the rest spread out.  Together the passes hold every crash point exactly
-    once."""
+    last before each acknowledgement (the call that should have made the step durable), then
+    the neighbours of every sync, rename, unlink, link and rmdir, then the rest spread out.
+    Together the passes hold every crash point exactly once."""
     points = crash_points(ops)
     after = set(acknowledgement_points(points, acked_at)) | {points[-1]}
-    around: set[int] = set()
+    before: set[int] = set()
     for at in acked_at:
         if at is not None:
             index = bisect.bisect_left(points, at)
             if index > 0:
-                around.add(points[index - 1])
+                before.add(points[index - 1])
+    before -= after
+    around: set[int] = set()
     for k, op in enumerate(ops):
         if op.kind in ORDERING_KINDS:
             index = bisect.bisect_left(points, k)
             around.add(points[index])  # before it
             if index + 1 < len(points):
                 around.add(points[index + 1])  # after it
-    around -= after
-    rest = [k for k in points if k not in after and k not in around]
+    around -= after | before
+    rest = [k for k in points if k not in after and k not in before and k not in around]
     spread = [rest[i] for i in _bit_reversed(len(rest))]
-    passes = [sorted(after), sorted(around)]
+    passes = [sorted(after), sorted(before), sorted(around)]
     start = 0
     for size in SPREAD_PASSES:
         if start >= len(spread):

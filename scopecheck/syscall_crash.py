@@ -1032,7 +1032,7 @@ def _check_states(
     overrun: float = 30.0,
 ) -> CrashCoverage:
     """Check ``rec``'s crash states pass by pass (:func:`ordered_passes`) until ``until``,
-    crashing the recovery of some images after the second pass; what was covered.  The first
+    crashing the recovery of some images after the third pass; what was covered.  The first
     round's first pass -- a crash state after every acknowledgement -- runs to its end however
     small the budget, unless it takes ``overrun`` seconds more (then the phase is
     incomplete).  A later round that did not finish its first pass counts its states only:
@@ -1044,7 +1044,7 @@ def _check_states(
     candidates: list[tuple[CrashPoint, Image]] = []
     stopped = priority_done = False
     passes = ordered_passes(rec.ops, rec.acked_at)
-    recover_after = min(1, len(passes) - 1)
+    recover_after = min(2, len(passes) - 1)
     for number, pass_points in enumerate(passes):
         current: int | None = None
         stop_at = until + overrun if first and number == 0 else until

@@ -164,8 +164,8 @@ class Handle {
     if (this.unusable) refuse("unusable", `refusing writes until the Session is opened again: ${this.unusable}`);
     const first = state.nextSeq;
     const line = Buffer.from(JSON.stringify({ s: first, t: now, w: writes }) + "\n");
-    try {
-      fs.writeSync(this.fd, line);
+    try {  // a short write (a disk filling up) returns less: write the rest, or fail
+      for (let done = 0; done < line.length;) done += fs.writeSync(this.fd, line, done, line.length - done);
     } catch (error) {
       this.cutBack(error);
       throw io(`append to ${this.id}`, error);

@@ -150,7 +150,11 @@ def failed_append_left_in_place(clock: Any, *, root: str) -> FileRepository:
 
 
 class _IndexedStorage(FileStorage):
-    path = ""  # the log's path, set by the repository
+    path = ""  # the log's path
+
+    def attach(self, fs: Any, path: str) -> None:
+        super().attach(fs, path)
+        self.path = path
 
     def persist(self, line: bytes) -> None:
         """Appends the line, then records its length in an index file -- fsyncing the index
@@ -172,11 +176,6 @@ class _IndexedStorage(FileStorage):
 
 class _IndexedRepository(FileRepository):
     storage_class = _IndexedStorage
-
-    def _handle(self, session_id: str) -> Any:
-        storage = super()._handle(session_id)
-        storage.path = self.path(session_id)
-        return storage
 
     def load(self, session_id: str) -> dict[str, Any]:
         """Trusts the index: the log must hold every line it names."""
