@@ -41,6 +41,7 @@ or says it did not in :data:`REPLAY_TRIES` tries.
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import itertools
 import os
@@ -953,6 +954,10 @@ class Exploration:
 
 #: Fault and kill runs per recorded workload before the next workload is recorded.
 FAULT_RUNS_PER_ROUND = 12
+#: Of those, the runs made as soon as the crash states around acknowledgements and syncs are
+#: checked -- a failed fsync, a partial write, a kill -- before the rest of the crash states,
+#: so a fault-only bug is found as early as a crash-only one (the first round always has them).
+EARLY_FAULT_RUNS = 3
 #: The share of what is left of the budget that a round's crash states get (the rest: its
 #: fault and kill runs, then the next round).
 STATE_SHARE = 0.5
@@ -975,8 +980,9 @@ def explore(
 ) -> Exploration:
     """Record workloads, one per round, until ``budget`` seconds pass (or ``max_failures``
     distinct failures are found): each round checks the crash states of
-    its recording in coverage order, crashes some recoveries, then (``faults``) runs its
-    fault and kill runs.  A failure does not end the exploration.  The first round's crash
+    its recording in coverage order, crashes some recoveries, makes its first fault and kill
+    runs, checks the rest of its crash states, then (``faults``) makes its other fault and
+    kill runs.  A failure does not end the exploration.  The first round's crash
     states after every acknowledgement are checked even past the budget, by at most
     ``overrun`` seconds (CRASH-COV-2)."""
     started = time.perf_counter()
@@ -994,14 +1000,62 @@ def explore(
             now = time.perf_counter()
             states_until = now + (deadline - now) * (STATE_SHARE if faults else 1.0)
             with ImageChecker(command, cwd, rec) as checker:
+                turn = round_seed - seed
+
+                def early(
+                    rec: Recording = rec,
+                    checker: ImageChecker = checker,
+                    turn: int = turn,
+                    first: bool = first,
+                ) -> None:
+                    if faults and not found.full:
+                        _fault_runs(
+                            spec,
+                            command,
+                            cwd,
+                            rec,
+                            base,
+                            deadline,
+                            found,
+                            checker,
+                            on_progress,
+                            started,
+                            limit=EARLY_FAULT_RUNS,
+                            at_least=EARLY_FAULT_RUNS if first else 0,
+                            turn=turn,
+                        )
+
                 found.coverage += _check_states(
-                    spec, command, cwd, rec, round_seed, checker, base, states_until, found,
-                    first=first, on_progress=on_progress, started=started, overrun=overrun,
-                )  # fmt: skip
+                    spec,
+                    command,
+                    cwd,
+                    rec,
+                    round_seed,
+                    checker,
+                    base,
+                    states_until,
+                    found,
+                    first=first,
+                    on_progress=on_progress,
+                    started=started,
+                    overrun=overrun,
+                    after_priority=early,
+                )
                 if faults and not found.full:
-                    _fault_runs(spec, command, cwd, rec, base, deadline, found, checker,
-                                on_progress, started, at_least=2 if first else 0,
-                                turn=round_seed - seed)  # fmt: skip
+                    _fault_runs(
+                        spec,
+                        command,
+                        cwd,
+                        rec,
+                        base,
+                        deadline,
+                        found,
+                        checker,
+                        on_progress,
+                        started,
+                        start=EARLY_FAULT_RUNS,
+                        turn=turn,
+                    )
             round_seed += 1
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -1030,6 +1084,7 @@ def _check_states(
     on_progress: Callable[[Exploration], None] | None,
     started: float,
     overrun: float = 30.0,
+    after_priority: Callable[[], None] | None = None,
 ) -> CrashCoverage:
     """Check ``rec``'s crash states pass by pass (:func:`ordered_passes`) until ``until``,
     crashing the recovery of some images after the third pass; what was covered.  The first
@@ -1079,6 +1134,11 @@ def _check_states(
                 at_least=1 if first else 0,
             )  # fmt: skip
             states += recovery_states
+        if number == recover_after and after_priority is not None:
+            after_priority()
+            after_priority = None
+    if after_priority is not None:  # the passes were cut short: the early runs still happen
+        after_priority()
     counted = first or priority_done
     return CrashCoverage(
         points_checked=len(checked) if counted else 0,
@@ -1250,25 +1310,28 @@ PREFERRED = ("fsync:EIO", "write:ENOSPC+partial", "kill", "write:EIO", "fdatasyn
 def _fault_plans(rec: Recording, turn: int = 0) -> list[tuple[int, int, str]]:
     """``(child, operation index, strace inject expression)`` for every fault and kill of
     ``rec``'s mutating calls.  Each kind of fault (call and errno) and the kills form a queue
-    in coverage order (calls around acknowledgements and syncs first), and the queues are
-    taken in turn, so even a few runs try every kind of fault: a failed fsync as soon as a
-    failed write.  Round ``turn`` of an exploration starts each queue ``turn`` places on, so
-    successive rounds aim at different calls of each kind.  Faults go through the FUSE mount
-    where it can run (the exact call, across threads, and partial writes: CRASH-COV-3), else
-    through strace's injection."""
-    mutating = [k for k, op in enumerate(rec.ops) if op.mutating]
-    by_op = dict(zip(mutating, rec.calls, strict=False))
+    in coverage order (calls around acknowledgements and syncs first; calls made by commits
+    before those of creates, restarts and deletes), and the queues are taken in turn, so even
+    a few runs try every kind of fault: a failed fsync as soon as a failed write.  Round
+    ``turn`` of an exploration starts each queue ``turn`` places on, so successive rounds aim
+    at different calls of each kind.  Faults go through the FUSE mount where it can run (the
+    exact call, across threads, and partial writes: CRASH-COV-3), else through strace's
+    injection."""
+    # an operation knows its system call; one call may make several operations
+    calls = {(child, call): (name, ordinal) for child, call, name, ordinal in rec.calls}
     fuse = _fuse_plans(rec) if fuse_unavailable() is None else None
     queues: dict[str, list[tuple[int, int, str]]] = {}
     seen: set[tuple[int, int]] = set()
     for pass_points in ordered_passes(rec.ops, rec.acked_at):
         for k in pass_points:
-            if k not in by_op:
+            if k >= len(rec.ops):
                 continue
-            child, call, name, ordinal = by_op[k]
-            if (child, call) in seen:
+            child = max(0, bisect.bisect_right(rec.starts, k) - 1)
+            found = calls.get((child, rec.ops[k].call))
+            if found is None or (child, rec.ops[k].call) in seen:
                 continue
-            seen.add((child, call))
+            seen.add((child, rec.ops[k].call))
+            name, ordinal = found
             if fuse is not None:
                 for plan in fuse.get(k, ()):
                     partial = "+partial" if plan.partial is not None else ""
@@ -1283,6 +1346,14 @@ def _fault_plans(rec: Recording, turn: int = 0) -> list[tuple[int, int, str]]:
             queues.setdefault("kill", []).append(
                 (child, k, f"{name}:signal=SIGKILL:when={ordinal + 1}")
             )
+    steps = rec.workload.steps
+
+    def in_commit(plan: tuple[int, int, str]) -> bool:
+        step = rec.acked(plan[1])
+        return step < len(steps) and steps[step].op == "commit"
+
+    for queue in queues.values():  # calls made by commits first: most of what a store does
+        queue.sort(key=lambda plan: not in_commit(plan))
     plans: list[tuple[int, int, str]] = []
     kinds = sorted(queues, key=lambda kind: PREFERRED.index(kind) if kind in PREFERRED else 99)
     rotated = [
@@ -1379,11 +1450,12 @@ def _fault_runs(
     limit: int = FAULT_RUNS_PER_ROUND,
     at_least: int = 0,
     turn: int = 0,
+    start: int = 0,
 ) -> None:
     """Fail up to ``limit`` mutating calls once each, or kill the child at them, rerunning
     the workload, and check the disk each run leaves (and its power-loss image) against the
     acknowledged steps."""
-    for done, (child, k, expression) in enumerate(_fault_plans(rec, turn)[:limit]):
+    for done, (child, k, expression) in enumerate(_fault_plans(rec, turn)[start:limit]):
         if found.full or (time.perf_counter() >= deadline and done >= at_least):
             return
         _fault_run(spec, command, cwd, rec, base, found, checker, child, expression, k)
