@@ -177,3 +177,48 @@ def test_the_sqlite3_example_covers_every_acknowledged_step_within_a_small_budge
     assert found.failures == [], found.failures[0].error
     assert found.coverage.complete, found.coverage
     assert found.coverage.points_checked < found.coverage.points_total
+
+
+def _fault_record(command: list[str], mode: str) -> dict[str, object]:
+    """A fault reproducer for the seeded workload of ``command``, rerunning ``mode``."""
+    from scopecheck.crashsim.generic_sweep import workload
+    from scopecheck.syscall_crash import CrashPoint
+
+    point = CrashPoint(0, "process")
+    repro = SyscallReproducer("node", tuple(command), str(ROOT), workload(0, 4), (), (), point,
+                              0, "CRASH-FS-9", "planted", mode)  # fmt: skip
+    return repro.to_json()
+
+
+@pytest.mark.rule("CRASH-COV-3", "CRASH-COV-5")
+def test_a_fault_that_misses_its_call_is_dropped_and_its_replay_is_not_called_fixed(
+    tmp_path: Path,
+) -> None:
+    """strace's ``when=1`` on ``write`` hits the backend's first write -- its answer to
+    ``hello`` on the protocol pipe, not a file: the run is dropped, never judged, and a replay
+    that cannot reproduce says so and exits 3 -- never "fixed"."""
+    _node()
+    record = _fault_record(NODE_BACKEND, "fault:0:write:error=EIO:when=1")
+    still, text = replay(record)
+    assert still is None, text
+    assert "not reproduced in 5 tries" in text and "another call" in text
+    saved = tmp_path / "fault.json"
+    saved.write_bytes(orjson.dumps(record))
+    result = subprocess.run([sys.executable, "-m", "scopecheck", "replay", str(saved)],
+                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Not reproduced" in result.stdout and "Fixed" not in result.stdout
+
+
+@pytest.mark.rule("CRASH-COV-3", "CRASH-SYS-6")
+def test_a_fault_on_the_mount_hits_exactly_the_call_it_names() -> None:
+    """The FUSE mount fails the second fsync of the Session's log, whatever thread makes it:
+    the good Node example answers it with a coded error and loses nothing, so a replay of
+    that run finds nothing to report (and says it did not reproduce, not that it is fixed)."""
+    _node()
+    from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
+
+    assert fuse_unavailable() is None, "the FUSE fault tests need /dev/fuse and libfuse 3"
+    record = _fault_record(NODE_BACKEND, "fault:0:fuse=fsync:EIO:2:-:/s.log")
+    still, text = replay(record)
+    assert still is None and "not reproduced" in text and "another call" not in text, text
