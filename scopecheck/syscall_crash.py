@@ -458,9 +458,10 @@ def read_image(directory: str) -> Image:
 
 # -- checking -------------------------------------------------------------------------------
 
-#: Images one checker child reopens before it is replaced by a fresh one: a failure that
-#: depends on what the child served before is then replayable from a short history.
-CHECKER_LIFETIME = 48
+#: Images one checker child reopens before it is replaced by a fresh one, so the history a
+#: failure may depend on stays bounded (a replay reopens it all first).  Large: a Python
+#: backend takes most of a second to start, which would cost more than the checks.
+CHECKER_LIFETIME = 5000
 
 
 @attrs.frozen
