@@ -495,6 +495,8 @@ class ImageChecker:
         self.history: list[CrashPoint] = []
         #: The images the child had checked before the last one.
         self.last_history: tuple[CrashPoint, ...] = ()
+        #: The child broke the protocol (or died): the next image gets a new one.
+        self.broken = False
         self.process = self._start()
 
     def _start(self) -> BackendProcess:
@@ -507,6 +509,7 @@ class ImageChecker:
         with contextlib.suppress(ProtocolError):
             self.process.stop()
         self.history = []
+        self.broken = False
         self.process = self._start()
 
     def close(self) -> None:
@@ -528,14 +531,15 @@ class ImageChecker:
     def check(
         self, point: CrashPoint, image: Image, allowed: tuple[int, ...]
     ) -> SyscallFailure | None:
-        if len(self.history) >= CHECKER_LIFETIME:
+        if self.broken or len(self.history) >= CHECKER_LIFETIME:
             self.fresh()
         self.last_history = tuple(self.history)
         self.history.append(point)
-        found = self._check(point, image, allowed)
-        if found is not None:  # the child may be broken: the next image gets a new one
-            self.history = [point] * CHECKER_LIFETIME
-        return found
+        try:
+            return self._check(point, image, allowed)
+        except ProtocolError:
+            self.broken = True
+            raise
 
     def _check(
         self, point: CrashPoint, image: Image, allowed: tuple[int, ...]
@@ -566,10 +570,12 @@ class ImageChecker:
             storage = repo.open(SESSION) if present else None
             got: Snapshot | None = storage.snapshot() if storage is not None else None
         except ProtocolError as exc:
+            self.broken = True  # the next image gets a new child
             return failure(
                 "CRASH-FS-1", f"reopening the image broke the backend process: {exc.message}"
             )
         except ScopecheckError as exc:
+            self.broken = isinstance(exc, ProtocolError)
             return failure("CRASH-FS-1", f"reopen after the crash raised {exc}")
         if storage is None:
             if None not in expected:
@@ -585,6 +591,7 @@ class ImageChecker:
             after = storage.snapshot()
             storage.close()
         except ScopecheckError as exc:
+            self.broken = isinstance(exc, ProtocolError)
             return failure("CRASH-FS-3", f"the first commit after recovery raised {exc}")
         floor = rec.model.next_seqs[matched]
         if not done or done[0].seq < floor:
@@ -601,6 +608,7 @@ class ImageChecker:
             second = again.snapshot()
             again.close()
         except ScopecheckError as exc:
+            self.broken = isinstance(exc, ProtocolError)
             return failure("CRASH-FS-4", f"a second reopen raised {exc}")
         if second != after:
             return failure(
@@ -1632,11 +1640,14 @@ def _check_fault_run(
             rule = ("CRASH-FS-6" if power_loss else "CRASH-FS-2") if kill else "CRASH-FS-9"
             shown = orjson.dumps(describe(got)).decode()
             wanted = " or ".join(orjson.dumps(describe(a)).decode() for a in allowed)
-            hint = (
-                ": what was acknowledged must be durable -- after a failed fsync the data is "
-                "not on disk even if a later fsync succeeds"
-                if power_loss
-                else ""
-            )
+            hint = ""
+            if power_loss:
+                hint = ": fsync what a step wrote (and its directory) before acknowledging it"
+                if any(op.kind == "syncfail" for op in run.ops):
+                    hint = (
+                        ": an fsync failed in this run, and after a failed fsync the data is "
+                        "not on disk even if a later fsync succeeds -- a commit whose fsync "
+                        "failed must not be acknowledged"
+                    )
             return rule, f"with {expression}, {label} holds {shown}, not {wanted}{hint}"
     return None
