@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("spec", "models", "impl", "crashsim", "scopecheck", "examples", "tests", "docs")
-PATH = re.compile(r"`((?:%s)/[A-Za-z0-9_./-]+)`" % "|".join(FOLDERS))
+PATH = re.compile(r"`((?:" + "|".join(FOLDERS) + r")/[A-Za-z0-9_./-]+)`")
 DOCS = [ROOT / "README.md", ROOT / "spec" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
