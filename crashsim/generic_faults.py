@@ -515,25 +515,23 @@ def fault_plan(tr: Trace) -> list[tuple[int, str]]:
     """``(recorded call, fault)`` for every fault every mutating call of ``tr`` can have, in
     coverage order (CRASH-COV-1): each kind of call and fault is a queue ordered by
     :func:`~scopecheck.crashsim.coverage.ordered_passes` (calls around acknowledgements and
-    syncs first), and the queues take turns.  Calls no crash point stands before (a remove of
-    nothing) come last, in trace order."""
+    syncs first; calls no crash point stands before -- a ``create_dir`` of the root -- last in
+    their queue), and the queues take turns."""
     queues: dict[str, list[tuple[int, str]]] = {}
-    seen: set[int] = set()
+    order: list[int] = []
     ops = tr.file_ops
     for pass_points in ordered_passes(ops, tr.acked_at):
-        for k in pass_points:
-            if k >= len(ops) or ops[k].call in seen:
-                continue
-            call = ops[k].call
-            seen.add(call)
-            kind = tr.ops[call].kind
-            for fault in faults_for(kind):
-                queues.setdefault(f"{kind}:{fault}", []).append((call, fault))
-    plans = [plan for turn in itertools.zip_longest(*queues.values()) for plan in turn if plan]
-    for call, op in enumerate(tr.ops):
-        if call not in seen:
-            plans += [(call, fault) for fault in faults_for(op.kind)]
-    return plans
+        order += [ops[k].call for k in pass_points if k < len(ops)]
+    order += range(len(tr.ops))  # calls no crash point stands before (a remove of nothing)
+    seen: set[int] = set()
+    for call in order:
+        if call in seen:
+            continue
+        seen.add(call)
+        kind = tr.ops[call].kind
+        for fault in faults_for(kind):
+            queues.setdefault(f"{kind}:{fault}", []).append((call, fault))
+    return [plan for turn in itertools.zip_longest(*queues.values()) for plan in turn if plan]
 
 
 def fault_runs(
