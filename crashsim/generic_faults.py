@@ -68,7 +68,7 @@ from scopecheck.crashsim.generic_sweep import (
     _error,
     _read_session,
 )
-from scopecheck.crashsim.jsonl_disk import RecordingFs, SimulatedCrash
+from scopecheck.crashsim.jsonl_disk import FSYNCS, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, describe, show_files
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import Image, Volume
@@ -214,13 +214,17 @@ class FaultRun:
                     rule,
                     f"{label} right after {what} reopens to {_shown(got)}, not the acknowledged "
                     f"state {' or '.join(_shown(s) for s in allowed)}"
-                    + (
-                        ": fsync the data (and the directory) before acknowledging -- after a "
-                        "failed fsync the data is not durable even if a retry succeeds"
-                        if label.startswith("power loss")
-                        else ""
-                    ),
+                    + (self._durability_hint() if label.startswith("power loss") else ""),
                 )
+
+    def _durability_hint(self) -> str:
+        hint = ": fsync the data (and the directory) before acknowledging"
+        if self.fault.hit in FSYNCS:
+            hint += (
+                " -- after a failed fsync its data is not durable even if a retried fsync "
+                "succeeds: write it again, or refuse (CRASH-SYS-11)"
+            )
+        return hint
 
     # -- steps -----------------------------------------------------------------------------------
 
