@@ -31,20 +31,32 @@ step may do when the fault hits it (decided here, stated in the rules):
   its acknowledged state) or gone, a crash or power loss right then gives one of the two, and
   if it is still listed, deleting again succeeds.
 
-Every check compares with the model only; nothing here reads the backend's files.
+Every check compares with the model only; nothing here reads the backend's files.  The
+images "a process crash or power loss right then" are those of the one persistence model
+(:mod:`scopecheck.crashsim.persistence`, CRASH-SYS-1) over the run's converted trace: an
+injected fsync failure is a ``syncfail`` there, so its writes are gone at power loss even when a
+retried fsync succeeds -- acknowledging after that is caught (CRASH-FS-9, CRASH-SYS-11).
+
+The runs are ordered like the crash points (:func:`fault_plan`, CRASH-COV-1): each kind of fault
+on each kind of call is a queue in coverage order (calls around acknowledgements and syncs
+first), and the queues take turns, so a failed fsync is tried as early as a failed write.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
 
+from scopecheck.crashsim.coverage import ordered_passes
 from scopecheck.crashsim.faults import OneFault, faults_for
+from scopecheck.crashsim.fs_source import file_ops
 from scopecheck.crashsim.generic_sweep import (
     _EMPTY,
     ROOT,
@@ -56,12 +68,16 @@ from scopecheck.crashsim.generic_sweep import (
     _error,
     _read_session,
 )
-from scopecheck.crashsim.jsonl_disk import Disk, DiskState, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.jsonl_disk import FSYNCS, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, describe, show_files
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
+from scopecheck.crashsim.persistence import Image, Volume
 from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
+
+if TYPE_CHECKING:
+    from scopecheck.crashsim.generic_sweep import Exploration
 
 #: The rule a failure in a step of this kind breaks (before any blame moves it to CRASH-FS-10).
 COMMIT_RULE = "CRASH-FS-9"
@@ -69,6 +85,9 @@ HANDLE_RULE = "CRASH-FS-10"
 LIFECYCLE_RULE = "CRASH-FS-11"
 #: Fault runs over whose trace a fault never fired: the backend does other calls when rerun.
 UNFIRED_RULE = "CRASH-FS-7"
+#: Torn power-loss images checked after a fault, besides ``strict``, ``data-kept``,
+#: ``entries-kept`` and ``only:`` (each one is a factory call).
+FAULT_TORN_IMAGES = 4
 
 
 @attrs.frozen
@@ -161,11 +180,20 @@ class FaultRun:
 
     # -- images ----------------------------------------------------------------------------------
 
-    def _power_loss(self) -> DiskState:
-        disk = Disk(self.initial.files, self.initial.dirs)
-        for op in self.fs.ops:
-            disk.apply(op)
-        return disk.strict()
+    def images_now(self) -> list[tuple[str, Image]]:
+        """A process crash now -- the disk the run left -- and power loss now: the images of
+        the persistence model over the run's trace, a failed fsync being a ``syncfail``
+        (CRASH-SYS-1, CRASH-SYS-11)."""
+        process = self.box.state()
+        volume = Volume(self.initial)
+        for op in file_ops(self.fs.ops, ROOT, self.initial):
+            volume.apply(op)
+        found = [("a process crash", process)]
+        rng = random.Random(f"fault:{self.fault.target}:{len(self.fs.ops)}")
+        for variant, image in volume.power_images(rng, limit=FAULT_TORN_IMAGES):
+            if image != process:
+                found.append((f"power loss ({variant})", image))
+        return found
 
     def check_images(self, rule: str, what: str, extra: tuple[Snapshot | None, ...] = ()) -> None:
         """A process crash, or a power loss, right now must reopen to the acknowledged state
@@ -174,9 +202,9 @@ class FaultRun:
         allowed = [self.expected(), *extra]
         if self._scratch is None:
             self._scratch = Sandbox()
-        for label, state in (("a process crash", self.box.state()), ("power loss", None)):
+        for label, image in self.images_now():
             self.images += 1
-            self._scratch.load(state if state is not None else self._power_loss())
+            self._scratch.load(image)
             try:
                 got: Snapshot | str | None = _read_session(self.factory, self._scratch, self.clock)
             except Exception as exc:
@@ -186,12 +214,17 @@ class FaultRun:
                     rule,
                     f"{label} right after {what} reopens to {_shown(got)}, not the acknowledged "
                     f"state {' or '.join(_shown(s) for s in allowed)}"
-                    + (
-                        ": fsync the data (and the directory) before acknowledging"
-                        if label == "power loss"
-                        else ""
-                    ),
+                    + (self._durability_hint() if label.startswith("power loss") else ""),
                 )
+
+    def _durability_hint(self) -> str:
+        hint = ": fsync the data (and the directory) before acknowledging"
+        if self.fault.hit in FSYNCS:
+            hint += (
+                " -- after a failed fsync its data is not durable even if a retried fsync "
+                "succeeds: write it again, or refuse (CRASH-SYS-11)"
+            )
+        return hint
 
     # -- steps -----------------------------------------------------------------------------------
 
@@ -482,6 +515,29 @@ class FaultReport:
     failures: list[GenericFailure] = attrs.field(factory=list)
 
 
+def fault_plan(tr: Trace) -> list[tuple[int, str]]:
+    """``(recorded call, fault)`` for every fault every mutating call of ``tr`` can have, in
+    coverage order (CRASH-COV-1): each kind of call and fault is a queue ordered by
+    :func:`~scopecheck.crashsim.coverage.ordered_passes` (calls around acknowledgements and
+    syncs first; calls no crash point stands before -- a ``create_dir`` of the root -- last in
+    their queue), and the queues take turns."""
+    queues: dict[str, list[tuple[int, str]]] = {}
+    order: list[int] = []
+    ops = tr.file_ops
+    for pass_points in ordered_passes(ops, tr.acked_at):
+        order += [ops[k].call for k in pass_points if k < len(ops)]
+    order += range(len(tr.ops))  # calls no crash point stands before (a remove of nothing)
+    seen: set[int] = set()
+    for call in order:
+        if call in seen:
+            continue
+        seen.add(call)
+        kind = tr.ops[call].kind
+        for fault in faults_for(kind):
+            queues.setdefault(f"{kind}:{fault}", []).append((call, fault))
+    return [plan for turn in itertools.zip_longest(*queues.values()) for plan in turn if plan]
+
+
 def fault_runs(
     factory: Factory,
     tr: Trace,
@@ -490,25 +546,37 @@ def fault_runs(
     max_failures: int = 1,
     only: tuple[int, str] | None = None,
     deadline: float | None = None,
+    found: Exploration | None = None,
+    seed: int = 0,
+    at_least: int = 0,
 ) -> FaultReport:
-    """One :class:`FaultRun` per mutating call of ``tr`` and fault its kind can have
-    (``only=(op_index, "fault:<kind>")``: just that one)."""
+    """One :class:`FaultRun` per mutating call of ``tr`` and fault its kind can have, in
+    :func:`fault_plan` order (``only=(op_index, "fault:<kind>")``: just that one), until
+    ``deadline`` -- at least ``at_least`` runs however late.  With ``found``, each failure is
+    also offered to that exploration (distinct ones kept, CRASH-COV-4) and the runs go on
+    until it is full; else they stop after ``max_failures``."""
     report = FaultReport()
-    for target, op in enumerate(tr.ops):
-        for fault in faults_for(op.kind):
-            variant = f"fault:{fault}"
-            if only is not None and (target, variant) != only:
-                continue
-            report.runs += 1
-            run = FaultRun(factory, tr.workload, OneFault(target, fault))
-            problem = run.run()
-            report.images += run.images
-            if problem is not None:
-                report.failures.append(fault_failure(tr, target, variant, problem))
-                if len(report.failures) >= max_failures:
-                    return report
-            if deadline is not None and time.perf_counter() > deadline:
+    for target, fault in fault_plan(tr):
+        variant = f"fault:{fault}"
+        if only is not None and (target, variant) != only:
+            continue
+        late = deadline is not None and time.perf_counter() > deadline
+        if late and report.runs >= at_least:
+            return report
+        report.runs += 1
+        run = FaultRun(factory, tr.workload, OneFault(target, fault))
+        problem = run.run()
+        report.images += run.images
+        if problem is None:
+            continue
+        failure = fault_failure(tr, target, variant, problem)
+        report.failures.append(failure)
+        if found is not None:
+            found.add(tr.workload, seed, failure)
+            if found.full:
                 return report
+        elif len(report.failures) >= max_failures:
+            return report
     return report
 
 

@@ -10,13 +10,13 @@ How (the same machinery as the JSONL sweep, REFERENCE §7): a seeded workload of
 commits (retirements included), restarts and a delete runs once through
 :class:`~scopecheck.crashsim.jsonl_disk.RecordingFs` on a pyfakefs sandbox, recording every mutating
 operation with the workload step it ran in; the reference model (``scopecheck.models.reference``)
-runs beside it.  :func:`scopecheck.crashsim.jsonl_sweep.crash_states` replays the trace on a
-:class:`~scopecheck.crashsim.jsonl_disk.Disk`, which tracks synced against unsynced data (pyfakefs
-has no durability model), and yields for every crash point *k*: the process crash just before op
-*k*, torn variants of op *k* when it writes bytes, and — in ``unsynced`` mode — power loss (every
-unsynced byte and undurable directory entry lost; or directory operations kept and each file's
-unsynced data dropped or torn).  Each image is loaded into one reused sandbox, the user's
-factory reopens it, and :class:`Checker` compares with the model:
+runs beside it.  :mod:`scopecheck.crashsim.fs_source` turns the recorded calls into the
+persistence model's operations, and :func:`scopecheck.crashsim.jsonl_sweep.crash_states` builds,
+before each mutating operation *k*, the images of the one persistence model the system-call
+path uses too (:mod:`scopecheck.crashsim.persistence`, CRASH-SYS-1): the process crash, and --
+in ``unsynced`` mode -- power loss (``strict``, ``data-kept``, ``entries-kept``, ``only:<file>``,
+``torn@1:<file>:<n>:<cut>``).  Each image is loaded into one reused sandbox, the user's factory
+reopens it, and :class:`Checker` compares with the model:
 
 * reopening must not raise — not even ``corrupt``: every image is one a real disk can hold
   after a crash, so a backend that cannot open it loses the Session (CRASH-FS-1);
@@ -29,22 +29,36 @@ factory reopens it, and :class:`Checker` compares with the model:
 
 Then :func:`sweep` runs the workload once per single I/O fault without a crash
 (:mod:`scopecheck.crashsim.generic_faults`, CRASH-FS-9..11), counted in ``SweepReport.fault_runs``.
+
+:func:`explore` -- what ``scopecheck validate`` and ``fuzz`` run for an ``fs``+``root`` factory --
+spends a budget the way the system-call path does: crash points in coverage order
+(:func:`~scopecheck.crashsim.coverage.ordered_passes`: after every acknowledgement first, even
+past the deadline by at most an ``overrun``, CRASH-COV-1, CRASH-COV-2), what was covered counted
+in a :class:`~scopecheck.crashsim.coverage.CrashCoverage`, and a failure does not end it:
+distinct failures (by rule and kind of crash point or fault) are kept, each with its own
+reproducer, up to :data:`MAX_FAILURES`, while fault runs still get their share (CRASH-COV-4).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import random
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
 import orjson
 
-from scopecheck.crashsim.jsonl_disk import DiskState, Op, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.coverage import (
+    CrashCoverage,
+    acknowledgement_points,
+    crash_points,
+    ordered_passes,
+)
+from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
+from scopecheck.crashsim.jsonl_disk import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.jsonl_sweep import (
     MODES,
     CrashState,
@@ -52,6 +66,7 @@ from scopecheck.crashsim.jsonl_sweep import (
     Sandbox,
     StepClock,
     allowed_for,
+    crash_state,
     crash_states,
     describe,
     drive_steps,
@@ -60,6 +75,7 @@ from scopecheck.crashsim.jsonl_sweep import (
     show_files,
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
+from scopecheck.crashsim.persistence import FileOp, Image
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import UsageError
 from scopecheck.models.records import Snapshot
@@ -68,9 +84,9 @@ from scopecheck.models.writes import set_value
 
 ROOT = "/sessions"
 SESSION = "s"
-#: Torn writes: every offset up to this size, else boundaries plus a seeded sample.
-SHORT_WRITE = 64
-LONG_SAMPLES = 6
+#: A crash during recovery is tried before each of the recovery's first this many mutating
+#: calls (CRASH-FS-5): a repair is done in its first few; a long start-up is not a repair.
+RECOVERY_CRASHES = 16
 
 #: ``factory(clock, *, fs, root)``: a Repository over ``root`` doing its I/O through ``fs``.
 Factory = Callable[..., Any]
@@ -150,10 +166,16 @@ def run_steps(
 
 @attrs.frozen
 class Trace:
+    """A workload's recorded calls (``ops``), the same as the persistence model's operations
+    (``file_ops``, CRASH-SYS-1), and ``acked_at[i]``: how many of those had completed when
+    step ``i`` was acknowledged (CRASH-SYS-2)."""
+
     workload: Workload
     ops: tuple[Op, ...]
     model: ModelStates
-    initial: DiskState
+    initial: Image
+    file_ops: tuple[FileOp, ...] = ()
+    acked_at: tuple[int | None, ...] = ()
 
 
 class WorkloadFailed(Exception):
@@ -195,7 +217,9 @@ def trace(factory: Factory, wl: Workload) -> Trace:
             "after the workload, with no crash, a restart does not give the model's Session: "
             f"got {orjson.dumps(describe(final)).decode()}"
         )
-    return Trace(wl, tuple(recorder.ops), model, initial)
+    ops = tuple(recorder.ops)
+    converted = file_ops(ops, ROOT, initial)
+    return Trace(wl, ops, model, initial, converted, acknowledged_at(converted, len(wl.steps)))
 
 
 def _bypassed(existed: bool) -> None:
@@ -229,22 +253,12 @@ def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot 
         _close(repo)
 
 
-def generic_states(tr: Trace, mode: Mode, seed: int) -> Iterator[CrashState]:
-    """The crash states of :func:`scopecheck.crashsim.jsonl_sweep.crash_states`, with torn writes
-    cut at fewer offsets (see :func:`cuts`): a third-party reopen costs more than a JSONL one."""
-    return crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed, cuts_of=cuts)
-
-
-def cuts(data: bytes, rng: random.Random) -> list[int]:
-    """Byte counts of a torn write: every one for short data; 1, the middle, the end - 1, each
-    line boundary and a seeded sample for long data (never 0 nor ``len``)."""
-    size = len(data)
-    if size <= SHORT_WRITE:
-        return list(range(1, size))
-    found = {1, size // 2, size - 1}
-    found |= {i + 1 for i, b in enumerate(data) if b == 0x0A}
-    found |= {rng.randrange(1, size) for _ in range(LONG_SAMPLES)}
-    return sorted(c for c in found if 0 < c < size)
+def generic_states(
+    tr: Trace, mode: Mode, seed: int, points: Sequence[int] | None = None
+) -> Iterator[CrashState]:
+    """The crash states of ``tr`` at ``points`` (default: every crash point, in trace order):
+    :func:`scopecheck.crashsim.jsonl_sweep.crash_states` of its persistence operations."""
+    return crash_states(tr.file_ops, tr.initial, mode, allowed_for(tr), seed, points)
 
 
 # -- checking ----------------------------------------------------------------------------------
@@ -272,6 +286,18 @@ class GenericFailure:
             f"{self.workload}: {what} at op {self.op_index} ({self.op}), {self.variant}: "
             f"{self.rule} {self.problem}"
         )
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What makes two failures distinct (CRASH-COV-4): the rule and the kind of crash
+        point -- ``process``, a power-loss variant's family, a crash during recovery -- or of
+        fault: the call it failed and how."""
+        if self.variant.startswith("fault:"):
+            return self.rule, f"fault:{self.op.split(' ', 1)[0]}:{self.variant[6:]}"
+        family = self.variant.split(":", 1)[0].split("@", 1)[0]
+        if self.rule == "CRASH-FS-5":
+            return self.rule, f"recovery:{family}"
+        return self.rule, family
 
     def record(
         self, wl: Workload, seed: int, backend: str, spec: str | None, workload_seed: int | None
@@ -301,7 +327,7 @@ class GenericFailure:
 
 
 def _power_loss(variant: str) -> bool:
-    return variant == "strict" or variant == "lost" or variant.startswith("torn:")
+    return variant != "process" and not variant.startswith(("fault:", "no-crash"))
 
 
 _PROBE = value("scopecheck.probe", "after-crash")
@@ -336,7 +362,7 @@ class Checker:
                     f"after power loss {problem}: fsync the file's data (and its directory, "
                     "after a create, rename or unlink) before acknowledging"
                 )
-            ops = self.trace.ops
+            ops = self.trace.file_ops
             op = ops[crash.op_index].describe() if crash.op_index < len(ops) else "(end of trace)"
             return GenericFailure(
                 self.trace.workload.name,
@@ -348,7 +374,7 @@ class Checker:
                 problem,
                 [describe(s) for s in expected],
                 recovered,
-                show_files(crash.state.files),
+                show_files(absolute(crash.state, ROOT)),
                 show_files(box.tree()),
             )
 
@@ -404,7 +430,7 @@ class Checker:
                 again if isinstance(again, str) else describe(again),
             )
         if self.recovery:
-            for index, op in enumerate(recovery_ops):
+            for index, op in enumerate(recovery_ops[:RECOVERY_CRASHES]):
                 torn = len(op.data) // 2 if op.kind in ("write", "append") else 0
                 for partial in (0, torn) if torn else (0,):
                     self.states += 1
@@ -464,7 +490,7 @@ class Checker:
             return f"reopen raised {_error(exc)}"
 
     def _crash_in_recovery(
-        self, state: DiskState, index: int, partial: int, want: Snapshot
+        self, state: Image, index: int, partial: int, want: Snapshot
     ) -> str | None:
         """Crash the recovery of ``state`` before its op ``index`` (after ``partial`` bytes of
         it, for a write or append), then open again: the state must be ``want`` (CRASH-FS-5)."""
@@ -536,10 +562,7 @@ def sweep(
     try:
         tr = trace(factory, wl)
     except WorkloadFailed as exc:
-        report.failures.append(
-            GenericFailure(wl.name, mode, -1, "no-crash", "(whole workload)", "CRASH-FS-7",
-                           str(exc), [], None, {}, {})
-        )  # fmt: skip
+        report.failures.append(_workload_failure(wl, mode, exc))
         report.seconds = time.perf_counter() - started
         return report
     report.ops = len(tr.ops)
@@ -575,16 +598,38 @@ def sweep(
     return report
 
 
-#: Share of an :func:`explore` budget after which crash states stop and only fault runs go on
-#: (so a slow backend's first workload cannot starve the I/O-fault rules CRASH-FS-9..11).
-CRASH_STATE_SHARE = 0.7
+#: Distinct failures (by rule and kind of crash point or fault) an exploration keeps before it
+#: stops (CRASH-COV-4).
+MAX_FAILURES = 8
+#: The share of what is left of the budget that a round's crash states get; the rest goes to
+#: its fault runs, then the next round (CRASH-COV-4: fault runs always get their share).
+STATE_SHARE = 0.6
+#: Fault runs the first round makes even when its crash states used up the budget.
+FIRST_FAULT_RUNS = 2
 
 
-@attrs.frozen
+@attrs.define
 class Exploration:
-    states: int
-    fault_runs: int
-    found: list[tuple[Workload, int, GenericFailure]]
+    """What :func:`explore` found: states, fault runs, what the crash states covered, and
+    each distinct failure with the workload (and its seed) that replays it."""
+
+    states: int = 0
+    fault_runs: int = 0
+    found: list[tuple[Workload, int, GenericFailure]] = attrs.field(factory=list)
+    coverage: CrashCoverage = attrs.field(factory=CrashCoverage)
+    max_failures: int = MAX_FAILURES
+
+    @property
+    def full(self) -> bool:
+        return len(self.found) >= self.max_failures
+
+    def known(self, key: tuple[str, str]) -> bool:
+        return any(failure.key == key for _, _, failure in self.found)
+
+    def add(self, wl: Workload, seed: int, failure: GenericFailure) -> None:
+        """Keep ``failure`` unless one of its kind is kept already (or enough are)."""
+        if not self.full and not self.known(failure.key):
+            self.found.append((wl, seed, failure))
 
 
 def explore(
@@ -594,36 +639,104 @@ def explore(
     seed: int = 0,
     transactions: int = 6,
     mode: Mode = "unsynced",
+    max_failures: int = MAX_FAILURES,
+    overrun: float = 30.0,
 ) -> Exploration:
-    """Sweep fresh seeded workloads (crash states, then single I/O faults) until ``budget``
-    seconds pass or one fails; crash states get the first :data:`CRASH_STATE_SHARE` of it."""
+    """Record fresh seeded workloads, one per round, until ``budget`` seconds pass (or
+    ``max_failures`` distinct failures are kept): each round checks its crash states in
+    coverage order for :data:`STATE_SHARE` of what is left, then runs its single I/O faults
+    (:mod:`scopecheck.crashsim.generic_faults`) in coverage order.  A failure does not end the
+    exploration (CRASH-COV-4).  The first round's crash states after every acknowledgement are
+    checked even past the budget, by at most ``overrun`` seconds (CRASH-COV-2)."""
+    from scopecheck.crashsim.generic_faults import fault_runs
+
     started = time.perf_counter()
-    states = runs = 0
-    round_number = 0
-    while time.perf_counter() - started < budget:
-        workload_seed = seed + round_number
-        wl = workload(workload_seed, transactions)
-        crash_deadline = started + budget * CRASH_STATE_SHARE
-        report = sweep(
-            factory,
-            wl,
-            mode=mode,
-            seed=workload_seed,
-            deadline=crash_deadline,
-            faults=False,
-            crashes=time.perf_counter() < crash_deadline,
-        )
-        if not report.failures:
-            faults = sweep(
-                factory, wl, seed=workload_seed, deadline=started + budget, crashes=False
+    deadline = started + budget
+    found = Exploration(max_failures=max_failures)
+    round_seed = seed
+    # The first round runs however small the budget: its states after every acknowledgement
+    # are what a verdict may not do without (CRASH-COV-2).
+    while not found.full and (round_seed == seed or time.perf_counter() < deadline):
+        first = round_seed == seed
+        wl = workload(round_seed, transactions)
+        try:
+            tr = trace(factory, wl)
+        except WorkloadFailed as exc:
+            found.add(wl, round_seed, _workload_failure(wl, mode, exc))
+            break
+        now = time.perf_counter()
+        checker = Checker(factory, tr, mode)
+        found.coverage += check_states(
+            tr, checker, round_seed, now + (deadline - now) * STATE_SHARE, found,
+            first=first, overrun=overrun,
+        )  # fmt: skip
+        found.states += checker.states
+        if not found.full:
+            report = fault_runs(
+                factory,
+                tr,
+                deadline=deadline,
+                found=found,
+                at_least=FIRST_FAULT_RUNS if first else 0,
             )
-            report.failures.extend(faults.failures)
-            runs += faults.fault_runs
-        states += report.states
-        if report.failures:
-            return Exploration(states, runs, [(wl, workload_seed, f) for f in report.failures])
-        round_number += 1
-    return Exploration(states, runs, [])
+            found.fault_runs += report.runs
+        round_seed += 1
+    return found
+
+
+def check_states(
+    tr: Trace,
+    checker: Checker,
+    seed: int,
+    until: float,
+    found: Exploration,
+    *,
+    first: bool,
+    overrun: float = 30.0,
+) -> CrashCoverage:
+    """Check ``tr``'s crash states pass by pass (:func:`ordered_passes`, CRASH-COV-1) until
+    ``until``; what was covered.  The first round's first pass -- a crash state after every
+    acknowledgement -- runs to its end however small the budget, unless it takes ``overrun``
+    seconds more (then the phase is incomplete, CRASH-COV-2).  A later round that did not
+    finish its first pass counts its states only: its acknowledged steps are not claimed."""
+    points = crash_points(tr.file_ops)
+    after_ack = acknowledgement_points(points, tr.acked_at)
+    checked: set[int] = set()
+    states_before, recovery_before = checker.states, checker.recovery_states
+    stopped = priority_done = False
+    for number, pass_points in enumerate(ordered_passes(tr.file_ops, tr.acked_at)):
+        stop_at = until + overrun if first and number == 0 else until
+        current: int | None = None
+        for crash in generic_states(tr, checker.mode, seed, pass_points):
+            if found.full or time.perf_counter() >= stop_at:
+                stopped = True
+                break
+            if current is not None and crash.op_index != current:
+                checked.add(current)
+            current = crash.op_index
+            problem = checker.check(crash)
+            if problem is not None:
+                found.add(tr.workload, seed, problem)
+        if stopped:
+            break
+        if current is not None:
+            checked.add(current)
+        priority_done = True
+    counted = first or priority_done
+    return CrashCoverage(
+        points_checked=len(checked) if counted else 0,
+        points_total=len(points) if counted else 0,
+        states_checked=checker.states - states_before,
+        acked_covered=sum(1 for k in after_ack if k in checked) if counted else 0,
+        acked_total=len(after_ack) if counted else 0,
+        recovery_states=checker.recovery_states - recovery_before,
+    )
+
+
+def _workload_failure(wl: Workload, mode: str, exc: WorkloadFailed) -> GenericFailure:
+    return GenericFailure(
+        wl.name, mode, -1, "no-crash", "(whole workload)", "CRASH-FS-7", str(exc), [], None, {}, {}
+    )
 
 
 # -- replay ------------------------------------------------------------------------------------
@@ -636,7 +749,6 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
         wl = workload_from_json(record["workload"])
         op_index = int(record["op_index"])
         variant = str(record["fault"])
-        seed = int(record.get("seed", 0))
         mode = str(record.get("mode", "unsynced"))
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError("invalid_payload", f"not a crash reproducer: missing {exc}") from None
@@ -653,29 +765,25 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
 
         return replay_fault(factory, tr, op_index, variant.removeprefix("fault:"))
     chosen: Mode = "unsynced" if mode == "unsynced" else "prefix"
-    crash = next(
-        (
-            c
-            for c in generic_states(tr, chosen, seed)
-            if (c.op_index, c.variant) == (op_index, variant)
-        ),
-        None,
-    )
+    crash = crash_state(tr.file_ops, tr.initial, op_index, variant, allowed_for(tr)(op_index))
     if crash is None:
         return False, (
             f"{wl.name}: the trace has no crash state (op {op_index}, {variant}) any more "
-            f"({len(tr.ops)} ops); the recorded crash point is gone"
+            f"({len(tr.file_ops)} ops); the recorded crash point is gone"
         )
     checker = Checker(factory, tr, chosen)
     found = checker.check(crash)
     after = checker.box.tree()
-    last = tr.ops[op_index].step if op_index < len(tr.ops) else len(wl.steps) - 1
-    op = tr.ops[op_index].describe() if op_index < len(tr.ops) else "(end of trace)"
+    ops = tr.file_ops
+    last = ops[op_index].step if op_index < len(ops) else len(wl.steps) - 1
+    op = ops[op_index].describe() if op_index < len(ops) else "(end of trace)"
     lines = [
         f"{wl.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
         "steps up to the crash: "
         + ", ".join(f"{i + 1}:{_step_text(s)}" for i, s in enumerate(wl.steps[: last + 1])),
-        *render_files("files on disk after the crash (before recovery)", crash.state.files),
+        *render_files(
+            "files on disk after the crash (before recovery)", absolute(crash.state, ROOT)
+        ),
         *render_files("files on disk after recovery (and the checks that passed)", after),
     ]
     if found is None:

@@ -1,32 +1,27 @@
-"""Trace and disk model of the JSONL crash simulator (REFERENCE §2, §7).
+"""The recorder of the ``FileSystem`` path (REFERENCE §2, §7).
 
 pyfakefs has no durability model (a write is "on disk" at once and fsync does nothing), so the
-simulator keeps its own: :class:`RecordingFs` wraps the backend's
+simulator records what the backend did: :class:`RecordingFs` wraps the backend's
 :class:`~scopecheck.impl.fs.FileSystem` and appends one :class:`Op` per mutating call (``write``,
 ``append``, ``truncate``, ``fsync``, ``fsync_file``, ``fsync_dir``, ``rename``, ``unlink``,
-``create_dir``, ``remove``) with its arguments and bytes; :class:`Disk` replays such a trace and
-tracks, next to what the process sees, what is *durable*:
-
-* file data is durable up to the content at the last ``fsync``/``fsync_file`` of that inode;
-* a directory entry (create, rename, unlink, mkdir, rmdir) is durable once its parent
-  directory is fsynced; until then a crash may undo it.
-
-What it does not model: reordering of data *within* one unsynced append beyond a prefix (a
-torn write keeps a prefix, never a hole or garbage), metadata other than names (sizes come from
-contents, no timestamps or modes), hard links, and other processes.  The session root directory
-is taken as durable when the trace starts.
+``create_dir``, ``remove``) with its arguments and bytes.  What a crash leaves of such a trace is
+not decided here: :mod:`scopecheck.crashsim.fs_source` turns it into the persistence model's
+operations, and :mod:`scopecheck.crashsim.persistence` -- the one model every recorder is judged
+by (CRASH-SYS-1) -- builds the process-crash and power-loss images.
 """
 
 from __future__ import annotations
 
 import errno
-import posixpath
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 
 from scopecheck.impl.fs import AppendFile, DirEntry, FileSystem, Lines, fs_error
+
+#: The calls that make data or directory entries durable.
+FSYNCS = frozenset({"fsync", "fsync_file", "fsync_dir"})
 
 
 class SimulatedCrash(BaseException):
@@ -44,6 +39,9 @@ class Op:
     size: int = 0
     recursive: bool = False
     step: int = 0
+    #: An fsync that failed (an injected EIO): it made nothing durable, and the writes it was
+    #: to make durable never will be unless written again (CRASH-FS-9, CRASH-SYS-11).
+    failed: bool = False
 
     def describe(self) -> str:
         extra = f" -> {self.target}" if self.target else ""
@@ -51,6 +49,8 @@ class Op:
             extra = f" ({len(self.data)} bytes)"
         elif self.kind == "truncate":
             extra = f" to {self.size}"
+        elif self.failed:
+            extra = " (failed)"
         return f"{self.kind} {self.path}{extra}"
 
 
@@ -62,8 +62,9 @@ class RecordingFs:
     it is a write or append (the machine's crash rule).  ``fault(index, op)`` may return an
     ``OSError`` to fail that call without a crash (or ``(OSError, n)``: write ``n`` bytes of
     an append first); a failed call is not recorded, but the bytes a partial append wrote
-    are (as an ``append`` of just those bytes), so replaying ``ops`` on a :class:`Disk` gives
-    the files the process sees.
+    are (as an ``append`` of just those bytes), and so is a failed fsync (``failed``: it
+    changed what a power loss keeps), so the converted ``ops`` give the files the process
+    sees and what is durable.
     """
 
     def __init__(
@@ -99,6 +100,8 @@ class RecordingFs:
             if isinstance(injected, tuple):
                 return int(injected[1])
             if injected is not None:
+                if op.kind in FSYNCS:
+                    self.ops.append(attrs.evolve(op, failed=True))
                 raise fs_error(op.kind, op.path, injected)
         self.ops.append(op)
         return None
@@ -188,154 +191,3 @@ class RecordingFs:
             return
         self._before(Op("remove", path, recursive=recursive, step=self.step))
         self.inner.remove(path, recursive, force)
-
-
-Files = dict[str, bytes]
-
-
-@attrs.frozen
-class DiskState:
-    """One materialisable filesystem image: regular files and directories (absolute paths)."""
-
-    files: dict[str, bytes]
-    dirs: frozenset[str]
-
-
-class Disk:
-    """Replays a trace; knows what the process sees and what survives power loss."""
-
-    def __init__(self, files: Files, dirs: set[str] | frozenset[str]) -> None:
-        self._inode = 0
-        self.names: dict[str, int] = {}
-        self.data: dict[int, bytes] = {}
-        self.synced: dict[int, bytes] = {}
-        for path, content in files.items():
-            ino = self._new(content)
-            self.synced[ino] = content
-            self.names[path] = ino
-        self.dirs: set[str] = set(dirs)
-        #: Durable directory entries: file names and directories as of their parent's last fsync.
-        self.dnames: dict[str, int] = dict(self.names)
-        self.ddirs: set[str] = set(self.dirs)
-
-    def _new(self, content: bytes) -> int:
-        self._inode += 1
-        self.data[self._inode] = content
-        self.synced[self._inode] = b""
-        return self._inode
-
-    def apply(self, op: Op, partial: int | None = None) -> None:
-        """Apply ``op`` (only its first ``partial`` bytes for a write/append)."""
-        kind = op.kind
-        if kind == "write":
-            content = op.data if partial is None else op.data[:partial]
-            ino = self.names.get(op.path)
-            if ino is None:
-                self.names[op.path] = self._new(content)
-            else:
-                self.data[ino] = content
-        elif kind == "append":
-            ino = self.names[op.path]
-            self.data[ino] += op.data if partial is None else op.data[:partial]
-        elif kind == "truncate":
-            ino = self.names[op.path]
-            self.data[ino] = self.data[ino][: op.size]
-        elif kind in ("fsync", "fsync_file"):
-            ino = self.names[op.path]
-            self.synced[ino] = self.data[ino]
-        elif kind == "fsync_dir":
-            self._sync_dir(op.path.rstrip("/") or "/")
-        elif kind == "rename":
-            self.names[op.target] = self.names.pop(op.path)
-        elif kind == "unlink":
-            self.names.pop(op.path, None)
-        elif kind == "create_dir":
-            path = op.path.rstrip("/")
-            while path and path != "/" and path not in self.dirs:
-                self.dirs.add(path)
-                path = posixpath.dirname(path)
-        elif kind == "remove":
-            prefix = op.path.rstrip("/") + "/"
-            self.names.pop(op.path, None)
-            for name in [n for n in self.names if n.startswith(prefix)]:
-                del self.names[name]
-            self.dirs.discard(op.path)
-            self.dirs -= {d for d in self.dirs if d.startswith(prefix)}
-        else:  # pragma: no cover - RecordingFs records nothing else
-            raise ValueError(f"unknown op {kind}")
-
-    def _sync_dir(self, directory: str) -> None:
-        parent = posixpath.dirname
-        for path in {*self.names, *self.dnames}:
-            if parent(path) == directory:
-                if path in self.names:
-                    self.dnames[path] = self.names[path]
-                else:
-                    self.dnames.pop(path, None)
-        for path in self.dirs | self.ddirs:
-            if parent(path) == directory:
-                if path in self.dirs:
-                    self.ddirs.add(path)
-                elif path in self.ddirs:
-                    # Its removal is durable: everything that was durable inside goes with it
-                    # (a directory created again later under the name is a new, empty one).
-                    inside = path + "/"
-                    self.ddirs = {d for d in self.ddirs if d != path and not d.startswith(inside)}
-                    self.dnames = {n: i for n, i in self.dnames.items() if not n.startswith(inside)}
-
-    # -- images ------------------------------------------------------------------------------
-
-    def visible(self) -> DiskState:
-        """What the process sees now (a process crash keeps exactly this)."""
-        return DiskState({p: self.data[i] for p, i in self.names.items()}, frozenset(self.dirs))
-
-    def has_unsynced(self) -> bool:
-        if self.names != self.dnames or self.dirs != self.ddirs:
-            return True
-        return any(self.data[i] != self.synced[i] for i in self.names.values())
-
-    def strict(self) -> DiskState:
-        """Power loss, strict: every unsynced byte and undurable directory entry is gone."""
-        dirs = {d for d in self.ddirs if _reachable(d, self.ddirs)}
-        files = {p: self.synced[i] for p, i in self.dnames.items() if posixpath.dirname(p) in dirs}
-        return DiskState(files, frozenset(dirs))
-
-    def torn_variants(self, samples: int, rng: Any) -> Iterator[tuple[str, DiskState]]:
-        """Power loss, plain prefix: directory operations persist in order, and the data of
-        each file since its last fsync is cut back to the synced content plus a prefix of the
-        rest (every line boundary, plus ``samples`` random offsets).  ``lost`` drops all of
-        it at once."""
-        visible = self.visible()
-        pending = {
-            p: (self.synced[i], self.data[i])
-            for p, i in self.names.items()
-            if self.data[i] != self.synced[i]
-        }
-        if not pending:
-            return
-        base = dict(visible.files)
-        lost = dict(base)
-        for path, (synced, _) in pending.items():
-            lost[path] = synced
-        yield "lost", DiskState(lost, visible.dirs)
-        for path, (synced, current) in sorted(pending.items()):
-            if not current.startswith(synced):
-                continue  # rewritten in place: only "lost" or "kept" (the visible state)
-            extra = current[len(synced) :]
-            cuts = {i + 1 for i, b in enumerate(extra) if b == 0x0A}
-            cuts |= {rng.randrange(1, len(extra)) for _ in range(samples) if len(extra) > 1}
-            cuts.discard(len(extra))
-            for cut in sorted(cuts):
-                files = dict(lost)
-                files[path] = synced + extra[:cut]
-                yield f"torn:{path}:{cut}", DiskState(files, visible.dirs)
-
-
-def _reachable(directory: str, dirs: set[str]) -> bool:
-    """A durable directory counts only if its parents are durable too (or are the root)."""
-    parent = posixpath.dirname(directory)
-    while parent and parent != "/":
-        if parent not in dirs:
-            return False
-        parent = posixpath.dirname(parent)
-    return True

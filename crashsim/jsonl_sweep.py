@@ -4,16 +4,16 @@ How it works (ALICE's prefixes, LazyFS's lost unsynced data, SQLite's crash-duri
 recovery): :func:`trace` runs a workload once through
 :class:`~scopecheck.crashsim.jsonl_disk.RecordingFs` and the model (``scopecheck.models.reference``)
 once beside it, giving the mutating operations and the logical state after every step.
-:func:`crash_states` replays the trace on a
-:class:`~scopecheck.crashsim.jsonl_disk.Disk` and yields, for every prefix *k* of it:
+:mod:`scopecheck.crashsim.fs_source` turns the recorded calls into the persistence model's
+operations (``Trace.file_ops``), and :func:`crash_states` replays them on a
+:class:`~scopecheck.crashsim.persistence.Volume` -- the one model every recorder is judged by
+(CRASH-SYS-1) -- yielding, before every mutating operation *k* and at the end:
 
-* ``prefix`` — op *k* not applied (a process crash just before it);
-* ``partial:n`` — op *k*, a write or append, applied to its first *n* bytes: every offset for
-  short writes (≤ :data:`SHORT_WRITE`), line boundaries, 4 KiB boundaries and a seeded sample
-  for long ones;
-* with ``mode="unsynced"`` also ``strict`` (power loss: every unsynced byte and every directory
-  operation since the directory's last fsync undone) and ``lost`` / ``torn:path:n`` (power loss
-  with directory operations kept in order and each file's unsynced data dropped or torn).
+* ``process`` — a process crash: every completed call kept;
+* with ``mode="unsynced"`` also the power-loss images of
+  :meth:`~scopecheck.crashsim.persistence.Volume.power_images` (``strict``, ``data-kept``,
+  ``entries-kept``, ``only:<path>``, ``torn@1:<path>:<n>:<cut>``: a torn write is an unsynced
+  write cut at a power loss).
 
 Each state is written into one reused fake filesystem from ``{path: bytes}`` and checked by
 :class:`Checker` (rules CRASH-1..CRASH-9 in ``spec/rules/crash_jsonl.toml``): the reopened
@@ -39,9 +39,12 @@ import attrs
 import orjson
 from pyfakefs.fake_file import FakeDirectory, FakeFile
 
+from scopecheck.crashsim.coverage import crash_points
 from scopecheck.crashsim.faults import OneFault, faults_for
-from scopecheck.crashsim.jsonl_disk import Disk, DiskState, Op, RecordingFs
+from scopecheck.crashsim.fs_source import absolute, file_ops, image_of
+from scopecheck.crashsim.jsonl_disk import Op, RecordingFs
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
+from scopecheck.crashsim.persistence import FileOp, Image, Volume
 from scopecheck.impl.fs import DirEntry, OsFileSystem, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.models.addresses import value
@@ -51,15 +54,15 @@ from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.writes import set_value
 
 Mode = Literal["prefix", "unsynced"]
+#: Sampled cuts per torn write in this sweep: a JSONL reopen is cheap, and torn tails are
+#: what its recovery repairs (CRASH-8), so it cuts each unsynced write at more points than
+#: the generic sweep.
+JSONL_CUTS = 12
 MODES: tuple[Mode, ...] = ("prefix", "unsynced")
 ROOT = "/sessions"
 SESSION = "s"
 MAIN = f"{ROOT}/{SESSION}.jsonl"
 SCOPES = MAIN + ".scopes"
-#: Writes up to this many bytes are cut at every offset; longer ones at boundaries + a sample.
-SHORT_WRITE = 256
-LONG_SAMPLES = 12
-TORN_SAMPLES = 2
 BASE_TIME = 1_700_000_000_000
 _SEQ = re.compile(rb'"seq":(\d+)')
 _NEXT = re.compile(rb'"nextSeq":(\d+)')
@@ -210,20 +213,23 @@ class Sandbox:
         self.fs = FakeFs(self.fake)
         self.fake.create_dir(ROOT)
 
-    def load(self, state: DiskState) -> None:
+    def load(self, image: Image) -> None:
+        """Make the files under the root those of ``image`` (paths relative to the root)."""
         fake, fs = self.fake, self.fs
+        files = absolute(image, ROOT)
+        dirs = {ROOT, *(f"{ROOT}/{d}" for d in image.dirs if d)}
         current = self.tree()
         for path in current:
-            if path not in state.files:
+            if path not in files:
                 fake.remove_object(path)
         present = set(_dirs(fs, ROOT))
-        for directory in sorted(present - state.dirs, reverse=True):
+        for directory in sorted(present - dirs, reverse=True):
             if fs.is_dir(directory):
                 fake.remove_object(directory)
-        for directory in sorted(state.dirs):
-            if directory.startswith(ROOT) and not fs.is_dir(directory):
+        for directory in sorted(dirs):
+            if not fs.is_dir(directory):
                 fake.create_dir(directory)
-        for path, data in state.files.items():
+        for path, data in files.items():
             if current.get(path) != data:
                 fs.write_file(path, data)
 
@@ -235,19 +241,9 @@ class Sandbox:
                 found[path] = self.fs.read_bytes(path)
         return found
 
-    def state(self) -> DiskState:
-        files = self.tree()
-        dirs = {*_parents(ROOT), *_dirs(self.fs, ROOT)}
-        return DiskState(files, frozenset(dirs))
-
-
-def _parents(path: str) -> list[str]:
-    out = []
-    parent = posixpath.dirname(path)
-    while parent and parent != "/":
-        out.append(parent)
-        parent = posixpath.dirname(parent)
-    return out
+    def state(self) -> Image:
+        """The files under the root now, as an image relative to it."""
+        return image_of(self.tree(), _dirs(self.fs, ROOT), ROOT)
 
 
 def _walk(fs: FakeFs, top: str) -> Iterator[tuple[str, list[str], list[str]]]:
@@ -272,7 +268,7 @@ class Traced(Protocol):
     def workload(self) -> Workload: ...
 
     @property
-    def ops(self) -> tuple[Op, ...]: ...
+    def file_ops(self) -> tuple[FileOp, ...]: ...
 
 
 @attrs.frozen
@@ -281,7 +277,9 @@ class Trace:
     ops: tuple[Op, ...]
     #: ``states[i]`` is the model's Session after the first ``i`` steps (``None``: no Session).
     states: tuple[Snapshot | None, ...]
-    initial: DiskState
+    initial: Image
+    #: ``ops`` as the persistence model's operations (:mod:`scopecheck.crashsim.fs_source`).
+    file_ops: tuple[FileOp, ...] = ()
 
 
 def drive_steps(
@@ -366,7 +364,10 @@ def trace(workload: Workload, repo_class: type[JsonlRepository] = JsonlRepositor
     storage = run_steps(repo_class, recorder, workload.steps, StepClock(), on_step)
     if storage is not None:
         storage.close()
-    return Trace(workload, tuple(recorder.ops), tuple(model_states(workload)), initial)
+    ops = tuple(recorder.ops)
+    return Trace(
+        workload, ops, tuple(model_states(workload)), initial, file_ops(ops, ROOT, initial)
+    )
 
 
 # -- crash states ----------------------------------------------------------------------------
@@ -374,80 +375,91 @@ def trace(workload: Workload, repo_class: type[JsonlRepository] = JsonlRepositor
 
 @attrs.frozen
 class CrashState:
+    """A crash before ``file_ops[op_index]``: ``variant`` is ``process`` or a power-loss
+    variant of :meth:`~scopecheck.crashsim.persistence.Volume.power_images`."""
+
     op_index: int
     variant: str
-    state: DiskState
+    state: Image
     #: Indices into ``Trace.states`` the recovered Session may equal.
     allowed: tuple[int, ...]
 
     @property
     def offset(self) -> int | None:
-        if self.variant.startswith("partial:"):
-            return int(self.variant.split(":")[1])
-        if self.variant.startswith("torn:"):
+        """The bytes a torn write kept (``torn@<g>:<path>:<n>:<cut>``)."""
+        if self.variant.startswith("torn@"):
             return int(self.variant.rsplit(":", 1)[1])
         return None
 
+    @property
+    def power_loss(self) -> bool:
+        return self.variant != "process"
 
-def cut_points(data: bytes, rng: random.Random) -> list[int]:
-    """Byte counts of a torn write: all for short data; line/4 KiB boundaries ± 1 and a
-    sample for long data.  Never 0 for appends (that is the ``prefix`` state) nor ``len``."""
-    size = len(data)
-    if size <= SHORT_WRITE:
-        return list(range(1, size))
-    cuts = {1, size - 1, size // 2}
-    for i, b in enumerate(data):
-        if b == 0x0A and 0 < i + 1 < size:
-            cuts.update((i, i + 1))
-    cuts.update(range(4096, size, 4096))
-    cuts.update(rng.randrange(1, size) for _ in range(LONG_SAMPLES))
-    return sorted(c for c in cuts if 0 < c < size)
+    @property
+    def family(self) -> str:
+        """The kind of crash point: ``process``, ``strict``, ``only``, ``torn``, ..."""
+        return self.variant.split(":", 1)[0].split("@", 1)[0]
+
+
+def point_rng(seed: int, k: int) -> random.Random:
+    """The generator of one crash point's power-loss samples: seeded by the point alone, so a
+    point gives the same images in whatever order the points are visited."""
+    return random.Random(f"{seed}:{k}")
 
 
 def crash_states(
-    ops: Sequence[Op],
-    initial: DiskState,
+    ops: Sequence[FileOp],
+    initial: Image,
     mode: Mode,
     allowed_at: Callable[[int], tuple[int, ...]],
     seed: int = 0,
-    partial: bool = True,
-    cuts_of: Callable[[bytes, random.Random], list[int]] | None = None,
+    points: Sequence[int] | None = None,
+    cuts: int = 3,
 ) -> Iterator[CrashState]:
-    """Every crash state of ``ops`` (see the module docstring), in trace order;
-    ``cuts_of(data, rng)`` replaces :func:`cut_points` for torn writes (the generic sweep
-    cuts at fewer offsets)."""
-    disk = Disk(initial.files, initial.dirs)
-    for k in range(len(ops) + 1):
+    """The crash states of ``ops`` at ``points`` (sorted; default every crash point: before
+    each mutating operation, and at the end), in one sweep over the operations: the
+    process-crash image, and in ``unsynced`` mode every power-loss image that differs from it
+    (CRASH-SYS-1); ``cuts``: sampled cut points per torn write besides the first, middle and
+    last byte."""
+    volume = Volume(initial)
+    done = 0
+    for k in crash_points(ops) if points is None else points:
+        while done < k:
+            volume.apply(ops[done])
+            done += 1
         allowed = allowed_at(k)
-        rng = random.Random(seed * 1_000_003 + k)
-        visible = disk.visible()
-        yield CrashState(k, "prefix", visible, allowed)
-        op = ops[k] if k < len(ops) else None
-        if op is not None and op.kind in ("write", "append"):
-            base = visible.files.get(op.path, b"") if op.kind == "append" else b""
-            if cuts_of is not None:
-                cuts = cuts_of(op.data, rng)
-            else:
-                cuts = cut_points(op.data, rng) if partial else [len(op.data) // 2]
-            if op.kind == "write":
-                cuts = [0, *cuts]
-            for n in cuts:
-                files = dict(visible.files)
-                files[op.path] = base + op.data[:n]
-                yield CrashState(k, f"partial:{n}", DiskState(files, visible.dirs), allowed)
-        if mode == "unsynced" and disk.has_unsynced():
-            strict = disk.strict()
-            if strict != visible:
-                yield CrashState(k, "strict", strict, allowed)
-            for label, image in disk.torn_variants(TORN_SAMPLES, rng):
-                yield CrashState(k, label, image, allowed)
-        if op is not None:
-            disk.apply(op)
+        process = volume.process_image()
+        yield CrashState(k, "process", process, allowed)
+        if mode == "unsynced":
+            for variant, image in volume.power_images(point_rng(seed, k), cuts):
+                if image != process:
+                    yield CrashState(k, variant, image, allowed)
+
+
+def crash_state(
+    ops: Sequence[FileOp],
+    initial: Image,
+    k: int,
+    variant: str,
+    allowed: tuple[int, ...],
+) -> CrashState | None:
+    """The crash state ``(k, variant)`` rebuilt by its name alone
+    (:func:`~scopecheck.crashsim.persistence.power_image`), for a replay; ``None`` when the
+    operations have no such state (a replay after the backend changed)."""
+    from scopecheck.crashsim.persistence import power_image
+
+    if k not in crash_points(ops):
+        return None
+    try:
+        image = power_image(ops, k, variant, start=initial)
+    except ValueError:
+        return None
+    return CrashState(k, variant, image, allowed)
 
 
 def allowed_for(tr: Traced) -> Callable[[int], tuple[int, ...]]:
-    """Op *k* ran inside step *s*: the Session may be as before or as after that step."""
-    ops, final = tr.ops, len(tr.workload.steps)
+    """Operation *k* ran inside step *s*: the Session may be as before or as after that step."""
+    ops, final = tr.file_ops, len(tr.workload.steps)
 
     def allowed(k: int) -> tuple[int, ...]:
         if k >= len(ops):
@@ -610,12 +622,13 @@ class Checker:
     def check(self, crash: CrashState) -> CrashFailure | None:
         self.states += 1
         box = self.box
-        before = crash.state.files
+        before = absolute(crash.state, ROOT)
         box.load(crash.state)
         expected = [self.trace.states[i] for i in crash.allowed]
 
         def failure(rule: str, problem: str, recovered: Any = None) -> CrashFailure:
-            op = self.trace.ops[crash.op_index] if crash.op_index < len(self.trace.ops) else None
+            ops = self.trace.file_ops
+            op = ops[crash.op_index] if crash.op_index < len(ops) else None
             return CrashFailure(
                 self.trace.workload.name,
                 self.mode,
@@ -718,17 +731,16 @@ class Checker:
     def _crash_recovery(
         self,
         crash: CrashState,
-        ops: list[Op],
+        recorded: list[Op],
         recovered: Snapshot,
         failure: Callable[..., CrashFailure],
     ) -> CrashFailure | None:
-        """Crash at every mutating op of the recovery itself; reopening must still give
-        ``recovered`` (CRASH-5)."""
-        for inner in crash_states(
-            ops, crash.state, self.mode, lambda _: (), seed=crash.op_index, partial=False
-        ):
-            if inner.op_index == 0 and inner.variant == "prefix":
-                continue  # the crash state itself
+        """Crash at every mutating op of the recovery itself, through the same persistence
+        model; reopening must still give ``recovered`` (CRASH-5)."""
+        ops = file_ops(recorded, ROOT, crash.state)
+        for inner in crash_states(ops, crash.state, self.mode, lambda _: (), seed=crash.op_index):
+            if inner.state == crash.state:
+                continue  # the crash state itself, checked already
             self.states += 1
             self.recovery_states += 1
             self.box.load(inner.state)
@@ -751,7 +763,7 @@ class Checker:
         return None
 
 
-def _op_desc(ops: Sequence[Op], k: int) -> str:
+def _op_desc(ops: Sequence[FileOp], k: int) -> str:
     return ops[k].describe() if k < len(ops) else "end"
 
 
@@ -788,7 +800,8 @@ class WorkloadReport:
 
 
 def count_states(tr: Trace, mode: Mode, seed: int = 0) -> int:
-    return sum(1 for _ in crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed))
+    states = crash_states(tr.file_ops, tr.initial, mode, allowed_for(tr), seed, cuts=JSONL_CUTS)
+    return sum(1 for _ in states)
 
 
 def explore_workload(
@@ -812,7 +825,8 @@ def explore_workload(
     tr = trace(workload, repo_class)
     report.ops = len(tr.ops)
     checker = Checker(tr, mode, repo_class, recovery=recovery, invariants=invariants)
-    for crash in crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed):
+    states = crash_states(tr.file_ops, tr.initial, mode, allowed_for(tr), seed, cuts=JSONL_CUTS)
+    for crash in states:
         if only is not None and (crash.op_index, crash.variant) != only:
             continue
         found = checker.check(crash)
@@ -1093,15 +1107,17 @@ def replay_state(
         return found, "\n".join([str(found), *render_files("files on disk after the run", files)])
     tr = trace(workload, repo_class)
     checker = Checker(tr, mode, repo_class)
-    for crash in crash_states(tr.ops, tr.initial, mode, allowed_for(tr), seed):
-        if (crash.op_index, crash.variant) != (op_index, variant):
-            continue
+    crash = crash_state(tr.file_ops, tr.initial, op_index, variant, allowed_for(tr)(op_index))
+    if crash is not None:
         result = checker.check(crash)
         after = checker.box.tree()
-        op = tr.ops[op_index].describe() if op_index < len(tr.ops) else "(end of trace)"
+        ops = tr.file_ops
+        op = ops[op_index].describe() if op_index < len(ops) else "(end of trace)"
         lines = [
             f"{workload.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
-            *render_files("files on disk after the crash (before recovery)", crash.state.files),
+            *render_files(
+                "files on disk after the crash (before recovery)", absolute(crash.state, ROOT)
+            ),
             *render_files("files on disk after recovery (and one probe commit)", after),
         ]
         if result is not None:
@@ -1113,7 +1129,7 @@ def replay_state(
         return result, "\n".join(lines)
     return None, (
         f"{workload.name}: the trace has no crash state (op {op_index}, {variant}) any more "
-        f"({len(tr.ops)} ops); the recorded crash point is gone"
+        f"({len(tr.file_ops)} ops); the recorded crash point is gone"
     )
 
 

@@ -135,14 +135,17 @@ class SqliteCrashExplorer:
         return bool(report.failures), "\n".join(lines)
 
 
-@attrs.frozen
+@attrs.define
 class GenericCrashExplorer:
     """Crash states of seeded workloads for a backend whose factory takes ``fs`` and ``root``
-    (``scopecheck.crashsim.generic_sweep``): any format, checked against the model only."""
+    (``scopecheck.crashsim.generic_sweep``): any format, checked against the model only.
+    ``coverage`` is what the last exploration covered (CRASH-COV-2), as for
+    :class:`SyscallCrashExplorer`."""
 
     factory: Any
     backend: str
     spec: str | None = None
+    coverage: CrashCoverage | None = None
 
     def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
         states, _, records = self.explore_with_faults(budget, seed)
@@ -151,16 +154,18 @@ class GenericCrashExplorer:
     def explore_with_faults(
         self, budget: float, seed: int
     ) -> tuple[int, int, list[dict[str, Any]]]:
-        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-FS-1..11)."""
+        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-FS-1..11): one
+        record per distinct failure (CRASH-COV-4)."""
         from scopecheck.crashsim.generic_sweep import explore
 
         found = explore(self.factory, budget=budget, seed=seed)
+        self.coverage = found.coverage
         return (
             found.states,
             found.fault_runs,
             [
                 failure.record(workload, workload_seed, self.backend, self.spec, workload_seed)
-                for workload, workload_seed, failure in found.found[:1]
+                for workload, workload_seed, failure in found.found
             ],
         )
 

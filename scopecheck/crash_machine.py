@@ -6,9 +6,9 @@ One Session on pyfakefs through :class:`~scopecheck.crashsim.jsonl_disk.Recordin
 * ``commit`` — an ordinary commit; the handle must read the model state afterwards;
 * ``crash_in_commit`` — arm a crash at a chosen mutating operation inside the next commit or its
   retirement cleanup (optionally after part of a write), commit, and if the crash hit, turn the
-  disk into a crash image (``prefix``: what the process wrote; ``strict``/``lost``: power loss
-  of unsynced data, CRASH-8), reopen, and require the state before or after that commit
-  (CRASH-2); the machine then continues from the recovered state;
+  disk into a crash image (``prefix``: what the process wrote; ``strict``/``entries-kept``:
+  power loss of unsynced data, in the one persistence model, CRASH-8), reopen, and require the
+  state before or after that commit (CRASH-2); the machine then continues from the recovered state;
 * ``failed_unlink_retire`` — retire a scope while every sidecar unlink fails: the commit must
   succeed (CRASH-10) and the next open removes the file;
 * ``restart`` — close and reopen.
@@ -24,8 +24,10 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from scopecheck.crashsim.jsonl_disk import Disk, Op, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.fs_source import file_ops
+from scopecheck.crashsim.jsonl_disk import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.jsonl_sweep import ROOT, SCOPES, SESSION, Sandbox, StepClock, dead_sidecars
+from scopecheck.crashsim.persistence import Volume
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import UsageError
@@ -113,7 +115,7 @@ class CrashMachine(RuleBasedStateMachine):
         tx=transactions(),
         point=st.integers(0, 7),
         partial=st.integers(0, 120),
-        image=st.sampled_from(("prefix", "strict", "lost")),
+        image=st.sampled_from(("prefix", "strict", "entries-kept")),
     )
     def crash_in_commit(
         self, tx: tuple[AnyWrite, ...], point: int, partial: int, image: str
@@ -131,17 +133,13 @@ class CrashMachine(RuleBasedStateMachine):
             self.acked.append((tx, self.clock.now))
             return
         # The process died: build the crash image from the trace, then reopen.
-        disk = Disk(self.initial.files, self.initial.dirs)
-        for op in self.fs.ops:
-            disk.apply(op)
-        state = disk.visible()
-        if image == "strict":
-            state = disk.strict()
-        elif image == "lost":
-            variants = dict(disk.torn_variants(0, None))
-            state = variants.get("lost", state)
         if image == "prefix":
             state = self.box.state()  # exactly what the process wrote, partial write included
+        else:
+            volume = Volume(self.initial)
+            for op in file_ops(self.fs.ops, ROOT, self.initial):
+                volume.apply(op)
+            state = volume.power_image(image)
         self.box.load(state)
         candidates = [self._model(), self._model(tx)]
         self._open()

@@ -192,7 +192,7 @@ def test_validate_passes_the_good_example_and_fails_the_broken_one(tmp_path: Pat
     assert replayed.returncode == 1 and "Still failing." in replayed.stdout
 
 
-@pytest.mark.rule("ARCH-2", "CRASH-FS-6", "CRASH-FS-8")
+@pytest.mark.rule("ARCH-2", "CRASH-FS-6", "CRASH-FS-8", "CRASH-COV-2", "CRASH-COV-4")
 def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: Path) -> None:
     """The file-backed example passes with crash states explored; its unsynced variant fails
     CRASH-FS-6 with a reproducer that ``scopecheck replay`` reruns to the same failure."""
@@ -210,6 +210,7 @@ def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: 
     assert verdict["passed"] is True and verdict["crash_exploration"] == "ran"
     assert verdict["crash_states"] > 0 and verdict["machine_steps"] > 0
     assert verdict["crash_fault_runs"] > 0
+    assert verdict["crash_coverage"]["complete"] is True  # a state after every acknowledgement
 
     bad = scopecheck(
         "validate",
@@ -221,9 +222,15 @@ def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: 
     )
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "CRASH-FS-6" in bad.stdout and "crash exploration:" in bad.stdout
-    (saved,) = tmp_path.glob("broken_file_backend-*.json")
-    record = orjson.loads(saved.read_bytes())
-    assert record["kind"] == "crash" and record["engine"] == "fs" and record["rule"] == "CRASH-FS-6"
+    # one reproducer per distinct failure, each under its own name (CRASH-COV-4)
+    saved_all = sorted(tmp_path.glob("broken_file_backend-*.json"))
+    records = {path: orjson.loads(path.read_bytes()) for path in saved_all}
+    assert len(records) >= 2
+    saved = next(
+        p for p, r in records.items() if r["rule"] == "CRASH-FS-6" and r["mode"] != "fault"
+    )
+    record = records[saved]
+    assert record["kind"] == "crash" and record["engine"] == "fs"
     assert f"scopecheck replay {saved}" in bad.stdout.replace("\n", "")
     replayed = scopecheck("replay", str(saved))
     assert replayed.returncode == 1, replayed.stdout + replayed.stderr

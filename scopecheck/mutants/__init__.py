@@ -36,6 +36,7 @@ _MODULES = (
     "scopecheck.mutants.legacy",
     "scopecheck.mutants.jsonl_crash",
     "scopecheck.mutants.syscall",
+    "scopecheck.mutants.fs_crash",
 )
 
 

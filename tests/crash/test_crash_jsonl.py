@@ -8,7 +8,6 @@ states included), about 40,000 states; ``SCOPECHECK_LONG_CRASH=1`` adds the ``mi
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scopecheck.crashsim.jsonl_disk import Disk, DiskState, Op
+from scopecheck.crashsim.fs_source import file_ops
+from scopecheck.crashsim.jsonl_disk import Op
 from scopecheck.crashsim.jsonl_sweep import (
     MAIN,
     SCOPES,
@@ -41,6 +41,7 @@ from scopecheck.crashsim.jsonl_workloads import (
     load_workloads,
     workload_from_json,
 )
+from scopecheck.crashsim.persistence import Image, Volume
 from scopecheck.crashsim.workload import make_workload
 from scopecheck.mutants import all_mutants
 
@@ -48,38 +49,55 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 LONG = os.environ.get("SCOPECHECK_LONG_CRASH") == "1"
 
 
-# -- the disk model --------------------------------------------------------------------------
+# -- the persistence model, fed by the recorder ---------------------------------------------
 
 
-@pytest.mark.rule("CRASH-8")
+def _volume(ops: list[Op], start: Image | None = None) -> Volume:
+    volume = Volume(start)
+    for op in file_ops(ops, "/r", start):
+        volume.apply(op)
+    return volume
+
+
+@pytest.mark.rule("CRASH-8", "CRASH-SYS-1")
 def test_strict_power_loss_drops_unsynced_data_and_undurable_entries() -> None:
-    disk = Disk({}, {"/r"})
-    disk.apply(Op("write", "/r/a.tmp", b"head\n"))
-    disk.apply(Op("fsync_file", "/r/a.tmp"))
-    disk.apply(Op("rename", "/r/a.tmp", target="/r/a"))
-    assert disk.strict().files == {}  # neither the create nor the rename is durable yet
-    disk.apply(Op("fsync_dir", "/r"))
-    assert disk.strict().files == {"/r/a": b"head\n"}
-    disk.apply(Op("append", "/r/a", b"line\n"))
-    assert disk.strict().files == {"/r/a": b"head\n"}
-    disk.apply(Op("append", "/r/a", b"more\n"))
-    torn = dict(disk.torn_variants(0, random.Random(0)))
-    assert torn["lost"].files == {"/r/a": b"head\n"}
-    assert torn["torn:/r/a:5"].files == {"/r/a": b"head\nline\n"}  # a line boundary
-    disk.apply(Op("truncate", "/r/a", size=10))
-    disk.apply(Op("fsync", "/r/a"))
-    assert disk.strict().files == {"/r/a": b"head\nline\n"}
-    assert not disk.has_unsynced()
+    ops = [
+        Op("write", "/r/a.tmp", b"head\n"),
+        Op("fsync_file", "/r/a.tmp"),
+        Op("rename", "/r/a.tmp", target="/r/a"),
+    ]
+    # neither the create nor the rename is durable yet
+    assert _volume(ops).power_image("strict").files == {}
+    ops.append(Op("fsync_dir", "/r"))
+    assert _volume(ops).power_image("strict").files == {"a": b"head\n"}
+    ops.append(Op("append", "/r/a", b"line\n"))
+    assert _volume(ops).power_image("strict").files == {"a": b"head\n"}
+    ops.append(Op("append", "/r/a", b"more\n"))
+    volume = _volume(ops)
+    assert volume.power_image("entries-kept").files == {"a": b"head\n"}
+    assert volume.power_image("only:a").files == {"a": b"head\nline\nmore\n"}
+    # the second unsynced append torn after 3 bytes, the first one kept
+    assert volume.power_image("torn@1:a:1:3").files == {"a": b"head\nline\nmor"}
+    assert volume.process_image().files == {"a": b"head\nline\nmore\n"}
+    ops += [Op("truncate", "/r/a", size=10), Op("fsync", "/r/a")]
+    volume = _volume(ops)
+    assert volume.power_image("strict").files == {"a": b"head\nline\n"}
+    assert volume.power_image("strict") == volume.process_image()
 
 
 @pytest.mark.rule("CRASH-8", "CRASH-9")
 def test_a_durably_removed_directory_takes_its_entries_along() -> None:
-    disk = Disk({"/r/d/x": b"old"}, {"/r", "/r/d"})
-    disk.apply(Op("remove", "/r/d", recursive=True))
-    disk.apply(Op("fsync_dir", "/r"))
-    disk.apply(Op("create_dir", "/r/d"))
-    disk.apply(Op("fsync_dir", "/r"))
-    assert disk.strict() == DiskState({}, frozenset({"/r", "/r/d"}))
+    start = Image({"d/x": b"old"}, frozenset({"", "d"}))
+    volume = _volume(
+        [
+            Op("remove", "/r/d", recursive=True),
+            Op("fsync_dir", "/r"),
+            Op("create_dir", "/r/d"),
+            Op("fsync_dir", "/r"),
+        ],
+        start,
+    )
+    assert volume.power_image("strict") == Image({}, frozenset({"", "d"}))
 
 
 @pytest.mark.rule("CRASH-3", "CRASH-6")
@@ -111,10 +129,11 @@ def test_seq_scan_and_dead_sidecars_read_complete_lines_only() -> None:
 )
 @pytest.mark.parametrize("name", NAMED)
 def test_every_crash_state_of_a_named_workload_recovers(name: str) -> None:
-    """Every prefix, partial-write, strict and torn power-loss state, plus crashes during
-    each recovery, reopens to an allowed model state (and single faults pass too)."""
+    """Every process-crash state and every power-loss state of the persistence model (strict,
+    data or entries kept, one file's unsynced writes kept, torn writes), plus crashes during
+    each recovery, reopens to an allowed model state."""
     report = explore_workload(BUNDLED[name](), mode="unsynced", faults=False)
-    assert report.states > 1000
+    assert report.states > 200 and report.recovery_states > 0
     assert [str(f) for f in report.failures] == []
 
 
@@ -130,8 +149,8 @@ def test_every_crash_state_of_a_mixed_workload_recovers(name: str) -> None:
 def test_prefix_mode_is_a_subset_of_unsynced_mode() -> None:
     workload = BUNDLED["crash-after-retire-before-unlink"]()
     tr = trace(workload)
-    prefix = list(crash_states(tr.ops, tr.initial, "prefix", allowed_for(tr)))
-    unsynced = list(crash_states(tr.ops, tr.initial, "unsynced", allowed_for(tr)))
+    prefix = list(crash_states(tr.file_ops, tr.initial, "prefix", allowed_for(tr)))
+    unsynced = list(crash_states(tr.file_ops, tr.initial, "unsynced", allowed_for(tr)))
     assert {(c.op_index, c.variant) for c in prefix} < {(c.op_index, c.variant) for c in unsynced}
     assert any(c.variant == "strict" for c in unsynced)
     ops = {op.kind for op in tr.ops}
@@ -145,15 +164,16 @@ def test_leftover_temp_files_are_never_data() -> None:
     workload = BUNDLED["crash-during-first-sidecar-creation"]()
     tr = trace(workload)
     checker = Checker(tr, "prefix")
-    final = list(crash_states(tr.ops, tr.initial, "prefix", allowed_for(tr)))[-1]
+    final = list(crash_states(tr.file_ops, tr.initial, "prefix", allowed_for(tr)))[-1]
     files = dict(final.state.files)
-    files[f"{SCOPES}/scope-op-Z.scope.tmp"] = (
+    scopes = SCOPES.removeprefix("/sessions/")
+    files[f"{scopes}/scope-op-Z.scope.tmp"] = (
         b'{"v":4,"kind":"scope_header","sessionId":"s","scopeId":"op-Z","storageVersion":1}\n'
         b'{"kind":"value","op":"set","seq":500,"namespace":"x","key":"k","value":1,'
         b'"scopeId":"op-Z"}\n'
     )
-    files[f"{MAIN}.tmp"] = b"garbage"
-    crash = CrashState(final.op_index, "temp", DiskState(files, final.state.dirs), final.allowed)
+    files[f"{MAIN.removeprefix('/sessions/')}.tmp"] = b"garbage"
+    crash = CrashState(final.op_index, "temp", Image(files, final.state.dirs), final.allowed)
     assert checker.check(crash) is None
     assert f"{SCOPES}/scope-op-Z.scope.tmp" not in checker.box.tree()
 
@@ -161,9 +181,9 @@ def test_leftover_temp_files_are_never_data() -> None:
 @pytest.mark.rule("CRASH-5")
 def test_recovery_itself_is_crashed() -> None:
     workload = BUNDLED["crash-during-torn-tail-repair"]()
-    plain = explore_workload(workload, mode="prefix", faults=False, recovery=False)
-    full = explore_workload(workload, mode="prefix", faults=False)
-    assert full.failures == [] and full.states > plain.states + 500
+    plain = explore_workload(workload, mode="unsynced", faults=False, recovery=False)
+    full = explore_workload(workload, mode="unsynced", faults=False)
+    assert full.failures == [] and full.states > plain.states + 200
 
 
 # -- faults without a crash ------------------------------------------------------------------

@@ -161,8 +161,9 @@ def test_backends_that_handle_io_errors_pass_every_fault_run(factory: Factory, s
     report = fault_runs(factory, tr, max_failures=5)
     assert not report.failures, "\n".join(str(f) for f in report.failures)
     assert report.runs == sum(len(faults_for(op.kind)) for op in tr.ops) > 0
-    # every run reopened a crash and a power-loss image at the fault (none was skipped)
-    assert report.images >= 2 * report.runs
+    # every run reopened the disk it left at the fault (none was skipped), and power-loss
+    # images wherever the persistence model gives one that differs from that disk
+    assert report.images > report.runs
 
 
 # -- planted bugs --------------------------------------------------------------------------------

@@ -153,17 +153,17 @@ def test_sqlite_sweep_catches_a_harness_that_never_retires_a_cancelled_scope() -
     assert all("terminal of b.op2 committed" in f.problem for f in report.failures)
 
 
-# -- JSONL: the pyfakefs disk model (crashsim/jsonl_sweep.py) ------------------------------------
+# -- JSONL: the persistence model over the recorded calls (crashsim/jsonl_sweep.py) -------------
 
 
-@pytest.mark.rule("OP-21")
+@pytest.mark.rule("OP-21", "CRASH-SYS-1")
 def test_jsonl_lifecycle_survives_every_crash_and_power_loss_state() -> None:
-    """Process crash before every file operation, partial writes, and power loss (unsynced
-    bytes dropped or torn, directory operations undone since the last directory fsync)."""
+    """Process crash before every file operation, and power loss (only what was synced, data or
+    directory entries kept, one file's unsynced writes kept, torn unsynced writes)."""
     from scopecheck.crashsim.lifecycle import explore_jsonl_lifecycle
 
     report = explore_jsonl_lifecycle(SIZE, recovery=LONG, faults=LONG, seed=5)
-    assert report.states > 1000 and report.ops > 50
+    assert report.states > 300 and report.ops > 50
     assert not report.failures, "\n".join(str(f) for f in report.failures[:3])
 
 

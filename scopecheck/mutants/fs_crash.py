@@ -1,0 +1,168 @@
+"""Planted durability bugs on the ``FileSystem`` path (CRASH-FS-*, CRASH-COV-*).
+
+Each is the good file example (``scopecheck.examples.good_file_backend``) given a factory
+``make_backend(clock, *, fs, root)`` -- the door a user with a ``FileSystem``-based backend comes
+in by -- with the ``FileSystem`` it is handed wrapped at one call (a public seam: the backend
+underneath is unchanged).  With no crash and no fault every one of them stores the right state;
+``scopecheck mutants`` runs each through :func:`scopecheck.crashsim.generic_sweep.explore`, the
+exploration ``scopecheck validate`` runs for such a factory, and expects the rule named here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from scopecheck.backends import Backend
+from scopecheck.examples.good_file_backend import FileRepository
+from scopecheck.impl.fs import AppendFile, FileSystem
+from scopecheck.models.errors import StorageIOError
+from scopecheck.mutants import Mutant, MutantResult, register
+from scopecheck.mutants.seams import WrappedFileSystem
+
+#: How many records the start-up writes before the backend answers anything.
+STARTUP_WRITES = 3000
+
+
+class _Unsynced(WrappedFileSystem):
+    def fsync(self, handle: AppendFile) -> None:
+        """Skipped: appended commits are acknowledged before they are durable."""
+
+
+def fs_ack_after_long_startup(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    """A first start that writes thousands of small records to a cache file under the root
+    before anything is acknowledged (as an embedded library's does), never synced; then commits
+    acknowledged before they are fsynced.  A budget spent in trace order checks thousands of
+    start-up crash points first; coverage order checks after every acknowledgement first
+    (CRASH-COV-1), where the missing fsync shows (CRASH-FS-6)."""
+    cache = f"{root.rstrip('/')}/warmup.cache"
+    if not fs.exists(cache):
+        fs.create_dir(root)
+        fs.write_file(cache, b"")
+        handle = fs.open_append(cache)
+        for number in range(STARTUP_WRITES):
+            fs.append(handle, b"%08d\n" % number)
+        fs.close(handle)
+    return FileRepository(clock, _Unsynced(fs), root)
+
+
+class _SyncingEveryOther(WrappedFileSystem):
+    """Group commit gone wrong: an fsync of a log handle happens on every second call only."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self.calls = 0
+
+    def fsync(self, handle: AppendFile) -> None:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            self._inner.fsync(handle)
+
+
+def fs_group_commit_every_second(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    return FileRepository(clock, _SyncingEveryOther(fs), root)
+
+
+class _RetryingFsync(WrappedFileSystem):
+    def fsync(self, handle: AppendFile) -> None:
+        """Retries a failed fsync and trusts the retry: after EIO Linux marks the failed
+        pages clean, so the retry succeeds having written nothing ("fsyncgate")."""
+        try:
+            self._inner.fsync(handle)
+        except StorageIOError:
+            self._inner.fsync(handle)
+
+
+def fs_fsync_retry_after_eio(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    return FileRepository(clock, _RetryingFsync(fs), root)
+
+
+class _NoCutBack(WrappedFileSystem):
+    """The cut back after a failed append does nothing: the bytes the append wrote before it
+    failed stay, and the next commit's line is appended after them."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self.failed = False
+
+    def append(self, handle: AppendFile, data: bytes) -> None:
+        try:
+            self._inner.append(handle, data)
+        except StorageIOError:
+            self.failed = True
+            raise
+
+    def truncate(self, handle: AppendFile, size: int) -> None:
+        if self.failed:
+            self.failed = False
+            return
+        self._inner.truncate(handle, size)
+
+
+def fs_failed_append_not_cut_back(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    return FileRepository(clock, _NoCutBack(fs), root)
+
+
+#: name -> (factory, the rules that may catch it, one line).
+PLANTED = {
+    "fs-ack-after-long-startup": (
+        "fs_ack_after_long_startup",
+        "CRASH-FS-6",
+        f"{STARTUP_WRITES:,} unsynced writes before the first answer, then commits acknowledged "
+        "before any fsync",
+    ),
+    "fs-group-commit-every-second": (
+        "fs_group_commit_every_second",
+        "CRASH-FS-6",
+        "a file log fsynced on every second commit only",
+    ),
+    "fs-fsync-retry-after-eio": (
+        "fs_fsync_retry_after_eio",
+        "CRASH-FS-9",
+        "a failed fsync retried, and the commit acknowledged when the retry succeeds",
+    ),
+    "fs-failed-append-not-cut-back": (
+        "fs_failed_append_not_cut_back",
+        "CRASH-FS-9 CRASH-FS-10",
+        "the bytes of a failed append left in the log, the next commit appended after them",
+    ),
+}
+
+
+def spec_of(name: str) -> str:
+    return f"{__name__}:{PLANTED[name][0]}"
+
+
+def run(name: str, budget: float = 60.0) -> MutantResult:
+    """Explore the planted bug as ``validate`` does -- crash states in coverage order, then
+    single I/O faults -- until it is caught or ``budget`` seconds pass."""
+    from scopecheck.crashsim.generic_sweep import explore
+
+    function, rule, description = PLANTED[name]
+    started = time.perf_counter()
+    found = explore(globals()[function], budget=budget, seed=0, max_failures=1)
+    seconds = round(time.perf_counter() - started, 3)
+    failure = found.found[0][2] if found.found else None
+    caught = failure is not None and failure.rule in rule.split()
+    error = "" if failure is None else f"{failure.rule}: {failure.problem}"
+    program = "" if failure is None else f"scopecheck replay <record>  # {failure}"
+    return MutantResult(name, "fs", description, caught, seconds, None, program, error)
+
+
+def _make(name: str) -> Backend:
+    from scopecheck.adapters import load_backend
+
+    return load_backend(spec_of(name))
+
+
+for _name, (_, _rule, _description) in PLANTED.items():
+    register(
+        Mutant(
+            _name,
+            "fs",
+            _description,
+            lambda n=_name: _make(n),  # type: ignore[misc]
+            caught_by=f"fs:{_rule}",
+            check=lambda n=_name: run(n),  # type: ignore[misc]
+        )
+    )
