@@ -52,7 +52,7 @@ def acknowledgement_points(points: Sequence[int], acked_at: Iterable[int | None]
     return found
 
 
-def _bit_reversed(count: int) -> list[int]:
+def bit_reversed(count: int) -> list[int]:
     """``range(count)`` in bit-reversed order (0, half, a quarter, three quarters, ...)."""
     if count <= 1:
         return list(range(count))
@@ -89,7 +89,7 @@ def ordered_passes(ops: Sequence[FileOp], acked_at: Sequence[int | None]) -> lis
                 around.add(points[index + 1])  # after it
     around -= after | before
     rest = [k for k in points if k not in after and k not in before and k not in around]
-    spread = [rest[i] for i in _bit_reversed(len(rest))]
+    spread = [rest[i] for i in bit_reversed(len(rest))]
     passes = [sorted(after), sorted(before), sorted(around)]
     start = 0
     for size in SPREAD_PASSES:

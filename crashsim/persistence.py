@@ -29,9 +29,10 @@ one power-loss image from its variant name (a replay needs nothing else), and
 
 from __future__ import annotations
 
+import base64
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -541,6 +542,38 @@ class Volume:
                 elif node.kind == "file":
                     found[f"{prefix}{name}"] = number
         return found
+
+
+def op_to_json(op: FileOp) -> dict[str, Any]:
+    """``op`` as JSON (data in base64): how a reproducer keeps the operations it rebuilds its
+    image from byte for byte (CRASH-COV-5)."""
+    found = attrs.asdict(op)
+    found["data"] = base64.b64encode(op.data).decode()
+    found["flags"] = sorted(op.flags)
+    return found
+
+
+def op_from_json(data: Mapping[str, Any]) -> FileOp:
+    return FileOp(
+        **{**data, "data": base64.b64decode(data["data"]), "flags": frozenset(data["flags"])}
+    )
+
+
+def image_to_json(image: Image) -> dict[str, Any]:
+    """``image`` as JSON (file contents in base64), for a reproducer's starting disk."""
+    return {
+        "files": {name: base64.b64encode(data).decode() for name, data in image.files.items()},
+        "dirs": sorted(image.dirs),
+        "links": sorted(image.links),
+    }
+
+
+def image_from_json(data: Mapping[str, Any]) -> Image:
+    return Image(
+        {name: base64.b64decode(text) for name, text in data["files"].items()},
+        frozenset(data.get("dirs", [""])),
+        frozenset(data.get("links", [])),
+    )
 
 
 def _volume(ops: Sequence[FileOp], k: int, start: Image | None) -> Volume:

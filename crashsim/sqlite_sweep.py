@@ -1,22 +1,32 @@
 """Crash and I/O-error sweeps of the SQLite backend through :mod:`scopecheck.crashsim.sqlite_vfs`.
 
-A sweep runs one workload (open, commits, a mid-stream close/reopen, close) on one Session
-through the recording VFS, once per I/O call, with that call failing:
+A sweep records one workload (open, commits, a mid-stream close/reopen, close) on one Session
+through the recording VFS, converts its I/O calls into the file operations of the one
+persistence model (:mod:`scopecheck.crashsim.vfs_source`, :mod:`scopecheck.crashsim.persistence`)
+and knows where in them each commit returned (its acknowledgement):
 
-* :func:`crash_sweep` — the process dies at call *k* (CRASH-SQL-1); every post-crash image
-  (durable data plus subsets of unsynced writes, some torn; CRASH-SQL-2) is reopened with a
-  plain repository and must equal the expected state after the acknowledged commits, or after
-  those plus the one in flight — never anything else (CRASH-SQL-3).  The no-crash power-loss
-  case (images drawn after the last acknowledged commit, before and after close) must equal
-  the state after every commit.
-* :func:`io_error_sweep` — call *n* fails with SQLITE_IOERR once or persistently; each failed
+* :func:`crash_sweep` -- a crash before each mutating operation (CRASH-SQL-1): the process
+  crash, and the power-loss images of :meth:`~scopecheck.crashsim.persistence.Volume.power_images`
+  on a disk tearing writes at 512-byte sectors (CRASH-SQL-2), a bounded number per crash point.
+  Each image is reopened with a plain repository and must equal the expected state after the
+  acknowledged commits, or after those plus the one in flight -- never anything else
+  (CRASH-SQL-3).  The crash points are taken in coverage order
+  (:func:`~scopecheck.crashsim.coverage.ordered_passes`, CRASH-COV-1).  Images that need
+  recovery (a WAL to replay and checkpoint, a hot journal to roll back) have their reopen
+  recorded through the VFS and crashed before each of its mutating calls (CRASH-SQL-9).
+* :func:`io_error_sweep` -- call *n* fails with SQLITE_IOERR once or persistently; each failed
   commit raises ``io_error`` and leaves the open handle at a model state; after the faults end
   a reopen shows every acknowledged commit and any subset of the failed ones (CRASH-SQL-4).
-* :func:`recovery_io_sweep` — a crash image whose WAL holds un-checkpointed commits is reopened
+* :func:`recovery_io_sweep` -- a crash image whose WAL holds un-checkpointed commits is reopened
   with call *n* (reads included) failing once or persistently; a clean reopen afterwards must
   still show every commit (CRASH-SQL-5).
+* :func:`explore` -- both over fresh workloads for a time budget (``scopecheck fuzz``): coverage
+  first, a :class:`~scopecheck.crashsim.coverage.CrashCoverage` of what was checked, and every
+  distinct failure kept (CRASH-COV-2, CRASH-COV-4).
 
-Expected states are replays on an independent implementation (:mod:`scopecheck.crashsim.workload`).
+A crash-state failure carries what rebuilds its image by name (:func:`replay_record`,
+CRASH-COV-5).  Expected states are replays on an independent implementation
+(:mod:`scopecheck.crashsim.workload`).
 """
 
 from __future__ import annotations
@@ -28,23 +38,38 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import apsw
 import attrs
 
-from scopecheck.crashsim.sqlite_vfs import (
-    FaultPlan,
+from scopecheck.crashsim.coverage import (
+    CrashCoverage,
+    acknowledgement_points,
+    bit_reversed,
+    crash_points,
+    ordered_passes,
+)
+from scopecheck.crashsim.persistence import (
+    Device,
+    FileOp,
     Image,
+    Volume,
+    image_from_json,
+    image_to_json,
+    op_from_json,
+    op_to_json,
+    power_image,
+)
+from scopecheck.crashsim.sqlite_vfs import (
+    SECTOR_TEARS,
+    FaultPlan,
     IOCall,
     RecordingVFS,
     SimulatedCrash,
-    disk_model,
-    materialise,
-    post_crash_images,
-    read_tree,
 )
+from scopecheck.crashsim.vfs_source import file_ops, materialise, read_image
 from scopecheck.crashsim.workload import (
     StepClock,
     Transaction,
@@ -64,10 +89,55 @@ RepositoryFactory = Callable[..., Any]
 SESSION_ID = "s"
 _names = itertools.count()
 
+#: Distinct failures (by rule and kind of crash point) :func:`explore` keeps.
+MAX_FAILURES = 8
+#: Torn-write images per crash point (besides the process crash and the other power-loss
+#: variants): bounded so a point costs a handful of reopens, whatever it has pending.
+TORN_IMAGES = 3
+#: Images whose recovery :func:`crash_sweep` crashes (the first ones that need a recovery).
+RECOVERIES = 3
+#: Crash points of one recorded recovery checked, in coverage order (its end, then around its
+#: syncs and unlinks, then spread over it).
+RECOVERY_POINTS = 16
+
+
+@attrs.frozen
+class Evidence:
+    """What rebuilds a crash-state failure's image by name: the recorded operations and the
+    disk they started on, where each commit was acknowledged, and for a crash during
+    recovery the recovery's own operations (their starting disk is the crash image)."""
+
+    ops: tuple[FileOp, ...]
+    base: Image
+    acked_at: tuple[int | None, ...]
+    recovery_ops: tuple[FileOp, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ops": [op_to_json(op) for op in self.ops],
+            "base": image_to_json(self.base),
+            "acked_at": list(self.acked_at),
+            "recovery_ops": [op_to_json(op) for op in self.recovery_ops],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+        return cls(
+            tuple(op_from_json(op) for op in data["ops"]),
+            image_from_json(data["base"]),
+            tuple(data["acked_at"]),
+            tuple(op_from_json(op) for op in data.get("recovery_ops", ())),
+        )
+
 
 @attrs.frozen
 class SweepFailure:
-    """One state that broke the contract, with what is needed to reproduce it."""
+    """One state that broke the contract, with what is needed to reproduce it.
+
+    ``fault_at`` is the crash point (an operation index) of a crash-state failure, the I/O
+    call of an I/O-fault one; ``image`` names the crash image (``process`` or a power-loss
+    variant) or what was checked; ``recovery`` is, for a crash during recovery, the point and
+    variant of the recovery crash; ``evidence`` rebuilds the image (crash states only)."""
 
     sweep: str
     fault_at: int | None
@@ -76,18 +146,42 @@ class SweepFailure:
     problem: str
     #: A Python expression that reruns exactly this fault point (empty when not replayable).
     reproducer: str = ""
+    rule: str = "CRASH-SQL-3"
+    recovery: tuple[int, str] | None = None
+    evidence: Evidence | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def family(self) -> str:
+        """The kind of crash point, for telling failures apart (CRASH-COV-4): ``process``,
+        ``strict``, ``torn``, ... ``recovery:<kind>`` for a crash during recovery, or the
+        I/O-fault sweep."""
+        if self.sweep.startswith("io-"):
+            return self.sweep.split("(", 1)[0]
+        kind = self.image.split(":", 1)[0].split("@", 1)[0]
+        if self.recovery is not None:
+            return "recovery:" + self.recovery[1].split(":", 1)[0].split("@", 1)[0]
+        return kind
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.rule, self.family
 
     def __str__(self) -> str:
+        where = "I/O call" if self.sweep.startswith("io-") else "crash point"
         text = (
-            f"{self.sweep}: fault at I/O call {self.fault_at}, image {self.image!r}, "
-            f"{self.acked} commits acknowledged: {self.problem}"
+            f"{self.rule} {self.sweep}: {where} {self.fault_at}, image {self.image!r}"
+            + ("" if self.recovery is None else f", crash during its recovery {self.recovery}")
+            + f", {self.acked} commits acknowledged: {self.problem}"
         )
         return text + (f"\n  reproduce: {self.reproducer}" if self.reproducer else "")
 
 
 @attrs.define
 class SweepReport:
-    """What a sweep checked and what failed; ``states`` counts reopened states compared."""
+    """What a sweep checked and what failed; ``states`` counts reopened states compared.
+
+    Failures beyond ``max_failures`` are not kept; with ``distinct`` only the first of each
+    (rule, kind of crash point) is (CRASH-COV-4)."""
 
     sweep: str
     layout: str
@@ -98,10 +192,25 @@ class SweepReport:
     seconds: float = 0.0
     #: :func:`explore` only: the I/O-fault runs (:func:`io_error_sweep`) among ``states``.
     io_fault_runs: int = 0
+    #: What the crash states covered (CRASH-COV-2).
+    coverage: CrashCoverage = attrs.field(factory=CrashCoverage)
+    max_failures: int = 50
+    distinct: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.failures
+
+    @property
+    def full(self) -> bool:
+        return len(self.failures) >= self.max_failures
+
+    def known(self, key: tuple[str, str]) -> bool:
+        return self.distinct and any(f.key == key for f in self.failures)
+
+    def add(self, failure: SweepFailure) -> None:
+        if not self.full and not self.known(failure.key):
+            self.failures.append(failure)
 
     @property
     def states_per_second(self) -> float:
@@ -140,6 +249,8 @@ class RunOutcome:
     #: Number of I/O calls issued before the final close began (power-loss point).
     before_close: int | None
     problems: list[str]
+    #: For each acknowledged commit, the number of I/O calls issued when it returned.
+    acked_calls: list[int] = attrs.field(factory=list)
 
 
 def scratch_dir() -> str | None:
@@ -153,7 +264,8 @@ def scratch_dir() -> str | None:
 
 
 class _Sandbox:
-    """Three temp dirs: ``work`` (the recorded run), ``check`` (reopened images), base files."""
+    """Two temp dirs: ``work`` (the recorded run) and ``check`` (reopened images), and
+    ``base``, the image of the freshly created Session every run starts from."""
 
     def __init__(self, layout: Layout, cls: RepositoryFactory | None, *, ram: bool = True) -> None:
         self.layout = layout
@@ -166,14 +278,10 @@ class _Sandbox:
         repo = open_repository(layout, self.work, cls, StepClock())
         repo.create(SESSION_ID).close()
         repo.close()
-        self.base = read_tree(self.work)
+        self.base = read_image(self.work)
 
     def restore(self) -> None:
-        for name in os.listdir(self.work):
-            os.unlink(os.path.join(self.work, name))
-        for path, content in self.base.items():
-            with open(path, "wb") as handle:
-                handle.write(content)
+        materialise(self.base, self.work)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.top, ignore_errors=True)
@@ -208,6 +316,7 @@ def run_workload(
     vfs.reset(plan)
     clock = StepClock()
     acked: list[int] = []
+    acked_calls: list[int] = []
     failed: list[int] = []
     problems: list[str] = []
     connections: list[apsw.Connection] = []
@@ -242,6 +351,7 @@ def run_workload(
                     _check_handle(storage, workload, acked, index, problems)
                 continue
             acked.append(index)
+            acked_calls.append(vfs.next_index)
             if restart_at is not None and index == restart_at:
                 storage.close()
                 storage = open_storage()
@@ -253,6 +363,8 @@ def run_workload(
     except ScopecheckError as exc:
         if exc.code not in ("io_error", "corrupt", "locked"):
             problems.append(f"unexpected {exc.code} outside a commit: {exc}")
+    except Exception as exc:  # an uncoded error is a finding, never the sweep's end
+        problems.append(f"uncoded {type(exc).__name__}: {exc}")
     finally:
         # Whatever happened, release every handle; with a crash plan armed nothing more
         # reaches the disk (every later call fails).
@@ -260,7 +372,7 @@ def run_workload(
             repo.abandon()
         for conn in connections:
             _close_quietly(conn)
-    return RunOutcome(list(vfs.calls), acked, failed, crashed, before_close, problems)
+    return RunOutcome(list(vfs.calls), acked, failed, crashed, before_close, problems, acked_calls)
 
 
 def _check_handle(
@@ -316,20 +428,92 @@ def _reopen_snapshot(
             repo.close()
 
 
-def _check_image(
+# -- crash states -----------------------------------------------------------------------------
+
+
+class FaultFreeRunFailed(AssertionError):
+    """The workload failed with no fault injected: there is no trace to crash."""
+
+
+@attrs.frozen
+class Recording:
+    """One fault-free run of a workload as file operations: ``acked_at[i]`` is where commit
+    ``i`` returned among ``ops`` (``None``: it was not acknowledged), ``before_close`` where
+    the final close began."""
+
+    ops: tuple[FileOp, ...]
+    base: Image
+    acked_at: tuple[int | None, ...]
+    before_close: int
+    io_calls: int
+
+    def acked(self, k: int) -> int:
+        """The commits acknowledged before a crash at point ``k`` (a prefix: the run had no
+        fault)."""
+        return sum(1 for at in self.acked_at if at is not None and at <= k)
+
+    def evidence(self, recovery_ops: tuple[FileOp, ...] = ()) -> Evidence:
+        return Evidence(self.ops, self.base, self.acked_at, recovery_ops)
+
+
+def record_workload(
+    box: _Sandbox,
+    workload: Sequence[Transaction],
+    *,
+    autocheckpoint: int = 8,
+    restart_at: int | None = None,
+) -> Recording:
+    """Run ``workload`` once through the recording VFS and convert its I/O calls."""
+    with _vfs() as vfs:
+        clean = run_workload(
+            box, vfs, workload, FaultPlan(), autocheckpoint=autocheckpoint, restart_at=restart_at
+        )
+    if clean.problems or clean.crashed or len(clean.acked) != len(workload):
+        raise FaultFreeRunFailed(f"fault-free run failed: {clean.problems}")
+    assert clean.before_close is not None
+    converted = file_ops(clean.calls, box.work, box.base.files)
+    acked_at = tuple(converted.at[n] for n in clean.acked_calls)
+    return Recording(
+        converted.ops, box.base, acked_at, converted.at[clean.before_close], len(clean.calls)
+    )
+
+
+def _rng(seed: int, k: int) -> random.Random:
+    """The generator of one crash point's images: seeded by the point alone, so a point's
+    images are the same in whatever order the points are visited."""
+    return random.Random(f"{seed}:{k}")
+
+
+def images_at(
+    volume: Volume, k: int, seed: int, *, device: Device = SECTOR_TEARS, torn: int = TORN_IMAGES
+) -> Iterator[tuple[str, Image]]:
+    """The images of a crash at point ``k`` of the volume (its operations applied up to
+    ``k``): the process crash, then at most ``torn`` torn writes besides the other
+    power-loss variants.  Every name rebuilds its image (:func:`power_image`)."""
+    yield "process", volume.process_image()
+    yield from volume.power_images(_rng(seed, k), device=device, limit=torn)
+
+
+def needs_recovery(image: Image) -> bool:
+    """A WAL with frames to replay, or a rollback journal that may be hot: the reopen of such
+    an image writes (a checkpoint, a rollback), so a crash can hit it."""
+    return any(
+        (name.endswith("-wal") and len(data) > 32) or (name.endswith("-journal") and data)
+        for name, data in image.files.items()
+    )
+
+
+def _judge(
     box: _Sandbox,
     image: Image,
     candidates: Sequence[Snapshot],
-    report: SweepReport,
-    fault_at: int | None,
-    acked: int,
     invariants: Invariants | None = None,
     prefixes: Sequence[int] = (),
-) -> None:
+) -> tuple[Snapshot | None, str | None]:
     """Reopen ``image``; its state must be one of ``candidates`` (the model after
     ``prefixes[i]`` transactions) and, with ``invariants``, satisfy them for at least one
-    candidate prefix — checked on every image, model state or not, so a broken invariant is
-    reported in its own words."""
+    candidate prefix -- checked on every image, model state or not, so a broken invariant is
+    reported in its own words.  The reopened state and the problem, if any."""
 
     def inspect(storage: Any, snap: Snapshot) -> str | None:
         if invariants is None:
@@ -342,15 +526,255 @@ def _check_image(
             found.append(f"as {prefix} transactions: " + "; ".join(problems))
         return "lifecycle invariants broken — " + " | ".join(found)
 
-    materialise(image, box.work, box.check)
+    materialise(image, box.check)
     snap, problem = _reopen_snapshot(box, box.check, inspect if invariants else None)
-    report.states += 1
     if problem is None and snap not in candidates:
         problem = "reopened state is not a model state (partial commit or lost acknowledged one)"
     elif problem is not None and snap is not None and snap not in candidates:
         problem = "reopened state is not a model state; " + problem
-    if problem is not None:
-        report.failures.append(SweepFailure(report.sweep, fault_at, image.label, acked, problem))
+    return snap, problem
+
+
+@attrs.frozen
+class _Settings:
+    """How one sweep checks its crash points."""
+
+    workload: Sequence[Transaction]
+    expected: Sequence[Snapshot]
+    seed: int
+    torn: int
+    device: Device
+    invariants: Invariants | None
+    #: Rebuilds the failure's crash point as a Python expression (``only=k, variant=v``).
+    reproducer: Callable[[int, str, tuple[int, str] | None], str]
+
+    def prefixes(self, acked: int) -> list[int]:
+        return [acked] + ([acked + 1] if acked < len(self.workload) else [])
+
+
+def _check_points(
+    box: _Sandbox,
+    rec: Recording,
+    settings: _Settings,
+    passes: Sequence[Sequence[int]],
+    report: SweepReport,
+    *,
+    until: float | None = None,
+    first: bool = True,
+    overrun: float = 30.0,
+    recoveries: int = RECOVERIES,
+    recovery_share: float = 0.2,
+    variant: str | None = None,
+    recovery: tuple[int, str] | None = None,
+) -> CrashCoverage:
+    """Check the crash images at ``passes`` (each sorted) pass by pass, until ``until``;
+    after the second pass crash the recovery of images that need one.  The first pass of a
+    ``first`` sweep runs to its end however late, unless that takes ``overrun`` seconds more.
+    ``variant`` (and ``recovery``) check that one image only (a replay).  What was covered."""
+    points = crash_points(rec.ops)
+    after_ack = acknowledgement_points(points, rec.acked_at)
+    checked: set[int] = set()
+    states_before = report.states
+    recovery_states = 0
+    candidates: list[tuple[int, str, Image, Snapshot]] = []
+    stopped = priority_done = False
+    recover_after = min(1, len(passes) - 1)
+    for number, pass_points in enumerate(passes):
+        stop_at = None if until is None else until + (overrun if first and number == 0 else 0)
+        volume = Volume(rec.base)
+        done = 0
+        for k in pass_points:
+            if report.full or (stop_at is not None and time.perf_counter() >= stop_at):
+                stopped = True
+                break
+            while done < k:
+                volume.apply(rec.ops[done])
+                done += 1
+            report.fault_points += 1
+            acked = rec.acked(k)
+            prefixes = settings.prefixes(acked)
+            allowed = [settings.expected[p] for p in prefixes]
+            if variant is None:
+                here = images_at(volume, k, settings.seed, device=settings.device,
+                                 torn=settings.torn)  # fmt: skip
+            else:
+                built = (
+                    volume.process_image()
+                    if variant == "process"
+                    else volume.power_image(variant, settings.device)
+                )
+                here = iter([(variant, built)])
+            for name, image in here:
+                snap, problem = _judge(box, image, allowed, settings.invariants, prefixes)
+                report.states += 1
+                if problem is not None:
+                    if recovery is None:
+                        report.add(
+                            SweepFailure(
+                                report.sweep, k, name, acked, problem,
+                                settings.reproducer(k, name, None),
+                                evidence=rec.evidence(),
+                            )
+                        )  # fmt: skip
+                elif (
+                    snap is not None
+                    and needs_recovery(image)
+                    and (recovery is not None or number <= recover_after)
+                ):
+                    candidates.append((k, name, image, snap))
+            checked.add(k)
+        if stopped:
+            break
+        priority_done = True
+        if (number == recover_after or recovery is not None) and candidates:
+            if recovery is not None:
+                chosen = candidates[:1]
+                recovery_until = None
+            else:
+                chosen = _recovery_order(candidates, settings.seed)
+                recovery_until = None
+                if until is not None:
+                    now = time.perf_counter()
+                    recovery_until = now + max(0.0, until - now) * recovery_share
+            recovery_states += _crash_recoveries(
+                box, rec, settings, chosen, report, until=recovery_until,
+                at_least=1 if first else 0, count=recoveries, only=recovery,
+            )  # fmt: skip
+            candidates = []
+    counted = first or priority_done
+    return CrashCoverage(
+        points_checked=len(checked) if counted else 0,
+        points_total=len(points) if counted else 0,
+        states_checked=report.states - states_before,
+        acked_covered=sum(1 for k in after_ack if k in checked) if counted else 0,
+        acked_total=len(after_ack) if counted else 0,
+        recovery_states=recovery_states,
+    )
+
+
+def _recovery_order(
+    candidates: list[tuple[int, str, Image, Snapshot]], seed: int
+) -> list[tuple[int, str, Image, Snapshot]]:
+    """Torn images first (their recovery repairs the most), then power loss, then process
+    crashes, each in a seeded random order."""
+    rng = random.Random(seed)
+    rank = {"torn": 0, "only": 1, "data-kept": 1, "entries-kept": 1, "strict": 1}
+
+    def key(c: tuple[int, str, Image, Snapshot]) -> tuple[int, float]:
+        return rank.get(c[1].split(":", 1)[0].split("@", 1)[0], 2), rng.random()
+
+    return sorted(candidates, key=key)
+
+
+def record_recovery(box: _Sandbox, image: Image) -> tuple[FileOp, ...] | None:
+    """The file operations of the repository under test reopening ``image`` -- open, read
+    the Session, close (the close checkpoints a WAL) -- recorded through the VFS over a copy of
+    it; ``None`` when that reopen fails with a coded error."""
+    materialise(image, box.check)
+    connections: list[apsw.Connection] = []
+    repo: Any = None
+    with _vfs() as vfs:
+        try:
+            repo = open_repository(box.layout, box.check, box.cls, StepClock(), vfs.vfs_name)
+            if hasattr(repo, "connection"):
+                connections.append(repo.connection)
+            storage = repo.open(SESSION_ID)
+            connections.append(storage.connection)
+            storage.snapshot()
+            storage.close()
+            repo.close()
+        except ScopecheckError:
+            return None
+        finally:
+            if repo is not None:
+                repo.abandon()
+            for conn in connections:
+                _close_quietly(conn)
+        calls = list(vfs.calls)
+    return file_ops(calls, box.check, image.files).ops
+
+
+def _crash_recoveries(
+    box: _Sandbox,
+    rec: Recording,
+    settings: _Settings,
+    chosen: Sequence[tuple[int, str, Image, Snapshot]],
+    report: SweepReport,
+    *,
+    until: float | None,
+    at_least: int,
+    count: int,
+    only: tuple[int, str] | None = None,
+) -> int:
+    """Record the recovery of each chosen image and crash it at :data:`RECOVERY_POINTS` of its
+    crash points in coverage order -- the process crash and the power-loss images
+    (CRASH-SQL-9): the next open must give the state the uninterrupted recovery gave.
+    ``count`` bounds the images when there is no ``until``.  The states checked."""
+    states = 0
+    for done, (k, name, image, recovered) in enumerate(chosen):
+        if report.full:
+            break
+        if until is None and only is None and done >= count:
+            break
+        if until is not None and time.perf_counter() >= until and done >= at_least:
+            break
+        rops = record_recovery(box, image)
+        if rops is None:
+            continue  # a coded error: the plain reopen of the same image was judged already
+        if only is not None:
+            mutating = [only[0]]
+        else:  # coverage order: the end, then around syncs and unlinks, then spread
+            order = itertools.chain.from_iterable(ordered_passes(rops, ()))
+            mutating = sorted(itertools.islice(order, RECOVERY_POINTS))
+        volume = Volume(image)
+        applied = 0
+        acked = rec.acked(k)
+        for j in mutating:
+            while applied < j:
+                volume.apply(rops[applied])
+                applied += 1
+            if only is None:
+                during = images_at(volume, j, settings.seed, device=settings.device,
+                                   torn=settings.torn)  # fmt: skip
+            else:
+                built = (
+                    volume.process_image()
+                    if only[1] == "process"
+                    else volume.power_image(only[1], settings.device)
+                )
+                during = iter([(only[1], built)])
+            for variant, crashed in during:
+                _, problem = _judge(box, crashed, [recovered])
+                states += 1
+                report.states += 1
+                if problem is None:
+                    continue
+                report.add(
+                    SweepFailure(
+                        report.sweep, k, name, acked,
+                        f"a crash while the backend recovered that image ({variant}, "
+                        f"{_before(rops, j, 'recovery')}) is not survived: {problem}",
+                        settings.reproducer(k, name, (j, variant)),
+                        rule="CRASH-SQL-9",
+                        recovery=(j, variant),
+                        evidence=rec.evidence(rops),
+                    )
+                )  # fmt: skip
+    return states
+
+
+def _before(ops: Sequence[FileOp], k: int, what: str) -> str:
+    if k >= len(ops):
+        return f"at the end of the {what} ({len(ops)} operations)"
+    return f"before {what} operation {k} of {len(ops)}: {ops[k].describe()}"
+
+
+def _strided(passes: list[list[int]], stride: int) -> list[list[int]]:
+    """Every crash point after an acknowledgement, and every ``stride``-th of the rest."""
+    if stride <= 1:
+        return passes
+    kept = [passes[0]] + [p[::stride] for p in passes[1:]]
+    return [p for p in kept if p]
 
 
 def crash_sweep(
@@ -358,92 +782,66 @@ def crash_sweep(
     *,
     layout: Layout = "per-file",
     repository_class: RepositoryFactory | None = None,
-    variants: int = 3,
+    variants: int = TORN_IMAGES,
     seed: int = 0,
     stride: int = 1,
     autocheckpoint: int = 8,
     max_failures: int = 50,
     crashes: bool = True,
     only: int | None = None,
+    variant: str | None = None,
+    recovery: tuple[int, str] | None = None,
+    recoveries: int = RECOVERIES,
+    device: Device = SECTOR_TEARS,
     workload_label: str = "",
     invariants: Invariants | None = None,
     sweep_name: str | None = None,
 ) -> SweepReport:
-    """Crash at every ``stride``-th I/O call, check every post-crash image (CRASH-SQL-1..3);
-    ``crashes=False`` checks only the no-crash power-loss images; ``only=k`` replays the one
-    fault point *k* (the images drawn for a point depend only on ``seed`` and *k*).
+    """Crash before every mutating operation of the recorded workload (CRASH-SQL-1..3) in
+    coverage order (CRASH-COV-1), ``stride`` thinning the points that follow no
+    acknowledgement; ``variants`` torn-write images per point besides the process crash and
+    the other power-loss images; the recovery of ``recoveries`` images that need one is
+    crashed (CRASH-SQL-9).  ``crashes=False`` checks only the power loss after the last
+    acknowledged commit and after the close.  ``only=k`` checks the one crash point *k*
+    (``variant=`` one of its images, ``recovery=(j, variant)`` one crash of that image's
+    recovery): a replay.
 
     ``workload_label`` is a Python expression rebuilding ``workload`` (e.g.
     ``make_workload(3, 6, 3)``); with it every failure carries a one-line reproducer.
     """
-    report = SweepReport(sweep_name or ("crash" if crashes else "power-loss"), layout)
+    report = SweepReport(
+        sweep_name or ("crash" if crashes else "power-loss"), layout, max_failures=max_failures
+    )
     started = time.perf_counter()
-    expected = prefix_snapshots(workload)
-    restart_at = len(workload) // 2
     box = _Sandbox(layout, repository_class)
     try:
-        with _vfs() as vfs:
-            clean = run_workload(
-                box,
-                vfs,
-                workload,
-                FaultPlan(),
-                autocheckpoint=autocheckpoint,
-                restart_at=restart_at,
+        rec = record_workload(
+            box, workload, autocheckpoint=autocheckpoint, restart_at=len(workload) // 2
+        )
+        report.io_calls = rec.io_calls
+
+        def reproducer(k: int, name: str, during: tuple[int, str] | None) -> str:
+            if not workload_label:
+                return ""
+            return (
+                f"crash_sweep({workload_label}, layout={layout!r}, seed={seed}, "
+                f"variants={variants}, autocheckpoint={autocheckpoint}, only={k}, "
+                f"variant={name!r}" + ("" if during is None else f", recovery={during!r}") + ")"
             )
-            if clean.problems or clean.crashed or len(clean.acked) != len(workload):
-                raise AssertionError(f"fault-free run failed: {clean.problems}")
-            report.io_calls = len(clean.calls)
-            points = range(0, report.io_calls if crashes else 0, stride)
-            for k in points if only is None else [only]:
-                outcome = run_workload(
-                    box,
-                    vfs,
-                    workload,
-                    FaultPlan(k, "crash"),
-                    autocheckpoint=autocheckpoint,
-                    restart_at=restart_at,
-                )
-                report.fault_points += 1
-                acked = len(outcome.acked)
-                prefixes = [acked] + ([acked + 1] if acked < len(workload) else [])
-                candidates = [expected[n] for n in prefixes]
-                rng = random.Random(seed * 1_000_003 + k)
-                before = len(report.failures)
-                for image in post_crash_images(disk_model(box.base, outcome.calls), rng, variants):
-                    _check_image(box, image, candidates, report, k, acked, invariants, prefixes)
-                if workload_label:
-                    replay = (
-                        f"crash_sweep({workload_label}, layout={layout!r}, seed={seed}, "
-                        f"variants={variants}, autocheckpoint={autocheckpoint}, only={k})"
-                    )
-                    report.failures[before:] = [
-                        attrs.evolve(f, reproducer=replay) for f in report.failures[before:]
-                    ]
-                if len(report.failures) >= max_failures:
-                    break
-            if only is not None:
-                report.seconds = time.perf_counter() - started
-                return report
-            # No crash at all: power is lost after the last acknowledged commit (before the
-            # final close), and after the close.
-            assert clean.before_close is not None
-            for cut, label in ((clean.before_close, "power-loss"), (len(clean.calls), "closed")):
-                rng = random.Random(seed * 1_000_003 - cut)
-                files = disk_model(box.base, clean.calls[:cut])
-                report.fault_points += 1
-                for image in post_crash_images(files, rng, variants):
-                    labelled = Image(image.files, f"{label}/{image.label}")
-                    _check_image(
-                        box,
-                        labelled,
-                        [expected[-1]],
-                        report,
-                        None,
-                        len(workload),
-                        invariants,
-                        [len(workload)],
-                    )
+
+        settings = _Settings(
+            workload, prefix_snapshots(workload), seed, variants, device, invariants, reproducer
+        )
+        if only is not None:
+            passes = [[only]]
+        elif not crashes:
+            passes = [sorted({rec.before_close, len(rec.ops)})]
+        else:
+            passes = _strided(ordered_passes(rec.ops, rec.acked_at), stride)
+        report.coverage = _check_points(
+            box, rec, settings, passes, report, variant=variant, recovery=recovery,
+            recoveries=recoveries if crashes and only is None else 0,
+        )  # fmt: skip
     finally:
         box.cleanup()
     report.seconds = time.perf_counter() - started
@@ -455,21 +853,22 @@ def lifecycle_crash_sweep(
     *,
     layout: Layout = "per-file",
     repository_class: RepositoryFactory | None = None,
-    variants: int = 3,
+    variants: int = TORN_IMAGES,
     seed: int = 0,
     stride: int = 1,
     autocheckpoint: int = 8,
     max_failures: int = 50,
     crashes: bool = True,
     only: int | None = None,
+    variant: str | None = None,
     harness: Any = None,
 ) -> SweepReport:
     """Power loss at every I/O step of an operation lifecycle (OP-19..OP-21): the program of
     :func:`scopecheck.crashsim.lifecycle.lifecycle_program` (two lanes: frames, tool batches,
     checkpoints with memos, settlement, outcomes, cancellation, terminal cleanup with retirement, a
-    later operation) crashed at every ``stride``-th write/sync, every post-crash image reopened and
-    checked as an acknowledged prefix (:func:`crash_sweep`) and against the lifecycle
-    invariants (:func:`scopecheck.crashsim.lifecycle.lifecycle_problems`)."""
+    later operation) crashed before every ``stride``-th mutating operation, every crash image
+    reopened and checked as an acknowledged prefix (:func:`crash_sweep`) and against the
+    lifecycle invariants (:func:`scopecheck.crashsim.lifecycle.lifecycle_problems`)."""
     from scopecheck.crashsim.lifecycle import lifecycle_checker, lifecycle_program
 
     program = lifecycle_program(size) if harness is None else lifecycle_program(size, harness)
@@ -484,6 +883,7 @@ def lifecycle_crash_sweep(
         max_failures=max_failures,
         crashes=crashes,
         only=only,
+        variant=variant,
         invariants=lifecycle_checker(program),
         sweep_name="lifecycle-crash" if crashes else "lifecycle-power-loss",
     )
@@ -492,10 +892,11 @@ def lifecycle_crash_sweep(
             f,
             reproducer=(
                 f"lifecycle_crash_sweep({size!r}, layout={layout!r}, seed={seed}, "
-                f"variants={variants}, autocheckpoint={autocheckpoint}, only={f.fault_at})"
+                f"variants={variants}, autocheckpoint={autocheckpoint}, only={f.fault_at}, "
+                f"variant={f.image!r})"
             ),
         )
-        if f.fault_at is not None
+        if f.fault_at is not None and f.recovery is None
         else f
         for f in report.failures
     ]
@@ -511,9 +912,14 @@ def io_error_sweep(
     stride: int = 1,
     autocheckpoint: int = 8,
     only: int | None = None,
+    until: float | None = None,
+    at_least: int = 0,
+    spread: bool = False,
 ) -> SweepReport:
     """Fail the n-th I/O call once or persistently; commits fail cleanly (CRASH-SQL-4).
-    ``only=n`` checks just that fault point (a replay)."""
+    ``only=n`` checks just that fault point (a replay); ``until`` stops at that time (after
+    ``at_least`` fault points), ``spread`` takes the calls spread over the trace rather than in
+    order, so a stop leaves none of it untried by much."""
     report = SweepReport(f"io-{mode}", layout)
     started = time.perf_counter()
     restart_at = len(workload) // 2
@@ -529,8 +935,13 @@ def io_error_sweep(
                 restart_at=restart_at,
             )
             report.io_calls = len(clean.calls)
-            points = range(0, report.io_calls, stride) if only is None else [only]
+            points = list(range(0, report.io_calls, stride)) if only is None else [only]
+            if spread:
+                points = [points[i] for i in bit_reversed(len(points))]
             for n in points:
+                late = until is not None and time.perf_counter() >= until
+                if late and report.fault_points >= at_least:
+                    break
                 outcome = run_workload(
                     box,
                     vfs,
@@ -542,9 +953,12 @@ def io_error_sweep(
                 )
                 report.fault_points += 1
                 for seen in outcome.problems:
-                    report.failures.append(
-                        SweepFailure(report.sweep, n, "in-process", len(outcome.acked), seen)
-                    )
+                    report.add(
+                        SweepFailure(
+                            report.sweep, n, "in-process", len(outcome.acked), seen,
+                            rule="CRASH-SQL-4",
+                        )
+                    )  # fmt: skip
                 # The faults are over (the process lives on): reopen the real files.
                 snap, reopen_problem = _reopen_snapshot(box, box.work)
                 report.states += 1
@@ -552,9 +966,12 @@ def io_error_sweep(
                 if problem is None and snap not in _io_candidates(workload, outcome):
                     problem = "after the faults a reopen shows a non-model state"
                 if problem is not None:
-                    report.failures.append(
-                        SweepFailure(report.sweep, n, "reopen", len(outcome.acked), problem)
-                    )
+                    report.add(
+                        SweepFailure(
+                            report.sweep, n, "reopen", len(outcome.acked), problem,
+                            rule="CRASH-SQL-4",
+                        )
+                    )  # fmt: skip
     finally:
         box.cleanup()
     report.seconds = time.perf_counter() - started
@@ -580,23 +997,22 @@ def recovery_io_sweep(
     stride: int = 1,
 ) -> SweepReport:
     """Reopen a crash image whose WAL needs recovery with the n-th call (reads included)
-    failing; a clean reopen afterwards must show every commit (CRASH-SQL-5)."""
+    failing; a clean reopen afterwards must show every commit (CRASH-SQL-5).  The image is
+    the process crash just before the final close: every commit in the WAL, none
+    checkpointed since the last automatic checkpoint (there is none: ``autocheckpoint=0``)."""
     report = SweepReport(f"recovery-{mode}", layout)
     started = time.perf_counter()
     expected = prefix_snapshots(workload)
     box = _Sandbox(layout, None)
     try:
-        with _vfs() as vfs:
-            clean = run_workload(box, vfs, workload, FaultPlan(), autocheckpoint=0)
-            assert clean.before_close is not None
-            files = disk_model(box.base, clean.calls[: clean.before_close])
-            image = post_crash_images(files, random.Random(0), 0)[-1]  # everything written
+        rec = record_workload(box, workload, autocheckpoint=0)
+        image = power_image(rec.ops, rec.before_close, "process", start=rec.base)
         with _vfs(count_reads=True) as vfs:
-            materialise(image, box.work, box.check)
+            materialise(image, box.check)
             vfs.reset()
             report.io_calls = _attempt_open(box, vfs, expected[-1], report, None)
             for n in range(0, report.io_calls, stride):
-                materialise(image, box.work, box.check)
+                materialise(image, box.check)
                 vfs.reset(FaultPlan(n, mode))
                 _attempt_open(box, vfs, expected[-1], report, n)
                 report.fault_points += 1
@@ -606,9 +1022,12 @@ def recovery_io_sweep(
                 if problem is None and snap != expected[-1]:
                     problem = "after a failed recovery a clean reopen lost commits"
                 if problem is not None:
-                    report.failures.append(
-                        SweepFailure(report.sweep, n, "clean-reopen", len(workload), problem)
-                    )
+                    report.add(
+                        SweepFailure(
+                            report.sweep, n, "clean-reopen", len(workload), problem,
+                            rule="CRASH-SQL-5",
+                        )
+                    )  # fmt: skip
     finally:
         box.cleanup()
     report.seconds = time.perf_counter() - started
@@ -631,7 +1050,9 @@ def _attempt_open(
         report.states += 1
         if snap != want:
             report.failures.append(
-                SweepFailure(report.sweep, n, "faulty-reopen", -1, "wrong state read")
+                SweepFailure(
+                    report.sweep, n, "faulty-reopen", -1, "wrong state read", rule="CRASH-SQL-5"
+                )
             )
         storage.close()
         repo.close()
@@ -716,12 +1137,30 @@ def sigkill_sweep(
                 problem = "state after SIGKILL is not the model before/after the in-flight commit"
             if problem is not None:
                 report.failures.append(
-                    SweepFailure("sigkill", trial, f"trial {trial}", acked, problem)
+                    SweepFailure(
+                        "sigkill", trial, f"trial {trial}", acked, problem, rule="CRASH-SQL-7"
+                    )
                 )
         finally:
             box.cleanup()
     report.seconds = time.perf_counter() - started
     return report
+
+
+# -- the budgeted exploration behind ``scopecheck fuzz`` ------------------------------------------
+
+#: The share of what is left of the budget that a round's crash states get, and then its
+#: I/O-fault runs (the rest: the next rounds).
+STATE_SHARE = 0.5
+#: The workloads :func:`explore` generates (and a replay rebuilds from the seed).
+EXPLORE_TRANSACTIONS = 6
+EXPLORE_BIG_EVERY = 3
+
+
+def explore_workload(workload_seed: int) -> list[Transaction]:
+    return make_workload(
+        workload_seed, transactions=EXPLORE_TRANSACTIONS, big_every=EXPLORE_BIG_EVERY
+    )
 
 
 def explore(
@@ -730,70 +1169,170 @@ def explore(
     budget: float = 10.0,
     seed: int = 0,
     repository_class: RepositoryFactory | None = None,
+    max_failures: int = MAX_FAILURES,
+    overrun: float = 30.0,
 ) -> SweepReport:
-    """Crash sweeps over fresh random workloads until ``budget`` seconds are spent: the SQLite
-    half of ``scopecheck fuzz``'s crash injection.  Each workload also gets its single-I/O-fault
-    runs (:func:`io_error_sweep`, a call failing once, or persistently on odd rounds), counted
-    in ``io_fault_runs``.  Failures name their sweep and the workload seed."""
-    total = SweepReport("explore", layout)
+    """Crash states and single I/O faults over fresh random workloads until ``budget``
+    seconds are spent: the SQLite half of ``scopecheck fuzz``'s crash injection.
+
+    Each round records a workload and checks its crash points in coverage order
+    (CRASH-COV-1), crashing the recovery of some images after the second pass (CRASH-SQL-9),
+    for half of what is left of the budget; the first round's crash points after every
+    acknowledgement are checked even past the budget, by at most ``overrun`` seconds, and
+    ``coverage`` says what was covered (CRASH-COV-2).  Then the round's single-I/O-fault runs
+    (:func:`io_error_sweep`, a call failing once, or persistently on odd rounds), spread over
+    the trace, for half of what is left again, counted in ``io_fault_runs``.  A failure does
+    not end the exploration: the first of each rule and kind of crash point is kept, up to
+    ``max_failures`` (CRASH-COV-4)."""
+    total = SweepReport("explore", layout, max_failures=max_failures, distinct=True)
     started = time.perf_counter()
+    deadline = started + budget
     round_number = 0
-    while time.perf_counter() - started < budget and not total.failures:
+    while time.perf_counter() < deadline and not total.full:
+        first = round_number == 0
         workload_seed = seed + round_number
-        workload = make_workload(workload_seed, transactions=6, big_every=3)
-        report = crash_sweep(
-            workload,
-            layout=layout,
-            repository_class=repository_class,
-            variants=2,
-            seed=workload_seed,
-            stride=1 + round_number % 2,
-            workload_label=f"make_workload({workload_seed}, transactions=6, big_every=3)",
+        workload = explore_workload(workload_seed)
+        label = (
+            f"make_workload({workload_seed}, transactions={EXPLORE_TRANSACTIONS}, "
+            f"big_every={EXPLORE_BIG_EVERY})"
         )
-        _tally(total, report, workload_seed)
-        if not total.failures and time.perf_counter() - started < budget:
+        now = time.perf_counter()
+        crashes = SweepReport(
+            f"crash(workload seed {workload_seed})", layout, failures=total.failures,
+            max_failures=max_failures, distinct=True,
+        )  # fmt: skip
+        total.coverage += _explore_round(
+            crashes, workload, workload_seed, label, repository_class,
+            until=now + (deadline - now) * STATE_SHARE, first=first, overrun=overrun,
+        )  # fmt: skip
+        total.io_calls += crashes.io_calls
+        total.fault_points += crashes.fault_points
+        total.states += crashes.states
+        now = time.perf_counter()
+        if not total.full and now < deadline:
             mode: Literal["once", "persistent"] = "persistent" if round_number % 2 else "once"
             faults = io_error_sweep(
-                workload, layout=layout, mode=mode, repository_class=repository_class
-            )
-            faults.failures = [
-                attrs.evolve(
-                    f,
-                    reproducer=f"io_error_sweep(make_workload({workload_seed}, transactions=6, "
-                    f"big_every=3), layout={layout!r}, mode={mode!r}, only={f.fault_at})",
+                workload, layout=layout, mode=mode, repository_class=repository_class,
+                until=now + (deadline - now) * STATE_SHARE, at_least=2 if first else 0,
+                spread=True,
+            )  # fmt: skip
+            for failure in faults.failures:
+                total.add(
+                    attrs.evolve(
+                        failure,
+                        sweep=f"{faults.sweep}(workload seed {workload_seed})",
+                        reproducer=f"io_error_sweep({label}, layout={layout!r}, mode={mode!r}, "
+                        f"only={failure.fault_at})",
+                    )
                 )
-                for f in faults.failures
-            ]
-            _tally(total, faults, workload_seed)
+            total.io_calls += faults.io_calls
+            total.fault_points += faults.fault_points
+            total.states += faults.states
             total.io_fault_runs += faults.fault_points
         round_number += 1
     total.seconds = time.perf_counter() - started
     return total
 
 
-def _tally(total: SweepReport, report: SweepReport, workload_seed: int) -> None:
-    total.io_calls += report.io_calls
-    total.fault_points += report.fault_points
-    total.states += report.states
-    total.failures.extend(
-        attrs.evolve(f, sweep=f"{report.sweep}(workload seed {workload_seed})")
-        for f in report.failures
-    )
+def _explore_round(
+    report: SweepReport,
+    workload: Sequence[Transaction],
+    workload_seed: int,
+    label: str,
+    repository_class: RepositoryFactory | None,
+    *,
+    until: float,
+    first: bool,
+    overrun: float,
+) -> CrashCoverage:
+    layout: Layout = "shared" if report.layout == "shared" else "per-file"
+    box = _Sandbox(layout, repository_class)
+    try:
+        try:
+            rec = record_workload(box, workload, restart_at=len(workload) // 2)
+        except FaultFreeRunFailed as exc:
+            report.add(SweepFailure(report.sweep, None, "no crash", 0, str(exc), label))
+            return CrashCoverage()
+        report.io_calls = rec.io_calls
+
+        def reproducer(k: int, name: str, during: tuple[int, str] | None) -> str:
+            return (
+                f"crash_sweep({label}, layout={layout!r}, seed={workload_seed}, only={k}, "
+                f"variant={name!r}" + ("" if during is None else f", recovery={during!r}") + ")"
+            )
+
+        settings = _Settings(
+            workload, prefix_snapshots(workload), workload_seed, TORN_IMAGES, SECTOR_TEARS,
+            None, reproducer,
+        )  # fmt: skip
+        passes = ordered_passes(rec.ops, rec.acked_at)
+        return _check_points(
+            box, rec, settings, passes, report, until=until, first=first, overrun=overrun
+        )
+    finally:
+        box.cleanup()
+
+
+def replay_record(
+    record: Mapping[str, Any], repository_class: RepositoryFactory | None = None
+) -> tuple[bool, str]:
+    """Check a crash-state reproducer of :func:`explore` again: its image is rebuilt by its
+    variant's name from the recorded operations (:func:`power_image`), and for a crash during
+    recovery so is the recovery's image -- byte for byte, nothing rerun -- and reopened on a
+    fresh sandbox (CRASH-COV-5).  ``(still failing, what was checked)``."""
+    layout: Layout = "shared" if record.get("layout") == "shared" else "per-file"
+    evidence = Evidence.from_json(record["evidence"])
+    workload = explore_workload(int(record["workload_seed"]))
+    k, variant = int(record["op_index"]), str(record["fault"])
+    image = power_image(evidence.ops, k, variant, device=SECTOR_TEARS, start=evidence.base)
+    acked = sum(1 for at in evidence.acked_at if at is not None and at <= k)
+    expected = prefix_snapshots(workload)
+    prefixes = [acked] + ([acked + 1] if acked < len(workload) else [])
+    lines = [
+        f"workload seed {record['workload_seed']} ({len(workload)} commits, {acked} "
+        f"acknowledged), crash {_before(evidence.ops, k, 'workload')}, image {variant}",
+        "files after the crash: "
+        + ", ".join(f"{name} ({len(data)} bytes)" for name, data in sorted(image.files.items())),
+    ]
+    box = _Sandbox(layout, repository_class)
+    try:
+        snap, problem = _judge(box, image, [expected[p] for p in prefixes])
+        recovery = record.get("recovery")
+        if recovery is not None and problem is None and snap is not None:
+            j, during = int(recovery[0]), str(recovery[1])
+            crashed = power_image(
+                evidence.recovery_ops, j, during, device=SECTOR_TEARS, start=image
+            )
+            lines.append(
+                f"crash during its recovery {_before(evidence.recovery_ops, j, 'recovery')}, "
+                f"image {during}"
+            )
+            _, problem = _judge(box, crashed, [snap])
+    finally:
+        box.cleanup()
+    lines.append(problem or "the reopened state is a model state now")
+    return problem is not None, "\n".join(lines)
+
+
+# -- deleting a Session in the container layout -----------------------------------------------
 
 
 def delete_crash_sweep(
-    *, variants: int = 3, seed: int = 0, repository_class: RepositoryFactory | None = None
+    *,
+    variants: int = TORN_IMAGES,
+    seed: int = 0,
+    repository_class: RepositoryFactory | None = None,
+    device: Device = SECTOR_TEARS,
 ) -> SweepReport:
-    """Container layout: crash at every I/O call of ``delete`` of a Session holding session
-    and scoped rows (SQLITE-12, CRASH-SQL-3).  After any crash the victim is either listed
-    with its whole state (never after an acknowledged delete) or gone with no row left in any
-    table, and the other Session is untouched."""
+    """Container layout: crash before every mutating operation of ``delete`` of a Session
+    holding session and scoped rows (SQLITE-12, CRASH-SQL-3).  After any crash the victim is
+    either listed with its whole state (never after an acknowledged delete) or gone with no
+    row left in any table, and the other Session is untouched."""
     report = SweepReport("delete-crash", "shared")
     started = time.perf_counter()
     victim_workload = make_workload(seed, transactions=5, big_every=2)
     victim_state = prefix_snapshots(victim_workload)[-1]
     empty_state = prefix_snapshots([])[0]
-    rng = random.Random(seed)
     box = _Sandbox("shared", None)
     try:
         clock = StepClock()
@@ -803,42 +1342,35 @@ def delete_crash_sweep(
             clock.at(index)
             victim.commit(writes)
         repo.close()
-        box.base = read_tree(box.work)
+        box.base = read_image(box.work)
         with _vfs() as vfs:
-            plan_count = None
-            k = 0
-            while plan_count is None or k < plan_count:
-                box.restore()
-                vfs.reset(FaultPlan(k if plan_count is not None else None, "crash"))
-                acked = False
-                deleting: Any = None
-                try:
-                    deleting = open_repository(
-                        "shared", box.work, repository_class, StepClock(), vfs.vfs_name
-                    )
-                    deleting.delete("victim")
-                    acked = True
-                    deleting.close()
-                except SimulatedCrash:
-                    pass
-                finally:
-                    if deleting is not None:
-                        deleting.abandon()
-                        _close_quietly(deleting.connection)
-                if plan_count is None:
-                    plan_count = len(vfs.calls)
-                    report.io_calls = plan_count
-                    continue
-                report.fault_points += 1
-                files = disk_model(box.base, vfs.calls)
-                for image in post_crash_images(files, rng, variants):
-                    report.states += 1
-                    problem = _check_delete_image(box, image, acked, victim_state, empty_state)
-                    if problem is not None:
-                        report.failures.append(
-                            SweepFailure(report.sweep, k, image.label, int(acked), problem)
-                        )
-                k += 1
+            deleting = open_repository(
+                "shared", box.work, repository_class, StepClock(), vfs.vfs_name
+            )
+            try:
+                deleting.delete("victim")
+                acked_call = vfs.next_index
+                deleting.close()
+            finally:
+                deleting.abandon()
+                _close_quietly(deleting.connection)
+            calls = list(vfs.calls)
+        report.io_calls = len(calls)
+        converted = file_ops(calls, box.work, box.base.files)
+        acked_at = converted.at[acked_call]
+        volume = Volume(box.base)
+        done = 0
+        for k in crash_points(converted.ops):
+            while done < k:
+                volume.apply(converted.ops[done])
+                done += 1
+            report.fault_points += 1
+            acked = k >= acked_at
+            for name, image in images_at(volume, k, seed, device=device, torn=variants):
+                report.states += 1
+                problem = _check_delete_image(box, image, acked, victim_state, empty_state)
+                if problem is not None:
+                    report.add(SweepFailure(report.sweep, k, name, int(acked), problem))
     finally:
         box.cleanup()
     report.seconds = time.perf_counter() - started
@@ -848,7 +1380,7 @@ def delete_crash_sweep(
 def _check_delete_image(
     box: _Sandbox, image: Image, acked: bool, victim_state: Snapshot, empty_state: Snapshot
 ) -> str | None:
-    materialise(image, box.work, box.check)
+    materialise(image, box.check)
     try:
         repo = open_repository("shared", box.check, None, StepClock())
     except ScopecheckError as exc:

@@ -58,16 +58,18 @@ class JsonlCrashExplorer:
 _WORKLOAD = re.compile(r"make_workload\((\d+)")
 
 
-@attrs.frozen
+@attrs.define
 class SqliteCrashExplorer:
     """SQLite crash sweeps over generated workloads
     (``scopecheck.crashsim.sqlite_sweep.explore``).  ``repository`` opens the repositories
     (``repository(target, clock, vfs=...)``: a class or a factory setting its keyword
-    arguments); ``None`` is the real one of ``layout``."""
+    arguments); ``None`` is the real one of ``layout``.  ``coverage`` is what the last
+    exploration covered (CRASH-COV-2)."""
 
     layout: str = "per-file"
     repository: Any = None
     backend: str = "sqlite"
+    coverage: CrashCoverage | None = None
 
     def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
         states, _, records = self.explore_with_faults(budget, seed)
@@ -76,7 +78,8 @@ class SqliteCrashExplorer:
     def explore_with_faults(
         self, budget: float, seed: int
     ) -> tuple[int, int, list[dict[str, Any]]]:
-        """``(states checked, I/O-fault runs among them, reproducer records)``."""
+        """``(states checked, I/O-fault runs among them, reproducer records)``: one record
+        per distinct failure (CRASH-COV-4)."""
         from scopecheck.crashsim.sqlite_sweep import explore
 
         report = explore(
@@ -85,51 +88,53 @@ class SqliteCrashExplorer:
             seed=seed,
             repository_class=self.repository,
         )
+        self.coverage = report.coverage
         records = []
-        for failure in report.failures[:1]:
+        for failure in report.failures:
             match = _WORKLOAD.search(failure.reproducer)
             workload_seed = int(match.group(1)) if match else seed
-            records.append(
-                {
-                    "kind": "crash",
-                    "engine": "sqlite",
-                    "backend": self.backend,
-                    "layout": self.layout,
-                    "sweep": failure.sweep.split("(", 1)[0],
-                    "workload_seed": workload_seed,
-                    "seed": seed,
-                    "op_index": failure.fault_at,
-                    "fault": failure.image,
-                    "error": failure.problem,
-                    "program": failure.reproducer,
-                }
-            )
+            record: dict[str, Any] = {
+                "kind": "crash",
+                "engine": "sqlite",
+                "backend": self.backend,
+                "layout": self.layout,
+                "sweep": failure.sweep.split("(", 1)[0],
+                "workload_seed": workload_seed,
+                "seed": seed,
+                "op_index": failure.fault_at,
+                "fault": failure.image,
+                "rule": failure.rule,
+                "error": failure.problem,
+                "program": failure.reproducer,
+            }
+            if failure.recovery is not None:
+                record["recovery"] = list(failure.recovery)
+            if failure.evidence is not None:
+                record["evidence"] = failure.evidence.to_json()
+            records.append(record)
         return report.states, report.io_fault_runs, records
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
-        from scopecheck.crashsim.sqlite_sweep import crash_sweep, io_error_sweep
-        from scopecheck.crashsim.workload import make_workload
+        """A crash state is rebuilt by its variant's name from the recorded operations
+        (CRASH-COV-5); an I/O fault reruns the workload with that call failing."""
+        from scopecheck.crashsim.sqlite_sweep import (
+            explore_workload,
+            io_error_sweep,
+            replay_record,
+        )
 
-        workload_seed = int(record["workload_seed"])
-        workload = make_workload(workload_seed, transactions=6, big_every=3)
+        if "evidence" in record:
+            return replay_record(record, self.repository)
         sweep = str(record.get("sweep", "crash"))
-        if sweep.startswith("io-"):  # a single I/O fault without a crash (CRASH-SQL-4)
-            report = io_error_sweep(
-                workload,
-                layout=record.get("layout", self.layout),
-                mode="persistent" if sweep == "io-persistent" else "once",
-                repository_class=self.repository,
-                only=int(record["op_index"]),
-            )
-        else:
-            report = crash_sweep(
-                workload,
-                layout=record.get("layout", self.layout),
-                repository_class=self.repository,
-                variants=2,
-                seed=workload_seed,
-                only=int(record["op_index"]),
-            )
+        if not sweep.startswith("io-"):
+            return True, "this crash record holds no recorded operations to rebuild its image"
+        report = io_error_sweep(  # a single I/O fault without a crash (CRASH-SQL-4)
+            explore_workload(int(record["workload_seed"])),
+            layout=record.get("layout", self.layout),
+            mode="persistent" if sweep == "io-persistent" else "once",
+            repository_class=self.repository,
+            only=int(record["op_index"]),
+        )
         lines = [report.summary()]
         lines.extend(str(f) for f in report.failures)
         return bool(report.failures), "\n".join(lines)

@@ -40,7 +40,6 @@ or says it did not in :data:`REPLAY_TRIES` tries.
 
 from __future__ import annotations
 
-import base64
 import bisect
 import contextlib
 import itertools
@@ -68,7 +67,15 @@ from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
 from scopecheck.crashsim.generic_sweep import ModelStates, model_states, workload
 from scopecheck.crashsim.jsonl_sweep import BASE_TIME, StepClock, describe
 from scopecheck.crashsim.jsonl_workloads import Workload, workload_from_json
-from scopecheck.crashsim.persistence import FileOp, Image, Volume, coarser_tears, power_image
+from scopecheck.crashsim.persistence import (
+    FileOp,
+    Image,
+    Volume,
+    coarser_tears,
+    op_from_json,
+    op_to_json,
+    power_image,
+)
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.models.addresses import value
@@ -676,19 +683,6 @@ RECOVERY_POINTS = 16
 # -- reproducers ----------------------------------------------------------------------------
 
 
-def _op_to_json(op: FileOp) -> dict[str, Any]:
-    found = attrs.asdict(op)
-    found["data"] = base64.b64encode(op.data).decode()
-    found["flags"] = sorted(op.flags)
-    return found
-
-
-def _op_from_json(data: dict[str, Any]) -> FileOp:
-    return FileOp(
-        **{**data, "data": base64.b64decode(data["data"]), "flags": frozenset(data["flags"])}
-    )
-
-
 def _point_from_json(data: Any) -> CrashPoint:
     return CrashPoint(int(data["op_index"]), str(data["variant"]))
 
@@ -772,7 +766,7 @@ class SyscallReproducer:
             "command": _portable(self.command, self.cwd),
             "cwd": self.cwd,
             "workload": self.workload.to_json(),
-            "ops": [_op_to_json(op) for op in self.ops],
+            "ops": [op_to_json(op) for op in self.ops],
             "acked_at": list(self.acked_at),
             "op_index": self.point.op_index,
             "variant": self.point.variant,
@@ -780,7 +774,7 @@ class SyscallReproducer:
             "rule": self.rule,
             "error": self.error,
             "mode": self.mode,
-            "recovery_ops": [_op_to_json(op) for op in self.recovery_ops],
+            "recovery_ops": [op_to_json(op) for op in self.recovery_ops],
             "recovery_point": None
             if self.recovery_point is None
             else attrs.asdict(self.recovery_point),
@@ -797,14 +791,14 @@ class SyscallReproducer:
             _runnable(data["command"]),
             str(data["cwd"]),
             workload_from_json(data["workload"]),
-            tuple(_op_from_json(op) for op in data["ops"]),
+            tuple(op_from_json(op) for op in data["ops"]),
             tuple(data["acked_at"]),
             CrashPoint(int(data["op_index"]), str(data["variant"])),
             int(data["seed"]),
             str(data["rule"]),
             str(data["error"]),
             str(data.get("mode", "crash")),
-            tuple(_op_from_json(op) for op in data.get("recovery_ops", ())),
+            tuple(op_from_json(op) for op in data.get("recovery_ops", ())),
             None if recovery is None else _point_from_json(recovery),
             tuple(_point_from_json(point) for point in data.get("history", ())),
         )

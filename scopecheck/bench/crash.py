@@ -1,7 +1,9 @@
 """``scopecheck bench crash``: JSONL crash states checked per second, how many states each
-bundled workload has in prefix and unsynced modes, and the generic sweep's rate (our JSONL
+bundled workload has in prefix and unsynced modes, the generic sweep's rate (our JSONL
 backend and the file-backed example through ``scopecheck.crashsim.generic_sweep``, measured in the
-same loop: crash states/s and single-I/O-fault runs/s) — figures, never assertions."""
+same loop: crash states/s and single-I/O-fault runs/s), and the SQLite sweep's crash states/s
+(``scopecheck.crashsim.sqlite_sweep.crash_sweep``, both layouts, recovery crashes included) —
+figures, never assertions."""
 
 from __future__ import annotations
 
@@ -10,6 +12,31 @@ import time
 from typing import Any
 
 GENERIC_TRANSACTIONS = 20
+SQLITE_TRANSACTIONS = 8
+
+
+def _sqlite_sweep(runs: int) -> dict[str, Any]:
+    """Crash states/s of the SQLite sweep on one workload per layout, median of ``runs``."""
+    from scopecheck.crashsim.sqlite_sweep import crash_sweep
+    from scopecheck.crashsim.workload import make_workload
+
+    workload = make_workload(1, transactions=SQLITE_TRANSACTIONS, big_every=3)
+    rates: dict[str, list[float]] = {"per-file": [], "shared": []}
+    checked: dict[str, int] = {}
+    recovery: dict[str, int] = {}
+    for _ in range(runs):
+        for layout in rates:
+            report = crash_sweep(workload, layout=layout)  # type: ignore[arg-type]
+            rates[layout].append(report.states_per_second)
+            checked[layout] = report.states
+            recovery[layout] = report.coverage.recovery_states
+    return {
+        "workload": f"make_workload(1, transactions={SQLITE_TRANSACTIONS}, big_every=3)",
+        "states_checked": checked,
+        "recovery_states": recovery,
+        "states_per_second_median": {n: round(statistics.median(v), 1) for n, v in rates.items()},
+        "states_per_second_runs": {n: [round(x, 1) for x in v] for n, v in rates.items()},
+    }
 
 
 def _generic_factories() -> dict[str, Any]:
@@ -92,6 +119,7 @@ def bench_crash(runs: int) -> dict[str, Any]:
             },
             "fault_note": "single I/O faults without a crash (CRASH-FS-9..11), the trace included",
         },
+        "sqlite_sweep": _sqlite_sweep(runs),
         "enumerated_states": per_workload,
         "enumerated_totals": totals,
         "note": (

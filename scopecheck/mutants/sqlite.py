@@ -1,17 +1,19 @@
 """Planted bugs in the SQLite backend: the mistakes 000 §8 and §9.4 warn about.
 
 Each is planted from outside the real backend, at one of its public seams: a sequence or
-retirement policy, or a durability setting, passed to the real repository's constructor, or a
-wrapper around the Sessions it hands out (:func:`scopecheck.mutants.seams.sqlite_over`).  Those
-whose effect shows in ordinary results are caught by the stateful machine
-(``caught_by="machine"``); those that only matter when the process dies mid-commit or the power
-fails are caught by the crash sweep (``caught_by="crash"``, :func:`crash_check`;
-:func:`crash_result` reports such a run as a ``MutantResult``).  All of them register into the
+retirement policy, or a durability setting, passed to the real repository's constructor, a
+wrapper around the Sessions it hands out (:func:`scopecheck.mutants.seams.sqlite_over`), or a
+subclass overriding a public method.  Those whose effect shows in ordinary results are caught by
+the stateful machine (``caught_by="machine"``); those that only matter when the process dies
+mid-commit or the power fails are caught by the crash sweep, crashes during recovery included
+(``caught_by="crash"``, :func:`crash_check`; :func:`crash_result` reports such a run as a
+``MutantResult``).  All of them register into the
 catalogue of ``scopecheck.mutants``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Sequence
@@ -124,13 +126,30 @@ class RetireInSeparateTransaction:
         SCOPED_DELETES.retire(conn, session_id, scope_id)
 
 
+class RepairWithoutSync(SqliteRepository):
+    """Open "repairs" a Session a crash left with a WAL: it folds the WAL into the database and
+    truncates it (``wal_checkpoint(TRUNCATE)``) with ``synchronous=OFF`` for that checkpoint, so
+    the database pages are not fsynced before the WAL holding them is cut (CRASH-SQL-9).
+    Without a crash the state is right, and a crash image it is handed recovers right too: only
+    a power loss during that repair loses acknowledged commits."""
+
+    def open(self, session_id: str) -> Any:
+        storage = super().open(session_id)
+        with contextlib.suppress(apsw.Error):  # a repair that fails is left for next time
+            storage.connection.execute("PRAGMA synchronous=OFF")
+            storage.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        storage.connection.execute("PRAGMA synchronous=FULL")
+        return storage
+
+
 @attrs.frozen
 class SqliteMutant:
     """One planted bug: catalogue name, one-line description, how it is built and caught.
 
     ``settings`` are keyword arguments of the real repository (a durability setting or a
     policy collaborator); ``wrap`` wraps the Sessions it hands out (``wrap(session, shared)``,
-    ``shared`` being one dict per world that survives its restarts)."""
+    ``shared`` being one dict per world that survives its restarts); ``repository`` is a
+    subclass of the real repository overriding a public method."""
 
     name: str
     description: str
@@ -138,10 +157,13 @@ class SqliteMutant:
     wrap: SessionWrap | None = None
     shared: bool = False
     caught_by: str = "machine"
+    repository: type[SqliteRepository] | None = None
 
     def repository_factory(self) -> Callable[..., Any]:
         """A fresh factory for the sweeps and worlds: ``factory(target, clock, vfs=...)``."""
-        base = SqliteContainerRepository if self.shared else SqliteRepository
+        base: Callable[..., Any] = self.repository or (
+            SqliteContainerRepository if self.shared else SqliteRepository
+        )
         factory: Callable[..., Any] = functools.partial(base, **self.settings)
         return factory if self.wrap is None else sqlite_over(factory, self.wrap)
 
@@ -193,6 +215,12 @@ MUTANTS: tuple[SqliteMutant, ...] = (
         {"retirement": RetireLeavesLists()},
         shared=True,
     ),
+    SqliteMutant(
+        "sqlite-repair-without-sync",
+        "open checkpoints and truncates a WAL a crash left without syncing the database first",
+        caught_by="crash",
+        repository=RepairWithoutSync,
+    ),
 )
 
 BY_NAME = {mutant.name: mutant for mutant in MUTANTS}
@@ -223,6 +251,7 @@ def crash_check(mutant: SqliteMutant, max_failures: int = 1) -> Any:
         repository_class=mutant.repository_factory(),
         variants=2,
         max_failures=max_failures,
+        workload_label="crash_workload()",
     )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,23 +11,24 @@ from typing import Any
 import apsw
 import pytest
 
+from scopecheck.crashsim.persistence import FileOp, Image, Volume
 from scopecheck.crashsim.sqlite_sweep import (
     crash_sweep,
     delete_crash_sweep,
     explore,
+    images_at,
     io_error_sweep,
     recovery_io_sweep,
     sigkill_sweep,
 )
 from scopecheck.crashsim.sqlite_vfs import (
     SECTOR,
+    SECTOR_TEARS,
     FaultPlan,
-    IOCall,
     RecordingVFS,
     SimulatedCrash,
-    disk_model,
-    post_crash_images,
 )
+from scopecheck.crashsim.vfs_source import file_ops
 from scopecheck.crashsim.workload import make_workload
 from scopecheck.impl.sequence import GLOBAL_SEQUENCE, Allocation
 from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
@@ -47,14 +47,31 @@ def assert_clean(report: Any) -> None:
     assert report.ok, "\n".join(str(f) for f in report.failures[:10])
 
 
-@pytest.mark.rule("CRASH-SQL-1", "CRASH-SQL-2", "CRASH-SQL-3", "CRASH-SQL-8", "SQLITE-8")
+@pytest.mark.rule(
+    "CRASH-SQL-1", "CRASH-SQL-2", "CRASH-SQL-3", "CRASH-SQL-8", "SQLITE-8", "CRASH-COV-1",
+    "CRASH-COV-2",
+)  # fmt: skip
 @pytest.mark.parametrize("layout", ["per-file", "shared"])
 def test_crash_at_every_io_call_recovers_a_model_state(layout: Any) -> None:
-    """Crash at every I/O call of the workload (open, commits, checkpoints, mid-stream close,
-    final close); every post-crash image reopens as the model before or after the in-flight
-    commit, with every acknowledged commit present."""
+    """Crash before every mutating operation of the workload (open, commits, checkpoints,
+    mid-stream close, final close); every crash image reopens as the model before or after
+    the in-flight commit, with every acknowledged commit present, and every crash point and
+    acknowledged commit is covered."""
     report = crash_sweep(WORKLOAD, layout=layout, variants=3, seed=1)
     assert report.fault_points >= report.io_calls > 20
+    assert report.coverage.complete and report.coverage.acked_total == len(WORKLOAD)
+    assert report.coverage.points_checked == report.coverage.points_total == report.fault_points
+    assert_clean(report)
+
+
+@pytest.mark.rule("CRASH-SQL-9", "CRASH-FS-5")
+@pytest.mark.parametrize("layout", ["per-file", "shared"])
+def test_a_crash_while_recovering_a_crash_image_is_survived(layout: Any) -> None:
+    """Images with a WAL to replay have their reopen (open, read, the close's checkpoint)
+    recorded through the VFS and crashed -- process crash and power loss -- at its crash
+    points: the next open gives the state the uninterrupted recovery gave."""
+    report = crash_sweep(WORKLOAD, layout=layout, seed=1, recoveries=6, stride=4)
+    assert report.coverage.recovery_states > 20
     assert_clean(report)
 
 
@@ -141,40 +158,103 @@ def test_simulated_crash_is_a_base_exception_that_escapes_commit(tmp_path: Path)
         vfs.unregister()
 
 
-@pytest.mark.rule("CRASH-SQL-2")
-def test_disk_model_keeps_synced_data_and_tears_unsynced_writes_at_sectors() -> None:
-    """Synced writes are durable; unsynced ones may be kept, dropped or torn by 512-byte
-    sector; an unsynced delete may be lost; -shm is never part of an image."""
-    path, shm = "/d/x", "/d/x-shm"
-    calls = [
-        IOCall(0, "write", path, offset=0, data=b"A" * 1024),
-        IOCall(1, "sync", path),
-        IOCall(2, "write", path, offset=256, data=b"B" * 1024),
-        IOCall(3, "write", shm, offset=0, data=b"S" * 10),
-        IOCall(4, "delete", "/d/y"),
+def _record_through_the_vfs(root: Path) -> list[Any]:
+    """Writes, syncs, a truncate and deletes made through the recording VFS's own methods
+    (no SQLite): a database, its WAL (opened with ``SQLITE_OPEN_CREATE``, so its first sync
+    also syncs the directory), a journal deleted without and with a directory sync, and
+    shared memory."""
+    (root / "x.sqlite").write_bytes(b"D" * 1024)
+    vfs = RecordingVFS("test-vfs-source")
+    rw = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    try:
+        db = vfs.xOpen(str(root / "x.sqlite"), [apsw.SQLITE_OPEN_MAIN_DB | rw, 0])
+        wal = vfs.xOpen(str(root / "x.sqlite-wal"), [apsw.SQLITE_OPEN_WAL | rw, 0])
+        wal.xWrite(b"W" * 1500, 0)
+        wal.xSync(apsw.SQLITE_SYNC_NORMAL)  # first sync after a create: the directory too
+        db.xWrite(b"A" * 1024, 0)
+        db.xSync(apsw.SQLITE_SYNC_NORMAL)
+        db.xWrite(b"B" * 1024, 256)  # unsynced: may be lost or torn at a sector
+        wal.xWrite(b"V" * 700, 1500)
+        wal.xSync(apsw.SQLITE_SYNC_NORMAL)  # no directory sync this time
+        wal.xTruncate(32)  # unsynced truncate
+        shm = vfs.xOpen(str(root / "x.sqlite-shm"), [apsw.SQLITE_OPEN_MAIN_DB | rw, 0])
+        shm.xWrite(b"S" * 10, 0)  # shared memory: never part of an image
+        shm.xClose()
+        journal = vfs.xOpen(str(root / "x.sqlite-journal"), [apsw.SQLITE_OPEN_MAIN_JOURNAL | rw, 0])
+        journal.xWrite(b"J" * 512, 0)
+        journal.xSync(apsw.SQLITE_SYNC_NORMAL)
+        journal.xClose()
+        vfs.xDelete(str(root / "x.sqlite-journal"), False)  # the name may come back
+        wal.xClose()
+        db.xClose()
+        return list(vfs.calls)
+    finally:
+        vfs.unregister()
+
+
+def _by_hand() -> list[FileOp]:
+    """The same operations written as the persistence model's file operations."""
+    return [
+        FileOp("open", "", handle=0, flags=frozenset({"directory"})),
+        FileOp("open", "x.sqlite-wal", handle=2, flags=frozenset({"create"})),
+        FileOp("write", "x.sqlite-wal", handle=2, offset=0, data=b"W" * 1500),
+        FileOp("sync", "x.sqlite-wal", handle=2),
+        FileOp("sync", "", handle=0),
+        FileOp("open", "x.sqlite", handle=1),
+        FileOp("write", "x.sqlite", handle=1, offset=0, data=b"A" * 1024),
+        FileOp("sync", "x.sqlite", handle=1),
+        FileOp("write", "x.sqlite", handle=1, offset=256, data=b"B" * 1024),
+        FileOp("write", "x.sqlite-wal", handle=2, offset=1500, data=b"V" * 700),
+        FileOp("sync", "x.sqlite-wal", handle=2),
+        FileOp("truncate", "x.sqlite-wal", handle=2, size=32),
+        FileOp("open", "x.sqlite-journal", handle=3, flags=frozenset({"create"})),
+        FileOp("write", "x.sqlite-journal", handle=3, offset=0, data=b"J" * 512),
+        FileOp("sync", "x.sqlite-journal", handle=3),
+        FileOp("sync", "", handle=0),
+        FileOp("unlink", "x.sqlite-journal"),
     ]
-    files = disk_model({"/d/y": b"old"}, calls)
-    assert files[path].durable == b"A" * 1024 and len(files[path].pending) == 1
-    assert files["/d/y"].delete_pending
-    images = post_crash_images(files, random.Random(3), 40)
-    assert images[0].files == {path: b"A" * 1024, "/d/y": b"old"}
-    assert images[1].files[path] == b"A" * 256 + b"B" * 1024
-    assert all(shm not in image.files for image in images)
-    seen = {image.files[path] for image in images}
-    pieces = [(256, SECTOR), (SECTOR, 2 * SECTOR), (2 * SECTOR, 1280)]  # the write's sectors
-    for content in seen:
-        assert content[:256] == b"A" * 256  # synced data is never lost
-        for start, stop in pieces:
-            piece = content[start:stop]
-            # each sector of the unsynced write is wholly old or wholly new
-            assert piece in (
-                b"B" * (stop - start),
-                b"A" * (stop - start),
-                b"\0" * (stop - start),
-                b"",
-            )
-    assert len(seen) > 3  # kept, dropped and several torn variants occur
-    assert any("/d/y" not in image.files for image in images)
+
+
+def _every_image(ops: Sequence[FileOp], base: Image) -> list[list[tuple[str, Image]]]:
+    """The process crash and every power-loss image (sector tearing) at the end of ``ops``
+    and before each of its last operations."""
+    found = []
+    for cut in range(len(ops) - 6, len(ops) + 1):
+        volume = Volume(base)
+        for op in ops[:cut]:
+            volume.apply(op)
+        found.append(list(images_at(volume, 0, 0, device=SECTOR_TEARS, torn=64)))
+    return found
+
+
+@pytest.mark.rule("CRASH-SQL-2", "CRASH-SYS-1")
+def test_the_vfs_trace_and_hand_built_file_ops_give_identical_images(tmp_path: Path) -> None:
+    """Every recorder is judged by the same model: writes, syncs, a truncate and deletes
+    recorded through the VFS and converted give, at every crash point, the very images the
+    same operations built by hand give -- and those are the model's: synced data kept,
+    unsynced writes kept, lost or torn at 512-byte sectors, an undurable delete undone, the
+    WAL's name durable from its first sync, -shm never there."""
+    base = Image({"x.sqlite": b"D" * 1024})
+    converted = file_ops(_record_through_the_vfs(tmp_path), str(tmp_path), base.files).ops
+    assert all("shm" not in op.path for op in converted)
+    assert _every_image(converted, base) == _every_image(_by_hand(), base)
+    images = dict(_every_image(converted, base)[-1])
+    assert images["process"].files == {
+        "x.sqlite": b"A" * 256 + b"B" * 1024,
+        "x.sqlite-wal": b"W" * 32,
+    }
+    assert images["strict"].files == {
+        "x.sqlite": b"A" * 1024,  # synced data is never lost
+        "x.sqlite-wal": b"W" * 1500 + b"V" * 700,  # the unsynced truncate is
+        "x.sqlite-journal": b"J" * 512,  # the delete was not made durable
+    }
+    torn = [name for name in images if name.startswith("torn@512:x.sqlite:")]
+    assert torn
+    for name in torn:
+        content = images[name].files["x.sqlite"]
+        end = 256 + int(name.rsplit(":", 1)[1])  # the write kept up to a sector boundary
+        assert end % SECTOR == 0
+        assert content == b"A" * 256 + b"B" * (end - 256) + b"A" * max(0, 1024 - end)
 
 
 @pytest.mark.rule("CRASH-SQL-4")
@@ -207,12 +287,50 @@ def test_commit_reported_failed_by_checkpoint_io_error_is_acknowledged(tmp_path:
     ).fetchone() == (3,)
 
 
-@pytest.mark.rule("CRASH-SQL-1", "CRASH-SQL-3")
+@pytest.mark.rule("CRASH-SQL-1", "CRASH-SQL-3", "CRASH-COV-1", "CRASH-COV-2")
 def test_explore_runs_crash_sweeps_over_fresh_workloads_for_a_budget() -> None:
-    """The budgeted explorer behind fuzzing finds nothing on the real backend."""
-    report = explore(budget=1.0, seed=7, layout="shared")
+    """The budgeted explorer behind fuzzing finds nothing on the real backend, and even on a
+    tiny budget it covers a crash state after every acknowledged commit of its first workload
+    before anything else (its first pass runs past the budget)."""
+    report = explore(budget=0.05, seed=7, layout="shared")
     assert report.states > 0
     assert report.ok, [str(f) for f in report.failures[:3]]
+    assert report.coverage.complete
+    assert report.coverage.acked_total == 6 and report.coverage.points_checked >= 7
+
+
+@pytest.mark.rule("CRASH-COV-2")
+def test_the_sqlite_explorer_exposes_what_it_covered() -> None:
+    """``SqliteCrashExplorer.coverage``, read by ``scopecheck validate`` like the syscall
+    explorer's, is what the last exploration covered."""
+    from scopecheck.crash_explorers import SqliteCrashExplorer
+
+    explorer = SqliteCrashExplorer()
+    assert explorer.coverage is None
+    states, _, records = explorer.explore_with_faults(0.5, seed=3)
+    assert records == [] and explorer.coverage is not None
+    assert explorer.coverage.complete and 0 < explorer.coverage.states_checked <= states
+    assert "acknowledged steps" in explorer.coverage.describe()
+
+
+@pytest.mark.rule("CRASH-COV-4", "CRASH-COV-5", "CRASH-SQL-6")
+def test_a_failure_does_not_end_the_exploration_and_each_distinct_one_replays() -> None:
+    """With synchronous=OFF the explorer keeps going after the first failure: every distinct
+    (rule, kind of crash point) failure gets its own record, up to eight, and each record's
+    image is rebuilt by its variant's name from the recorded operations and fails again."""
+    from scopecheck.crash_explorers import SqliteCrashExplorer
+
+    planted = SqliteCrashExplorer(repository=SyncOff, backend="planted")
+    _, _, records = planted.explore_with_faults(3.0, seed=2)
+    keys = [(r["rule"], r["sweep"], r["fault"].split(":")[0].split("@")[0]) for r in records]
+    assert 1 < len(records) <= 8 and len(set(keys)) == len(keys), keys
+    assert planted.coverage is not None and planted.coverage.acked_total > 0
+    for record in records:
+        if "evidence" not in record:
+            continue
+        still_failing, text = planted.replay(record)
+        assert still_failing, text
+        assert f"image {record['fault']}" in text
 
 
 class DeleteTableByTable(SqliteContainerRepository):
@@ -236,23 +354,28 @@ def test_delete_crash_sweep_catches_a_non_atomic_delete() -> None:
     assert report.failures, report.summary()
 
 
-@pytest.mark.rule("CRASH-SQL-1", "CRASH-SQL-6")
+@pytest.mark.rule("CRASH-SQL-1", "CRASH-SQL-6", "CRASH-COV-5")
 def test_a_crash_failure_carries_a_reproducer_that_replays_the_same_images() -> None:
-    """A failure names its fault point, and ``only=k`` redraws exactly the same images."""
+    """A failure names its crash point and image, ``only=k`` rebuilds exactly the same images
+    and ``only=k, variant=v`` that one image, by its name."""
     first = crash_sweep(
         WORKLOAD,
         repository_class=SyncOff,
         seed=4,
-        max_failures=1,
+        max_failures=50,
         workload_label="make_workload(11, transactions=6, big_every=3)",
     )
     failure = first.failures[0]
-    assert f"only={failure.fault_at}" in failure.reproducer
+    assert f"only={failure.fault_at}, variant={failure.image!r}" in failure.reproducer
     again = crash_sweep(WORKLOAD, repository_class=SyncOff, seed=4, only=failure.fault_at)
     assert again.fault_points == 1
     assert [f.image for f in again.failures] == [
         f.image for f in first.failures if f.fault_at == failure.fault_at
     ]
+    one = crash_sweep(
+        WORKLOAD, repository_class=SyncOff, seed=4, only=failure.fault_at, variant=failure.image
+    )
+    assert one.states == 1 and [f.image for f in one.failures] == [failure.image]
 
 
 class AllocationLog:

@@ -8,8 +8,16 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from scopecheck.crashsim.sqlite_sweep import crash_sweep
 from scopecheck.machine import make_machine
-from scopecheck.mutants.sqlite import MUTANTS, SqliteMutant, crash_check, crash_result
+from scopecheck.mutants.sqlite import (
+    BY_NAME,
+    MUTANTS,
+    SqliteMutant,
+    crash_check,
+    crash_result,
+    crash_workload,
+)
 from scopecheck.profiles import get_profile, register_profiles
 
 MACHINE = [m for m in MUTANTS if m.caught_by == "machine"]
@@ -29,6 +37,7 @@ def test_catalogue_has_the_required_planted_bugs() -> None:
         "sqlite-retire-consumes-no-seq",
         "sqlite-tag-dropped",
         "sqlite-synchronous-off",
+        "sqlite-repair-without-sync",
     } <= names
     assert all(m.description and "\n" not in m.description for m in MUTANTS)
 
@@ -54,3 +63,27 @@ def test_crash_sweep_passes_the_real_backend_on_the_mutant_workload() -> None:
     """The workload that catches the crash-only bugs is clean on the real backend."""
     report = crash_check(SqliteMutant("real", "the real backend"), max_failures=50)
     assert report.ok, [str(f) for f in report.failures[:5]]
+
+
+@pytest.mark.rule("CRASH-SQL-9", "CRASH-FS-5")
+def test_a_repair_without_sync_is_caught_only_by_crashing_the_recovery() -> None:
+    """The planted open checkpoints and truncates a WAL a crash left without syncing the
+    database first: every crash image of the workload recovers right (the repair itself
+    finishes), and only a power loss during that repair loses acknowledged commits."""
+    mutant = BY_NAME["sqlite-repair-without-sync"]
+    factory = mutant.repository_factory()
+    assert crash_sweep(crash_workload(), repository_class=factory, recoveries=0).ok
+    report = crash_check(mutant, max_failures=50)
+    assert report.failures and report.coverage.recovery_states > 0
+    assert {f.rule for f in report.failures} == {"CRASH-SQL-9"}
+    assert all(f.recovery is not None and f.family.startswith("recovery:") for f in report.failures)
+    assert all("recovery=" in f.reproducer for f in report.failures)
+    failure = report.failures[0]
+    again = crash_sweep(
+        crash_workload(),
+        repository_class=factory,
+        only=failure.fault_at,
+        variant=failure.image,
+        recovery=failure.recovery,
+    )
+    assert [f.recovery for f in again.failures] == [failure.recovery]
