@@ -578,7 +578,7 @@ def _check_points(
     recovery_states = 0
     candidates: list[tuple[int, str, Image, Snapshot]] = []
     stopped = priority_done = False
-    recover_after = min(1, len(passes) - 1)
+    recover_after = min(2, len(passes) - 1)  # after, before and around: the priority passes
     for number, pass_points in enumerate(passes):
         stop_at = None if until is None else until + (overrun if first and number == 0 else 0)
         volume = Volume(rec.base)
