@@ -232,20 +232,34 @@ class Sandbox:
         fake, fs = self.fake, self.fs
         files = absolute(image, ROOT)
         dirs = {ROOT, *(f"{ROOT}/{d}" for d in image.dirs if d)}
-        current = self.tree()
+        # One walk of the fake tree gives every node; contents are compared on the nodes
+        # rather than read back through paths (a state differs from the last in a file or two).
+        present: dict[str, Any] = {}
+        current: dict[str, Any] = {}
+        stack = [(ROOT, fs._lookup(ROOT))]
+        while stack:
+            path, node = stack.pop()
+            present[path] = node
+            for name, child in node.entries.items():
+                if isinstance(child, FakeDirectory):
+                    stack.append((f"{path}/{name}", child))
+                else:
+                    current[f"{path}/{name}"] = child
         for path in current:
             if path not in files:
                 fake.remove_object(path)
-        present = set(_dirs(fs, ROOT))
-        for directory in sorted(present - dirs, reverse=True):
+        for directory in sorted(present.keys() - dirs, reverse=True):
             if fs.is_dir(directory):
                 fake.remove_object(directory)
-        for directory in sorted(dirs):
+        for directory in sorted(dirs - present.keys()):
             if not fs.is_dir(directory):
                 fake.create_dir(directory)
         for path, data in files.items():
-            if current.get(path) != data:
+            node = current.get(path)
+            if node is None:
                 fs.write_file(path, data)
+            elif (node.byte_contents or b"") != data:
+                node.set_contents(data)
 
     def tree(self) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
