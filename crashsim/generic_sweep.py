@@ -75,7 +75,7 @@ from scopecheck.crashsim.jsonl_sweep import (
     show_files,
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
-from scopecheck.crashsim.persistence import FileOp, Image
+from scopecheck.crashsim.persistence import FileOp, Image, process_crash
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import UsageError
 from scopecheck.models.records import Snapshot
@@ -327,7 +327,7 @@ class GenericFailure:
 
 
 def _power_loss(variant: str) -> bool:
-    return variant != "process" and not variant.startswith(("fault:", "no-crash"))
+    return not process_crash(variant) and not variant.startswith(("fault:", "no-crash"))
 
 
 _PROBE = value("scopecheck.probe", "after-crash")

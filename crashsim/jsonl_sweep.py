@@ -10,6 +10,9 @@ operations (``Trace.file_ops``), and :func:`crash_states` replays them on a
 (CRASH-SYS-1) -- yielding, before every mutating operation *k* and at the end:
 
 * ``process`` — a process crash: every completed call kept;
+* ``torn-call:<path>:<cut>`` — a process crash while operation *k*, a write (or append), was in
+  flight: its first *cut* bytes reached the file (every byte of a short write, line ends,
+  4 KiB boundaries and a seeded sample of a long one);
 * with ``mode="unsynced"`` also the power-loss images of
   :meth:`~scopecheck.crashsim.persistence.Volume.power_images` (``strict``, ``data-kept``,
   ``entries-kept``, ``only:<path>``, ``torn@1:<path>:<n>:<cut>``: a torn write is an unsynced
@@ -44,7 +47,14 @@ from scopecheck.crashsim.faults import OneFault, faults_for
 from scopecheck.crashsim.fs_source import absolute, file_ops, image_of
 from scopecheck.crashsim.jsonl_disk import Op, RecordingFs
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
-from scopecheck.crashsim.persistence import FileOp, Image, Volume
+from scopecheck.crashsim.persistence import (
+    TORN_CALL,
+    FileOp,
+    Image,
+    Volume,
+    call_cuts,
+    process_crash,
+)
 from scopecheck.impl.fs import DirEntry, OsFileSystem, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.models.addresses import value
@@ -58,6 +68,10 @@ Mode = Literal["prefix", "unsynced"]
 #: what its recovery repairs (CRASH-8), so it cuts each unsynced write at more points than
 #: the generic sweep.
 JSONL_CUTS = 12
+#: A JSONL write in flight at a process crash is cut at every byte up to this size (a
+#: commit's record line), at line ends, 4 KiB boundaries and this many samples beyond it.
+JSONL_SHORT_CALL = 256
+JSONL_CALL_SAMPLES = 12
 MODES: tuple[Mode, ...] = ("prefix", "unsynced")
 ROOT = "/sessions"
 SESSION = "s"
@@ -218,20 +232,34 @@ class Sandbox:
         fake, fs = self.fake, self.fs
         files = absolute(image, ROOT)
         dirs = {ROOT, *(f"{ROOT}/{d}" for d in image.dirs if d)}
-        current = self.tree()
+        # One walk of the fake tree gives every node; contents are compared on the nodes
+        # rather than read back through paths (a state differs from the last in a file or two).
+        present: dict[str, Any] = {}
+        current: dict[str, Any] = {}
+        stack = [(ROOT, fs._lookup(ROOT))]
+        while stack:
+            path, node = stack.pop()
+            present[path] = node
+            for name, child in node.entries.items():
+                if isinstance(child, FakeDirectory):
+                    stack.append((f"{path}/{name}", child))
+                else:
+                    current[f"{path}/{name}"] = child
         for path in current:
             if path not in files:
                 fake.remove_object(path)
-        present = set(_dirs(fs, ROOT))
-        for directory in sorted(present - dirs, reverse=True):
+        for directory in sorted(present.keys() - dirs, reverse=True):
             if fs.is_dir(directory):
                 fake.remove_object(directory)
-        for directory in sorted(dirs):
+        for directory in sorted(dirs - present.keys()):
             if not fs.is_dir(directory):
                 fake.create_dir(directory)
         for path, data in files.items():
-            if current.get(path) != data:
+            node = current.get(path)
+            if node is None:
                 fs.write_file(path, data)
+            elif (node.byte_contents or b"") != data:
+                node.set_contents(data)
 
     def tree(self) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
@@ -386,14 +414,15 @@ class CrashState:
 
     @property
     def offset(self) -> int | None:
-        """The bytes a torn write kept (``torn@<g>:<path>:<n>:<cut>``)."""
-        if self.variant.startswith("torn@"):
+        """The bytes a torn write kept (``torn@<g>:<path>:<n>:<cut>``,
+        ``torn-call:<path>:<cut>``)."""
+        if self.variant.startswith(("torn@", TORN_CALL)):
             return int(self.variant.rsplit(":", 1)[1])
         return None
 
     @property
     def power_loss(self) -> bool:
-        return self.variant != "process"
+        return not process_crash(self.variant)
 
     @property
     def family(self) -> str:
@@ -415,12 +444,14 @@ def crash_states(
     seed: int = 0,
     points: Sequence[int] | None = None,
     cuts: int = 3,
+    call_cuts_of: Callable[[bytes, random.Random], list[int]] = call_cuts,
 ) -> Iterator[CrashState]:
     """The crash states of ``ops`` at ``points`` (sorted; default every crash point: before
     each mutating operation, and at the end), in one sweep over the operations: the
-    process-crash image, and in ``unsynced`` mode every power-loss image that differs from it
-    (CRASH-SYS-1); ``cuts``: sampled cut points per torn write besides the first, middle and
-    last byte."""
+    process-crash image, the write in flight torn at a process crash (``torn-call:``, at
+    ``call_cuts_of(data, rng)``), and in ``unsynced`` mode every power-loss image that differs
+    from the process image (CRASH-SYS-1); ``cuts``: sampled cut points per torn unsynced write
+    besides the first, middle and last byte."""
     volume = Volume(initial)
     done = 0
     for k in crash_points(ops) if points is None else points:
@@ -430,10 +461,30 @@ def crash_states(
         allowed = allowed_at(k)
         process = volume.process_image()
         yield CrashState(k, "process", process, allowed)
+        if k < len(ops) and ops[k].kind == "write":
+            torn = volume.torn_calls(ops[k], call_cuts_of(ops[k].data, call_rng(seed, k)))
+            for variant, image in torn:
+                yield CrashState(k, variant, image, allowed)
         if mode == "unsynced":
             for variant, image in volume.power_images(point_rng(seed, k), cuts):
                 if image != process:
                     yield CrashState(k, variant, image, allowed)
+
+
+def call_rng(seed: int, k: int) -> random.Random:
+    """The generator of the cut points of the write in flight at crash point ``k``."""
+    return random.Random(f"{seed}:{k}:call")
+
+
+def jsonl_call_cuts(data: bytes, rng: random.Random) -> list[int]:
+    """Cut points of a JSONL write in flight (every byte of a record line)."""
+    return call_cuts(data, rng, JSONL_SHORT_CALL, JSONL_CALL_SAMPLES)
+
+
+def middle_cut(data: bytes, rng: random.Random) -> list[int]:
+    """One cut point, the middle, for a write in flight during a recovery (CRASH-5)."""
+    del rng
+    return [len(data) // 2]
 
 
 def crash_state(
@@ -738,7 +789,10 @@ class Checker:
         """Crash at every mutating op of the recovery itself, through the same persistence
         model; reopening must still give ``recovered`` (CRASH-5)."""
         ops = file_ops(recorded, ROOT, crash.state)
-        for inner in crash_states(ops, crash.state, self.mode, lambda _: (), seed=crash.op_index):
+        inners = crash_states(
+            ops, crash.state, self.mode, lambda _: (), seed=crash.op_index, call_cuts_of=middle_cut
+        )
+        for inner in inners:
             if inner.state == crash.state:
                 continue  # the crash state itself, checked already
             self.states += 1
@@ -799,8 +853,21 @@ class WorkloadReport:
         }
 
 
+def jsonl_states(tr: Trace, mode: Mode, seed: int = 0) -> Iterator[CrashState]:
+    """Every crash state of a JSONL trace, with this sweep's cut points."""
+    return crash_states(
+        tr.file_ops,
+        tr.initial,
+        mode,
+        allowed_for(tr),
+        seed,
+        cuts=JSONL_CUTS,
+        call_cuts_of=jsonl_call_cuts,
+    )
+
+
 def count_states(tr: Trace, mode: Mode, seed: int = 0) -> int:
-    states = crash_states(tr.file_ops, tr.initial, mode, allowed_for(tr), seed, cuts=JSONL_CUTS)
+    states = jsonl_states(tr, mode, seed)
     return sum(1 for _ in states)
 
 
@@ -825,8 +892,7 @@ def explore_workload(
     tr = trace(workload, repo_class)
     report.ops = len(tr.ops)
     checker = Checker(tr, mode, repo_class, recovery=recovery, invariants=invariants)
-    states = crash_states(tr.file_ops, tr.initial, mode, allowed_for(tr), seed, cuts=JSONL_CUTS)
-    for crash in states:
+    for crash in jsonl_states(tr, mode, seed):
         if only is not None and (crash.op_index, crash.variant) != only:
             continue
         found = checker.check(crash)

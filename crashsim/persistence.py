@@ -4,7 +4,9 @@ One model for every source of operations (the syscall trace of any process, and 
 filesystem layer records).  It is the conservative POSIX model, stated once in
 ``spec/rules/crash_sys.toml`` (CRASH-SYS-1):
 
-* **Process crash** (the process dies, the kernel lives): every completed call is kept.
+* **Process crash** (the process dies, the kernel lives): every completed call is kept; a
+  write in flight may have reached the file in part -- a prefix of its bytes, cut at any byte
+  (``torn-call:<path>:<cut>``, :meth:`Volume.torn_calls`).
 * **Power loss**: a file's data is durable up to its last ``fsync``/``fdatasync`` (or a
   ``sync``/``syncfs``); what was written after it may be lost, kept, or kept in part -- a prefix
   of those writes, the last one torn at any byte.  A directory entry (a create, a rename, an
@@ -128,6 +130,37 @@ COARSER = (4096, 512)
 ALIGNED_CUTS = 8
 #: At most this many ``only:`` or ``prefix:`` images per crash point.
 _SIDE_IMAGES = 16
+#: A write in flight at a process crash of at most this many bytes is cut at every byte.
+SHORT_CALL = 64
+#: Sampled cut points of a longer write in flight (besides its boundaries).
+CALL_SAMPLES = 6
+#: The prefix of the variant naming a write torn in flight at a process crash.
+TORN_CALL = "torn-call:"
+
+
+def process_crash(variant: str) -> bool:
+    """Whether ``variant`` is a process crash (``process``, ``torn-call:...``): the kernel
+    lived, so every completed call is kept."""
+    return variant == "process" or variant.startswith(TORN_CALL)
+
+
+def call_cuts(
+    data: bytes, rng: random.Random, short: int = SHORT_CALL, samples: int = CALL_SAMPLES
+) -> list[int]:
+    """The cut points (bytes that reached the file) of a write in flight at a process crash:
+    every one for a write of at most ``short`` bytes; else 1, the middle, the last byte, each
+    line end and 4 KiB boundary and ``samples`` seeded ones.  Never 0 nor ``len(data)``: those
+    are the crash before and after the call."""
+    size = len(data)
+    if size <= short:
+        return list(range(1, size))
+    found = {1, size // 2, size - 1, *range(4096, size, 4096)}
+    at = data.find(b"\n")
+    while at >= 0:
+        found.add(at + 1)
+        at = data.find(b"\n", at + 1)
+    found.update(rng.randrange(1, size) for _ in range(samples))
+    return sorted(c for c in found if 0 < c < size)
 
 
 @attrs.define
@@ -162,6 +195,12 @@ def _write(buffer: bytearray, offset: int, data: bytes) -> None:
     if offset > len(buffer):
         buffer.extend(b"\0" * (offset - len(buffer)))
     buffer[offset : offset + len(data)] = data
+
+
+def _written(base: bytes, offset: int, data: bytes) -> bytes:
+    buffer = bytearray(base)
+    _write(buffer, offset, data)
+    return bytes(buffer)
 
 
 def _truncate(buffer: bytearray, size: int) -> None:
@@ -370,6 +409,55 @@ class Volume:
     def process_image(self) -> Image:
         """A process crash now: every completed call kept."""
         return self._walk(self._entries, {n: bytes(self._nodes[n].data) for n in self._files()})
+
+    def torn_calls(self, op: FileOp, cuts: Iterable[int]) -> Iterator[tuple[str, Image]]:
+        """A process crash while ``op`` -- the next operation, a write -- was in flight: only
+        its first ``cut`` bytes reached the file, as ``(torn-call:<path>:<cut>, image)`` for
+        each cut point in ``cuts`` (:func:`call_cuts`).  Nothing for any other operation, nor
+        for a write to a file no name reaches; images equal to the process image are left
+        out.  :meth:`torn_call` rebuilds one by its name."""
+        if op.kind != "write" or len(op.data) < 2 or op.handle not in self._handles:
+            return
+        number = self._handles[op.handle]
+        path = self._path_of(number)
+        if path is None:
+            return
+        data = {n: bytes(self._nodes[n].data) for n in self._files()}
+        current = data[number]
+        offset = len(current) if op.offset is None else op.offset
+        for cut in cuts:
+            if not 0 < cut < len(op.data):
+                continue
+            if current[offset : offset + cut] == op.data[:cut]:
+                continue  # the bytes were there already: the process image
+            data[number] = _written(current, offset, op.data[:cut])
+            yield f"{TORN_CALL}{path}:{cut}", self._walk(self._entries, data)
+
+    def torn_call(self, op: FileOp, variant: str) -> Image:
+        """The image :meth:`torn_calls` names ``variant`` for a crash before ``op``; raises
+        :class:`ValueError` for a name this volume and operation cannot have produced."""
+        path, _, cut_text = variant.removeprefix(TORN_CALL).rpartition(":")
+        number = self._handles.get(op.handle) if op.kind == "write" else None
+        try:
+            cut = int(cut_text)
+        except ValueError:
+            cut = -1
+        if (
+            not variant.startswith(TORN_CALL)
+            or number is None
+            or self._path_of(number) != path
+            or not 0 < cut < len(op.data)
+        ):
+            raise ValueError(f"no torn call {variant!r} before {op.describe()}")
+        data = {n: bytes(self._nodes[n].data) for n in self._files()}
+        offset = len(data[number]) if op.offset is None else op.offset
+        data[number] = _written(data[number], offset, op.data[:cut])
+        return self._walk(self._entries, data)
+
+    def _path_of(self, number: int) -> str | None:
+        """A current name of the file ``number`` (the first in path order), if any."""
+        names = sorted(p for p, n in self._names(self._entries).items() if n == number)
+        return names[0] if names else None
 
     def _kept(self, number: int) -> bytes:
         """The file as the disk would hold it if every pending change reached it."""
@@ -592,15 +680,21 @@ def power_image(
     *,
     start: Image | None = None,
 ) -> Image:
-    """The image of a crash before ``ops[k]`` named ``variant`` -- ``process`` or one of
-    :meth:`Volume.power_images`' names -- rebuilt from the operations alone, so a replay gets
-    exactly the image the exploration checked (CRASH-SYS-9).  A name spells out everything the
-    image depends on (the cut of a torn write included), so ``seed`` -- the one the exploration
-    sampled with -- does not change the result: any seed gives the same image."""
+    """The image of a crash before ``ops[k]`` named ``variant`` -- ``process``,
+    ``torn-call:<path>:<cut>`` (:meth:`Volume.torn_calls`: ``ops[k]``, a write, in flight at a
+    process crash) or one of :meth:`Volume.power_images`' names -- rebuilt from the operations
+    alone, so a replay gets exactly the image the exploration checked (CRASH-SYS-9).  A name
+    spells out everything the image depends on (the cut of a torn write included), so ``seed``
+    -- the one the exploration sampled with -- does not change the result: any seed gives the
+    same image."""
     del seed
     volume = _volume(ops, k, start)
     if variant == "process":
         return volume.process_image()
+    if variant.startswith(TORN_CALL):
+        if k >= len(ops):
+            raise ValueError(f"no torn call {variant!r} at the end of the operations")
+        return volume.torn_call(ops[k], variant)
     return volume.power_image(variant, device)
 
 

@@ -71,10 +71,12 @@ from scopecheck.crashsim.persistence import (
     FileOp,
     Image,
     Volume,
+    call_cuts,
     coarser_tears,
     op_from_json,
     op_to_json,
     power_image,
+    process_crash,
 )
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
@@ -385,7 +387,7 @@ class CrashPoint:
 
     @property
     def power_loss(self) -> bool:
-        return self.variant != "process"
+        return not process_crash(self.variant)
 
     @property
     def family(self) -> str:
@@ -400,8 +402,16 @@ def _rng(seed: int, k: int) -> random.Random:
     return random.Random(f"{seed}:{k}")
 
 
-def _images_here(volume: Volume, k: int, seed: int) -> Iterator[tuple[CrashPoint, Image]]:
+def _images_here(
+    volume: Volume, ops: Sequence[FileOp], k: int, seed: int
+) -> Iterator[tuple[CrashPoint, Image]]:
+    """The images of a crash before ``ops[k]``: the process crash, the write ``ops[k]`` torn in
+    flight at a process crash (a crash mid-``write`` system call), and the power losses."""
     yield CrashPoint(k, "process"), volume.process_image()
+    if k < len(ops) and ops[k].kind == "write":
+        cuts = call_cuts(ops[k].data, random.Random(f"{seed}:{k}:call"))
+        for variant, image in volume.torn_calls(ops[k], cuts):
+            yield CrashPoint(k, variant), image
     for variant, image in volume.power_images(_rng(seed, k)):
         yield CrashPoint(k, variant), image
 
@@ -418,7 +428,7 @@ def crash_images(
         while done < k:
             volume.apply(ops[done])
             done += 1
-        yield from _images_here(volume, k, seed)
+        yield from _images_here(volume, ops, k, seed)
 
 
 def image_at(
@@ -1245,7 +1255,7 @@ def _crash_recoveries(
             while applied < j:
                 volume.apply(rops[applied])
                 applied += 1
-            for during, during_image in _images_here(volume, j, seed):
+            for during, during_image in _images_here(volume, rops, j, seed):
                 problem = checker.check(during, during_image, allowed)
                 states += 1
                 found.states += 1

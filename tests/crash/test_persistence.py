@@ -12,8 +12,10 @@ from scopecheck.crashsim.persistence import (
     FileOp,
     Image,
     Volume,
+    call_cuts,
     coarser_tears,
     power_image,
+    process_crash,
 )
 
 pytestmark = pytest.mark.rule("CRASH-SYS-1")
@@ -305,3 +307,85 @@ def test_a_write_torn_at_one_byte_is_offered_again_at_block_then_sector_boundari
     assert coarser_tears(volume, 3, "torn@1:a:0:5000") == found
     small = (open_("a", 1, "create"), FileOp("syncall"), write(b"x" * 100, offset=10))
     assert coarser_tears(small, 3, "torn@1:a:0:50") == []  # it cannot tear at a sector
+
+
+# -- a write in flight at a process crash -------------------------------------------------------
+
+
+def test_a_short_write_in_flight_at_a_process_crash_tears_at_every_byte() -> None:
+    ops = [open_("a", 1, "create"), write(b"old"), write(b"hello")]
+    volume = run(*ops[:2])
+    cuts = call_cuts(b"hello", random.Random(0))
+    assert cuts == [1, 2, 3, 4]
+    torn = dict(volume.torn_calls(ops[2], cuts))
+    assert torn == {
+        f"torn-call:a:{cut}": Image({"a": b"old" + b"hello"[:cut]}) for cut in range(1, 5)
+    }
+    # A process crash keeps everything else: unsynced data, unsynced names.
+    assert all(process_crash(variant) for variant in torn)
+    assert not process_crash("strict") and process_crash("process")
+
+
+def test_a_write_in_flight_over_existing_bytes_keeps_the_rest_of_the_file() -> None:
+    volume = run(open_("a", 1, "create"), write(b"0123456789"))
+    op = write(b"ab", offset=3)
+    assert dict(volume.torn_calls(op, [1])) == {"torn-call:a:1": Image({"a": b"012a456789"})}
+    # A cut that leaves the file as it was is the process image, not offered again.
+    same = write(b"34x", offset=3)
+    assert list(volume.torn_calls(same, [1, 2])) == []
+
+
+def test_a_long_write_in_flight_is_cut_at_its_boundaries_and_a_seeded_sample() -> None:
+    data = b"x" * 99 + b"\n" + b"y" * 9000
+    cuts = call_cuts(data, random.Random(3))
+    assert {1, 100, len(data) // 2, 4096, 8192, len(data) - 1} <= set(cuts)
+    assert len(cuts) <= 6 + 6 and all(0 < cut < len(data) for cut in cuts)
+    assert cuts == call_cuts(data, random.Random(3))
+    assert call_cuts(b"z" * 300, random.Random(0), short=300) == list(range(1, 300))
+
+
+def test_only_a_write_through_a_named_file_tears_in_flight() -> None:
+    volume = run(open_("a", 1, "create"), write(b"a"))
+    assert list(volume.torn_calls(sync(), [1])) == []
+    assert list(volume.torn_calls(write(b"xy", handle=7), [1])) == []
+    gone = run(open_("a", 1, "create"), FileOp("unlink", "a"))
+    assert list(gone.torn_calls(write(b"xy"), [1])) == []
+
+
+def test_every_torn_call_is_rebuilt_exactly_from_its_name() -> None:
+    ops = [
+        FileOp("mkdir", "d"),
+        open_("d/log", 1, "create"),
+        write(b"first\n"),
+        sync(),
+        FileOp("rename", "d/log", "d/log2"),
+        write(b"second line\n"),
+    ]
+    volume = run(*ops[:5])
+    torn = list(volume.torn_calls(ops[5], call_cuts(ops[5].data, random.Random(0))))
+    assert len(torn) == len(b"second line\n") - 1
+    for variant, image in torn:
+        assert variant.startswith("torn-call:d/log2:")
+        assert power_image(ops, 5, variant) == image
+        assert power_image(ops, 5, variant, seed=99) == image
+    for wrong in ("torn-call:d/log:3", "torn-call:d/log2:0", "torn-call:d/log2:12", "torn-call:x"):
+        with pytest.raises(ValueError):
+            power_image(ops, 5, wrong)
+    with pytest.raises(ValueError):
+        power_image(ops, 4, "torn-call:d/log2:3")  # a rename is not a write
+    with pytest.raises(ValueError):
+        power_image(ops, len(ops), "torn-call:d/log2:3")
+
+
+def test_the_jsonl_sweep_tears_the_append_in_flight_in_both_modes() -> None:
+    from scopecheck.crashsim.jsonl_sweep import MODES, crash_state, jsonl_states, trace
+    from scopecheck.crashsim.jsonl_workloads import BUNDLED
+
+    tr = trace(next(iter(BUNDLED.values()))())
+    for mode in MODES:
+        states = [s for s in jsonl_states(tr, mode) if s.variant.startswith("torn-call:")]
+        assert states and all(not s.power_loss and s.family == "torn-call" for s in states)
+        for state in states[:: max(1, len(states) // 20)]:
+            again = crash_state(tr.file_ops, tr.initial, state.op_index, state.variant, ())
+            assert again is not None and again.state == state.state
+            assert state.offset == int(state.variant.rsplit(":", 1)[1])
