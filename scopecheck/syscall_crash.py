@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import itertools
 import os
 import random
@@ -1013,62 +1014,22 @@ def explore(
             now = time.perf_counter()
             states_until = now + (deadline - now) * (STATE_SHARE if faults else 1.0)
             with ImageChecker(command, cwd, rec) as checker:
-                turn = round_seed - seed
+                runs = functools.partial(
+                    _fault_runs, spec, command, cwd, rec, base, deadline, found, checker,
+                    on_progress, started, turn=round_seed - seed,
+                )  # fmt: skip
 
-                def early(
-                    rec: Recording = rec,
-                    checker: ImageChecker = checker,
-                    turn: int = turn,
-                    first: bool = first,
-                ) -> None:
+                def early(runs: Callable[..., None] = runs, first: bool = first) -> None:
                     if faults and not found.full:
-                        _fault_runs(
-                            spec,
-                            command,
-                            cwd,
-                            rec,
-                            base,
-                            deadline,
-                            found,
-                            checker,
-                            on_progress,
-                            started,
-                            limit=EARLY_FAULT_RUNS,
-                            at_least=EARLY_FAULT_RUNS if first else 0,
-                            turn=turn,
-                        )
+                        runs(limit=EARLY_FAULT_RUNS, at_least=EARLY_FAULT_RUNS if first else 0)
 
                 found.coverage += _check_states(
-                    spec,
-                    command,
-                    cwd,
-                    rec,
-                    round_seed,
-                    checker,
-                    base,
-                    states_until,
-                    found,
-                    first=first,
-                    on_progress=on_progress,
-                    started=started,
-                    overrun=overrun,
+                    spec, command, cwd, rec, round_seed, checker, base, states_until, found,
+                    first=first, on_progress=on_progress, started=started, overrun=overrun,
                     after_priority=early,
-                )
+                )  # fmt: skip
                 if faults and not found.full:
-                    _fault_runs(
-                        spec,
-                        command,
-                        cwd,
-                        rec,
-                        base,
-                        deadline,
-                        found,
-                        checker,
-                        on_progress,
-                        started,
-                        start=EARLY_FAULT_RUNS,
-                        turn=turn,
-                    )
+                    runs(start=EARLY_FAULT_RUNS)
             round_seed += 1
     finally:
         shutil.rmtree(base, ignore_errors=True)

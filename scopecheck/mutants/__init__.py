@@ -9,6 +9,7 @@ test suite asserts every entry is caught (BRIEF "Prove the checks can fail").
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from collections.abc import Callable
@@ -75,6 +76,34 @@ def register(mutant: Mutant) -> Mutant:
         raise ValueError(f"duplicate mutant name {mutant.name!r}")
     CATALOGUE[mutant.name] = mutant
     return mutant
+
+
+def register_factories(
+    module: str,
+    kind: str,
+    planted: dict[str, tuple[str, str, str]],
+    run: Callable[[str], MutantResult],
+) -> None:
+    """Register planted bugs that are backend factories in ``module`` -- ``planted`` maps a
+    name to ``(factory name, the rules that may catch it, one line)`` -- loaded as a user's
+    backend would be (``module:factory``) and checked by ``run(name)``."""
+
+    def make(name: str) -> Backend:
+        from scopecheck.adapters import load_backend
+
+        return load_backend(f"{module}:{planted[name][0]}")
+
+    for name, (_, rules, description) in planted.items():
+        register(
+            Mutant(
+                name,
+                kind,
+                description,
+                functools.partial(make, name),
+                caught_by=f"{kind}:{rules}",
+                check=functools.partial(run, name),
+            )
+        )
 
 
 def all_mutants(backend: str | None = None) -> list[Mutant]:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from scopecheck.backends import Backend
 from scopecheck.examples.good_file_backend import FileRepository
 from scopecheck.impl.fs import AppendFile, FileSystem
 from scopecheck.models.errors import StorageIOError
-from scopecheck.mutants import Mutant, MutantResult, register
+from scopecheck.mutants import MutantResult, register_factories
 from scopecheck.mutants.seams import WrappedFileSystem
 
 #: How many records the start-up writes before the backend answers anything.
@@ -149,20 +148,4 @@ def run(name: str, budget: float = 60.0) -> MutantResult:
     return MutantResult(name, "fs", description, caught, seconds, None, program, error)
 
 
-def _make(name: str) -> Backend:
-    from scopecheck.adapters import load_backend
-
-    return load_backend(spec_of(name))
-
-
-for _name, (_, _rule, _description) in PLANTED.items():
-    register(
-        Mutant(
-            _name,
-            "fs",
-            _description,
-            lambda n=_name: _make(n),  # type: ignore[misc]
-            caught_by=f"fs:{_rule}",
-            check=lambda n=_name: run(n),  # type: ignore[misc]
-        )
-    )
+register_factories(__name__, "fs", PLANTED, run)

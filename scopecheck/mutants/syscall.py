@@ -17,12 +17,11 @@ import sys
 import time
 from typing import Any
 
-from scopecheck.backends import Backend
 from scopecheck.examples.good_file_backend import FileRepository, FileStorage
 from scopecheck.examples.sqlite3_backend import Sqlite3Repository, Sqlite3Storage
 from scopecheck.impl.fs import FileSystem, OsFileSystem
 from scopecheck.models.errors import CorruptError, StorageIOError
-from scopecheck.mutants import Mutant, MutantResult, register
+from scopecheck.mutants import MutantResult, register_factories
 from scopecheck.mutants.seams import WrappedFileSystem
 
 
@@ -269,20 +268,4 @@ def run(name: str, budget: float = 60.0) -> MutantResult:
     return MutantResult(name, "syscall", description, caught, seconds, None, "", error)
 
 
-def _make(name: str) -> Backend:
-    from scopecheck.adapters import load_backend
-
-    return load_backend(spec_of(name))
-
-
-for _name, (_, _rule, _description) in PLANTED.items():
-    register(
-        Mutant(
-            _name,
-            "syscall",
-            _description,
-            lambda n=_name: _make(n),  # type: ignore[misc]
-            caught_by=f"syscall:{_rule}",
-            check=lambda n=_name: run(n),  # type: ignore[misc]
-        )
-    )
+register_factories(__name__, "syscall", PLANTED, run)
