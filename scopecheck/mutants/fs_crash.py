@@ -23,7 +23,7 @@ from scopecheck.mutants.seams import WrappedFileSystem
 STARTUP_WRITES = 3000
 
 
-class _Unsynced(WrappedFileSystem):
+class Unsynced(WrappedFileSystem):
     def fsync(self, handle: AppendFile) -> None:
         """Skipped: appended commits are acknowledged before they are durable."""
 
@@ -42,10 +42,10 @@ def fs_ack_after_long_startup(clock: Any, *, fs: FileSystem, root: str) -> FileR
         for number in range(STARTUP_WRITES):
             fs.append(handle, b"%08d\n" % number)
         fs.close(handle)
-    return FileRepository(clock, _Unsynced(fs), root)
+    return FileRepository(clock, Unsynced(fs), root)
 
 
-class _SyncingEveryOther(WrappedFileSystem):
+class SyncingEveryOther(WrappedFileSystem):
     """Group commit gone wrong: an fsync of a log handle happens on every second call only."""
 
     def __init__(self, inner: FileSystem) -> None:
@@ -59,10 +59,10 @@ class _SyncingEveryOther(WrappedFileSystem):
 
 
 def fs_group_commit_every_second(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
-    return FileRepository(clock, _SyncingEveryOther(fs), root)
+    return FileRepository(clock, SyncingEveryOther(fs), root)
 
 
-class _RetryingFsync(WrappedFileSystem):
+class RetryingFsync(WrappedFileSystem):
     def fsync(self, handle: AppendFile) -> None:
         """Retries a failed fsync and trusts the retry: after EIO Linux marks the failed
         pages clean, so the retry succeeds having written nothing ("fsyncgate")."""
@@ -73,7 +73,7 @@ class _RetryingFsync(WrappedFileSystem):
 
 
 def fs_fsync_retry_after_eio(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
-    return FileRepository(clock, _RetryingFsync(fs), root)
+    return FileRepository(clock, RetryingFsync(fs), root)
 
 
 class _NoCutBack(WrappedFileSystem):

@@ -19,10 +19,15 @@ from typing import Any
 
 from scopecheck.examples.good_file_backend import FileRepository, FileStorage
 from scopecheck.examples.sqlite3_backend import Sqlite3Repository, Sqlite3Storage
-from scopecheck.impl.fs import FileSystem, OsFileSystem
-from scopecheck.models.errors import CorruptError, StorageIOError
+from scopecheck.impl.fs import OsFileSystem
+from scopecheck.models.errors import CorruptError
 from scopecheck.mutants import MutantResult, register_factories
-from scopecheck.mutants.seams import WrappedFileSystem
+from scopecheck.mutants.fs_crash import (
+    STARTUP_WRITES,
+    RetryingFsync,
+    SyncingEveryOther,
+    Unsynced,
+)
 
 
 def ack_before_durable(clock: Any, *, root: str) -> Sqlite3Repository:
@@ -65,30 +70,8 @@ def io_error_escapes(clock: Any, *, root: str) -> Sqlite3Repository:
 # the real file system, with one call of its ``FileSystem``, or one public method, changed.
 
 
-class _SyncingEveryOther(WrappedFileSystem):
-    """Group commit gone wrong: an fsync of a log handle happens on every second call only."""
-
-    def __init__(self, inner: FileSystem) -> None:
-        super().__init__(inner)
-        self.calls = 0
-
-    def fsync(self, handle: Any) -> None:
-        self.calls += 1
-        if self.calls % 2 == 0:
-            self._inner.fsync(handle)
-
-
 def group_commit_every_second(clock: Any, *, root: str) -> FileRepository:
-    return FileRepository(clock, _SyncingEveryOther(OsFileSystem()), root)
-
-
-class _Unsynced(WrappedFileSystem):
-    def fsync(self, handle: Any) -> None:
-        """Skipped: appended commits are acknowledged before they are durable."""
-
-
-#: How many records the start-up writes before the backend answers anything.
-STARTUP_WRITES = 3000
+    return FileRepository(clock, SyncingEveryOther(OsFileSystem()), root)
 
 
 def ack_after_long_startup(clock: Any, *, root: str) -> FileRepository:
@@ -102,21 +85,11 @@ def ack_after_long_startup(clock: Any, *, root: str) -> FileRepository:
             os.write(fd, b"%08d\n" % number)
     finally:
         os.close(fd)
-    return FileRepository(clock, _Unsynced(OsFileSystem()), root)
-
-
-class _RetryingFsync(WrappedFileSystem):
-    def fsync(self, handle: Any) -> None:
-        """Retries a failed fsync and trusts the retry: after EIO Linux marks the failed
-        pages clean, so the retry succeeds having written nothing ("fsyncgate")."""
-        try:
-            self._inner.fsync(handle)
-        except StorageIOError:
-            self._inner.fsync(handle)
+    return FileRepository(clock, Unsynced(OsFileSystem()), root)
 
 
 def fsync_retry_after_eio(clock: Any, *, root: str) -> FileRepository:
-    return FileRepository(clock, _RetryingFsync(OsFileSystem()), root)
+    return FileRepository(clock, RetryingFsync(OsFileSystem()), root)
 
 
 class _RewritingRepair(FileRepository):
