@@ -55,6 +55,7 @@ import attrs
 import orjson
 
 from scopecheck.crashsim.coverage import ordered_passes
+from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.faults import OneFault, faults_for
 from scopecheck.crashsim.fs_source import file_ops
 from scopecheck.crashsim.generic_sweep import (
@@ -62,7 +63,6 @@ from scopecheck.crashsim.generic_sweep import (
     ROOT,
     SESSION,
     Factory,
-    GenericFailure,
     Trace,
     _close,
     _error,
@@ -77,7 +77,7 @@ from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
 
 if TYPE_CHECKING:
-    from scopecheck.crashsim.generic_sweep import Exploration
+    from scopecheck.crashsim.explore import Findings
 
 #: The rule a failure in a step of this kind breaks (before any blame moves it to CRASH-FS-10).
 COMMIT_RULE = "CRASH-FS-9"
@@ -512,7 +512,7 @@ class FaultRun:
 class FaultReport:
     runs: int = 0
     images: int = 0
-    failures: list[GenericFailure] = attrs.field(factory=list)
+    failures: list[CrashFailure] = attrs.field(factory=list)
 
 
 def fault_plan(tr: Trace) -> list[tuple[int, str]]:
@@ -542,21 +542,24 @@ def fault_runs(
     factory: Factory,
     tr: Trace,
     *,
-    mode: str = "fault",
     max_failures: int = 1,
     only: tuple[int, str] | None = None,
     deadline: float | None = None,
-    found: Exploration | None = None,
+    findings: Findings | None = None,
     seed: int = 0,
     at_least: int = 0,
+    start: int = 0,
+    limit: int | None = None,
 ) -> FaultReport:
     """One :class:`FaultRun` per mutating call of ``tr`` and fault its kind can have, in
-    :func:`fault_plan` order (``only=(op_index, "fault:<kind>")``: just that one), until
-    ``deadline`` -- at least ``at_least`` runs however late.  With ``found``, each failure is
-    also offered to that exploration (distinct ones kept, CRASH-COV-4) and the runs go on
-    until it is full; else they stop after ``max_failures``."""
+    :func:`fault_plan` order from its ``start``-th run, at most ``limit`` of them
+    (``only=(op_index, "fault:<kind>")``: just that one), until ``deadline`` -- at least
+    ``at_least`` runs however late.  With ``findings``, each failure is offered to them
+    (distinct ones kept, CRASH-COV-4) and the runs go on until they are full; else they stop
+    after ``max_failures``."""
     report = FaultReport()
-    for target, fault in fault_plan(tr):
+    plan = fault_plan(tr)[start:]
+    for target, fault in plan if limit is None else plan[:limit]:
         variant = f"fault:{fault}"
         if only is not None and (target, variant) != only:
             continue
@@ -569,32 +572,30 @@ def fault_runs(
         report.images += run.images
         if problem is None:
             continue
-        failure = fault_failure(tr, target, variant, problem)
+        failure = fault_failure(tr, target, variant, problem, seed)
         report.failures.append(failure)
-        if found is not None:
-            found.add(tr.workload, seed, failure)
-            if found.full:
+        if findings is not None:
+            findings.add(failure)
+            if findings.full:
                 return report
         elif len(report.failures) >= max_failures:
             return report
     return report
 
 
-def fault_failure(tr: Trace, target: int, variant: str, problem: FaultProblem) -> GenericFailure:
+def fault_failure(
+    tr: Trace, target: int, variant: str, problem: FaultProblem, seed: int = 0
+) -> CrashFailure:
     op = tr.ops[target]
-    return GenericFailure(
-        tr.workload.name,
-        "fault",
-        target,
-        variant,
-        f"{op.describe()} in step {op.step + 1} ({tr.workload.steps[op.step].op})",
-        problem.rule,
-        problem.problem,
-        [],
-        None,
-        {},
-        show_files(problem.files),
-    )
+    return CrashFailure(
+        source="fs", rule=problem.rule, problem=problem.problem, run="fault",
+        kind=f"fault:{op.kind}:{variant.removeprefix('fault:')}", seed=seed,
+        workload=tr.workload.to_json(), point=target, variant=variant,
+        shown={
+            "op": f"{op.describe()} in step {op.step + 1} ({tr.workload.steps[op.step].op})",
+            "files_after": show_files(problem.files),
+        },
+    )  # fmt: skip
 
 
 def replay_fault(factory: Factory, tr: Trace, op_index: int, fault: str) -> tuple[bool, str]:

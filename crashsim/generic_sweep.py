@@ -45,18 +45,24 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
 import orjson
 
-from scopecheck.crashsim.coverage import (
-    CrashCoverage,
-    acknowledgement_points,
-    crash_points,
-    ordered_passes,
+from scopecheck.crashsim.coverage import crash_points
+from scopecheck.crashsim.explore import (
+    MAX_FAILURES,
+    Exploration,
+    Findings,
+    Images,
+    Plan,
+    check_passes,
+    point_images,
 )
+from scopecheck.crashsim.explore import explore as explore_rounds
+from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence, crash_kind
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
 from scopecheck.crashsim.jsonl_disk import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.jsonl_sweep import (
@@ -66,8 +72,6 @@ from scopecheck.crashsim.jsonl_sweep import (
     Sandbox,
     StepClock,
     allowed_for,
-    crash_state,
-    crash_states,
     describe,
     drive_steps,
     fold_model,
@@ -75,7 +79,7 @@ from scopecheck.crashsim.jsonl_sweep import (
     show_files,
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
-from scopecheck.crashsim.persistence import FileOp, Image, process_crash
+from scopecheck.crashsim.persistence import FileOp, Image, Volume, power_image, process_crash
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import UsageError
 from scopecheck.models.records import Snapshot
@@ -253,77 +257,7 @@ def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot 
         _close(repo)
 
 
-def generic_states(
-    tr: Trace, mode: Mode, seed: int, points: Sequence[int] | None = None
-) -> Iterator[CrashState]:
-    """The crash states of ``tr`` at ``points`` (default: every crash point, in trace order):
-    :func:`scopecheck.crashsim.jsonl_sweep.crash_states` of its persistence operations."""
-    return crash_states(tr.file_ops, tr.initial, mode, allowed_for(tr), seed, points)
-
-
 # -- checking ----------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class GenericFailure:
-    """One crash state that broke a CRASH-FS rule, with what a replay needs."""
-
-    workload: str
-    mode: str
-    op_index: int
-    variant: str
-    op: str
-    rule: str
-    problem: str
-    expected: list[Any]
-    recovered: Any
-    files_before: dict[str, str]
-    files_after: dict[str, str]
-
-    def __str__(self) -> str:
-        what = "I/O fault" if self.variant.startswith("fault:") else "crash"
-        return (
-            f"{self.workload}: {what} at op {self.op_index} ({self.op}), {self.variant}: "
-            f"{self.rule} {self.problem}"
-        )
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """What makes two failures distinct (CRASH-COV-4): the rule and the kind of crash
-        point -- ``process``, a power-loss variant's family, a crash during recovery -- or of
-        fault: the call it failed and how."""
-        if self.variant.startswith("fault:"):
-            return self.rule, f"fault:{self.op.split(' ', 1)[0]}:{self.variant[6:]}"
-        family = self.variant.split(":", 1)[0].split("@", 1)[0]
-        if self.rule == "CRASH-FS-5":
-            return self.rule, f"recovery:{family}"
-        return self.rule, family
-
-    def record(
-        self, wl: Workload, seed: int, backend: str, spec: str | None, workload_seed: int | None
-    ) -> dict[str, Any]:
-        """Reproducer file contents (kind ``crash``, engine ``fs``) for ``scopecheck replay``;
-        mode ``fault`` and fault ``fault:<kind>``: a single I/O fault at call ``op_index``."""
-        return {
-            "kind": "crash",
-            "engine": "fs",
-            "backend": backend,
-            "spec": spec,
-            "workload": wl.to_json(),
-            "workload_seed": workload_seed,
-            "mode": self.mode,
-            "seed": seed,
-            "op_index": self.op_index,
-            "fault": self.variant,
-            "op": self.op,
-            "rule": self.rule,
-            "error": f"{self.rule}: {self.problem}",
-            "expected": self.expected,
-            "recovered": self.recovered,
-            "files_before": self.files_before,
-            "files_after": self.files_after,
-            "program": f"scopecheck replay <this file>  # {self}",
-        }
 
 
 def _power_loss(variant: str) -> bool:
@@ -337,8 +271,11 @@ _EMPTY: Snapshot = ReferenceRepository().create(SESSION).snapshot()
 class Checker:
     """Reopens crash states with the user's factory on one sandbox and checks them."""
 
-    def __init__(self, factory: Factory, tr: Trace, mode: Mode, *, recovery: bool = True) -> None:
+    def __init__(
+        self, factory: Factory, tr: Trace, mode: Mode, *, recovery: bool = True, seed: int = 0
+    ) -> None:
         self.factory = factory
+        self.seed = seed
         self.trace = tr
         self.mode = mode
         self.recovery = recovery
@@ -348,35 +285,46 @@ class Checker:
         self.states = 0
         self.recovery_states = 0
 
-    def check(self, crash: CrashState) -> GenericFailure | None:
+    def failure(
+        self, k: int, variant: str, rule: str, problem: str, *,
+        recovery: tuple[int, str] | None = None, shown: dict[str, Any] | None = None,
+    ) -> CrashFailure:  # fmt: skip
+        """A failure of the crash image ``(k, variant)`` of this trace."""
+        tr = self.trace
+        return CrashFailure(
+            source="fs", rule=rule, problem=problem,
+            run="crash" if recovery is None else "recovery",
+            kind=crash_kind(variant, recovery), seed=self.seed, workload=tr.workload.to_json(),
+            point=k, variant=variant, recovery=recovery,
+            evidence=Evidence(tr.file_ops, tr.initial, tr.acked_at),
+            target={"mode": self.mode}, shown=shown or {},
+        )  # fmt: skip
+
+    def check(self, crash: CrashState) -> CrashFailure | None:
         self.states += 1
         box = self.box
         box.load(crash.state)
         snapshots = self.trace.model.snapshots
         expected = [snapshots[i] for i in crash.allowed]
 
-        def failure(rule: str, problem: str, recovered: Any = None) -> GenericFailure:
+        def failure(
+            rule: str, problem: str, recovered: Any = None, recovery: tuple[int, str] | None = None
+        ) -> CrashFailure:
             if rule == "CRASH-FS-2" and _power_loss(crash.variant):
                 rule = "CRASH-FS-6"
                 problem = (
                     f"after power loss {problem}: fsync the file's data (and its directory, "
                     "after a create, rename or unlink) before acknowledging"
                 )
-            ops = self.trace.file_ops
-            op = ops[crash.op_index].describe() if crash.op_index < len(ops) else "(end of trace)"
-            return GenericFailure(
-                self.trace.workload.name,
-                self.mode,
-                crash.op_index,
-                crash.variant,
-                op,
-                rule,
-                problem,
-                [describe(s) for s in expected],
-                recovered,
-                show_files(absolute(crash.state, ROOT)),
-                show_files(box.tree()),
-            )
+            return self.failure(
+                crash.op_index, crash.variant, rule, problem, recovery=recovery,
+                shown={
+                    "expected": [describe(s) for s in expected],
+                    "recovered": recovered,
+                    "files_before": show_files(absolute(crash.state, ROOT)),
+                    "files_after": show_files(box.tree()),
+                },
+            )  # fmt: skip
 
         recorder = RecordingFs(box.fs)
         repo: Any = None
@@ -442,10 +390,11 @@ class Checker:
                             "CRASH-FS-5",
                             f"crash at op {index} of the recovery ({op.describe()}){where}: "
                             f"{problem}",
+                            recovery=(index, f"torn-call::{partial}" if partial else "process"),
                         )
         return None
 
-    def _recreate(self, repo: Any, failure: Callable[..., GenericFailure]) -> GenericFailure | None:
+    def _recreate(self, repo: Any, failure: Callable[..., CrashFailure]) -> CrashFailure | None:
         """The Session is absent (allowed here): creating it again must give an empty one —
         nothing of a deleted or never-acknowledged Session joins it (CRASH-FS-2)."""
         storage: Any = None
@@ -537,8 +486,66 @@ class SweepReport:
     #: Single-I/O-fault runs of the workload (CRASH-FS-9..11;
     #: :mod:`scopecheck.crashsim.generic_faults`).
     fault_runs: int = 0
-    failures: list[GenericFailure] = attrs.field(factory=list)
+    failures: list[CrashFailure] = attrs.field(factory=list)
     seconds: float = 0.0
+
+
+class FsRound:
+    """One recorded workload of a factory, as a round of the exploration loop
+    (:mod:`scopecheck.crashsim.explore`): its images are the persistence model's, checked by
+    :class:`Checker` (which crashes each recovery itself, CRASH-FS-5), and its fault runs are
+    :func:`~scopecheck.crashsim.generic_faults.fault_runs`."""
+
+    def __init__(
+        self, factory: Factory, tr: Trace, mode: Mode, seed: int, *, recovery: bool = True
+    ) -> None:
+        self.factory = factory
+        self.trace = tr
+        self.ops = tr.file_ops
+        self.acked_at = tr.acked_at
+        self.base = tr.initial
+        self.seed = seed
+        self.checker = Checker(factory, tr, mode, recovery=recovery, seed=seed)
+        self._allowed = allowed_for(tr)
+        self._images = Images(power=mode == "unsynced")
+
+    @property
+    def states(self) -> int:
+        return self.checker.states
+
+    @property
+    def recovery_states(self) -> int:
+        return self.checker.recovery_states
+
+    def images(self, volume: Volume, k: int) -> Iterable[tuple[str, Image]]:
+        return point_images(volume, self.ops, k, self.seed, self._images)
+
+    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+        return self.checker.check(CrashState(k, variant, image, self._allowed(k)))
+
+    def recovers(self, variant: str, image: Image) -> bool:
+        return False  # the checker crashes every recovery itself
+
+    def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
+        return None
+
+    def check_recovery(
+        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
+        image: Image,
+    ) -> CrashFailure | None:  # fmt: skip
+        return None
+
+    def fault_runs(
+        self, findings: Findings, deadline: float, *, start: int, limit: int | None,
+        at_least: int,
+    ) -> int:  # fmt: skip
+        from scopecheck.crashsim.generic_faults import fault_runs
+
+        report = fault_runs(
+            self.factory, self.trace, deadline=deadline, findings=findings, seed=self.seed,
+            at_least=at_least, start=start, limit=limit,
+        )  # fmt: skip
+        return report.runs
 
 
 def sweep(
@@ -549,87 +556,56 @@ def sweep(
     seed: int = 0,
     max_failures: int = 1,
     recovery: bool = True,
-    only: tuple[int, str] | None = None,
     deadline: float | None = None,
     faults: bool = True,
     crashes: bool = True,
 ) -> SweepReport:
-    """Check every crash state of ``wl`` and then, with ``faults``, run it once per single I/O
-    fault (:func:`scopecheck.crashsim.generic_faults.fault_runs`); ``only=(op_index, variant)``:
-    just that crash state or (variant ``fault:<kind>``) that fault run."""
+    """Check every crash state of ``wl`` in trace order (one pass of every crash point, in
+    the exploration loop) and then, with ``faults``, run it once per single I/O fault
+    (:func:`scopecheck.crashsim.generic_faults.fault_runs`), until ``max_failures`` failures
+    or ``deadline``."""
     started = time.perf_counter()
     report = SweepReport(wl.name, mode)
+    findings = Findings(max_failures)
     try:
         tr = trace(factory, wl)
     except WorkloadFailed as exc:
-        report.failures.append(_workload_failure(wl, mode, exc))
+        report.failures.append(_workload_failure(wl, mode, exc, seed))
         report.seconds = time.perf_counter() - started
         return report
     report.ops = len(tr.ops)
-    checker = Checker(factory, tr, mode, recovery=recovery)
-    fault_only = only is not None and only[1].startswith("fault:")
-    for crash in generic_states(tr, mode, seed) if crashes and not fault_only else ():
-        if only is not None and (crash.op_index, crash.variant) != only:
-            continue
-        found = checker.check(crash)
-        if found is not None:
-            report.failures.append(found)
-            if len(report.failures) >= max_failures:
-                break
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-    report.states = checker.states
-    report.recovery_states = checker.recovery_states
-    in_time = deadline is None or time.perf_counter() < deadline
-    wanted = fault_only or (faults and only is None)
-    if wanted and len(report.failures) < max_failures and in_time:
-        from scopecheck.crashsim.generic_faults import fault_runs
-
-        found_faults = fault_runs(
-            factory,
-            tr,
-            max_failures=max_failures - len(report.failures),
-            only=only,
-            deadline=deadline,
-        )
-        report.fault_runs = found_faults.runs
-        report.failures.extend(found_faults.failures)
+    rnd = FsRound(factory, tr, mode, seed, recovery=recovery)
+    until = float("inf") if deadline is None else deadline
+    if crashes:
+        check_passes(rnd, findings, until=until, first=False, passes=[crash_points(tr.file_ops)])
+    report.states = rnd.states
+    report.recovery_states = rnd.recovery_states
+    if faults and not findings.full and time.perf_counter() < until:
+        report.fault_runs = rnd.fault_runs(findings, until, start=0, limit=None, at_least=0)
+    report.failures = findings.failures
     report.seconds = time.perf_counter() - started
     return report
 
 
-#: Distinct failures (by rule and kind of crash point or fault) an exploration keeps before it
-#: stops (CRASH-COV-4).
-MAX_FAILURES = 8
-#: The share of what is left of the budget that a round's crash states get; the rest goes to
-#: its fault runs, then the next round (CRASH-COV-4: fault runs always get their share).
-STATE_SHARE = 0.6
-#: Fault runs the first round makes even when its crash states used up the budget.
-FIRST_FAULT_RUNS = 2
+@attrs.frozen
+class FsSource:
+    """The rounds of :func:`explore`: the workload of each seed, recorded through a
+    ``FileSystem`` on a pyfakefs sandbox."""
 
+    factory: Factory
+    transactions: int = 6
+    mode: Mode = "unsynced"
 
-@attrs.define
-class Exploration:
-    """What :func:`explore` found: states, fault runs, what the crash states covered, and
-    each distinct failure with the workload (and its seed) that replays it."""
-
-    states: int = 0
-    fault_runs: int = 0
-    found: list[tuple[Workload, int, GenericFailure]] = attrs.field(factory=list)
-    coverage: CrashCoverage = attrs.field(factory=CrashCoverage)
-    max_failures: int = MAX_FAILURES
-
-    @property
-    def full(self) -> bool:
-        return len(self.found) >= self.max_failures
-
-    def known(self, key: tuple[str, str]) -> bool:
-        return any(failure.key == key for _, _, failure in self.found)
-
-    def add(self, wl: Workload, seed: int, failure: GenericFailure) -> None:
-        """Keep ``failure`` unless one of its kind is kept already (or enough are)."""
-        if not self.full and not self.known(failure.key):
-            self.found.append((wl, seed, failure))
+    @contextlib.contextmanager
+    def round(self, seed: int, findings: Findings) -> Iterator[FsRound | None]:
+        wl = workload(seed, self.transactions)
+        try:
+            tr = trace(self.factory, wl)
+        except WorkloadFailed as exc:
+            findings.add(_workload_failure(wl, self.mode, exc, seed))
+            yield None
+            return
+        yield FsRound(self.factory, tr, self.mode, seed)
 
 
 def explore(
@@ -642,143 +618,84 @@ def explore(
     max_failures: int = MAX_FAILURES,
     overrun: float = 30.0,
 ) -> Exploration:
-    """Record fresh seeded workloads, one per round, until ``budget`` seconds pass (or
-    ``max_failures`` distinct failures are kept): each round checks its crash states in
-    coverage order for :data:`STATE_SHARE` of what is left, then runs its single I/O faults
-    (:mod:`scopecheck.crashsim.generic_faults`) in coverage order.  A failure does not end the
-    exploration (CRASH-COV-4).  The first round's crash states after every acknowledgement are
-    checked even past the budget, by at most ``overrun`` seconds (CRASH-COV-2)."""
-    from scopecheck.crashsim.generic_faults import fault_runs
-
-    started = time.perf_counter()
-    deadline = started + budget
-    found = Exploration(max_failures=max_failures)
-    round_seed = seed
-    # The first round runs however small the budget: its states after every acknowledgement
-    # are what a verdict may not do without (CRASH-COV-2).
-    while not found.full and (round_seed == seed or time.perf_counter() < deadline):
-        first = round_seed == seed
-        wl = workload(round_seed, transactions)
-        try:
-            tr = trace(factory, wl)
-        except WorkloadFailed as exc:
-            found.add(wl, round_seed, _workload_failure(wl, mode, exc))
-            break
-        now = time.perf_counter()
-        checker = Checker(factory, tr, mode)
-        found.coverage += check_states(
-            tr, checker, round_seed, now + (deadline - now) * STATE_SHARE, found,
-            first=first, overrun=overrun,
-        )  # fmt: skip
-        found.states += checker.states
-        if not found.full:
-            report = fault_runs(
-                factory,
-                tr,
-                deadline=deadline,
-                found=found,
-                at_least=FIRST_FAULT_RUNS if first else 0,
-            )
-            found.fault_runs += report.runs
-        round_seed += 1
-    return found
+    """Crash exploration of a factory taking ``fs`` and ``root`` for about ``budget`` seconds:
+    fresh seeded workloads, one per round, through the exploration loop
+    (:func:`scopecheck.crashsim.explore.explore`: crash states in coverage order, the first
+    round's states after every acknowledgement even past the budget by at most ``overrun``
+    seconds, fault runs with their share, distinct failures kept up to ``max_failures``)."""
+    return explore_rounds(
+        FsSource(factory, transactions, mode), budget=budget, seed=seed,
+        plan=Plan(overrun=overrun), max_failures=max_failures,
+    )  # fmt: skip
 
 
-def check_states(
-    tr: Trace,
-    checker: Checker,
-    seed: int,
-    until: float,
-    found: Exploration,
-    *,
-    first: bool,
-    overrun: float = 30.0,
-) -> CrashCoverage:
-    """Check ``tr``'s crash states pass by pass (:func:`ordered_passes`, CRASH-COV-1) until
-    ``until``; what was covered.  The first round's first pass -- a crash state after every
-    acknowledgement -- runs to its end however small the budget, unless it takes ``overrun``
-    seconds more (then the phase is incomplete, CRASH-COV-2).  A later round that did not
-    finish its first pass counts its states only: its acknowledged steps are not claimed."""
-    points = crash_points(tr.file_ops)
-    after_ack = acknowledgement_points(points, tr.acked_at)
-    checked: set[int] = set()
-    states_before, recovery_before = checker.states, checker.recovery_states
-    stopped = priority_done = False
-    for number, pass_points in enumerate(ordered_passes(tr.file_ops, tr.acked_at)):
-        stop_at = until + overrun if first and number == 0 else until
-        current: int | None = None
-        for crash in generic_states(tr, checker.mode, seed, pass_points):
-            if found.full or time.perf_counter() >= stop_at:
-                stopped = True
-                break
-            if current is not None and crash.op_index != current:
-                checked.add(current)
-            current = crash.op_index
-            problem = checker.check(crash)
-            if problem is not None:
-                found.add(tr.workload, seed, problem)
-        if stopped:
-            break
-        if current is not None:
-            checked.add(current)
-        priority_done = True
-    counted = first or priority_done
-    return CrashCoverage(
-        points_checked=len(checked) if counted else 0,
-        points_total=len(points) if counted else 0,
-        states_checked=checker.states - states_before,
-        acked_covered=sum(1 for k in after_ack if k in checked) if counted else 0,
-        acked_total=len(after_ack) if counted else 0,
-        recovery_states=checker.recovery_states - recovery_before,
-    )
-
-
-def _workload_failure(wl: Workload, mode: str, exc: WorkloadFailed) -> GenericFailure:
-    return GenericFailure(
-        wl.name, mode, -1, "no-crash", "(whole workload)", "CRASH-FS-7", str(exc), [], None, {}, {}
-    )
+def _workload_failure(wl: Workload, mode: str, exc: WorkloadFailed, seed: int) -> CrashFailure:
+    return CrashFailure(
+        source="fs", rule="CRASH-FS-7", problem=str(exc), run="workload", kind="workload",
+        seed=seed, workload=wl.to_json(), variant="no-crash", target={"mode": mode},
+    )  # fmt: skip
 
 
 # -- replay ------------------------------------------------------------------------------------
 
 
 def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
-    """Replay a kind ``crash`` / engine ``fs`` reproducer: (still failing, text showing the
-    steps and the files before and after recovery)."""
+    """Replay a crash reproducer of source ``fs``: (still failing, text showing the steps and
+    the files before and after recovery).  A crash image is rebuilt from the saved operations
+    by its name, byte for byte (CRASH-COV-5); a fault run reruns the workload with that call
+    failing; a workload failure reruns the workload."""
     try:
-        wl = workload_from_json(record["workload"])
-        op_index = int(record["op_index"])
-        variant = str(record["fault"])
-        mode = str(record.get("mode", "unsynced"))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError("invalid_payload", f"not a crash reproducer: missing {exc}") from None
-    if mode not in (*MODES, "fault"):
+        failure = CrashFailure.from_json(record)
+        wl = workload_from_json(failure.workload)
+    except (BadReproducer, KeyError, TypeError, ValueError) as exc:
+        raise UsageError("invalid_payload", f"not a crash reproducer: {exc}") from None
+    mode = str(failure.target.get("mode", "unsynced"))
+    if mode not in MODES:
         raise UsageError("invalid_payload", f"unknown crash mode {mode!r}")
+    if failure.run in ("workload", "fault"):
+        try:
+            tr = trace(factory, wl)
+        except WorkloadFailed as exc:
+            return True, f"{wl.name}: CRASH-FS-7 {exc}"
+        if failure.run == "workload":
+            return False, f"{wl.name}: the workload now runs and restarts as the model says"
+        from scopecheck.crashsim.generic_faults import replay_fault
+
+        assert failure.point is not None
+        return replay_fault(factory, tr, failure.point, failure.variant.removeprefix("fault:"))
+    evidence = failure.evidence
+    if evidence is None or failure.point is None:
+        raise UsageError("invalid_payload", "a crash reproducer without its recorded operations")
+    op_index, variant = failure.point, failure.variant
+    lines = [f"replaying {failure.what}"]
     try:
         tr = trace(factory, wl)
     except WorkloadFailed as exc:
         return True, f"{wl.name}: CRASH-FS-7 {exc}"
-    if variant == "no-crash":
-        return False, f"{wl.name}: the workload now runs and restarts as the model says"
-    if variant.startswith("fault:"):
-        from scopecheck.crashsim.generic_faults import replay_fault
-
-        return replay_fault(factory, tr, op_index, variant.removeprefix("fault:"))
-    chosen: Mode = "unsynced" if mode == "unsynced" else "prefix"
-    crash = crash_state(tr.file_ops, tr.initial, op_index, variant, allowed_for(tr)(op_index))
-    if crash is None:
-        return False, (
-            f"{wl.name}: the trace has no crash state (op {op_index}, {variant}) any more "
-            f"({len(tr.file_ops)} ops); the recorded crash point is gone"
+    if tr.file_ops == evidence.ops:
+        lines.append("the backend makes the recorded operations again: the image is rebuilt")
+    else:
+        lines.append(
+            f"the backend now makes other operations ({len(tr.file_ops)}, recorded: "
+            f"{len(evidence.ops)}): the crash point of that name is rebuilt from a new recording"
         )
-    checker = Checker(factory, tr, chosen)
+    try:
+        image = power_image(tr.file_ops, op_index, variant, start=tr.initial)
+    except ValueError:
+        return False, "\n".join([
+            *lines,
+            f"{wl.name}: the new recording has no crash state (op {op_index}, {variant}): the "
+            "recorded crash point is gone",
+        ])  # fmt: skip
+    crash = CrashState(op_index, variant, image, allowed_for(tr)(op_index))
+    checker = Checker(factory, tr, "unsynced" if mode == "unsynced" else "prefix")
     found = checker.check(crash)
     after = checker.box.tree()
     ops = tr.file_ops
     last = ops[op_index].step if op_index < len(ops) else len(wl.steps) - 1
     op = ops[op_index].describe() if op_index < len(ops) else "(end of trace)"
-    lines = [
-        f"{wl.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
+    lines += [
+        f"{wl.name}: crash before operation {op_index} of {len(ops)} ({op}), {variant}",
         "steps up to the crash: "
         + ", ".join(f"{i + 1}:{_step_text(s)}" for i, s in enumerate(wl.steps[: last + 1])),
         *render_files(
@@ -790,8 +707,8 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
         lines.append("recovered state is allowed; every check passes")
         return False, "\n".join(lines)
     lines.append(f"FAILED {found.rule}: {found.problem}")
-    lines.append(f"expected one of: {orjson.dumps(found.expected).decode()}")
-    lines.append(f"recovered: {orjson.dumps(found.recovered).decode()}")
+    lines.append(f"expected one of: {orjson.dumps(found.shown.get('expected')).decode()}")
+    lines.append(f"recovered: {orjson.dumps(found.shown.get('recovered')).decode()}")
     return True, "\n".join(lines)
 
 

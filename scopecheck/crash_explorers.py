@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from scopecheck.crashsim.coverage import CrashCoverage
+from scopecheck.crashsim.failure import CrashFailure
 
 
 @attrs.frozen
@@ -165,14 +166,11 @@ class GenericCrashExplorer:
 
         found = explore(self.factory, budget=budget, seed=seed)
         self.coverage = found.coverage
-        return (
-            found.states,
-            found.fault_runs,
-            [
-                failure.record(workload, workload_seed, self.backend, self.spec, workload_seed)
-                for workload, workload_seed, failure in found.found
-            ],
-        )
+        return found.states, found.fault_runs, [self._record(f) for f in found.failures]
+
+    def _record(self, failure: CrashFailure) -> dict[str, Any]:
+        target = {**failure.target, "spec": self.spec}
+        return attrs.evolve(failure, backend=self.backend, target=target).to_json()
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
         from scopecheck.crashsim.generic_sweep import replay_record

@@ -71,14 +71,15 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
         from scopecheck.syscall_crash import replay
 
         return replay(record)
-    if record.get("engine") == "fs":
+    if record.get("source") == "fs":
         from scopecheck.adapters import load_factory
         from scopecheck.crashsim.generic_sweep import replay_record
         from scopecheck.factory import takes_filesystem
 
-        spec = record.get("spec")
+        target = record.get("target")
+        spec = target.get("spec") if isinstance(target, dict) else None
         if not isinstance(spec, str):
-            raise UsageError("invalid_payload", "crash reproducer of engine fs without a spec")
+            raise UsageError("invalid_payload", "crash reproducer of source fs without a spec")
         _, factory = load_factory(spec)
         if not callable(factory) or not takes_filesystem(factory):
             raise UsageError(

@@ -227,10 +227,10 @@ def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: 
     records = {path: orjson.loads(path.read_bytes()) for path in saved_all}
     assert len(records) >= 2
     saved = next(
-        p for p, r in records.items() if r["rule"] == "CRASH-FS-6" and r["mode"] != "fault"
+        p for p, r in records.items() if r["rule"] == "CRASH-FS-6" and r["run"] == "crash"
     )
     record = records[saved]
-    assert record["kind"] == "crash" and record["engine"] == "fs"
+    assert record["kind"] == "crash" and record["source"] == "fs" and record["version"] == 3
     assert f"scopecheck replay {saved}" in bad.stdout.replace("\n", "")
     replayed = scopecheck("replay", str(saved))
     assert replayed.returncode == 1, replayed.stdout + replayed.stderr

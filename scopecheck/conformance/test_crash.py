@@ -56,9 +56,7 @@ def test_every_crash_state_recovers(crash_target: tuple[str, Factory | None], se
         pytest.skip(f"crash exploration: {SKIPPED}")
     report = sweep(factory, workload(seed, TRANSACTIONS), seed=seed, faults=False)
     assert not report.failures, (
-        f"{report.failures[0]}\nexpected one of: {report.failures[0].expected}\n"
-        f"recovered: {report.failures[0].recovered}\nfiles before recovery: "
-        f"{report.failures[0].files_before}\n(`scopecheck validate SPEC` saves a reproducer "
+        f"{report.failures[0].details()}\n(`scopecheck validate SPEC` saves a reproducer "
         "that `scopecheck replay` reruns)"
     )
     assert report.states > report.ops > 0
@@ -77,7 +75,7 @@ def test_every_single_io_fault_is_handled(
         pytest.skip(f"I/O-fault runs: {SKIPPED}")
     report = sweep(factory, workload(seed, TRANSACTIONS), seed=seed, crashes=False)
     assert not report.failures, (
-        f"{report.failures[0]}\nfiles at the end of the run: {report.failures[0].files_after}\n"
+        f"{report.failures[0].details()}\n"
         "(`scopecheck validate SPEC` saves a reproducer that `scopecheck replay` reruns)"
     )
     assert report.fault_runs > 0

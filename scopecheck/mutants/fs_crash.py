@@ -141,7 +141,7 @@ def run(name: str, budget: float = 60.0) -> MutantResult:
     started = time.perf_counter()
     found = explore(globals()[function], budget=budget, seed=0, max_failures=1)
     seconds = round(time.perf_counter() - started, 3)
-    failure = found.found[0][2] if found.found else None
+    failure = found.failures[0] if found.failures else None
     caught = failure is not None and failure.rule in rule.split()
     error = "" if failure is None else f"{failure.rule}: {failure.problem}"
     program = "" if failure is None else f"scopecheck replay <record>  # {failure}"

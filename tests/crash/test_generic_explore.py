@@ -46,7 +46,7 @@ def test_coverage_order_reaches_an_acknowledgement_past_a_long_unsynced_startup(
     tr = trace(fs_ack_after_long_startup, workload(0, 6))
     assert len(crash_points(tr.file_ops)) > 3000
     found = explore(fs_ack_after_long_startup, budget=30.0, max_failures=1)
-    ((_, _, failure),) = found.found
+    (failure,) = found.failures
     assert failure.rule == "CRASH-FS-6" and failure.variant != "process"
     assert found.states < 300, found.states
 
@@ -71,7 +71,7 @@ def test_a_failure_does_not_end_the_exploration_and_each_distinct_one_replays() 
     factory = broken_file_backend.make_backend
     found = explore(factory, budget=4.0)
     assert found.states > 0 and found.fault_runs > 0
-    keys = [failure.key for _, _, failure in found.found]
+    keys = [failure.key for failure in found.failures]
     assert 2 <= len(keys) <= 8 and len(set(keys)) == len(keys)
     assert {rule for rule, _ in keys} >= {"CRASH-FS-6", "CRASH-FS-9"}
     assert any(not kind.startswith(("process", "fault:")) for _, kind in keys), keys

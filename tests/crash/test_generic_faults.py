@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
 import orjson
 import pytest
 
@@ -176,10 +177,10 @@ def test_planted_io_error_bug_is_caught_under_its_rule_and_replays(
 ) -> None:
     """Each planted bug passes every crash state of workload 0 (it is an I/O-error bug only) but
     a fault run catches it under its rule; its reproducer replays to the same failure."""
-    seed, found, seen = _fault_failures(factory, rule)
+    _seed, found, seen = _fault_failures(factory, rule)
     assert found is not None, f"{name} escaped {rule}; rules seen: {sorted(set(seen))}"
-    record = found.record(workload(seed, 6), seed, name, None, seed)
-    assert record["mode"] == "fault" and record["fault"].startswith("fault:")
+    record = found.to_json()
+    assert record["run"] == "fault" and record["variant"].startswith("fault:")
     still, text = replay_record(orjson.loads(orjson.dumps(record)), factory)
     assert still, text
     assert f"FAILED {rule}" in text
@@ -200,15 +201,15 @@ def test_planted_io_error_bugs_pass_the_crash_states(
 def test_sweep_counts_fault_runs_and_reports_them_like_crash_states() -> None:
     report = sweep(_with_storage(FsyncErrorIgnored), workload(0, 6), seed=0, max_failures=1)
     (found,) = report.failures
-    assert found.rule == "CRASH-FS-9" and found.mode == "fault"
+    assert found.rule == "CRASH-FS-9" and found.run == "fault"
     assert report.fault_runs > 0 and report.states > 0
-    assert "power loss" in found.problem and "I/O fault at op" in str(found)
+    assert "power loss" in found.problem and "fault at call" in str(found)
 
 
 @pytest.mark.rule("CRASH-FS-10")
 def test_replay_of_a_fault_reproducer_against_a_fixed_backend_says_so() -> None:
-    seed, found, _ = _fault_failures(_with_storage(PartialLineLeft), "CRASH-FS-10")
-    record = found.record(workload(seed, 6), seed, "partial", None, seed)
+    _seed, found, _ = _fault_failures(_with_storage(PartialLineLeft), "CRASH-FS-10")
+    record = found.to_json()
     still, text = replay_record(record, good.make_backend)
     assert not still, text
     assert "every check passes" in text
@@ -225,9 +226,9 @@ def test_scopecheck_replay_reruns_a_fault_reproducer_by_its_spec() -> None:
     the fault, the steps and the files at the end of the run."""
     from scopecheck.replay import replay_crash
 
-    seed, found, _ = _fault_failures(partial_line_left, "CRASH-FS-10")
+    _seed, found, _ = _fault_failures(partial_line_left, "CRASH-FS-10")
     spec = f"{Path(__file__).resolve()}:partial_line_left"
-    record = found.record(workload(seed, 6), seed, "partial-line-left", spec, seed)
+    record = attrs.evolve(found, target={"spec": spec}).to_json()
     still, text = replay_crash(orjson.loads(orjson.dumps(record)))
     assert still, text
     assert "no crash" in text and "files on disk at the end of the run" in text

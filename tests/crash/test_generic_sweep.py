@@ -195,9 +195,9 @@ def test_planted_bug_is_caught_under_its_rule_and_replays(
     name: str, factory: Factory, rule: str
 ) -> None:
     """The sweep reports the planted bug under its rule; the record replays to that failure."""
-    seed, found = _first_failure(factory, rule)
+    _seed, found = _first_failure(factory, rule)
     assert found is not None, f"{name} escaped rule {rule}: {_first_failure(factory)[1]}"
-    record = found.record(workload(seed, 6), seed, name, None, seed)
+    record = found.to_json()
     still, text = replay_record(orjson.loads(orjson.dumps(record)), factory)
     assert still, text
     assert rule in text
@@ -206,8 +206,8 @@ def test_planted_bug_is_caught_under_its_rule_and_replays(
 @pytest.mark.rule("CRASH-FS-6")
 def test_replay_of_a_fixed_backend_says_so() -> None:
     """A reproducer of the unsynced example replayed against the good one passes (exit 0)."""
-    seed, found = _first_failure(broken_file_backend.make_backend)
-    record = found.record(workload(seed, 6), seed, "broken", None, seed)
+    _seed, found = _first_failure(broken_file_backend.make_backend)
+    record = found.to_json()
     still, text = replay_record(record, good.make_backend)
     assert not still, text
     assert "every check passes" in text

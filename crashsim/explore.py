@@ -1,0 +1,397 @@
+"""The one exploration loop every source of crash states runs through.
+
+A *source* (the system calls of a process, the ``FileSystem`` calls of a factory, the SQLite
+VFS, the JSONL sweep) records a workload as the persistence model's operations and knows how
+to reopen an image and judge it; everything else is here, once:
+
+* **rounds** (:func:`explore`): a fresh seeded workload per round until the budget is spent;
+  each round's crash states get :attr:`Plan.state_share` of what is left, its fault and kill
+  runs the rest, and a few fault runs come right after the priority passes so a fault-only
+  bug is found as early as a crash-only one (CRASH-COV-4);
+* **crash points in coverage order** (:func:`check_passes`, CRASH-COV-1): after every
+  acknowledgement, before it, around syncs, renames and unlinks, then the rest spread by
+  bit reversal; the first round's first pass runs to its end even past the budget, by at most
+  an ``overrun`` (CRASH-COV-2), and :class:`~scopecheck.crashsim.coverage.CrashCoverage` says
+  what was covered;
+* **the images of a crash point** (:func:`point_images`): the process crash, the write in
+  flight torn at a process crash, and the power-loss images of the device;
+* **crashing recovery** (:func:`crash_recoveries`): images whose reopen writes are reopened
+  once under the recorder, and crashed before each of the first :data:`RECOVERY_POINTS`
+  mutating operations of that reopen (CRASH-FS-5, CRASH-SQL-9);
+* **distinct failures** (:class:`Findings`): a failure does not end the search; the first of
+  each rule and kind is kept, up to a maximum (CRASH-COV-4).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+import attrs
+
+from scopecheck.crashsim.coverage import (
+    CrashCoverage,
+    acknowledgement_points,
+    crash_points,
+    ordered_passes,
+)
+from scopecheck.crashsim.failure import CrashFailure, family
+from scopecheck.crashsim.persistence import ANY_BYTE, Device, FileOp, Image, Volume, call_cuts
+
+#: Distinct failures (by rule and kind) an exploration keeps before it stops.
+MAX_FAILURES = 8
+#: A crash during recovery is tried before each of the recovery's first this many mutating
+#: operations (in coverage order): a repair is done in its first few; a start-up is no repair.
+RECOVERY_POINTS = 16
+#: Fault runs made right after the priority passes of a round (the first round always).
+EARLY_FAULT_RUNS = 3
+
+
+# -- the images of one crash point ----------------------------------------------------------
+
+
+def point_rng(seed: int, k: int) -> random.Random:
+    """The generator of one crash point's power-loss samples: seeded by the point alone, so a
+    point gives the same images in whatever order the points are visited."""
+    return random.Random(f"{seed}:{k}")
+
+
+def call_rng(seed: int, k: int) -> random.Random:
+    """The generator of the cut points of the write in flight at crash point ``k``."""
+    return random.Random(f"{seed}:{k}:call")
+
+
+@attrs.frozen
+class Images:
+    """Which images a crash point gives (CRASH-SYS-1, CRASH-SYS-12): the device; whether
+    power loss is crashed at all (``power``: no, for a sweep of process crashes only); at
+    most ``torn`` torn unsynced writes, each cut at its first, middle and last byte and
+    ``cuts`` sampled bytes; and the cut points of a write in flight at a process crash
+    (``call_cuts_of``, ``None``: no such image)."""
+
+    device: Device = ANY_BYTE
+    power: bool = True
+    torn: int = 64
+    cuts: int = 3
+    call_cuts_of: Callable[[bytes, random.Random], list[int]] | None = call_cuts
+
+
+def point_images(
+    volume: Volume, ops: Sequence[FileOp], k: int, seed: int, images: Images = Images()
+) -> Iterator[tuple[str, Image]]:
+    """The images of a crash before ``ops[k]`` (``volume`` holds ``ops[:k]`` applied), as
+    ``(variant, image)``: the process crash, the write ``ops[k]`` torn in flight, and the
+    power losses that differ from the process crash.  Every name rebuilds its image
+    (:func:`~scopecheck.crashsim.persistence.power_image`)."""
+    process = volume.process_image()
+    yield "process", process
+    if images.call_cuts_of is not None and k < len(ops) and ops[k].kind == "write":
+        cuts = images.call_cuts_of(ops[k].data, call_rng(seed, k))
+        yield from volume.torn_calls(ops[k], cuts)
+    if images.power:
+        lost = volume.power_images(
+            point_rng(seed, k), images.cuts, device=images.device, limit=images.torn
+        )
+        for variant, image in lost:
+            if image != process:
+                yield variant, image
+
+
+# -- distinct failures ---------------------------------------------------------------------
+
+
+@attrs.define
+class Findings:
+    """The failures an exploration keeps: the first of each rule and kind (CRASH-COV-4), up
+    to ``limit``; and what it could not judge (limits, each said once)."""
+
+    limit: int = MAX_FAILURES
+    failures: list[CrashFailure] = attrs.field(factory=list)
+    limits: list[str] = attrs.field(factory=list)
+
+    @property
+    def full(self) -> bool:
+        return len(self.failures) >= self.limit
+
+    def known(self, key: tuple[str, str]) -> bool:
+        return any(failure.key == key for failure in self.failures)
+
+    def add(self, failure: CrashFailure) -> bool:
+        """Keep ``failure`` unless one of its kind is kept already (or enough are)."""
+        if self.full or self.known(failure.key):
+            return False
+        self.failures.append(failure)
+        return True
+
+    def limited(self, text: str) -> None:
+        if text not in self.limits:
+            self.limits.append(text)
+
+
+# -- one recorded workload -----------------------------------------------------------------
+
+
+class Round(Protocol):
+    """One recorded workload of a source, ready to be crashed.  ``states`` counts every
+    image it judged, ``recovery_states`` those that were crashes during a recovery."""
+
+    @property
+    def ops(self) -> Sequence[FileOp]: ...
+    @property
+    def acked_at(self) -> Sequence[int | None]: ...
+    @property
+    def base(self) -> Image: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def states(self) -> int: ...
+    @property
+    def recovery_states(self) -> int: ...
+
+    def images(self, volume: Volume, k: int) -> Iterable[tuple[str, Image]]:
+        """The images of crash point ``k`` (usually :func:`point_images`)."""
+
+    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+        """Reopen ``image`` -- a crash before ``ops[k]`` -- and judge it."""
+
+    def recovers(self, variant: str, image: Image) -> bool:
+        """Whether reopening ``image`` (which passed its check) is worth crashing."""
+
+    def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
+        """The operations of reopening ``image``, recorded; ``None`` if that is not possible."""
+
+    def check_recovery(
+        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
+        image: Image,
+    ) -> CrashFailure | None:  # fmt: skip
+        """Judge ``image``: a crash before ``recovery_ops[j]`` while image ``(k, variant)``
+        was being recovered."""
+
+    def fault_runs(
+        self, findings: Findings, deadline: float, *, start: int, limit: int | None,
+        at_least: int,
+    ) -> int:  # fmt: skip
+        """Make the round's fault (and kill) runs ``start`` .. ``start + limit`` until
+        ``deadline`` (at least ``at_least`` of them); the number made."""
+
+
+def check_passes(
+    rnd: Round,
+    findings: Findings,
+    *,
+    until: float,
+    first: bool,
+    overrun: float = 30.0,
+    recovery_share: float = 0.2,
+    after_priority: Callable[[], None] | None = None,
+    on_state: Callable[[], None] | None = None,
+    passes: Sequence[Sequence[int]] | None = None,
+) -> CrashCoverage:
+    """Check ``rnd``'s crash points pass by pass (:func:`ordered_passes`, CRASH-COV-1) until
+    ``until``; after the priority passes (after, before and around acknowledgements and
+    syncs) crash the recovery of the images worth it for ``recovery_share`` of the time left,
+    then call ``after_priority``.  The first round's first pass runs to its end however small
+    the budget, unless it takes ``overrun`` seconds more (then the phase is incomplete,
+    CRASH-COV-2).  A later round that did not finish its first pass counts its states only:
+    its acknowledged steps are not claimed either way.  What was covered."""
+    points = crash_points(rnd.ops)
+    after_ack = acknowledgement_points(points, rnd.acked_at)
+    if passes is None:
+        passes = ordered_passes(rnd.ops, rnd.acked_at)
+    recover_after = min(2, len(passes) - 1)
+    checked: set[int] = set()
+    states_before, recovery_before = rnd.states, rnd.recovery_states
+    candidates: list[tuple[int, str, Image]] = []
+    stopped = priority_done = False
+    for number, pass_points in enumerate(passes):
+        stop_at = until + overrun if first and number == 0 else until
+        volume = Volume(rnd.base)
+        done = 0
+        for k in pass_points:
+            if findings.full or time.perf_counter() >= stop_at:
+                stopped = True
+                break
+            while done < k:
+                volume.apply(rnd.ops[done])
+                done += 1
+            for variant, image in rnd.images(volume, k):
+                failure = rnd.check(k, variant, image)
+                if failure is not None:
+                    findings.add(failure)
+                    if findings.full:
+                        break
+                elif number <= recover_after and rnd.recovers(variant, image):
+                    candidates.append((k, variant, image))
+                if on_state is not None:
+                    on_state()
+            checked.add(k)
+        if stopped:
+            break
+        priority_done = True
+        if number == recover_after:
+            if candidates:
+                now = time.perf_counter()
+                crash_recoveries(
+                    rnd, candidates, findings,
+                    until=now + max(0.0, until - now) * recovery_share,
+                    at_least=1 if first else 0, seed=rnd.seed,
+                )  # fmt: skip
+            if after_priority is not None:
+                after_priority()
+                after_priority = None
+    if after_priority is not None:  # the passes were cut short: the early runs still happen
+        after_priority()
+    counted = first or priority_done
+    return CrashCoverage(
+        points_checked=len(checked) if counted else 0,
+        points_total=len(points) if counted else 0,
+        states_checked=rnd.states - states_before,
+        acked_covered=sum(1 for k in after_ack if k in checked) if counted else 0,
+        acked_total=len(after_ack) if counted else 0,
+        recovery_states=rnd.recovery_states - recovery_before,
+    )
+
+
+#: The order recoveries are crashed in: torn images first (their recovery repairs the most),
+#: then the other power losses, then process crashes.
+_RECOVERY_RANK = {"torn": 0, "only": 1, "prefix": 1, "data-kept": 1, "entries-kept": 1, "strict": 1}
+
+
+def crash_recoveries(
+    rnd: Round,
+    candidates: Sequence[tuple[int, str, Image]],
+    findings: Findings,
+    *,
+    until: float,
+    at_least: int,
+    seed: int = 0,
+    points: int = RECOVERY_POINTS,
+) -> None:
+    """Record the recovery of candidate images -- torn first, each kind in a seeded order --
+    and crash it before each of its first ``points`` mutating operations in coverage order
+    (CRASH-FS-5, CRASH-SQL-9); stop at the first failure of a recovery."""
+    rng = random.Random(seed)
+    order = sorted(candidates, key=lambda c: (_RECOVERY_RANK.get(family(c[1]), 2), rng.random()))
+    for done, (k, variant, image) in enumerate(order):
+        if findings.full or (time.perf_counter() >= until and done >= at_least):
+            break
+        rops = rnd.record_recovery(image)
+        if rops is None or not rops:
+            continue
+        chosen = sorted(itertools.islice(itertools.chain.from_iterable(
+            ordered_passes(rops, ())), points))  # fmt: skip
+        volume = Volume(image)
+        applied = 0
+        failed = False
+        for j in chosen:
+            while applied < j:
+                volume.apply(rops[applied])
+                applied += 1
+            for during, crashed in rnd.images(volume, j) if j < len(rops) else ():
+                if crashed == image:
+                    continue  # the image itself, checked already
+                failure = rnd.check_recovery(k, variant, rops, j, during, crashed)
+                if failure is not None:
+                    findings.add(failure)
+                    failed = True
+                    break
+            if failed:
+                break
+
+
+# -- rounds --------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Plan:
+    """How a source's budget is spent: the share of what is left that a round's crash states
+    get (the rest goes to its fault runs, then the next round), the fault runs a round makes
+    right after its priority passes, and whether fault runs are made at all."""
+
+    state_share: float = 0.5
+    early_faults: int = EARLY_FAULT_RUNS
+    faults: bool = True
+    overrun: float = 30.0
+    recovery_share: float = 0.2
+
+
+@attrs.define
+class Exploration:
+    """What :func:`explore` did: images judged, fault runs made, what the crash states
+    covered, and the failures and limits it found."""
+
+    findings: Findings = attrs.field(factory=Findings)
+    states: int = 0
+    fault_runs: int = 0
+    rounds: int = 0
+    coverage: CrashCoverage = attrs.field(factory=CrashCoverage)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[CrashFailure]:
+        return self.findings.failures
+
+
+class Source(Protocol):
+    def round(self, seed: int, findings: Findings) -> AbstractContextManager[Round | None]:
+        """Record the workload of ``seed``; ``None`` when it could not be recorded (the
+        source has added why to ``findings``: a failure, or a limit)."""
+
+
+def explore(
+    source: Source,
+    *,
+    budget: float,
+    seed: int = 0,
+    plan: Plan = Plan(),
+    max_failures: int = MAX_FAILURES,
+    on_progress: Callable[[Exploration], None] | None = None,
+) -> Exploration:
+    """Record a workload per round, from ``seed`` on, until ``budget`` seconds pass (or
+    ``max_failures`` distinct failures are kept), and crash each: its crash states in coverage
+    order with a few fault runs after the priority passes, then its other fault runs.  The
+    first round always runs: its states after every acknowledgement are what a verdict may
+    not do without (CRASH-COV-2)."""
+    started = time.perf_counter()
+    deadline = started + budget
+    found = Exploration(Findings(max_failures))
+    round_seed = seed
+    while not found.findings.full and (round_seed == seed or time.perf_counter() < deadline):
+        first = round_seed == seed
+        with source.round(round_seed, found.findings) as rnd:
+            if rnd is None:
+                break
+            found.rounds += 1
+            now = time.perf_counter()
+            share = plan.state_share if plan.faults else 1.0
+            states_before = rnd.states
+
+            def runs(start: int, limit: int | None, at_least: int, rnd: Round = rnd) -> None:
+                if plan.faults and not found.findings.full:
+                    found.fault_runs += rnd.fault_runs(
+                        found.findings, deadline, start=start, limit=limit, at_least=at_least
+                    )
+
+            def early(first: bool = first) -> None:
+                if plan.early_faults:
+                    runs(0, plan.early_faults, plan.early_faults if first else 0)
+
+            def progress(rnd: Round = rnd) -> None:
+                if on_progress is not None and rnd.states % 50 == 0:
+                    found.seconds = time.perf_counter() - started
+                    on_progress(found)
+
+            found.coverage += check_passes(
+                rnd, found.findings, until=now + (deadline - now) * share, first=first,
+                overrun=plan.overrun, recovery_share=plan.recovery_share, after_priority=early,
+                on_state=progress,
+            )  # fmt: skip
+            found.states += rnd.states - states_before
+            runs(plan.early_faults, None, 0 if plan.early_faults or not first else 2)
+        round_seed += 1
+    found.seconds = time.perf_counter() - started
+    return found

@@ -1,0 +1,214 @@
+"""The one failure type of crash exploration, which is also its versioned reproducer.
+
+Every source -- a backend's system calls under strace, its ``FileSystem`` calls, the SQLite
+VFS, the JSONL sweep of our own backend -- reports what broke as a :class:`CrashFailure`, and
+the validator, ``scopecheck fuzz`` and ``scopecheck replay`` see only that type: one
+``to_json``/``from_json`` (format :data:`VERSION`), one key telling distinct failures apart
+(CRASH-COV-4), one way to rebuild a crash image (:class:`Evidence`, CRASH-COV-5).
+
+What differs between sources is only how a failure is rerun: a process command, a factory
+spec, a SQLite layout.  That is :attr:`CrashFailure.target`, a small mapping the source
+writes and reads back; nothing in it is an absolute path of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+import orjson
+
+from scopecheck.crashsim.persistence import (
+    FileOp,
+    Image,
+    image_from_json,
+    image_to_json,
+    op_from_json,
+    op_to_json,
+)
+
+#: The reproducer format.  3: one format for every source (``source`` names it).
+VERSION = 3
+#: What a failure reruns: a crash image, a crash during an image's recovery, a run with one
+#: I/O fault, a run killed at one call, or the whole workload without any crash.
+Run = Literal["crash", "recovery", "fault", "kill", "workload"]
+RUNS: tuple[str, ...] = ("crash", "recovery", "fault", "kill", "workload")
+
+
+def family(variant: str) -> str:
+    """The kind of a crash image named ``variant``: ``process``, ``torn-call``, ``strict``,
+    ``data-kept``, ``entries-kept``, ``only``, ``prefix``, ``torn``."""
+    return variant.split(":", 1)[0].split("@", 1)[0]
+
+
+@attrs.frozen
+class Evidence:
+    """What rebuilds a crash image by name, byte for byte, with no backend run: the recorded
+    operations, the disk they started on, where each step was acknowledged among them, and,
+    for a crash during recovery, the recovery's own operations (they start on the crash
+    image)."""
+
+    ops: tuple[FileOp, ...]
+    base: Image
+    acked_at: tuple[int | None, ...]
+    recovery_ops: tuple[FileOp, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ops": [op_to_json(op) for op in self.ops],
+            "base": image_to_json(self.base),
+            "acked_at": list(self.acked_at),
+            "recovery_ops": [op_to_json(op) for op in self.recovery_ops],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+        return cls(
+            tuple(op_from_json(op) for op in data["ops"]),
+            image_from_json(data["base"]),
+            tuple(data["acked_at"]),
+            tuple(op_from_json(op) for op in data.get("recovery_ops", ())),
+        )
+
+    def acked(self, k: int) -> int:
+        """Steps acknowledged before a crash at point ``k``."""
+        return acked_before(self.acked_at, k)
+
+
+class BadReproducer(ValueError):
+    """A reproducer file that is not one this version can read (the message says why)."""
+
+
+@attrs.frozen
+class CrashFailure:
+    """One state or run that broke a crash rule, with everything a replay needs.
+
+    ``point`` is the crash point (an index into the recorded operations) of a crash image,
+    the call of a fault or kill run; ``variant`` names the image (``process``, a power-loss
+    variant) or the fault; ``recovery`` is, for a crash during recovery, the point and
+    variant in the recovery's operations.  ``kind`` is what tells two failures of one rule
+    apart (CRASH-COV-4): the image family, or the call and fault."""
+
+    source: str
+    rule: str
+    problem: str
+    run: Run
+    kind: str
+    seed: int
+    workload: Any
+    point: int | None = None
+    variant: str = ""
+    recovery: tuple[int, str] | None = None
+    evidence: Evidence | None = attrs.field(default=None, eq=False, repr=False)
+    #: How the source reruns it (a command, a factory spec, a layout, a mode).
+    target: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    #: What a reader is shown besides the problem (expected and recovered states, files).
+    shown: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    backend: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Rule and kind of crash point or fault: what makes two failures distinct."""
+        return self.rule, ("recovery:" + self.kind if self.run == "recovery" else self.kind)
+
+    @property
+    def what(self) -> str:
+        """What a replay reruns, in words."""
+        return {
+            "crash": "a crash state (rebuilt from the recorded operations)",
+            "recovery": "a crash state during recovery (rebuilt from the recorded operations)",
+            "fault": "an I/O-fault run (the workload rerun with one call failed)",
+            "kill": "a kill run (the workload rerun with the backend killed at one call)",
+            "workload": "the workload without any crash",
+        }[self.run]
+
+    def __str__(self) -> str:
+        if self.run == "workload":
+            where = "the workload, with no crash"
+        elif self.run in ("fault", "kill"):
+            where = f"{self.run} at call {self.point} ({self.variant})"
+        else:
+            where = f"crash before op {self.point}, {self.variant}"
+            if self.recovery is not None:
+                where += f", then during recovery before op {self.recovery[0]}, {self.recovery[1]}"
+        return f"{where}: {self.rule} {self.problem}"
+
+    def details(self) -> str:
+        """The failure and, a line each, what it shows (expected and recovered states, the
+        files), for a test's or a report's message."""
+        lines = [str(self)]
+        for name, shown in self.shown.items():
+            text = shown if isinstance(shown, str) else orjson.dumps(shown).decode()
+            lines.append(f"{name.replace('_', ' ')}: {text}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The reproducer file contents (kind ``crash``), replayed by ``scopecheck replay``."""
+        return {
+            "kind": "crash",
+            "version": VERSION,
+            "source": self.source,
+            "backend": self.backend,
+            "rule": self.rule,
+            "error": self.problem,
+            "run": self.run,
+            "failure_kind": self.kind,
+            "seed": self.seed,
+            "workload": self.workload,
+            "point": self.point,
+            "variant": self.variant,
+            "recovery": None if self.recovery is None else list(self.recovery),
+            "evidence": None if self.evidence is None else self.evidence.to_json(),
+            "target": dict(self.target),
+            "shown": dict(self.shown),
+            "replay": f"scopecheck replay FILE  # replays {self.what}",
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CrashFailure:
+        """Read a reproducer back; :class:`BadReproducer` for another version or a field
+        missing or of the wrong type."""
+        if data.get("version") != VERSION:
+            raise BadReproducer(
+                f"crash reproducer format {data.get('version')!r}, this scopecheck reads "
+                f"format {VERSION}: rerun the exploration to get a new one"
+            )
+        try:
+            run = str(data["run"])
+            if run not in RUNS:
+                raise BadReproducer(f"unknown run {run!r} (one of {', '.join(RUNS)})")
+            recovery = data.get("recovery")
+            evidence = data.get("evidence")
+            point = data.get("point")
+            return cls(
+                source=str(data["source"]),
+                rule=str(data["rule"]),
+                problem=str(data["error"]),
+                run=run,  # type: ignore[arg-type]
+                kind=str(data["failure_kind"]),
+                seed=int(data["seed"]),
+                workload=data.get("workload"),
+                point=None if point is None else int(point),
+                variant=str(data.get("variant", "")),
+                recovery=None if recovery is None else (int(recovery[0]), str(recovery[1])),
+                evidence=None if evidence is None else Evidence.from_json(evidence),
+                target=dict(data.get("target") or {}),
+                shown=dict(data.get("shown") or {}),
+                backend=str(data.get("backend", "")),
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            if isinstance(exc, BadReproducer):
+                raise
+            raise BadReproducer(f"not a crash reproducer: {exc!r}") from None
+
+
+def crash_kind(variant: str, recovery: tuple[int, str] | None = None) -> str:
+    """The kind of a crash-image failure: its image family (the recovery crash's, for a
+    crash during recovery)."""
+    return family(recovery[1] if recovery is not None else variant)
+
+
+def acked_before(acked_at: Sequence[int | None], k: int) -> int:
+    """Steps acknowledged before a crash at point ``k``."""
+    return sum(1 for at in acked_at if at is not None and at <= k)
