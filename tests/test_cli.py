@@ -226,9 +226,7 @@ def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: 
     saved_all = sorted(tmp_path.glob("broken_file_backend-*.json"))
     records = {path: orjson.loads(path.read_bytes()) for path in saved_all}
     assert len(records) >= 2
-    saved = next(
-        p for p, r in records.items() if r["rule"] == "CRASH-FS-6" and r["run"] == "crash"
-    )
+    saved = next(p for p, r in records.items() if r["rule"] == "CRASH-FS-6" and r["run"] == "crash")
     record = records[saved]
     assert record["kind"] == "crash" and record["source"] == "fs" and record["version"] == 3
     assert f"scopecheck replay {saved}" in bad.stdout.replace("\n", "")
