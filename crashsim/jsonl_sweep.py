@@ -29,13 +29,14 @@ state again.  :func:`fault_sweep` injects single I/O faults without a crash (CRA
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import posixpath
 import random
 import re
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -43,8 +44,18 @@ import orjson
 from pyfakefs.fake_file import FakeDirectory, FakeFile
 
 from scopecheck.crashsim.coverage import crash_points
+from scopecheck.crashsim.explore import (
+    MAX_FAILURES,
+    Exploration,
+    Findings,
+    Images,
+    check_passes,
+    point_images,
+)
+from scopecheck.crashsim.explore import explore as explore_rounds
+from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence, crash_kind
 from scopecheck.crashsim.faults import OneFault, faults_for
-from scopecheck.crashsim.fs_source import absolute, file_ops, image_of
+from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops, image_of
 from scopecheck.crashsim.jsonl_disk import Op, RecordingFs
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import (
@@ -308,6 +319,8 @@ class Trace:
     initial: Image
     #: ``ops`` as the persistence model's operations (:mod:`scopecheck.crashsim.fs_source`).
     file_ops: tuple[FileOp, ...] = ()
+    #: ``acked_at[i]``: how many of ``file_ops`` had completed when step ``i`` returned.
+    acked_at: tuple[int | None, ...] = ()
 
 
 def drive_steps(
@@ -393,9 +406,11 @@ def trace(workload: Workload, repo_class: type[JsonlRepository] = JsonlRepositor
     if storage is not None:
         storage.close()
     ops = tuple(recorder.ops)
+    converted = file_ops(ops, ROOT, initial)
     return Trace(
-        workload, ops, tuple(model_states(workload)), initial, file_ops(ops, ROOT, initial)
-    )
+        workload, ops, tuple(model_states(workload)), initial, converted,
+        acknowledged_at(converted, len(workload.steps)),
+    )  # fmt: skip
 
 
 # -- crash states ----------------------------------------------------------------------------
@@ -430,12 +445,6 @@ class CrashState:
         return self.variant.split(":", 1)[0].split("@", 1)[0]
 
 
-def point_rng(seed: int, k: int) -> random.Random:
-    """The generator of one crash point's power-loss samples: seeded by the point alone, so a
-    point gives the same images in whatever order the points are visited."""
-    return random.Random(f"{seed}:{k}")
-
-
 def crash_states(
     ops: Sequence[FileOp],
     initial: Image,
@@ -447,11 +456,12 @@ def crash_states(
     call_cuts_of: Callable[[bytes, random.Random], list[int]] = call_cuts,
 ) -> Iterator[CrashState]:
     """The crash states of ``ops`` at ``points`` (sorted; default every crash point: before
-    each mutating operation, and at the end), in one sweep over the operations: the
-    process-crash image, the write in flight torn at a process crash (``torn-call:``, at
-    ``call_cuts_of(data, rng)``), and in ``unsynced`` mode every power-loss image that differs
-    from the process image (CRASH-SYS-1); ``cuts``: sampled cut points per torn unsynced write
-    besides the first, middle and last byte."""
+    each mutating operation, and at the end), in one sweep over the operations: the images of
+    :func:`~scopecheck.crashsim.explore.point_images` -- the process crash, the write in
+    flight torn at ``call_cuts_of`` its bytes, and in ``unsynced`` mode every power-loss image
+    that differs from the process image (CRASH-SYS-1), ``cuts`` sampled cut points per torn
+    unsynced write besides the first, middle and last byte."""
+    images = Images(power=mode == "unsynced", cuts=cuts, call_cuts_of=call_cuts_of)
     volume = Volume(initial)
     done = 0
     for k in crash_points(ops) if points is None else points:
@@ -459,21 +469,8 @@ def crash_states(
             volume.apply(ops[done])
             done += 1
         allowed = allowed_at(k)
-        process = volume.process_image()
-        yield CrashState(k, "process", process, allowed)
-        if k < len(ops) and ops[k].kind == "write":
-            torn = volume.torn_calls(ops[k], call_cuts_of(ops[k].data, call_rng(seed, k)))
-            for variant, image in torn:
-                yield CrashState(k, variant, image, allowed)
-        if mode == "unsynced":
-            for variant, image in volume.power_images(point_rng(seed, k), cuts):
-                if image != process:
-                    yield CrashState(k, variant, image, allowed)
-
-
-def call_rng(seed: int, k: int) -> random.Random:
-    """The generator of the cut points of the write in flight at crash point ``k``."""
-    return random.Random(f"{seed}:{k}:call")
+        for variant, image in point_images(volume, ops, k, seed, images):
+            yield CrashState(k, variant, image, allowed)
 
 
 def jsonl_call_cuts(data: bytes, rng: random.Random) -> list[int]:
@@ -522,53 +519,6 @@ def allowed_for(tr: Traced) -> Callable[[int], tuple[int, ...]]:
 
 
 # -- checking --------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class CrashFailure:
-    """One crash state that broke a CRASH rule, with what a replay needs."""
-
-    workload: str
-    mode: str
-    op_index: int
-    variant: str
-    offset: int | None
-    op: str
-    rule: str
-    problem: str
-    expected: list[Any]
-    recovered: Any
-    files_before: dict[str, str]
-    files_after: dict[str, str]
-
-    def __str__(self) -> str:
-        what = "I/O fault" if self.variant.startswith("fault:") else "crash"
-        return (
-            f"{self.workload}: {what} at op {self.op_index} ({self.op}), {self.variant}: "
-            f"{self.rule} {self.problem}"
-        )
-
-    def record(self, workload: Workload, seed: int, repo: str = "jsonl") -> dict[str, Any]:
-        """The reproducer file contents (kind ``crash``), replayed by ``scopecheck replay``."""
-        return {
-            "kind": "crash",
-            "backend": repo,
-            "engine": "jsonl",
-            "workload": workload.to_json(),
-            "mode": self.mode,
-            "seed": seed,
-            "op_index": self.op_index,
-            "offset": self.offset,
-            "fault": self.variant,
-            "op": self.op,
-            "rule": self.rule,
-            "error": f"{self.rule}: {self.problem}",
-            "expected": self.expected,
-            "recovered": self.recovered,
-            "files_before": self.files_before,
-            "files_after": self.files_after,
-            "program": f"scopecheck crash --replay <this file>  # {self}",
-        }
 
 
 def describe(snapshot: Snapshot | None) -> Any:
@@ -652,8 +602,10 @@ class Checker:
         *,
         recovery: bool = True,
         invariants: Callable[[Any, int], list[str]] | None = None,
+        seed: int = 0,
     ) -> None:
         self.trace = tr
+        self.seed = seed
         #: ``invariants(storage, steps)``: extra checks of the reopened Session taken as the
         #: model after the first ``steps`` workload steps (the lifecycle's, OP-21); ``[]`` = ok.
         self.invariants = invariants
@@ -670,6 +622,21 @@ class Checker:
     def _repo(self, fs: Any) -> JsonlRepository:
         return self.repo_class(ROOT, fs, self.clock, cwd="/crash")
 
+    def failure(
+        self, k: int, variant: str, rule: str, problem: str, *,
+        recovery: tuple[int, str] | None = None, shown: dict[str, Any] | None = None,
+    ) -> CrashFailure:  # fmt: skip
+        """A failure of the crash image ``(k, variant)`` of this trace."""
+        tr = self.trace
+        return CrashFailure(
+            source="jsonl", rule=rule, problem=problem,
+            run="crash" if recovery is None else "recovery",
+            kind=crash_kind(variant, recovery), seed=self.seed, workload=tr.workload.to_json(),
+            point=k, variant=variant, recovery=recovery,
+            evidence=Evidence(tr.file_ops, tr.initial, tr.acked_at),
+            target={"mode": self.mode}, shown=shown or {},
+        )  # fmt: skip
+
     def check(self, crash: CrashState) -> CrashFailure | None:
         self.states += 1
         box = self.box
@@ -677,23 +644,18 @@ class Checker:
         box.load(crash.state)
         expected = [self.trace.states[i] for i in crash.allowed]
 
-        def failure(rule: str, problem: str, recovered: Any = None) -> CrashFailure:
-            ops = self.trace.file_ops
-            op = ops[crash.op_index] if crash.op_index < len(ops) else None
-            return CrashFailure(
-                self.trace.workload.name,
-                self.mode,
-                crash.op_index,
-                crash.variant,
-                crash.offset,
-                op.describe() if op else "(end of trace)",
-                rule,
-                problem,
-                [describe(s) for s in expected],
-                recovered,
-                show_files(before),
-                show_files(box.tree()),
-            )
+        def failure(
+            rule: str, problem: str, recovered: Any = None, recovery: tuple[int, str] | None = None
+        ) -> CrashFailure:
+            return self.failure(
+                crash.op_index, crash.variant, rule, problem, recovery=recovery,
+                shown={
+                    "expected": [describe(s) for s in expected],
+                    "recovered": recovered,
+                    "files_before": show_files(before),
+                    "files_after": show_files(box.tree()),
+                },
+            )  # fmt: skip
 
         try:
             recorder = RecordingFs(box.fs)
@@ -803,16 +765,22 @@ class Checker:
             )
             try:
                 repo = self._repo(self.box.fs)
+                during = (inner.op_index, inner.variant)
                 if SESSION not in repo.list():
-                    return failure("CRASH-5", f"{label}: the Session vanished")
+                    return failure("CRASH-5", f"{label}: the Session vanished", recovery=during)
                 storage = repo.open(SESSION)
                 again = storage.snapshot()
                 storage.close()
             except ScopecheckError as exc:
-                return failure("CRASH-5", f"{label}: reopen failed: {exc.code}: {exc}")
+                return failure(
+                    "CRASH-5", f"{label}: reopen failed: {exc.code}: {exc}", recovery=during
+                )
             if again != recovered:
                 return failure(
-                    "CRASH-5", f"{label}: another state than the first recovery", describe(again)
+                    "CRASH-5",
+                    f"{label}: another state than the first recovery",
+                    describe(again),
+                    recovery=during,
                 )
         return None
 
@@ -871,6 +839,75 @@ def count_states(tr: Trace, mode: Mode, seed: int = 0) -> int:
     return sum(1 for _ in states)
 
 
+class JsonlRound:
+    """One traced JSONL workload as a round of the exploration loop
+    (:mod:`scopecheck.crashsim.explore`): this sweep's images (more cuts per torn write and
+    every byte of a record line in flight), checked by :class:`Checker`, which crashes each
+    recovery itself (CRASH-5); its fault runs are :func:`fault_sweep`'s."""
+
+    def __init__(
+        self,
+        tr: Trace,
+        mode: Mode,
+        repo_class: type[JsonlRepository],
+        seed: int,
+        *,
+        recovery: bool = True,
+        invariants: Callable[[Any, int], list[str]] | None = None,
+    ) -> None:
+        self.trace = tr
+        self.ops = tr.file_ops
+        self.acked_at = tr.acked_at
+        self.base = tr.initial
+        self.seed = seed
+        self.repo_class = repo_class
+        self.checker = Checker(
+            tr, mode, repo_class, recovery=recovery, invariants=invariants, seed=seed
+        )
+        self._allowed = allowed_for(tr)
+        self._images = Images(
+            power=mode == "unsynced", cuts=JSONL_CUTS, call_cuts_of=jsonl_call_cuts
+        )
+
+    @property
+    def states(self) -> int:
+        return self.checker.states
+
+    @property
+    def recovery_states(self) -> int:
+        return self.checker.recovery_states
+
+    def images(self, volume: Volume, k: int) -> Iterable[tuple[str, Image]]:
+        return point_images(volume, self.ops, k, self.seed, self._images)
+
+    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+        return self.checker.check(CrashState(k, variant, image, self._allowed(k)))
+
+    def recovers(self, variant: str, image: Image) -> bool:
+        return False  # the checker crashes every recovery itself
+
+    def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
+        return None
+
+    def check_recovery(
+        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
+        image: Image,
+    ) -> CrashFailure | None:  # fmt: skip
+        return None
+
+    def fault_runs(
+        self, findings: Findings, deadline: float, *, start: int, limit: int | None,
+        at_least: int,
+    ) -> int:  # fmt: skip
+        runs, failures = fault_sweep(
+            self.trace.workload, self.repo_class, deadline=deadline, start=start, limit=limit,
+            at_least=at_least, seed=self.seed, tr=self.trace,
+        )  # fmt: skip
+        for failure in failures:
+            findings.add(failure)
+        return runs
+
+
 def explore_workload(
     workload: Workload,
     *,
@@ -880,37 +917,29 @@ def explore_workload(
     max_failures: int = 10,
     recovery: bool = True,
     faults: bool = True,
-    only: tuple[int, str] | None = None,
     on_state: Callable[[int], None] | None = None,
     deadline: float | None = None,
     invariants: Callable[[Any, int], list[str]] | None = None,
 ) -> WorkloadReport:
-    """Check every crash state of ``workload`` (and, with ``faults``, every single I/O fault);
-    ``only=(op_index, variant)`` checks just that state (a replay)."""
+    """Check every crash state of ``workload`` in trace order (one pass of every crash point,
+    in the exploration loop) and, with ``faults``, every single I/O fault, until
+    ``max_failures`` failures or ``deadline``."""
     started = time.perf_counter()
     report = WorkloadReport(workload.name, mode)
     tr = trace(workload, repo_class)
     report.ops = len(tr.ops)
-    checker = Checker(tr, mode, repo_class, recovery=recovery, invariants=invariants)
-    for crash in jsonl_states(tr, mode, seed):
-        if only is not None and (crash.op_index, crash.variant) != only:
-            continue
-        found = checker.check(crash)
-        if found is not None:
-            report.failures.append(found)
-        if on_state is not None:
-            on_state(checker.states)
-        if len(report.failures) >= max_failures:
-            break
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-    report.states = checker.states
-    report.recovery_states = checker.recovery_states
-    in_time = deadline is None or time.perf_counter() < deadline
-    if faults and only is None and len(report.failures) < max_failures and in_time:
-        runs, found_faults = fault_sweep(workload, repo_class, deadline=deadline)
-        report.faults = runs
-        report.failures.extend(found_faults[: max_failures - len(report.failures)])
+    rnd = JsonlRound(tr, mode, repo_class, seed, recovery=recovery, invariants=invariants)
+    findings = Findings(max_failures)
+    until = float("inf") if deadline is None else deadline
+    check_passes(
+        rnd, findings, until=until, first=False, passes=[crash_points(tr.file_ops)],
+        on_state=None if on_state is None else lambda: on_state(rnd.states),
+    )  # fmt: skip
+    report.states = rnd.states
+    report.recovery_states = rnd.recovery_states
+    if faults and not findings.full and time.perf_counter() < until:
+        report.faults = rnd.fault_runs(findings, until, start=0, limit=None, at_least=0)
+    report.failures = findings.failures
     report.seconds = time.perf_counter() - started
     return report
 
@@ -918,46 +947,56 @@ def explore_workload(
 # -- I/O faults without a crash ----------------------------------------------------------------
 
 
+def fault_plan(tr: Trace) -> list[tuple[int, str]]:
+    """``(recorded call, fault)`` for every fault each mutating call of a commit, reopen or
+    delete step can have, in trace order."""
+    return [
+        (target, fault)
+        for target, op in enumerate(tr.ops)
+        if tr.workload.steps[op.step].op in ("commit", "reopen", "delete")
+        for fault in faults_for(op.kind)
+    ]
+
+
 def fault_sweep(
     workload: Workload,
     repo_class: type[JsonlRepository] = JsonlRepository,
     *,
     deadline: float | None = None,
+    start: int = 0,
+    limit: int | None = None,
+    at_least: int = 0,
+    seed: int = 0,
+    tr: Trace | None = None,
 ) -> tuple[int, list[CrashFailure]]:
     """Fail each mutating op of the commit, reopen and delete steps once, with each fault its
-    kind can have, and run the workload on (CRASH-9..12); returns (runs, failures)."""
-    tr = trace(workload, repo_class)
+    kind can have (:func:`fault_plan` from its ``start``-th run, at most ``limit``), and run
+    the workload on (CRASH-9..12) until ``deadline`` (at least ``at_least`` runs); returns
+    (runs, failures)."""
+    tr = trace(workload, repo_class) if tr is None else tr
     failures: list[CrashFailure] = []
     runs = 0
-    for target, op in enumerate(tr.ops):
-        if workload.steps[op.step].op not in ("commit", "reopen", "delete"):
-            continue
-        for fault in faults_for(op.kind):
-            runs += 1
-            problem = _run_with_fault(workload, repo_class, OneFault(target, fault))
-            if problem is not None:
-                rule, text, files = problem
-                failures.append(
-                    CrashFailure(
-                        workload.name,
-                        "fault",
-                        target,
-                        f"fault:{fault}",
-                        None,
-                        op.describe(),
-                        rule,
-                        text,
-                        [],
-                        None,
-                        show_files(files),
-                        {},
-                    )
-                )
-                if len(failures) >= 5:
-                    return runs, failures
-            if deadline is not None and time.perf_counter() > deadline:
-                return runs, failures
+    plan = fault_plan(tr)[start:]
+    for target, fault in plan if limit is None else plan[:limit]:
+        if deadline is not None and time.perf_counter() > deadline and runs >= at_least:
+            break
+        runs += 1
+        problem = _run_with_fault(workload, repo_class, OneFault(target, fault))
+        if problem is not None:
+            failures.append(_fault_failure(tr, target, fault, problem, seed))
     return runs, failures
+
+
+def _fault_failure(
+    tr: Trace, target: int, fault: str, problem: tuple[str, str, dict[str, bytes]], seed: int
+) -> CrashFailure:
+    rule, text, files = problem
+    op = tr.ops[target]
+    return CrashFailure(
+        source="jsonl", rule=rule, problem=text, run="fault", kind=f"fault:{op.kind}:{fault}",
+        seed=seed, workload=tr.workload.to_json(), point=target, variant=f"fault:{fault}",
+        shown={"op": op.describe(), "files_after": show_files(files)},
+    )  # fmt: skip
 
 
 def _run_with_fault(
@@ -1076,19 +1115,20 @@ def _handle_matches(storage: Any, session: Any) -> bool | None:
         return None
 
 
-def explore(
-    *,
-    budget: float = 10.0,
-    seed: int = 0,
-    repo_class: type[JsonlRepository] = JsonlRepository,
-    mode: Mode = "unsynced",
-) -> tuple[int, list[tuple[Workload, CrashFailure]]]:
-    """Crash exploration of fresh generated workloads until ``budget`` seconds pass (the JSONL
-    half of ``scopecheck fuzz``); returns (states, failures with their workloads)."""
-    states, _, found = explore_with_faults(
-        budget=budget, seed=seed, repo_class=repo_class, mode=mode
-    )
-    return states, found
+@attrs.frozen
+class JsonlSource:
+    """The rounds of :func:`explore_with_faults`: a generated workload per seed, traced on a
+    pyfakefs sandbox."""
+
+    repo_class: type[JsonlRepository] = JsonlRepository
+    mode: Mode = "unsynced"
+
+    @contextlib.contextmanager
+    def round(self, seed: int, findings: Findings) -> Iterator[JsonlRound | None]:
+        from scopecheck.crashsim.jsonl_workloads import generated
+
+        workload = generated(seed, 6, reopen_every=4)
+        yield JsonlRound(trace(workload, self.repo_class), self.mode, self.repo_class, seed)
 
 
 def explore_with_faults(
@@ -1097,29 +1137,14 @@ def explore_with_faults(
     seed: int = 0,
     repo_class: type[JsonlRepository] = JsonlRepository,
     mode: Mode = "unsynced",
-) -> tuple[int, int, list[tuple[Workload, CrashFailure]]]:
-    """:func:`explore`, also counting the single-I/O-fault runs (CRASH-10..12) it made."""
-    from scopecheck.crashsim.jsonl_workloads import generated
-
-    started = time.perf_counter()
-    states = faults = 0
-    found: list[tuple[Workload, CrashFailure]] = []
-    round_number = 0
-    while time.perf_counter() - started < budget and not found:
-        workload = generated(seed + round_number, 6, reopen_every=4)
-        report = explore_workload(
-            workload,
-            mode=mode,
-            repo_class=repo_class,
-            seed=seed + round_number,
-            max_failures=1,
-            deadline=started + budget,
-        )
-        states += report.states
-        faults += report.faults
-        found.extend((workload, f) for f in report.failures)
-        round_number += 1
-    return states, faults, found
+    max_failures: int = MAX_FAILURES,
+) -> Exploration:
+    """Crash exploration of fresh generated workloads for about ``budget`` seconds (the JSONL
+    half of ``scopecheck fuzz``), through the exploration loop: crash states in coverage
+    order, single I/O faults (CRASH-10..12) with their share, distinct failures kept."""
+    return explore_rounds(
+        JsonlSource(repo_class, mode), budget=budget, seed=seed, max_failures=max_failures
+    )
 
 
 # -- replay ----------------------------------------------------------------------------------
@@ -1140,84 +1165,62 @@ def render_files(title: str, files: dict[str, Any]) -> list[str]:
     return lines
 
 
-def replay_state(
-    workload: Workload,
-    op_index: int,
-    variant: str,
-    *,
-    mode: Mode = "unsynced",
-    seed: int = 0,
-    repo_class: type[JsonlRepository] = JsonlRepository,
-) -> tuple[CrashFailure | None, str]:
-    """Re-check the crash state ``(op_index, variant)`` of ``workload`` (or re-run the single
-    I/O fault ``fault:<kind>`` at ``op_index``); returns (failure or ``None``, report text)."""
-    if variant.startswith("fault:"):
-        problem = _run_with_fault(workload, repo_class, OneFault(op_index, variant[6:]))
-        if problem is None:
-            return None, f"fault {variant[6:]} at op {op_index}: the workload now passes"
-        rule, text, files = problem
-        found = CrashFailure(
-            workload.name,
-            "fault",
-            op_index,
-            variant,
-            None,
-            "",
-            rule,
-            text,
-            [],
-            None,
-            show_files(files),
-            {},
-        )
-        return found, "\n".join([str(found), *render_files("files on disk after the run", files)])
-    tr = trace(workload, repo_class)
-    checker = Checker(tr, mode, repo_class)
-    crash = crash_state(tr.file_ops, tr.initial, op_index, variant, allowed_for(tr)(op_index))
-    if crash is not None:
-        result = checker.check(crash)
-        after = checker.box.tree()
-        ops = tr.file_ops
-        op = ops[op_index].describe() if op_index < len(ops) else "(end of trace)"
-        lines = [
-            f"{workload.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
-            *render_files(
-                "files on disk after the crash (before recovery)", absolute(crash.state, ROOT)
-            ),
-            *render_files("files on disk after recovery (and one probe commit)", after),
-        ]
-        if result is not None:
-            lines.append(f"FAILED {result.rule}: {result.problem}")
-            lines.append(f"expected one of: {orjson.dumps(result.expected).decode()}")
-            lines.append(f"recovered: {orjson.dumps(result.recovered).decode()}")
-        else:
-            lines.append("recovered state is allowed; every check passes")
-        return result, "\n".join(lines)
-    return None, (
-        f"{workload.name}: the trace has no crash state (op {op_index}, {variant}) any more "
-        f"({len(tr.file_ops)} ops); the recorded crash point is gone"
-    )
-
-
 def replay_record(
     record: dict[str, Any], repo_class: type[JsonlRepository] = JsonlRepository
 ) -> tuple[bool, str]:
-    """Replay a kind ``crash`` reproducer of the JSONL explorer: (still failing, text)."""
+    """Replay a crash reproducer of source ``jsonl``: (still failing, text).  A crash image is
+    rebuilt by its name from a new trace of the workload (the recorded operations, when the
+    backend makes them again: our backend is deterministic); a fault run reruns the workload
+    with that call failing."""
     from scopecheck.crashsim.jsonl_workloads import workload_from_json
 
     try:
-        workload = workload_from_json(record["workload"])
-        op_index = int(record["op_index"])
-        variant = str(record["fault"])
-        mode = record.get("mode", "unsynced")
-        seed = int(record.get("seed", 0))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(
-            "invalid_payload", f"not a JSONL crash reproducer: missing {exc}"
-        ) from None
-    if mode not in MODES:
-        mode = "unsynced"
-    found, text = replay_state(
-        workload, op_index, variant, mode=mode, seed=seed, repo_class=repo_class
-    )
-    return found is not None, text
+        failure = CrashFailure.from_json(record)
+        workload = workload_from_json(failure.workload)
+    except (BadReproducer, KeyError, TypeError, ValueError) as exc:
+        raise UsageError("invalid_payload", f"not a JSONL crash reproducer: {exc}") from None
+    if failure.point is None:
+        raise UsageError("invalid_payload", "a JSONL crash reproducer without its point")
+    op_index, variant = failure.point, failure.variant
+    head = f"replaying {failure.what}"
+    if failure.run == "fault":
+        problem = _run_with_fault(workload, repo_class, OneFault(op_index, variant[6:]))
+        if problem is None:
+            return False, f"{head}\nfault {variant[6:]} at op {op_index}: the workload now passes"
+        rule, text, files = problem
+        return True, "\n".join(
+            [head, f"{rule}: {text}", *render_files("files on disk after the run", files)]
+        )
+    mode: Mode = "prefix" if failure.target.get("mode") == "prefix" else "unsynced"
+    tr = trace(workload, repo_class)
+    evidence = failure.evidence
+    same = evidence is not None and evidence.ops == tr.file_ops
+    checker = Checker(tr, mode, repo_class)
+    crash = crash_state(tr.file_ops, tr.initial, op_index, variant, allowed_for(tr)(op_index))
+    if crash is None:
+        return False, (
+            f"{head}\n{workload.name}: the trace has no crash state (op {op_index}, {variant}) "
+            f"any more ({len(tr.file_ops)} ops); the recorded crash point is gone"
+        )
+    result = checker.check(crash)
+    after = checker.box.tree()
+    ops = tr.file_ops
+    op = ops[op_index].describe() if op_index < len(ops) else "(end of trace)"
+    lines = [
+        head,
+        "the backend makes the recorded operations again"
+        if same
+        else "the backend now makes other operations than the recorded ones",
+        f"{workload.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
+        *render_files(
+            "files on disk after the crash (before recovery)", absolute(crash.state, ROOT)
+        ),
+        *render_files("files on disk after recovery (and one probe commit)", after),
+    ]
+    if result is None:
+        lines.append("recovered state is allowed; every check passes")
+        return False, "\n".join(lines)
+    lines.append(f"FAILED {result.rule}: {result.problem}")
+    lines.append(f"expected one of: {orjson.dumps(result.shown.get('expected')).decode()}")
+    lines.append(f"recovered: {orjson.dumps(result.shown.get('recovered')).decode()}")
+    return True, "\n".join(lines)

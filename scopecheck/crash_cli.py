@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 import orjson
 
@@ -23,22 +24,10 @@ from scopecheck.crashsim.jsonl_sweep import (
     trace,
 )
 from scopecheck.crashsim.jsonl_workloads import BUNDLED, Workload, resolve
+from scopecheck.fuzz import save_reproducer
 from scopecheck.models.errors import UsageError
 
 MAX_REPRODUCERS = 3
-
-
-def save_crash_reproducer(directory: Path, record: dict[str, Any]) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    name = str(record.get("workload", {}).get("name", record.get("backend", "crash")))
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name).strip("-")
-    path = (
-        directory
-        / f"crash-{safe}-{stamp}-op{record['op_index']}-{abs(hash(record['fault'])) % 10**6}.json"
-    )
-    path.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
-    return path
 
 
 def crash_command(
@@ -86,9 +75,8 @@ def crash_command(
             )
             reports.append(report)
             for failure in report.failures[:MAX_REPRODUCERS]:
-                saved.append(
-                    save_crash_reproducer(Path(failures_dir), failure.record(workload, seed))
-                )
+                record = attrs.evolve(failure, backend="jsonl").to_json()
+                saved.append(save_reproducer(Path(failures_dir), record))
     seconds = time.perf_counter() - started
     states = sum(r.states for r in reports)
     failures = sum(len(r.failures) for r in reports)

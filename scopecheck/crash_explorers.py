@@ -21,12 +21,14 @@ from scopecheck.crashsim.coverage import CrashCoverage
 from scopecheck.crashsim.failure import CrashFailure
 
 
-@attrs.frozen
+@attrs.define
 class JsonlCrashExplorer:
-    """Crash states of generated workloads on pyfakefs; ``repository`` may be a planted bug."""
+    """Crash states of generated workloads on pyfakefs; ``repository`` may be a planted bug.
+    ``coverage`` is what the last exploration covered (CRASH-COV-2)."""
 
     repository: Any = None
     backend: str = "jsonl"
+    coverage: CrashCoverage | None = None
 
     def _repo(self) -> Any:
         if self.repository is not None:
@@ -42,13 +44,14 @@ class JsonlCrashExplorer:
     def explore_with_faults(
         self, budget: float, seed: int
     ) -> tuple[int, int, list[dict[str, Any]]]:
-        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-1..12)."""
+        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-1..12): one
+        record per distinct failure (CRASH-COV-4)."""
         from scopecheck.crashsim.jsonl_sweep import explore_with_faults
 
-        states, faults, found = explore_with_faults(
-            budget=budget, seed=seed, repo_class=self._repo()
-        )
-        return states, faults, [f.record(w, seed, self.backend) for w, f in found[:1]]
+        found = explore_with_faults(budget=budget, seed=seed, repo_class=self._repo())
+        self.coverage = found.coverage
+        records = [attrs.evolve(f, backend=self.backend).to_json() for f in found.failures]
+        return found.states, found.fault_runs, records
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
         from scopecheck.crashsim.jsonl_sweep import replay_record

@@ -89,7 +89,7 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
     backend = resolve_backend(record["backend"])
     explorer = backend.crash
     if explorer is None:
-        if record.get("engine") == "jsonl":
+        if record.get("source") == "jsonl":
             from scopecheck.crash_explorers import JsonlCrashExplorer
 
             explorer = JsonlCrashExplorer()

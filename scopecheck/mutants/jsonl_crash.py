@@ -180,9 +180,7 @@ def crash_result(name: str, description: str, repo_class: type[JsonlRepository])
             break
     seconds = round(time.perf_counter() - started, 3)
     program = (
-        f"scopecheck crash --workload {first.workload} --mode unsynced\n"
-        f"# crash at op {first.op_index} ({first.op}), {first.variant}: {first.rule} "
-        f"{first.problem}"
+        f"scopecheck crash --workload {first.workload['name']} --mode unsynced\n# {first}"
         if first
         else ""
     )
