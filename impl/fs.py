@@ -75,25 +75,6 @@ _ERRNO_CODES = {
 }
 
 
-#: Names of the FileSystem operations that change the disk (as recorded by TracingFileSystem).
-#: ``open_append`` counts: opening for append creates the file.
-MUTATING_OPS = frozenset(
-    {
-        "write",
-        "append",
-        "truncate",
-        "rename",
-        "unlink",
-        "create_dir",
-        "remove",
-        "fsync",
-        "fsync_file",
-        "fsync_dir",
-        "open_append",
-    }
-)
-
-
 def fs_error(op: str, path: str, exc: OSError, **details: Any) -> StorageIOError:
     """Wrap an ``OSError`` from ``op`` on ``path`` as ``StorageIOError(io_error)``."""
     code = _ERRNO_CODES.get(exc.errno or 0, "unknown")
@@ -205,15 +186,15 @@ class OsFileSystem:
         """``sync=False`` turns ``fsync``/``fsync_file``/``fsync_dir`` into no-ops at the OS
         level, for filesystems with no durability model (pyfakefs: fsync does nothing there
         anyway).  The calls still happen on this object, so a tracer or crash simulator
-        wrapping it sees every one of them.  ``reader`` replaces the open/read/close of
-        :meth:`read_bytes` (reads change nothing, so a crash simulator loses nothing): over
-        pyfakefs, :func:`pyfakefs_reader` is about 15 times faster than the fake ``os.open``.
-        ``lister`` likewise replaces :meth:`list_dir` (read-only too): pyfakefs's ``scandir``
-        resolves every entry's path twice, :func:`pyfakefs_lister` reads the directory once.
+        wrapping it sees every one of them.  The hooks let a caller that knows the filesystem
+        under ``os_module`` skip its generic path (over pyfakefs, reading the fake file object
+        directly is about 15 times faster than the fake ``os.open``).  ``reader`` replaces the
+        open/read/close of :meth:`read_bytes` (reads change nothing, so a crash simulator loses
+        nothing); ``lister`` likewise replaces :meth:`list_dir` (read-only too).
         ``renamer(source, target)`` may perform the common case of :meth:`rename` itself and
         return ``True``, or return ``False`` to leave it to ``os.replace`` (which then also
-        reports every error): see :func:`pyfakefs_renamer`.  ``writer(path, data)`` likewise
-        for :meth:`write_file` (:func:`pyfakefs_writer`).
+        reports every error); ``writer(path, data)`` likewise for :meth:`write_file`.  An
+        ``OSError`` a hook raises is reported as the operation's failure.
         """
         self.os = os_module
         self.sync = sync
@@ -457,109 +438,6 @@ class OsFileSystem:
             raise fs_error("is_dir", path, exc) from exc
 
 
-def pyfakefs_reader(fake_filesystem: Any) -> Callable[[str], bytes]:
-    """A fast whole-file reader for :class:`OsFileSystem` over a pyfakefs filesystem."""
-
-    def read(path: str) -> bytes:
-        target = fake_filesystem.resolve(path)
-        if stat.S_ISDIR(target.st_mode):
-            raise IsADirectoryError(errno_mod.EISDIR, "Is a directory", path)
-        contents = target.byte_contents
-        return bytes(contents) if contents else b""
-
-    return read
-
-
-def pyfakefs_lister(fake_filesystem: Any) -> Callable[[str], list[DirEntry]]:
-    """A fast directory lister for :class:`OsFileSystem` over a pyfakefs filesystem: the same
-    entries as ``scandir`` (names, directory / regular file, symlinks not followed)."""
-
-    def list_dir(path: str) -> list[DirEntry]:
-        directory = fake_filesystem.resolve(path)
-        if not stat.S_ISDIR(directory.st_mode):
-            raise NotADirectoryError(errno_mod.ENOTDIR, "Not a directory", path)
-        listed = []
-        for name, item in directory.entries.items():
-            mode = item.st_mode
-            listed.append(DirEntry(name, stat.S_ISDIR(mode), stat.S_ISREG(mode)))
-        return listed
-
-    return list_dir
-
-
-def _plain_parts(path: str) -> tuple[str, str] | None:
-    """``(directory, name)`` of an absolute, normal path with no ``.``-led components, else
-    ``None`` (the pyfakefs fast paths leave every other path to the fake ``os`` module)."""
-    directory, _, name = path.rpartition("/")
-    if not directory.startswith("/") or not name or "/." in path or "//" in path:
-        return None
-    return directory, name
-
-
-def pyfakefs_renamer(fake_filesystem: Any) -> Callable[[str, str], bool]:
-    """The common case of an atomic replace over pyfakefs, without its generic checks: a
-    regular file moved onto a new name or over another regular file, both parents existing
-    directories and both paths absolute and normal.  The move itself is pyfakefs's own
-    (``_do_rename``, pinned pyfakefs), so open handles follow the file as on a real system;
-    anything else returns ``False`` and goes through ``os.replace``, errors included.
-    ``os.replace`` spends most of its time re-validating paths (the pyfakefs
-    machine's commits are dominated by sidecar publishes)."""
-    resolve = fake_filesystem.resolve
-
-    def rename(source: str, target: str) -> bool:
-        old_parts, new_parts = _plain_parts(source), _plain_parts(target)
-        if old_parts is None or new_parts is None:
-            return False
-        (source_dir, source_name), (target_dir, target_name) = old_parts, new_parts
-        try:
-            old_dir = resolve(source_dir)
-            new_dir = old_dir if target_dir == source_dir else resolve(target_dir)
-        except OSError:
-            return False
-        if not (stat.S_ISDIR(old_dir.st_mode) and stat.S_ISDIR(new_dir.st_mode)):
-            return False
-        moving = old_dir.entries.get(source_name)
-        replaced = new_dir.entries.get(target_name)
-        if moving is None or not stat.S_ISREG(moving.st_mode) or moving is replaced:
-            return False
-        if replaced is not None and not stat.S_ISREG(replaced.st_mode):
-            return False
-        fake_filesystem._do_rename(old_dir, source_name, new_dir, target_name)
-        return True
-
-    return rename
-
-
-def pyfakefs_writer(fake_filesystem: Any) -> Callable[[str, bytes], bool]:
-    """Creating a *new* file with its bytes over pyfakefs, as ``os.open(O_CREAT, 0o644)`` plus
-    one write does (the umask applies), without re-validating the path at every step: the
-    file object is built and added exactly as pyfakefs's own ``create_file`` does.  An
-    existing target, a missing parent or an unusual path returns ``False`` (the fake ``os``
-    path handles it, errors included)."""
-    from pyfakefs.fake_file import FakeFile
-
-    resolve = fake_filesystem.resolve
-
-    def write(path: str, data: bytes) -> bool:
-        parts = _plain_parts(path)
-        if parts is None:
-            return False
-        directory, name = parts
-        try:
-            parent = resolve(directory)
-        except OSError:
-            return False
-        if not stat.S_ISDIR(parent.st_mode) or name in parent.entries:
-            return False
-        mode = stat.S_IFREG | (0o644 & ~fake_filesystem.umask)
-        created = FakeFile(name, mode, filesystem=fake_filesystem)
-        parent.add_entry(created)
-        created.set_initial_contents(data)
-        return True
-
-    return write
-
-
 def _check_handle(handle: AppendFile) -> None:
     if handle.closed:
         raise StorageIOError(
@@ -601,131 +479,3 @@ def split_lines(data: bytes) -> Lines:
 def join_lines(lines: Sequence[bytes]) -> bytes:
     """Inverse of :func:`split_lines` for complete lines."""
     return b"".join(line + b"\n" for line in lines)
-
-
-#: ``fault(op, path)`` returns an ``OSError`` to inject before ``op`` runs, or ``None``.  For
-#: ``append`` it may instead return ``(OSError, n)``: write the first ``n`` bytes, then fail.
-FaultHook = Any
-
-
-class TracingFileSystem:
-    """A :class:`FileSystem` wrapper that records every operation and can inject faults.
-
-    Used by tests (durability policy, failed appends, unlink failures) and by the JSONL world
-    variant whose unlinks fail.  ``trace`` holds ``(op, path)`` in call order; only operations
-    that completed are traced, failed ones are traced as ``("!" + op, path)``.
-    """
-
-    def __init__(self, inner: FileSystem, fault: FaultHook = None, *, record: bool = True) -> None:
-        self.inner = inner
-        self.fault = fault
-        self.record = record
-        self.trace: list[tuple[str, str]] = []
-
-    def _maybe_fail(self, op: str, path: str) -> Any:
-        if self.fault is None:
-            return None
-        injected = self.fault(op, path)
-        if injected is None:
-            return None
-        if isinstance(injected, tuple):
-            return injected
-        if self.record:
-            self.trace.append(("!" + op, path))
-        raise fs_error(op, path, injected)
-
-    def _done(self, op: str, path: str) -> None:
-        if self.record:
-            self.trace.append((op, path))
-
-    def read_bytes(self, path: str) -> bytes:
-        self._maybe_fail("read", path)
-        return self.inner.read_bytes(path)
-
-    def read_lines(self, path: str) -> Lines:
-        self._maybe_fail("read", path)
-        return self.inner.read_lines(path)
-
-    def iter_prefix_lines(self, path: str, size: int) -> Iterator[tuple[bytes, bool]]:
-        self._maybe_fail("read", path)
-        self._done("read_prefix", path)
-        return self.inner.iter_prefix_lines(path, size)
-
-    def write_file(self, path: str, data: bytes) -> None:
-        self._maybe_fail("write", path)
-        self.inner.write_file(path, data)
-        self._done("write", path)
-
-    def open_append(self, path: str) -> AppendFile:
-        self._maybe_fail("open_append", path)
-        handle = self.inner.open_append(path)
-        self._done("open_append", path)
-        return handle
-
-    def append(self, handle: AppendFile, data: bytes) -> None:
-        partial = self._maybe_fail("append", handle.path)
-        if partial is not None:
-            error, count = partial
-            self.inner.append(handle, data[:count])
-            if self.record:
-                self.trace.append(("!append", handle.path))
-            raise fs_error("append", handle.path, error, written=count)
-        self.inner.append(handle, data)
-        self._done("append", handle.path)
-
-    def fsync(self, handle: AppendFile) -> None:
-        self._maybe_fail("fsync", handle.path)
-        self.inner.fsync(handle)
-        self._done("fsync", handle.path)
-
-    def truncate(self, handle: AppendFile, size: int) -> None:
-        self._maybe_fail("truncate", handle.path)
-        self.inner.truncate(handle, size)
-        self._done("truncate", handle.path)
-
-    def close(self, handle: AppendFile) -> None:
-        self.inner.close(handle)
-        self._done("close", handle.path)
-
-    def fsync_file(self, path: str) -> None:
-        self._maybe_fail("fsync_file", path)
-        self.inner.fsync_file(path)
-        self._done("fsync_file", path)
-
-    def fsync_dir(self, path: str) -> None:
-        self._maybe_fail("fsync_dir", path)
-        self.inner.fsync_dir(path)
-        self._done("fsync_dir", path)
-
-    def rename(self, source: str, target: str) -> None:
-        self._maybe_fail("rename", source)
-        self.inner.rename(source, target)
-        self._done("rename", target)
-
-    def unlink(self, path: str) -> None:
-        self._maybe_fail("unlink", path)
-        self.inner.unlink(path)
-        self._done("unlink", path)
-
-    def list_dir(self, path: str) -> list[DirEntry]:
-        self._maybe_fail("list_dir", path)
-        return self.inner.list_dir(path)
-
-    def create_dir(self, path: str, recursive: bool = True) -> None:
-        self._maybe_fail("create_dir", path)
-        self.inner.create_dir(path, recursive)
-        self._done("create_dir", path)
-
-    def remove(self, path: str, recursive: bool = False, force: bool = False) -> None:
-        self._maybe_fail("remove", path)
-        self.inner.remove(path, recursive, force)
-        self._done("remove", path)
-
-    def file_size(self, path: str) -> int:
-        return self.inner.file_size(path)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def is_dir(self, path: str) -> bool:
-        return self.inner.is_dir(path)

@@ -123,15 +123,8 @@ class JsonlWorld:
     ) -> None:
         import tempfile
 
-        from scopecheck.impl.fs import (
-            FileSystem,
-            OsFileSystem,
-            TracingFileSystem,
-            pyfakefs_lister,
-            pyfakefs_reader,
-            pyfakefs_renamer,
-            pyfakefs_writer,
-        )
+        from scopecheck.crashsim.tracing_fs import TracingFileSystem
+        from scopecheck.impl.fs import FileSystem, OsFileSystem
         from scopecheck.impl.jsonl import JsonlRepository
 
         self._clock = clock
@@ -140,6 +133,13 @@ class JsonlWorld:
         if fake:
             from pyfakefs.fake_filesystem import FakeFilesystem
             from pyfakefs.fake_os import FakeOsModule
+
+            from scopecheck.crashsim.fake_disk import (
+                pyfakefs_lister,
+                pyfakefs_reader,
+                pyfakefs_renamer,
+                pyfakefs_writer,
+            )
 
             self.fake_filesystem: Any = FakeFilesystem()
             # pyfakefs has no durability model; fsync calls stay visible on the FS object.

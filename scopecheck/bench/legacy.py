@@ -30,8 +30,9 @@ from typing import Any
 
 import orjson
 
+from scopecheck.crashsim.tracing_fs import MUTATING_OPS, TracingFileSystem
 from scopecheck.data import PI_SESSIONS
-from scopecheck.impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
+from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.models.addresses import value
 from scopecheck.models.scope import ephemeral_scope

@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from scopecheck.impl.fs import OsFileSystem, TracingFileSystem
+from scopecheck.crashsim.tracing_fs import TracingFileSystem
+from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.jsonl.codec import transaction_records
 from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scopecheck.impl.fs import OsFileSystem, TracingFileSystem
+from scopecheck.crashsim.tracing_fs import TracingFileSystem
+from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 
 

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from scopecheck.crashsim.jsonl_workloads import BUNDLED
-from scopecheck.impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
+from scopecheck.crashsim.tracing_fs import MUTATING_OPS, TracingFileSystem
+from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.memory import MemoryRepository
 from scopecheck.models.addresses import value

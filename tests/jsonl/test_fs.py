@@ -13,15 +13,13 @@ import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.fake_os import FakeOsModule
 
-from scopecheck.impl.fs import (
-    OsFileSystem,
-    fs_code,
+from scopecheck.crashsim.fake_disk import (
     pyfakefs_lister,
     pyfakefs_reader,
     pyfakefs_renamer,
     pyfakefs_writer,
-    split_lines,
 )
+from scopecheck.impl.fs import OsFileSystem, fs_code, split_lines
 from scopecheck.models.errors import StorageIOError
 
 
@@ -130,7 +128,7 @@ def test_failed_truncate_and_injected_append_name_the_operation(
     fs_root: tuple[OsFileSystem, str],
 ) -> None:
     """``details['op']`` says which operation failed; a partial append says how much got out."""
-    from scopecheck.impl.fs import TracingFileSystem
+    from scopecheck.crashsim.tracing_fs import TracingFileSystem
 
     fs, root = fs_root
     path = root + "/f"
@@ -158,7 +156,7 @@ def test_failed_truncate_and_injected_append_name_the_operation(
 def test_tracing_remove_of_a_missing_path_needs_force(fs_root: tuple[OsFileSystem, str]) -> None:
     """The tracing wrapper keeps the FileSystem defaults: removing a missing path is
     ``not_found`` unless ``force``."""
-    from scopecheck.impl.fs import TracingFileSystem
+    from scopecheck.crashsim.tracing_fs import TracingFileSystem
 
     fs, root = fs_root
     tracing = TracingFileSystem(fs)

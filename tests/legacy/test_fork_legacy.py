@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 
 import scopecheck.impl.jsonl.legacy as backend_legacy
 import scopecheck.impl.jsonl.storage as jsonl_storage
-from scopecheck.impl.fs import MUTATING_OPS, OsFileSystem, TracingFileSystem
+from scopecheck.crashsim.tracing_fs import MUTATING_OPS, TracingFileSystem
+from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.jsonl.legacy import import_legacy
 from scopecheck.impl.jsonl.legacy_fork import LegacyCapture

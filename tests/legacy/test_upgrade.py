@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from scopecheck.impl.fs import OsFileSystem, TracingFileSystem
+from scopecheck.crashsim.tracing_fs import TracingFileSystem
+from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import StorageIOError

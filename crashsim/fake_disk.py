@@ -1,0 +1,139 @@
+"""Fast paths for :class:`~scopecheck.impl.fs.OsFileSystem` over pyfakefs's ``FakeOsModule``.
+
+Why they exist: a JSONL world on pyfakefs (``jsonl-fakefs``, ``jsonl-unlink-fails``) would run
+every file operation through the fake ``os`` module, which resolves and validates the path again
+at every step: the fake ``os.open`` path of a read is about 15 times slower than
+:func:`pyfakefs_reader`, and ``os.replace`` spends most of its time re-validating paths (the
+pyfakefs machine's commits are dominated by sidecar publishes).  ``OsFileSystem`` takes
+``reader=``, ``lister=``, ``renamer=`` and ``writer=`` hooks; these build them from the
+``FakeFilesystem`` itself and skip the fake ``os`` layer by reaching its file objects directly.
+They are pyfakefs tooling, not part of a backend, so they live beside the crash simulator and
+``impl/`` knows nothing of them (ARCH-1).
+
+What each assumes (``tests/jsonl/test_fs.py`` compares each with the fake ``os`` path):
+
+* :func:`pyfakefs_reader` -- ``fake_filesystem.resolve(path)`` gives the file object, whose
+  ``byte_contents`` are the whole file (a directory is refused with ``EISDIR``).
+* :func:`pyfakefs_lister` -- a directory object's ``entries`` are exactly what ``scandir``
+  lists, each entry's ``st_mode`` telling directory from regular file (symlinks not followed);
+  the fake ``scandir`` resolves every entry's path twice, this reads the directory once.
+* :func:`pyfakefs_renamer` -- only the common case: a regular file moved onto a new name or over
+  another regular file, both paths absolute and normal, both parents existing directories; the
+  move is pyfakefs's private ``_do_rename`` (pinned pyfakefs), so open handles follow the file.
+  Anything else returns ``False`` and goes through ``os.replace``, errors included.
+* :func:`pyfakefs_writer` -- only a *new* file under an existing directory, built and added as
+  pyfakefs's own ``create_file`` does (mode ``0o644`` less the umask); an existing target, a
+  missing parent or an unusual path returns ``False`` and goes through the fake ``os``.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import stat
+from collections.abc import Callable
+from typing import Any
+
+from scopecheck.impl.fs import DirEntry
+
+
+def pyfakefs_reader(fake_filesystem: Any) -> Callable[[str], bytes]:
+    """A fast whole-file reader for :class:`OsFileSystem` over a pyfakefs filesystem."""
+
+    def read(path: str) -> bytes:
+        target = fake_filesystem.resolve(path)
+        if stat.S_ISDIR(target.st_mode):
+            raise IsADirectoryError(errno_mod.EISDIR, "Is a directory", path)
+        contents = target.byte_contents
+        return bytes(contents) if contents else b""
+
+    return read
+
+
+def pyfakefs_lister(fake_filesystem: Any) -> Callable[[str], list[DirEntry]]:
+    """A fast directory lister for :class:`OsFileSystem` over a pyfakefs filesystem: the same
+    entries as ``scandir`` (names, directory / regular file, symlinks not followed)."""
+
+    def list_dir(path: str) -> list[DirEntry]:
+        directory = fake_filesystem.resolve(path)
+        if not stat.S_ISDIR(directory.st_mode):
+            raise NotADirectoryError(errno_mod.ENOTDIR, "Not a directory", path)
+        listed = []
+        for name, item in directory.entries.items():
+            mode = item.st_mode
+            listed.append(DirEntry(name, stat.S_ISDIR(mode), stat.S_ISREG(mode)))
+        return listed
+
+    return list_dir
+
+
+def _plain_parts(path: str) -> tuple[str, str] | None:
+    """``(directory, name)`` of an absolute, normal path with no ``.``-led components, else
+    ``None`` (the pyfakefs fast paths leave every other path to the fake ``os`` module)."""
+    directory, _, name = path.rpartition("/")
+    if not directory.startswith("/") or not name or "/." in path or "//" in path:
+        return None
+    return directory, name
+
+
+def pyfakefs_renamer(fake_filesystem: Any) -> Callable[[str, str], bool]:
+    """The common case of an atomic replace over pyfakefs, without its generic checks: a
+    regular file moved onto a new name or over another regular file, both parents existing
+    directories and both paths absolute and normal.  The move itself is pyfakefs's own
+    (``_do_rename``, pinned pyfakefs), so open handles follow the file as on a real system;
+    anything else returns ``False`` and goes through ``os.replace``, errors included.
+    ``os.replace`` spends most of its time re-validating paths (the pyfakefs
+    machine's commits are dominated by sidecar publishes)."""
+    resolve = fake_filesystem.resolve
+
+    def rename(source: str, target: str) -> bool:
+        old_parts, new_parts = _plain_parts(source), _plain_parts(target)
+        if old_parts is None or new_parts is None:
+            return False
+        (source_dir, source_name), (target_dir, target_name) = old_parts, new_parts
+        try:
+            old_dir = resolve(source_dir)
+            new_dir = old_dir if target_dir == source_dir else resolve(target_dir)
+        except OSError:
+            return False
+        if not (stat.S_ISDIR(old_dir.st_mode) and stat.S_ISDIR(new_dir.st_mode)):
+            return False
+        moving = old_dir.entries.get(source_name)
+        replaced = new_dir.entries.get(target_name)
+        if moving is None or not stat.S_ISREG(moving.st_mode) or moving is replaced:
+            return False
+        if replaced is not None and not stat.S_ISREG(replaced.st_mode):
+            return False
+        fake_filesystem._do_rename(old_dir, source_name, new_dir, target_name)
+        return True
+
+    return rename
+
+
+def pyfakefs_writer(fake_filesystem: Any) -> Callable[[str, bytes], bool]:
+    """Creating a *new* file with its bytes over pyfakefs, as ``os.open(O_CREAT, 0o644)`` plus
+    one write does (the umask applies), without re-validating the path at every step: the
+    file object is built and added exactly as pyfakefs's own ``create_file`` does.  An
+    existing target, a missing parent or an unusual path returns ``False`` (the fake ``os``
+    path handles it, errors included)."""
+    from pyfakefs.fake_file import FakeFile
+
+    resolve = fake_filesystem.resolve
+
+    def write(path: str, data: bytes) -> bool:
+        parts = _plain_parts(path)
+        if parts is None:
+            return False
+        directory, name = parts
+        try:
+            parent = resolve(directory)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(parent.st_mode) or name in parent.entries:
+            return False
+        mode = stat.S_IFREG | (0o644 & ~fake_filesystem.umask)
+        created = FakeFile(name, mode, filesystem=fake_filesystem)
+        parent.add_entry(created)
+        created.set_initial_contents(data)
+        return True
+
+    return write
