@@ -1,6 +1,6 @@
 """Single transient I/O faults injected into a recorded workload (SQLite's ``ioerr-transient``).
 
-One concept: which failures each mutating :class:`~scopecheck.crashsim.jsonl_disk.RecordingFs` call
+One concept: which failures each mutating :class:`~scopecheck.crashsim.fs_recorder.RecordingFs` call
 can be given, and a fault hook that fails exactly one call.  The JSONL sweep
 (:func:`scopecheck.crashsim.jsonl_sweep.fault_sweep`, CRASH-10..12) and the format-blind generic
 sweep (:mod:`scopecheck.crashsim.generic_faults`, CRASH-FS-9..11) both use it, so both inject the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import errno
 from typing import Any
 
-from scopecheck.crashsim.jsonl_disk import Op
+from scopecheck.crashsim.fs_recorder import Op
 
 #: Bytes of a partial ``enospc-partial`` append written before the call fails.
 PARTIAL_BYTES = 7

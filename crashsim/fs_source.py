@@ -1,7 +1,7 @@
 """The ``FileSystem`` path's trace as the persistence model's operations (CRASH-SYS-1).
 
-:class:`~scopecheck.crashsim.jsonl_disk.RecordingFs` records one
-:class:`~scopecheck.crashsim.jsonl_disk.Op` per mutating ``FileSystem`` call.  Each is turned
+:class:`~scopecheck.crashsim.fs_recorder.RecordingFs` records one
+:class:`~scopecheck.crashsim.fs_recorder.Op` per mutating ``FileSystem`` call.  Each is turned
 here into the :class:`~scopecheck.crashsim.persistence.FileOp` s the system calls of
 :class:`~scopecheck.impl.fs.OsFileSystem` make for it, so a trace recorded in process and a
 trace read from strace are judged by one model -- :class:`~scopecheck.crashsim.persistence.Volume`
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from scopecheck.crashsim.jsonl_disk import Op
+from scopecheck.crashsim.fs_recorder import Op
 from scopecheck.crashsim.persistence import FileOp, Image
 
 

@@ -8,7 +8,7 @@ mutating call *k* of the workload's trace and every fault its kind can have
 (:func:`scopecheck.crashsim.faults.faults_for`: EACCES, ENOSPC, EIO, an ENOSPC append that wrote a
 few bytes first), :class:`FaultRun` runs the workload again from an empty root with call *k*
 failing once (:class:`scopecheck.crashsim.faults.OneFault` in
-:class:`~scopecheck.crashsim.jsonl_disk.RecordingFs`) and the reference model
+:class:`~scopecheck.crashsim.fs_recorder.RecordingFs`) and the reference model
 (``scopecheck.models.reference``) beside it, folded over *acknowledged* operations only.  What each
 step may do when the fault hits it (decided here, stated in the rules):
 
@@ -57,6 +57,7 @@ import orjson
 from scopecheck.crashsim.coverage import ordered_passes
 from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.faults import OneFault, faults_for
+from scopecheck.crashsim.fs_recorder import FSYNCS, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_source import file_ops
 from scopecheck.crashsim.generic_sweep import (
     _EMPTY,
@@ -68,7 +69,6 @@ from scopecheck.crashsim.generic_sweep import (
     _error,
     _read_session,
 )
-from scopecheck.crashsim.jsonl_disk import FSYNCS, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, describe, show_files
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import Image, Volume

@@ -6,17 +6,16 @@ The JSONL sweep (:mod:`scopecheck.crashsim.jsonl_sweep`) knows the JSONL format 
 file operation through ``fs`` (a :class:`~scopecheck.impl.fs.FileSystem`) and, called again over the
 same ``root``, reopens what is there (rules CRASH-FS-1..8 in ``spec/rules/crash_fs.toml``).
 
-How (the same machinery as the JSONL sweep, REFERENCE §7): a seeded workload of creates,
-commits (retirements included), restarts and a delete runs once through
-:class:`~scopecheck.crashsim.jsonl_disk.RecordingFs` on a pyfakefs sandbox, recording every mutating
-operation with the workload step it ran in; the reference model (``scopecheck.models.reference``)
-runs beside it.  :mod:`scopecheck.crashsim.fs_source` turns the recorded calls into the
-persistence model's operations, and :func:`scopecheck.crashsim.jsonl_sweep.crash_states` builds,
-before each mutating operation *k*, the images of the one persistence model the system-call
-path uses too (:mod:`scopecheck.crashsim.persistence`, CRASH-SYS-1): the process crash, and --
-in ``unsynced`` mode -- power loss (``strict``, ``data-kept``, ``entries-kept``, ``only:<file>``,
-``torn@1:<file>:<n>:<cut>``).  Each image is loaded into one reused sandbox, the user's factory
-reopens it, and :class:`Checker` compares with the model:
+How: a seeded workload of creates, commits (retirements included), restarts and a delete
+runs once through :class:`~scopecheck.crashsim.fs_recorder.RecordingFs` on a pyfakefs
+sandbox, recording every mutating operation with the workload step it ran in; the reference
+model (``scopecheck.models.reference``) runs beside it.  :mod:`scopecheck.crashsim.fs_source`
+turns the recorded calls into the persistence model's operations, and the exploration loop
+(:mod:`scopecheck.crashsim.explore`, the one every source runs through) builds the images of
+the one persistence model before each of them (:mod:`scopecheck.crashsim.persistence`,
+CRASH-SYS-1): the process crash, a write torn in flight, and -- in ``unsynced`` mode -- power
+loss.  Each image is loaded into one reused sandbox, the user's factory reopens it, and
+:class:`Checker` compares with the model:
 
 * reopening must not raise — not even ``corrupt``: every image is one a real disk can hold
   after a crash, so a backend that cannot open it loses the Session (CRASH-FS-1);
@@ -27,16 +26,11 @@ reopens it, and :class:`Checker` compares with the model:
 * a second reopen gives the same state, probe commit included (CRASH-FS-4);
 * a crash at any mutating operation of the recovery itself is survived (CRASH-FS-5).
 
-Then :func:`sweep` runs the workload once per single I/O fault without a crash
-(:mod:`scopecheck.crashsim.generic_faults`, CRASH-FS-9..11), counted in ``SweepReport.fault_runs``.
-
-:func:`explore` -- what ``scopecheck validate`` and ``fuzz`` run for an ``fs``+``root`` factory --
-spends a budget the way the system-call path does: crash points in coverage order
-(:func:`~scopecheck.crashsim.coverage.ordered_passes`: after every acknowledgement first, even
-past the deadline by at most an ``overrun``, CRASH-COV-1, CRASH-COV-2), what was covered counted
-in a :class:`~scopecheck.crashsim.coverage.CrashCoverage`, and a failure does not end it:
-distinct failures (by rule and kind of crash point or fault) are kept, each with its own
-reproducer, up to :data:`MAX_FAILURES`, while fault runs still get their share (CRASH-COV-4).
+:func:`sweep` checks every crash state of one workload, then runs it once per single I/O
+fault without a crash (:mod:`scopecheck.crashsim.generic_faults`, CRASH-FS-9..11).
+:func:`explore` -- what ``scopecheck validate`` and ``fuzz`` run for an ``fs``+``root``
+factory -- gives :class:`FsSource` to the exploration loop: a workload per round, crash points
+in coverage order, fault runs with their share, distinct failures kept (CRASH-COV-1..5).
 """
 
 from __future__ import annotations
@@ -63,8 +57,8 @@ from scopecheck.crashsim.explore import (
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
 from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence, crash_kind
+from scopecheck.crashsim.fs_recorder import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
-from scopecheck.crashsim.jsonl_disk import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.jsonl_sweep import (
     MODES,
     CrashState,

@@ -2,12 +2,14 @@
 
 How it works (ALICE's prefixes, LazyFS's lost unsynced data, SQLite's crash-during-
 recovery): :func:`trace` runs a workload once through
-:class:`~scopecheck.crashsim.jsonl_disk.RecordingFs` and the model (``scopecheck.models.reference``)
-once beside it, giving the mutating operations and the logical state after every step.
+:class:`~scopecheck.crashsim.fs_recorder.RecordingFs` and the model
+(``scopecheck.models.reference``) once beside it, giving the mutating operations and the
+logical state after every step.
 :mod:`scopecheck.crashsim.fs_source` turns the recorded calls into the persistence model's
-operations (``Trace.file_ops``), and :func:`crash_states` replays them on a
+operations (``Trace.file_ops``), and the images of
+:func:`~scopecheck.crashsim.explore.point_images` on a
 :class:`~scopecheck.crashsim.persistence.Volume` -- the one model every recorder is judged by
-(CRASH-SYS-1) -- yielding, before every mutating operation *k* and at the end:
+(CRASH-SYS-1) -- are, before every mutating operation *k* and at the end:
 
 * ``process`` — a process crash: every completed call kept;
 * ``torn-call:<path>:<cut>`` — a process crash while operation *k*, a write (or append), was in
@@ -25,6 +27,11 @@ work present, nothing partial); the next commit's seq is above every complete re
 a second open gives the same state and the same files; retired sidecars with no later records
 are gone; and a crash at every mutating op of the recovery itself, reopened, gives the same
 state again.  :func:`fault_sweep` injects single I/O faults without a crash (CRASH-10..12).
+
+:class:`JsonlRound` and :class:`JsonlSource` are how the exploration loop
+(:mod:`scopecheck.crashsim.explore`) sees this sweep: :func:`explore_workload` checks every
+crash point of one workload in one pass, :func:`explore_with_faults` explores generated
+workloads in coverage order for a budget (the JSONL half of ``scopecheck fuzz``).
 """
 
 from __future__ import annotations
@@ -55,8 +62,8 @@ from scopecheck.crashsim.explore import (
 from scopecheck.crashsim.explore import explore as explore_rounds
 from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence, crash_kind
 from scopecheck.crashsim.faults import OneFault, faults_for
+from scopecheck.crashsim.fs_recorder import Op, RecordingFs
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops, image_of
-from scopecheck.crashsim.jsonl_disk import Op, RecordingFs
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import (
     TORN_CALL,

@@ -1,7 +1,7 @@
 """A stateful machine that crashes the JSONL backend mid-commit and recovers (CRASH-*).
 
-One Session on pyfakefs through :class:`~scopecheck.crashsim.jsonl_disk.RecordingFs`, with the model
-(``scopecheck.models.reference``) as a list of acknowledged transactions.  Rules:
+One Session on pyfakefs through :class:`~scopecheck.crashsim.fs_recorder.RecordingFs`, with the
+model (``scopecheck.models.reference``) as a list of acknowledged transactions.  Rules:
 
 * ``commit`` — an ordinary commit; the handle must read the model state afterwards;
 * ``crash_in_commit`` — arm a crash at a chosen mutating operation inside the next commit or its
@@ -24,8 +24,8 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from scopecheck.crashsim.fs_recorder import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_source import file_ops
-from scopecheck.crashsim.jsonl_disk import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.jsonl_sweep import ROOT, SCOPES, SESSION, Sandbox, StepClock, dead_sidecars
 from scopecheck.crashsim.persistence import Volume
 from scopecheck.impl.jsonl import JsonlRepository

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scopecheck.crashsim.fs_recorder import Op
 from scopecheck.crashsim.fs_source import file_ops
-from scopecheck.crashsim.jsonl_disk import Op
 from scopecheck.crashsim.jsonl_sweep import (
     MAIN,
     SCOPES,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from scopecheck.crashsim.faults import OneFault
+from scopecheck.crashsim.fs_recorder import Op, RecordingFs
 from scopecheck.crashsim.fs_source import OutsideRoot, acknowledged_at, file_ops
-from scopecheck.crashsim.jsonl_disk import Op, RecordingFs
 from scopecheck.crashsim.persistence import FileOp, Image, Volume
 from scopecheck.crashsim.strace import read_trace, strace_command, unavailable
 from scopecheck.crashsim.syscall_ops import extract
