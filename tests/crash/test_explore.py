@@ -1,0 +1,203 @@
+"""The one exploration loop and the one failure type every source reports through
+(CRASH-COV-1..5): a toy source over real persistence-model operations, so what the loop does
+-- the order it checks, what it claims covered, which failures it keeps, when it crashes a
+recovery, what a reproducer holds -- is seen without any backend."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import orjson
+import pytest
+
+from scopecheck.crashsim.coverage import crash_points
+from scopecheck.crashsim.explore import (
+    Findings,
+    Plan,
+    check_passes,
+    explore,
+    point_images,
+)
+from scopecheck.crashsim.failure import (
+    VERSION,
+    BadReproducer,
+    CrashFailure,
+    Evidence,
+    crash_kind,
+)
+from scopecheck.crashsim.persistence import FileOp, Image, Volume, power_image
+
+#: A log file written, synced and acknowledged three times; the acknowledgements fall right
+#: after each sync.
+OPS = (
+    FileOp("open", "log", handle=1, flags=frozenset({"create"})),
+    FileOp("open", "", handle=2, flags=frozenset({"directory"})),
+    FileOp("sync", "", handle=2),
+    FileOp("write", "log", handle=1, data=b"one\n", step=0),
+    FileOp("sync", "log", handle=1, step=0),
+    FileOp("write", "log", handle=1, data=b"two\n", step=1),
+    FileOp("sync", "log", handle=1, step=1),
+    FileOp("write", "log", handle=1, data=b"three\n", step=2),
+    FileOp("sync", "log", handle=1, step=2),
+)
+ACKED = (5, 7, 9)
+EMPTY = Image({}, frozenset({""}), frozenset())
+
+
+class ToyRound:
+    """Judges an image by the lines of ``log``: each acknowledged step's line must be there
+    (a backend that acknowledged before its sync would fail; this one never does unless
+    ``lose`` names a variant family to reject)."""
+
+    def __init__(self, seed: int, *, lose: str = "", recover_ops: int = 0, faults: int = 0):
+        self.ops: Sequence[FileOp] = OPS
+        self.acked_at: Sequence[int | None] = ACKED
+        self.base = EMPTY
+        self.seed = seed
+        self.states = 0
+        self.recovery_states = 0
+        self.lose = lose
+        self.recover_ops = recover_ops
+        self.faults = faults
+        self.checked: list[tuple[int, str]] = []
+        self.fault_calls: list[tuple[int, int | None, int]] = []
+
+    def images(self, volume: Volume, k: int) -> Iterable[tuple[str, Image]]:
+        return point_images(volume, self.ops, k, self.seed)
+
+    def _failure(self, k: int, variant: str, run: Any = "crash", **more: Any) -> CrashFailure:
+        return CrashFailure(
+            source="toy", rule="CRASH-FS-6", problem="lost", run=run,
+            kind=crash_kind(variant, more.get("recovery")), seed=self.seed,
+            workload={"name": "toy"}, point=k, variant=variant,
+            evidence=Evidence(tuple(self.ops), self.base, tuple(self.acked_at)), **more,
+        )  # fmt: skip
+
+    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+        self.states += 1
+        self.checked.append((k, variant))
+        if self.lose and crash_kind(variant) == self.lose:
+            return self._failure(k, variant)
+        return None
+
+    def recovers(self, variant: str, image: Image) -> bool:
+        return self.recover_ops > 0 and variant == "process"
+
+    def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
+        opened = FileOp("open", "log", handle=7)
+        return (opened, *(FileOp("write", "log", handle=7, data=b"r\n"),) * self.recover_ops)
+
+    def check_recovery(
+        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
+        image: Image,
+    ) -> CrashFailure | None:  # fmt: skip
+        self.states += 1
+        self.recovery_states += 1
+        return self._failure(k, variant, run="recovery", recovery=(j, during))
+
+    def fault_runs(
+        self, findings: Findings, deadline: float, *, start: int, limit: int | None,
+        at_least: int,
+    ) -> int:  # fmt: skip
+        self.fault_calls.append((start, limit, at_least))
+        return min(self.faults, limit if limit is not None else self.faults)
+
+
+@pytest.mark.rule("CRASH-COV-1", "CRASH-COV-2")
+def test_the_loop_checks_after_every_acknowledgement_first_and_claims_only_what_it_checked() -> (
+    None
+):
+    rnd = ToyRound(0)
+    coverage = check_passes(rnd, Findings(), until=float("inf"), first=True)
+    assert coverage.complete and coverage.acked_covered == coverage.acked_total == 3
+    assert coverage.points_checked == coverage.points_total == len(crash_points(OPS))
+    assert coverage.states_checked == rnd.states > coverage.points_total
+    first_points = set(list(dict.fromkeys(k for k, _ in rnd.checked))[:3])
+    assert first_points == {5, 7, 9}  # after each acknowledgement (and the end) first
+    nothing = check_passes(ToyRound(0), Findings(), until=0.0, first=False, overrun=0.0)
+    assert not nothing.complete and nothing.points_checked == nothing.acked_total == 0
+
+
+@pytest.mark.rule("CRASH-COV-2")
+def test_the_first_pass_of_the_first_round_runs_past_the_deadline() -> None:
+    rnd = ToyRound(0)
+    coverage = check_passes(rnd, Findings(), until=time.perf_counter(), first=True, overrun=30.0)
+    assert coverage.complete and coverage.points_checked < coverage.points_total
+
+
+@pytest.mark.rule("CRASH-COV-4")
+def test_failures_are_kept_one_per_rule_and_kind_and_do_not_end_the_search() -> None:
+    rnd = ToyRound(0, lose="process")
+    findings = Findings(limit=8)
+    coverage = check_passes(rnd, findings, until=float("inf"), first=True)
+    assert [f.key for f in findings.failures] == [("CRASH-FS-6", "process")]
+    assert coverage.points_checked == coverage.points_total  # the search went on
+    full = Findings(limit=1)
+    check_passes(ToyRound(0, lose="process"), full, until=float("inf"), first=True)
+    assert full.full and len(full.failures) == 1
+
+
+@pytest.mark.rule("CRASH-FS-5", "CRASH-SQL-9")
+def test_recoveries_worth_crashing_are_recorded_and_crashed_after_the_priority_passes() -> None:
+    rnd = ToyRound(0, recover_ops=3)
+    findings = Findings()
+    check_passes(rnd, findings, until=float("inf"), first=True)
+    assert rnd.recovery_states > 0
+    (failure,) = findings.failures
+    assert failure.run == "recovery" and failure.key[1].startswith("recovery:")
+    assert failure.recovery is not None and 0 < failure.recovery[0] <= 3
+
+
+@pytest.mark.rule("CRASH-COV-4")
+def test_fault_runs_get_their_turn_after_the_priority_passes_and_at_the_end() -> None:
+    rounds: list[ToyRound] = []
+
+    @contextlib.contextmanager
+    def round(seed: int, findings: Findings) -> Iterator[ToyRound]:
+        rounds.append(ToyRound(seed, faults=5))
+        yield rounds[-1]
+
+    source = type("Toy", (), {"round": staticmethod(round)})()
+    found = explore(source, budget=0.0, seed=4, plan=Plan(early_faults=3))
+    assert [r.seed for r in rounds] == [4]  # the first round runs whatever the budget
+    assert rounds[0].fault_calls[0] == (0, 3, 3)  # early runs, at least 3 in the first round
+    assert rounds[0].fault_calls[1][0] == 3  # then the rest, from where they stopped
+    assert found.fault_runs == 8 and found.coverage.complete
+
+
+@pytest.mark.rule("CRASH-COV-5")
+def test_a_failure_is_its_own_versioned_reproducer_and_rebuilds_its_image() -> None:
+    findings = Findings()
+    check_passes(ToyRound(0, lose="torn"), findings, until=float("inf"), first=True)
+    (failure,) = findings.failures
+    record = orjson.loads(orjson.dumps(failure.to_json()))
+    assert record["version"] == VERSION and record["run"] == "crash"
+    again = CrashFailure.from_json(record)
+    assert again == failure and again.evidence == failure.evidence
+    assert again.evidence is not None and again.point is not None
+    image = power_image(again.evidence.ops, again.point, again.variant, start=EMPTY)
+    volume = Volume(EMPTY)
+    for op in OPS[: again.point]:
+        volume.apply(op)
+    assert dict(point_images(volume, OPS, again.point, 0))[again.variant] == image
+
+
+@pytest.mark.rule("CRASH-COV-5")
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"version": 2}, "format 2"),
+        ({"run": "nap"}, "unknown run"),
+        ({"seed": "x"}, "not a crash reproducer"),
+    ],
+)
+def test_an_unreadable_reproducer_says_why(change: dict[str, Any], says: str) -> None:
+    failure = CrashFailure(
+        source="toy", rule="CRASH-FS-2", problem="p", run="crash", kind="process", seed=1,
+        workload={}, point=0, variant="process",
+    )  # fmt: skip
+    with pytest.raises(BadReproducer, match=says):
+        CrashFailure.from_json({**failure.to_json(), **change})
