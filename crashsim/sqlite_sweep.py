@@ -3,65 +3,69 @@
 A sweep records one workload (open, commits, a mid-stream close/reopen, close) on one Session
 through the recording VFS, converts its I/O calls into the file operations of the one
 persistence model (:mod:`scopecheck.crashsim.vfs_source`, :mod:`scopecheck.crashsim.persistence`)
-and knows where in them each commit returned (its acknowledgement):
+and knows where in them each commit returned (its acknowledgement).  A recorded workload is a
+:class:`SqliteRound` of the one exploration loop (:mod:`scopecheck.crashsim.explore`):
 
-* :func:`crash_sweep` -- a crash before each mutating operation (CRASH-SQL-1): the process
-  crash, and the power-loss images of :meth:`~scopecheck.crashsim.persistence.Volume.power_images`
-  on a disk tearing writes at 512-byte sectors (CRASH-SQL-2), a bounded number per crash point.
-  Each image is reopened with a plain repository and must equal the expected state after the
-  acknowledged commits, or after those plus the one in flight -- never anything else
-  (CRASH-SQL-3).  The crash points are taken in coverage order
-  (:func:`~scopecheck.crashsim.coverage.ordered_passes`, CRASH-COV-1).  Images that need
-  recovery (a WAL to replay and checkpoint, a hot journal to roll back) have their reopen
-  recorded through the VFS and crashed before each of its mutating calls (CRASH-SQL-9).
-* :func:`io_error_sweep` -- call *n* fails with SQLITE_IOERR once or persistently; each failed
-  commit raises ``io_error`` and leaves the open handle at a model state; after the faults end
-  a reopen shows every acknowledged commit and any subset of the failed ones (CRASH-SQL-4).
-* :func:`recovery_io_sweep` -- a crash image whose WAL holds un-checkpointed commits is reopened
-  with call *n* (reads included) failing once or persistently; a clean reopen afterwards must
-  still show every commit (CRASH-SQL-5).
-* :func:`explore` -- both over fresh workloads for a time budget (``scopecheck fuzz``): coverage
-  first, a :class:`~scopecheck.crashsim.coverage.CrashCoverage` of what was checked, and every
-  distinct failure kept (CRASH-COV-2, CRASH-COV-4).
+* its crash points are checked in coverage order (:func:`~scopecheck.crashsim.explore.check_passes`,
+  CRASH-COV-1): before each mutating operation the process crash and the power-loss images of
+  a disk tearing writes at 512-byte sectors (CRASH-SQL-1, CRASH-SQL-2), a bounded number per
+  point.  Each image is reopened with a plain repository and must equal the expected state
+  after the acknowledged commits, or after those plus the one in flight -- never anything
+  else (CRASH-SQL-3);
+* images that need recovery (a WAL to replay and checkpoint, a hot journal to roll back) have
+  their reopen recorded through the VFS and crashed before its mutating calls (CRASH-SQL-9);
+* its fault runs fail call *n* with SQLITE_IOERR once or persistently (:func:`io_error_sweep`):
+  each failed commit raises ``io_error`` and leaves the open handle at a model state; after the
+  faults end a reopen shows every acknowledged commit and any subset of the failed ones
+  (CRASH-SQL-4).
 
-A crash-state failure carries what rebuilds its image by name (:func:`replay_record`,
-CRASH-COV-5).  Expected states are replays on an independent implementation
-(:mod:`scopecheck.crashsim.workload`).
+:func:`crash_sweep` checks every crash point of one workload, :func:`explore` spends a time
+budget on fresh workloads (``scopecheck fuzz``; CRASH-COV-2, CRASH-COV-4);
+:func:`recovery_io_sweep` reopens a crash image needing recovery with call *n* failing
+(CRASH-SQL-5), :func:`sigkill_sweep` kills a real writer process (CRASH-SQL-7).  Every failure
+is a :class:`~scopecheck.crashsim.failure.CrashFailure` of source ``sqlite`` whose ``target``
+says how to rerun it (the layout, and for :func:`explore`'s the workload seed and the I/O-fault
+mode); a crash-state failure carries the evidence that rebuilds its image by name
+(:func:`replay_record`, CRASH-COV-5).  Expected states are replays on an independent
+implementation (:mod:`scopecheck.crashsim.workload`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import apsw
 import attrs
 
-from scopecheck.crashsim.coverage import (
-    CrashCoverage,
-    acknowledgement_points,
-    bit_reversed,
-    crash_points,
-    ordered_passes,
+from scopecheck.crashsim.coverage import CrashCoverage, bit_reversed, crash_points, ordered_passes
+from scopecheck.crashsim.explore import (
+    MAX_FAILURES,
+    Exploration,
+    Findings,
+    Images,
+    Plan,
+    check_passes,
+    point_images,
 )
-from scopecheck.crashsim.persistence import (
-    Device,
-    FileOp,
-    Image,
-    Volume,
-    image_from_json,
-    image_to_json,
-    op_from_json,
-    op_to_json,
-    power_image,
+from scopecheck.crashsim.explore import explore as explore_rounds
+from scopecheck.crashsim.failure import (
+    BadReproducer,
+    CrashFailure,
+    Evidence,
+    Run,
+    acked_before,
+    crash_kind,
 )
+from scopecheck.crashsim.persistence import Device, FileOp, Image, Volume, power_image
 from scopecheck.crashsim.sqlite_vfs import (
     SECTOR_TEARS,
     FaultPlan,
@@ -78,10 +82,11 @@ from scopecheck.crashsim.workload import (
     prefix_snapshots,
 )
 from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
-from scopecheck.models.errors import ScopecheckError
+from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
 
 Layout = Literal["per-file", "shared"]
+IoMode = Literal["once", "persistent"]
 #: What the sweeps open repositories with: ``factory(target, clock, vfs=...)``, where ``target``
 #: is the root (per-file) or the container file -- a repository class, or a callable setting its
 #: keyword arguments (e.g. ``functools.partial(SqliteRepository, synchronous="OFF")``).
@@ -89,128 +94,38 @@ RepositoryFactory = Callable[..., Any]
 SESSION_ID = "s"
 _names = itertools.count()
 
-#: Distinct failures (by rule and kind of crash point) :func:`explore` keeps.
-MAX_FAILURES = 8
 #: Torn-write images per crash point (besides the process crash and the other power-loss
 #: variants): bounded so a point costs a handful of reopens, whatever it has pending.
 TORN_IMAGES = 3
 #: Images whose recovery :func:`crash_sweep` crashes (the first ones that need a recovery).
 RECOVERIES = 3
-#: Crash points of one recorded recovery checked, in coverage order (its end, then around its
-#: syncs and unlinks, then spread over it).
-RECOVERY_POINTS = 16
-
-
-@attrs.frozen
-class Evidence:
-    """What rebuilds a crash-state failure's image by name: the recorded operations and the
-    disk they started on, where each commit was acknowledged, and for a crash during
-    recovery the recovery's own operations (their starting disk is the crash image)."""
-
-    ops: tuple[FileOp, ...]
-    base: Image
-    acked_at: tuple[int | None, ...]
-    recovery_ops: tuple[FileOp, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ops": [op_to_json(op) for op in self.ops],
-            "base": image_to_json(self.base),
-            "acked_at": list(self.acked_at),
-            "recovery_ops": [op_to_json(op) for op in self.recovery_ops],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
-        return cls(
-            tuple(op_from_json(op) for op in data["ops"]),
-            image_from_json(data["base"]),
-            tuple(data["acked_at"]),
-            tuple(op_from_json(op) for op in data.get("recovery_ops", ())),
-        )
-
-
-@attrs.frozen
-class SweepFailure:
-    """One state that broke the contract, with what is needed to reproduce it.
-
-    ``fault_at`` is the crash point (an operation index) of a crash-state failure, the I/O
-    call of an I/O-fault one; ``image`` names the crash image (``process`` or a power-loss
-    variant) or what was checked; ``recovery`` is, for a crash during recovery, the point and
-    variant of the recovery crash; ``evidence`` rebuilds the image (crash states only)."""
-
-    sweep: str
-    fault_at: int | None
-    image: str
-    acked: int
-    problem: str
-    #: A Python expression that reruns exactly this fault point (empty when not replayable).
-    reproducer: str = ""
-    rule: str = "CRASH-SQL-3"
-    recovery: tuple[int, str] | None = None
-    evidence: Evidence | None = attrs.field(default=None, eq=False, repr=False)
-
-    @property
-    def family(self) -> str:
-        """The kind of crash point, for telling failures apart (CRASH-COV-4): ``process``,
-        ``strict``, ``torn``, ... ``recovery:<kind>`` for a crash during recovery, or the
-        I/O-fault sweep."""
-        if self.sweep.startswith("io-"):
-            return self.sweep.split("(", 1)[0]
-        kind = self.image.split(":", 1)[0].split("@", 1)[0]
-        if self.recovery is not None:
-            return "recovery:" + self.recovery[1].split(":", 1)[0].split("@", 1)[0]
-        return kind
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.rule, self.family
-
-    def __str__(self) -> str:
-        where = "I/O call" if self.sweep.startswith("io-") else "crash point"
-        text = (
-            f"{self.rule} {self.sweep}: {where} {self.fault_at}, image {self.image!r}"
-            + ("" if self.recovery is None else f", crash during its recovery {self.recovery}")
-            + f", {self.acked} commits acknowledged: {self.problem}"
-        )
-        return text + (f"\n  reproduce: {self.reproducer}" if self.reproducer else "")
+#: Distinct failures a sweep of one workload keeps (CRASH-COV-4).
+SWEEP_FAILURES = 50
 
 
 @attrs.define
 class SweepReport:
-    """What a sweep checked and what failed; ``states`` counts reopened states compared.
-
-    Failures beyond ``max_failures`` are not kept; with ``distinct`` only the first of each
-    (rule, kind of crash point) is (CRASH-COV-4)."""
+    """What one sweep checked and what failed: ``states`` counts the reopened states
+    compared, ``fault_points`` the crash points checked or the fault runs made; ``findings``
+    keeps the first failure of each rule and kind, up to its limit (CRASH-COV-4)."""
 
     sweep: str
     layout: str
     io_calls: int = 0
     fault_points: int = 0
     states: int = 0
-    failures: list[SweepFailure] = attrs.field(factory=list)
+    findings: Findings = attrs.field(factory=lambda: Findings(SWEEP_FAILURES))
     seconds: float = 0.0
-    #: :func:`explore` only: the I/O-fault runs (:func:`io_error_sweep`) among ``states``.
-    io_fault_runs: int = 0
     #: What the crash states covered (CRASH-COV-2).
     coverage: CrashCoverage = attrs.field(factory=CrashCoverage)
-    max_failures: int = 50
-    distinct: bool = False
+
+    @property
+    def failures(self) -> list[CrashFailure]:
+        return self.findings.failures
 
     @property
     def ok(self) -> bool:
         return not self.failures
-
-    @property
-    def full(self) -> bool:
-        return len(self.failures) >= self.max_failures
-
-    def known(self, key: tuple[str, str]) -> bool:
-        return self.distinct and any(f.key == key for f in self.failures)
-
-    def add(self, failure: SweepFailure) -> None:
-        if not self.full and not self.known(failure.key):
-            self.failures.append(failure)
 
     @property
     def states_per_second(self) -> float:
@@ -222,6 +137,30 @@ class SweepReport:
             f"{self.io_calls} I/O calls, {self.states} states, {len(self.failures)} failures, "
             f"{self.states_per_second:.0f} states/s"
         )
+
+
+@attrs.frozen
+class Origin:
+    """What a sweep's failures say about their run: the workload as shown
+    (``CrashFailure.workload``), the seed its images were sampled with, and the ``target`` a
+    rerun needs (``layout``; for :func:`explore`'s workloads ``workload_seed``)."""
+
+    workload: Any
+    seed: int
+    target: Mapping[str, Any]
+
+    def failure(
+        self, rule: str, problem: str, run: Run, kind: str, *, point: int | None = None,
+        variant: str = "", recovery: tuple[int, str] | None = None,
+        evidence: Evidence | None = None, acked: int | None = None,
+        target: Mapping[str, Any] | None = None,
+    ) -> CrashFailure:  # fmt: skip
+        return CrashFailure(
+            source="sqlite", rule=rule, problem=problem, run=run, kind=kind, seed=self.seed,
+            workload=self.workload, point=point, variant=variant, recovery=recovery,
+            evidence=evidence, target={**self.target, **(target or {})},
+            shown={} if acked is None else {"acked": acked},
+        )  # fmt: skip
 
 
 def repository_class_for(layout: Layout) -> RepositoryFactory:
@@ -431,6 +370,9 @@ def _reopen_snapshot(
 # -- crash states -----------------------------------------------------------------------------
 
 
+# -- crash states -----------------------------------------------------------------------------
+
+
 class FaultFreeRunFailed(AssertionError):
     """The workload failed with no fault injected: there is no trace to crash."""
 
@@ -450,7 +392,7 @@ class Recording:
     def acked(self, k: int) -> int:
         """The commits acknowledged before a crash at point ``k`` (a prefix: the run had no
         fault)."""
-        return sum(1 for at in self.acked_at if at is not None and at <= k)
+        return acked_before(self.acked_at, k)
 
     def evidence(self, recovery_ops: tuple[FileOp, ...] = ()) -> Evidence:
         return Evidence(self.ops, self.base, self.acked_at, recovery_ops)
@@ -476,22 +418,6 @@ def record_workload(
     return Recording(
         converted.ops, box.base, acked_at, converted.at[clean.before_close], len(clean.calls)
     )
-
-
-def _rng(seed: int, k: int) -> random.Random:
-    """The generator of one crash point's images: seeded by the point alone, so a point's
-    images are the same in whatever order the points are visited."""
-    return random.Random(f"{seed}:{k}")
-
-
-def images_at(
-    volume: Volume, k: int, seed: int, *, device: Device = SECTOR_TEARS, torn: int = TORN_IMAGES
-) -> Iterator[tuple[str, Image]]:
-    """The images of a crash at point ``k`` of the volume (its operations applied up to
-    ``k``): the process crash, then at most ``torn`` torn writes besides the other
-    power-loss variants.  Every name rebuilds its image (:func:`power_image`)."""
-    yield "process", volume.process_image()
-    yield from volume.power_images(_rng(seed, k), device=device, limit=torn)
 
 
 def needs_recovery(image: Image) -> bool:
@@ -535,137 +461,6 @@ def _judge(
     return snap, problem
 
 
-@attrs.frozen
-class _Settings:
-    """How one sweep checks its crash points."""
-
-    workload: Sequence[Transaction]
-    expected: Sequence[Snapshot]
-    seed: int
-    torn: int
-    device: Device
-    invariants: Invariants | None
-    #: Rebuilds the failure's crash point as a Python expression (``only=k, variant=v``).
-    reproducer: Callable[[int, str, tuple[int, str] | None], str]
-
-    def prefixes(self, acked: int) -> list[int]:
-        return [acked] + ([acked + 1] if acked < len(self.workload) else [])
-
-
-def _check_points(
-    box: _Sandbox,
-    rec: Recording,
-    settings: _Settings,
-    passes: Sequence[Sequence[int]],
-    report: SweepReport,
-    *,
-    until: float | None = None,
-    first: bool = True,
-    overrun: float = 30.0,
-    recoveries: int = RECOVERIES,
-    recovery_share: float = 0.2,
-    variant: str | None = None,
-    recovery: tuple[int, str] | None = None,
-) -> CrashCoverage:
-    """Check the crash images at ``passes`` (each sorted) pass by pass, until ``until``;
-    after the second pass crash the recovery of images that need one.  The first pass of a
-    ``first`` sweep runs to its end however late, unless that takes ``overrun`` seconds more.
-    ``variant`` (and ``recovery``) check that one image only (a replay).  What was covered."""
-    points = crash_points(rec.ops)
-    after_ack = acknowledgement_points(points, rec.acked_at)
-    checked: set[int] = set()
-    states_before = report.states
-    recovery_states = 0
-    candidates: list[tuple[int, str, Image, Snapshot]] = []
-    stopped = priority_done = False
-    recover_after = min(2, len(passes) - 1)  # after, before and around: the priority passes
-    for number, pass_points in enumerate(passes):
-        stop_at = None if until is None else until + (overrun if first and number == 0 else 0)
-        volume = Volume(rec.base)
-        done = 0
-        for k in pass_points:
-            if report.full or (stop_at is not None and time.perf_counter() >= stop_at):
-                stopped = True
-                break
-            while done < k:
-                volume.apply(rec.ops[done])
-                done += 1
-            report.fault_points += 1
-            acked = rec.acked(k)
-            prefixes = settings.prefixes(acked)
-            allowed = [settings.expected[p] for p in prefixes]
-            if variant is None:
-                here = images_at(volume, k, settings.seed, device=settings.device,
-                                 torn=settings.torn)  # fmt: skip
-            else:
-                built = (
-                    volume.process_image()
-                    if variant == "process"
-                    else volume.power_image(variant, settings.device)
-                )
-                here = iter([(variant, built)])
-            for name, image in here:
-                snap, problem = _judge(box, image, allowed, settings.invariants, prefixes)
-                report.states += 1
-                if problem is not None:
-                    if recovery is None:
-                        report.add(
-                            SweepFailure(
-                                report.sweep, k, name, acked, problem,
-                                settings.reproducer(k, name, None),
-                                evidence=rec.evidence(),
-                            )
-                        )  # fmt: skip
-                elif (
-                    snap is not None
-                    and needs_recovery(image)
-                    and (recovery is not None or number <= recover_after)
-                ):
-                    candidates.append((k, name, image, snap))
-            checked.add(k)
-        if stopped:
-            break
-        priority_done = True
-        if (number == recover_after or recovery is not None) and candidates:
-            if recovery is not None:
-                chosen = candidates[:1]
-                recovery_until = None
-            else:
-                chosen = _recovery_order(candidates, settings.seed)
-                recovery_until = None
-                if until is not None:
-                    now = time.perf_counter()
-                    recovery_until = now + max(0.0, until - now) * recovery_share
-            recovery_states += _crash_recoveries(
-                box, rec, settings, chosen, report, until=recovery_until,
-                at_least=1 if first else 0, count=recoveries, only=recovery,
-            )  # fmt: skip
-            candidates = []
-    counted = first or priority_done
-    return CrashCoverage(
-        points_checked=len(checked) if counted else 0,
-        points_total=len(points) if counted else 0,
-        states_checked=report.states - states_before,
-        acked_covered=sum(1 for k in after_ack if k in checked) if counted else 0,
-        acked_total=len(after_ack) if counted else 0,
-        recovery_states=recovery_states,
-    )
-
-
-def _recovery_order(
-    candidates: list[tuple[int, str, Image, Snapshot]], seed: int
-) -> list[tuple[int, str, Image, Snapshot]]:
-    """Torn images first (their recovery repairs the most), then power loss, then process
-    crashes, each in a seeded random order."""
-    rng = random.Random(seed)
-    rank = {"torn": 0, "only": 1, "data-kept": 1, "entries-kept": 1, "strict": 1}
-
-    def key(c: tuple[int, str, Image, Snapshot]) -> tuple[int, float]:
-        return rank.get(c[1].split(":", 1)[0].split("@", 1)[0], 2), rng.random()
-
-    return sorted(candidates, key=key)
-
-
 def record_recovery(box: _Sandbox, image: Image) -> tuple[FileOp, ...] | None:
     """The file operations of the repository under test reopening ``image`` -- open, read
     the Session, close (the close checkpoints a WAL) -- recorded through the VFS over a copy of
@@ -694,79 +489,136 @@ def record_recovery(box: _Sandbox, image: Image) -> tuple[FileOp, ...] | None:
     return file_ops(calls, box.check, image.files).ops
 
 
-def _crash_recoveries(
-    box: _Sandbox,
-    rec: Recording,
-    settings: _Settings,
-    chosen: Sequence[tuple[int, str, Image, Snapshot]],
-    report: SweepReport,
-    *,
-    until: float | None,
-    at_least: int,
-    count: int,
-    only: tuple[int, str] | None = None,
-) -> int:
-    """Record the recovery of each chosen image and crash it at :data:`RECOVERY_POINTS` of its
-    crash points in coverage order -- the process crash and the power-loss images
-    (CRASH-SQL-9): the next open must give the state the uninterrupted recovery gave.
-    ``count`` bounds the images when there is no ``until``.  The states checked."""
-    states = 0
-    for done, (k, name, image, recovered) in enumerate(chosen):
-        if report.full:
-            break
-        if until is None and only is None and done >= count:
-            break
-        if until is not None and time.perf_counter() >= until and done >= at_least:
-            break
-        rops = record_recovery(box, image)
-        if rops is None:
-            continue  # a coded error: the plain reopen of the same image was judged already
-        if only is not None:
-            mutating = [only[0]]
-        else:  # coverage order: the end, then around syncs and unlinks, then spread
-            order = itertools.chain.from_iterable(ordered_passes(rops, ()))
-            mutating = sorted(itertools.islice(order, RECOVERY_POINTS))
-        volume = Volume(image)
-        applied = 0
-        acked = rec.acked(k)
-        for j in mutating:
-            while applied < j:
-                volume.apply(rops[applied])
-                applied += 1
-            if only is None:
-                during = images_at(volume, j, settings.seed, device=settings.device,
-                                   torn=settings.torn)  # fmt: skip
-            else:
-                built = (
-                    volume.process_image()
-                    if only[1] == "process"
-                    else volume.power_image(only[1], settings.device)
-                )
-                during = iter([(only[1], built)])
-            for variant, crashed in during:
-                _, problem = _judge(box, crashed, [recovered])
-                states += 1
-                report.states += 1
-                if problem is None:
-                    continue
-                report.add(
-                    SweepFailure(
-                        report.sweep, k, name, acked,
-                        f"a crash while the backend recovered that image ({variant}, "
-                        f"{_before(rops, j, 'recovery')}) is not survived: {problem}",
-                        settings.reproducer(k, name, (j, variant)),
-                        rule="CRASH-SQL-9",
-                        recovery=(j, variant),
-                        evidence=rec.evidence(rops),
-                    )
-                )  # fmt: skip
-    return states
-
-
 def _before(ops: Sequence[FileOp], k: int, what: str) -> str:
     if k >= len(ops):
         return f"at the end of the {what} ({len(ops)} operations)"
     return f"before {what} operation {k} of {len(ops)}: {ops[k].describe()}"
+
+
+class SqliteRound:
+    """One recorded workload of the SQLite backend as a round of the exploration loop
+    (:mod:`scopecheck.crashsim.explore`).  Its images are the persistence model's on
+    ``device`` (512-byte sector tears, CRASH-SQL-2), at most ``torn`` torn writes a point; each
+    is reopened with a plain repository and must be the model after the acknowledged commits
+    or after the one in flight too, and satisfy ``invariants`` (CRASH-SQL-3).  The recovery of
+    an image that needs one is recorded with the repository under test and crashed
+    (CRASH-SQL-9), for at most ``recoveries`` images (``None``: as many as time allows).  Its
+    fault runs fail one I/O call ``mode`` (:func:`io_error_sweep`, CRASH-SQL-4)."""
+
+    def __init__(
+        self, box: _Sandbox, rec: Recording, workload: Sequence[Transaction], origin: Origin,
+        *, torn: int = TORN_IMAGES, device: Device = SECTOR_TEARS,
+        invariants: Invariants | None = None, recoveries: int | None = None,
+        mode: IoMode = "once",
+    ) -> None:  # fmt: skip
+        self.box = box
+        self.rec = rec
+        self.workload = workload
+        self.origin = origin
+        self.ops = rec.ops
+        self.acked_at = rec.acked_at
+        self.base = rec.base
+        self.seed = origin.seed
+        self.expected = prefix_snapshots(workload)
+        self.device = device
+        self.invariants = invariants
+        self.recoveries = recoveries
+        self.mode = mode
+        self.states = 0
+        self.recovery_states = 0
+        self._images = Images(device=device, torn=torn, call_cuts_of=None)
+        #: The last image judged a model state, and what it reopened as.
+        self._last: tuple[int, str, Snapshot] | None = None
+        #: What each image whose recovery is crashed reopened as: the state every crash of
+        #: that recovery must still give.
+        self._recovered: dict[tuple[int, str], Snapshot] = {}
+        self._recorded = 0
+
+    def images(self, volume: Volume, k: int) -> Iterable[tuple[str, Image]]:
+        return point_images(volume, self.ops, k, self.seed, self._images)
+
+    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+        acked = self.rec.acked(k)
+        prefixes = [acked] + ([acked + 1] if acked < len(self.workload) else [])
+        allowed = [self.expected[p] for p in prefixes]
+        snap, problem = _judge(self.box, image, allowed, self.invariants, prefixes)
+        self.states += 1
+        self._last = None
+        if problem is not None:
+            return self.origin.failure(
+                "CRASH-SQL-3", problem, "crash", crash_kind(variant), point=k, variant=variant,
+                evidence=self.rec.evidence(), acked=acked,
+            )  # fmt: skip
+        if snap is not None:
+            self._last = (k, variant, snap)
+        return None
+
+    def recovers(self, variant: str, image: Image) -> bool:
+        last = self._last
+        if last is None or last[1] != variant or self.recoveries == 0:
+            return False
+        if not needs_recovery(image):
+            return False
+        self._recovered[(last[0], variant)] = last[2]
+        return True
+
+    def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
+        """The recovery of ``image``, recorded.  Only a recovery that writes data (a
+        checkpoint, a rollback) counts against ``recoveries``: one that only deletes a WAL
+        without valid frames has no crash state besides the image itself."""
+        if self.recoveries is not None and self._recorded >= self.recoveries:
+            return None
+        rops = record_recovery(self.box, image)
+        if rops is not None and any(op.kind in ("write", "truncate") for op in rops):
+            self._recorded += 1
+        return rops
+
+    def check_recovery(
+        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
+        image: Image,
+    ) -> CrashFailure | None:  # fmt: skip
+        _, problem = _judge(self.box, image, [self._recovered[(k, variant)]])
+        self.states += 1
+        self.recovery_states += 1
+        if problem is None:
+            return None
+        return self.origin.failure(
+            "CRASH-SQL-9",
+            f"a crash while the backend recovered that image ({during}, "
+            f"{_before(recovery_ops, j, 'recovery')}) is not survived: {problem}",
+            "recovery", crash_kind(variant, (j, during)), point=k, variant=variant,
+            recovery=(j, during), evidence=self.rec.evidence(tuple(recovery_ops)),
+            acked=self.rec.acked(k),
+        )  # fmt: skip
+
+    def check_image(
+        self, k: int, variant: str, recovery: tuple[int, str] | None = None,
+        recovery_ops: Sequence[FileOp] | None = None,
+    ) -> CrashFailure | None:  # fmt: skip
+        """Judge the one image ``variant`` of crash point ``k``, rebuilt by its name
+        (:func:`power_image`), and with ``recovery=(j, during)`` the image ``during`` of a
+        crash before op ``j`` of its recovery -- ``recovery_ops``, or the recovery recorded
+        again (CRASH-COV-5)."""
+        image = power_image(self.ops, k, variant, device=self.device, start=self.base)
+        failure = self.check(k, variant, image)
+        if failure is not None or recovery is None or self._last is None:
+            return failure
+        self._recovered[(k, variant)] = self._last[2]
+        rops = record_recovery(self.box, image) if recovery_ops is None else recovery_ops
+        if not rops:
+            return None
+        j, during = recovery
+        crashed = power_image(rops, j, during, device=self.device, start=image)
+        return self.check_recovery(k, variant, rops, j, during, crashed)
+
+    def fault_runs(
+        self, findings: Findings, deadline: float, *, start: int, limit: int | None,
+        at_least: int,
+    ) -> int:  # fmt: skip
+        return _io_faults(
+            self.box, self.workload, self.rec.io_calls, self.mode, findings, self.origin,
+            until=deadline, at_least=at_least, spread=True, start=start, limit=limit,
+        )  # fmt: skip
 
 
 def _strided(passes: list[list[int]], stride: int) -> list[list[int]]:
@@ -786,16 +638,16 @@ def crash_sweep(
     seed: int = 0,
     stride: int = 1,
     autocheckpoint: int = 8,
-    max_failures: int = 50,
+    max_failures: int = SWEEP_FAILURES,
     crashes: bool = True,
     only: int | None = None,
     variant: str | None = None,
     recovery: tuple[int, str] | None = None,
     recoveries: int = RECOVERIES,
     device: Device = SECTOR_TEARS,
-    workload_label: str = "",
     invariants: Invariants | None = None,
     sweep_name: str | None = None,
+    shown_as: Any = None,
 ) -> SweepReport:
     """Crash before every mutating operation of the recorded workload (CRASH-SQL-1..3) in
     coverage order (CRASH-COV-1), ``stride`` thinning the points that follow no
@@ -804,14 +656,12 @@ def crash_sweep(
     crashed (CRASH-SQL-9).  ``crashes=False`` checks only the power loss after the last
     acknowledged commit and after the close.  ``only=k`` checks the one crash point *k*
     (``variant=`` one of its images, ``recovery=(j, variant)`` one crash of that image's
-    recovery): a replay.
-
-    ``workload_label`` is a Python expression rebuilding ``workload`` (e.g.
-    ``make_workload(3, 6, 3)``); with it every failure carries a one-line reproducer.
-    """
+    recovery): a failure's ``point``, ``variant`` and ``recovery`` rerun it.  ``shown_as`` is
+    the workload as its failures show it (default: its length)."""
     report = SweepReport(
-        sweep_name or ("crash" if crashes else "power-loss"), layout, max_failures=max_failures
-    )
+        sweep_name or ("crash" if crashes else "power-loss"), layout,
+        findings=Findings(max_failures),
+    )  # fmt: skip
     started = time.perf_counter()
     box = _Sandbox(layout, repository_class)
     try:
@@ -819,29 +669,33 @@ def crash_sweep(
             box, workload, autocheckpoint=autocheckpoint, restart_at=len(workload) // 2
         )
         report.io_calls = rec.io_calls
-
-        def reproducer(k: int, name: str, during: tuple[int, str] | None) -> str:
-            if not workload_label:
-                return ""
-            return (
-                f"crash_sweep({workload_label}, layout={layout!r}, seed={seed}, "
-                f"variants={variants}, autocheckpoint={autocheckpoint}, only={k}, "
-                f"variant={name!r}" + ("" if during is None else f", recovery={during!r}") + ")"
-            )
-
-        settings = _Settings(
-            workload, prefix_snapshots(workload), seed, variants, device, invariants, reproducer
-        )
-        if only is not None:
-            passes = [[only]]
-        elif not crashes:
-            passes = [sorted({rec.before_close, len(rec.ops)})]
-        else:
-            passes = _strided(ordered_passes(rec.ops, rec.acked_at), stride)
-        report.coverage = _check_points(
-            box, rec, settings, passes, report, variant=variant, recovery=recovery,
+        origin = Origin(
+            {"transactions": len(workload)} if shown_as is None else shown_as, seed,
+            {"layout": layout},
+        )  # fmt: skip
+        rnd = SqliteRound(
+            box, rec, workload, origin, torn=variants, device=device, invariants=invariants,
             recoveries=recoveries if crashes and only is None else 0,
         )  # fmt: skip
+        if variant is not None:
+            if only is None:
+                raise ValueError("variant= names an image of the crash point only=")
+            found = rnd.check_image(only, variant, recovery)
+            if found is not None:
+                report.findings.add(found)
+            report.fault_points = 1
+        else:
+            if only is not None:
+                passes = [[only]]
+            elif not crashes:
+                passes = [sorted({rec.before_close, len(rec.ops)})]
+            else:
+                passes = _strided(ordered_passes(rec.ops, rec.acked_at), stride)
+            report.coverage = check_passes(
+                rnd, report.findings, until=math.inf, first=True, passes=passes
+            )
+            report.fault_points = report.coverage.points_checked
+        report.states = rnd.states
     finally:
         box.cleanup()
     report.seconds = time.perf_counter() - started
@@ -857,7 +711,7 @@ def lifecycle_crash_sweep(
     seed: int = 0,
     stride: int = 1,
     autocheckpoint: int = 8,
-    max_failures: int = 50,
+    max_failures: int = SWEEP_FAILURES,
     crashes: bool = True,
     only: int | None = None,
     variant: str | None = None,
@@ -872,7 +726,7 @@ def lifecycle_crash_sweep(
     from scopecheck.crashsim.lifecycle import lifecycle_checker, lifecycle_program
 
     program = lifecycle_program(size) if harness is None else lifecycle_program(size, harness)
-    report = crash_sweep(
+    return crash_sweep(
         program.workload,
         layout=layout,
         repository_class=repository_class,
@@ -886,28 +740,18 @@ def lifecycle_crash_sweep(
         variant=variant,
         invariants=lifecycle_checker(program),
         sweep_name="lifecycle-crash" if crashes else "lifecycle-power-loss",
+        shown_as={"lifecycle": size, "transactions": len(program.workload)},
     )
-    report.failures = [
-        attrs.evolve(
-            f,
-            reproducer=(
-                f"lifecycle_crash_sweep({size!r}, layout={layout!r}, seed={seed}, "
-                f"variants={variants}, autocheckpoint={autocheckpoint}, only={f.fault_at}, "
-                f"variant={f.image!r})"
-            ),
-        )
-        if f.fault_at is not None and f.recovery is None
-        else f
-        for f in report.failures
-    ]
-    return report
+
+
+# -- single I/O faults ------------------------------------------------------------------------
 
 
 def io_error_sweep(
     workload: Sequence[Transaction],
     *,
     layout: Layout = "per-file",
-    mode: Literal["once", "persistent"] = "once",
+    mode: IoMode = "once",
     repository_class: RepositoryFactory | None = None,
     stride: int = 1,
     autocheckpoint: int = 8,
@@ -915,67 +759,89 @@ def io_error_sweep(
     until: float | None = None,
     at_least: int = 0,
     spread: bool = False,
+    origin: Origin | None = None,
 ) -> SweepReport:
     """Fail the n-th I/O call once or persistently; commits fail cleanly (CRASH-SQL-4).
-    ``only=n`` checks just that fault point (a replay); ``until`` stops at that time (after
-    ``at_least`` fault points), ``spread`` takes the calls spread over the trace rather than in
-    order, so a stop leaves none of it untried by much."""
+    ``only=n`` checks just that fault point (a failure's ``point``: a replay); ``until`` stops
+    at that time (after ``at_least`` fault points), ``spread`` takes the calls spread over the
+    trace rather than in order, so a stop leaves none of it untried by much."""
     report = SweepReport(f"io-{mode}", layout)
     started = time.perf_counter()
-    restart_at = len(workload) // 2
     box = _Sandbox(layout, repository_class)
     try:
         with _vfs() as vfs:
             clean = run_workload(
-                box,
-                vfs,
-                workload,
-                FaultPlan(),
-                autocheckpoint=autocheckpoint,
-                restart_at=restart_at,
-            )
-            report.io_calls = len(clean.calls)
-            points = list(range(0, report.io_calls, stride)) if only is None else [only]
-            if spread:
-                points = [points[i] for i in bit_reversed(len(points))]
-            for n in points:
-                late = until is not None and time.perf_counter() >= until
-                if late and report.fault_points >= at_least:
-                    break
-                outcome = run_workload(
-                    box,
-                    vfs,
-                    workload,
-                    FaultPlan(n, mode),
-                    autocheckpoint=autocheckpoint,
-                    restart_at=restart_at,
-                    check_handle=True,
-                )
-                report.fault_points += 1
-                for seen in outcome.problems:
-                    report.add(
-                        SweepFailure(
-                            report.sweep, n, "in-process", len(outcome.acked), seen,
-                            rule="CRASH-SQL-4",
-                        )
-                    )  # fmt: skip
-                # The faults are over (the process lives on): reopen the real files.
-                snap, reopen_problem = _reopen_snapshot(box, box.work)
-                report.states += 1
-                problem = reopen_problem
-                if problem is None and snap not in _io_candidates(workload, outcome):
-                    problem = "after the faults a reopen shows a non-model state"
-                if problem is not None:
-                    report.add(
-                        SweepFailure(
-                            report.sweep, n, "reopen", len(outcome.acked), problem,
-                            rule="CRASH-SQL-4",
-                        )
-                    )  # fmt: skip
+                box, vfs, workload, FaultPlan(), autocheckpoint=autocheckpoint,
+                restart_at=len(workload) // 2,
+            )  # fmt: skip
+        report.io_calls = len(clean.calls)
+        runs = _io_faults(
+            box, workload, report.io_calls, mode, report.findings,
+            origin or Origin({"transactions": len(workload)}, 0, {"layout": layout}),
+            stride=stride, only=only, until=until, at_least=at_least, spread=spread,
+            autocheckpoint=autocheckpoint,
+        )  # fmt: skip
+        report.fault_points = report.states = runs
     finally:
         box.cleanup()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _io_faults(
+    box: _Sandbox,
+    workload: Sequence[Transaction],
+    calls: int,
+    mode: IoMode,
+    findings: Findings,
+    origin: Origin,
+    *,
+    stride: int = 1,
+    only: int | None = None,
+    until: float | None = None,
+    at_least: int = 0,
+    spread: bool = False,
+    start: int = 0,
+    limit: int | None = None,
+    autocheckpoint: int = 8,
+) -> int:
+    """Run ``workload`` once per I/O call of its ``calls`` (every ``stride``-th, bit-reversed
+    with ``spread``, from the ``start``-th, at most ``limit``) with that call failing
+    ``mode``, and reopen after each run (CRASH-SQL-4); failures go to ``findings``, keyed by
+    the mode.  The runs made."""
+    points = list(range(0, calls, stride)) if only is None else [only]
+    if spread:
+        points = [points[i] for i in bit_reversed(len(points))]
+    points = points[start:] if limit is None else points[start : start + limit]
+    target = {"mode": mode}
+    runs = 0
+    with _vfs() as vfs:
+        for n in points:
+            if findings.full:
+                break
+            if until is not None and time.perf_counter() >= until and runs >= at_least:
+                break
+            outcome = run_workload(
+                box, vfs, workload, FaultPlan(n, mode), autocheckpoint=autocheckpoint,
+                restart_at=len(workload) // 2, check_handle=True,
+            )  # fmt: skip
+            runs += 1
+            acked = len(outcome.acked)
+            for seen in outcome.problems:
+                findings.add(origin.failure(
+                    "CRASH-SQL-4", seen, "fault", f"io-{mode}", point=n, variant="in-process",
+                    acked=acked, target=target,
+                ))  # fmt: skip
+            # The faults are over (the process lives on): reopen the real files.
+            snap, problem = _reopen_snapshot(box, box.work)
+            if problem is None and snap not in _io_candidates(workload, outcome):
+                problem = "after the faults a reopen shows a non-model state"
+            if problem is not None:
+                findings.add(origin.failure(
+                    "CRASH-SQL-4", problem, "fault", f"io-{mode}", point=n, variant="reopen",
+                    acked=acked, target=target,
+                ))  # fmt: skip
+    return runs
 
 
 def _io_candidates(workload: Sequence[Transaction], outcome: RunOutcome) -> list[Snapshot]:
@@ -993,7 +859,7 @@ def recovery_io_sweep(
     workload: Sequence[Transaction],
     *,
     layout: Layout = "per-file",
-    mode: Literal["once", "persistent"] = "once",
+    mode: IoMode = "once",
     stride: int = 1,
 ) -> SweepReport:
     """Reopen a crash image whose WAL needs recovery with the n-th call (reads included)
@@ -1003,6 +869,7 @@ def recovery_io_sweep(
     report = SweepReport(f"recovery-{mode}", layout)
     started = time.perf_counter()
     expected = prefix_snapshots(workload)
+    origin = Origin({"transactions": len(workload)}, 0, {"layout": layout, "mode": mode})
     box = _Sandbox(layout, None)
     try:
         rec = record_workload(box, workload, autocheckpoint=0)
@@ -1010,11 +877,11 @@ def recovery_io_sweep(
         with _vfs(count_reads=True) as vfs:
             materialise(image, box.check)
             vfs.reset()
-            report.io_calls = _attempt_open(box, vfs, expected[-1], report, None)
+            report.io_calls = _attempt_open(box, vfs, expected[-1], report, origin, None)
             for n in range(0, report.io_calls, stride):
                 materialise(image, box.check)
                 vfs.reset(FaultPlan(n, mode))
-                _attempt_open(box, vfs, expected[-1], report, n)
+                _attempt_open(box, vfs, expected[-1], report, origin, n)
                 report.fault_points += 1
                 vfs.reset()
                 snap, problem = _reopen_snapshot(box, box.check)
@@ -1022,12 +889,10 @@ def recovery_io_sweep(
                 if problem is None and snap != expected[-1]:
                     problem = "after a failed recovery a clean reopen lost commits"
                 if problem is not None:
-                    report.add(
-                        SweepFailure(
-                            report.sweep, n, "clean-reopen", len(workload), problem,
-                            rule="CRASH-SQL-5",
-                        )
-                    )  # fmt: skip
+                    report.findings.add(origin.failure(
+                        "CRASH-SQL-5", problem, "fault", "clean-reopen", point=n,
+                        variant="clean-reopen", acked=len(workload),
+                    ))  # fmt: skip
     finally:
         box.cleanup()
     report.seconds = time.perf_counter() - started
@@ -1035,7 +900,12 @@ def recovery_io_sweep(
 
 
 def _attempt_open(
-    box: _Sandbox, vfs: RecordingVFS, want: Snapshot, report: SweepReport, n: int | None
+    box: _Sandbox,
+    vfs: RecordingVFS,
+    want: Snapshot,
+    report: SweepReport,
+    origin: Origin,
+    n: int | None,
 ) -> int:
     """Open, read and close through the faulty VFS: a stable error or the right state.
     Returns the number of I/O calls issued."""
@@ -1049,11 +919,10 @@ def _attempt_open(
         snap = storage.snapshot()
         report.states += 1
         if snap != want:
-            report.failures.append(
-                SweepFailure(
-                    report.sweep, n, "faulty-reopen", -1, "wrong state read", rule="CRASH-SQL-5"
-                )
-            )
+            report.findings.add(origin.failure(
+                "CRASH-SQL-5", "wrong state read", "fault", "faulty-reopen", point=n,
+                variant="faulty-reopen",
+            ))  # fmt: skip
         storage.close()
         repo.close()
     except ScopecheckError:
@@ -1093,6 +962,7 @@ def sigkill_sweep(
     workload = make_workload(seed, transactions, big_every=5)
     expected = prefix_snapshots(workload)
     rng = random.Random(seed)
+    origin = Origin({"transactions": transactions}, seed, {"layout": layout})
     for trial in range(trials):
         box = _Sandbox(layout, None, ram=False)  # a real disk directory
         try:
@@ -1136,11 +1006,10 @@ def sigkill_sweep(
             if problem is None and snap not in candidates:
                 problem = "state after SIGKILL is not the model before/after the in-flight commit"
             if problem is not None:
-                report.failures.append(
-                    SweepFailure(
-                        "sigkill", trial, f"trial {trial}", acked, problem, rule="CRASH-SQL-7"
-                    )
-                )
+                report.findings.add(origin.failure(
+                    "CRASH-SQL-7", problem, "kill", "sigkill", point=trial,
+                    variant=f"trial {trial}", acked=acked,
+                ))  # fmt: skip
         finally:
             box.cleanup()
     report.seconds = time.perf_counter() - started
@@ -1149,8 +1018,11 @@ def sigkill_sweep(
 
 # -- the budgeted exploration behind ``scopecheck fuzz`` ------------------------------------------
 
-#: The share of what is left of the budget that a round's crash states get, and then its
-#: I/O-fault runs (the rest: the next rounds).
+
+# -- the budgeted exploration behind ``scopecheck fuzz`` ------------------------------------------
+
+#: The share of what is left of the budget that a round's crash states get (the rest: its
+#: I/O-fault runs, then the next rounds).
 STATE_SHARE = 0.5
 #: The workloads :func:`explore` generates (and a replay rebuilds from the seed).
 EXPLORE_TRANSACTIONS = 6
@@ -1163,6 +1035,47 @@ def explore_workload(workload_seed: int) -> list[Transaction]:
     )
 
 
+def _explore_origin(layout: Layout, workload_seed: int) -> Origin:
+    shown = {
+        "seed": workload_seed,
+        "transactions": EXPLORE_TRANSACTIONS,
+        "big_every": EXPLORE_BIG_EVERY,
+    }
+    return Origin(shown, workload_seed, {"layout": layout, "workload_seed": workload_seed})
+
+
+@attrs.define
+class SqliteSource:
+    """The rounds of :func:`explore`: the workload of each seed (:func:`explore_workload`)
+    recorded through the VFS on a fresh sandbox.  Its fault runs fail a call once on even
+    rounds and persistently on odd ones (CRASH-SQL-4); a workload that fails with no fault
+    at all is a failure of run ``workload`` and ends the exploration."""
+
+    layout: Layout = "per-file"
+    repository_class: RepositoryFactory | None = None
+    rounds: int = 0
+
+    @contextlib.contextmanager
+    def round(self, seed: int, findings: Findings) -> Iterator[SqliteRound | None]:
+        mode: IoMode = "persistent" if self.rounds % 2 else "once"
+        self.rounds += 1
+        workload = explore_workload(seed)
+        origin = _explore_origin(self.layout, seed)
+        box = _Sandbox(self.layout, self.repository_class)
+        try:
+            try:
+                rec = record_workload(box, workload, restart_at=len(workload) // 2)
+            except FaultFreeRunFailed as exc:
+                findings.add(origin.failure(
+                    "CRASH-SQL-3", str(exc), "workload", "workload", variant="no-crash"
+                ))  # fmt: skip
+                yield None
+                return
+            yield SqliteRound(box, rec, workload, origin, mode=mode)
+        finally:
+            box.cleanup()
+
+
 def explore(
     *,
     layout: Layout = "per-file",
@@ -1171,150 +1084,125 @@ def explore(
     repository_class: RepositoryFactory | None = None,
     max_failures: int = MAX_FAILURES,
     overrun: float = 30.0,
-) -> SweepReport:
+) -> Exploration:
     """Crash states and single I/O faults over fresh random workloads until ``budget``
-    seconds are spent: the SQLite half of ``scopecheck fuzz``'s crash injection.
-
-    Each round records a workload and checks its crash points in coverage order
-    (CRASH-COV-1), crashing the recovery of some images after the second pass (CRASH-SQL-9),
-    for half of what is left of the budget; the first round's crash points after every
-    acknowledgement are checked even past the budget, by at most ``overrun`` seconds, and
-    ``coverage`` says what was covered (CRASH-COV-2).  Then the round's single-I/O-fault runs
-    (:func:`io_error_sweep`, a call failing once, or persistently on odd rounds), spread over
-    the trace, for half of what is left again, counted in ``io_fault_runs``.  A failure does
-    not end the exploration: the first of each rule and kind of crash point is kept, up to
-    ``max_failures`` (CRASH-COV-4)."""
-    total = SweepReport("explore", layout, max_failures=max_failures, distinct=True)
-    started = time.perf_counter()
-    deadline = started + budget
-    round_number = 0
-    while time.perf_counter() < deadline and not total.full:
-        first = round_number == 0
-        workload_seed = seed + round_number
-        workload = explore_workload(workload_seed)
-        label = (
-            f"make_workload({workload_seed}, transactions={EXPLORE_TRANSACTIONS}, "
-            f"big_every={EXPLORE_BIG_EVERY})"
-        )
-        now = time.perf_counter()
-        crashes = SweepReport(
-            f"crash(workload seed {workload_seed})", layout, failures=total.failures,
-            max_failures=max_failures, distinct=True,
-        )  # fmt: skip
-        total.coverage += _explore_round(
-            crashes, workload, workload_seed, label, repository_class,
-            until=now + (deadline - now) * STATE_SHARE, first=first, overrun=overrun,
-        )  # fmt: skip
-        total.io_calls += crashes.io_calls
-        total.fault_points += crashes.fault_points
-        total.states += crashes.states
-        now = time.perf_counter()
-        if not total.full and now < deadline:
-            mode: Literal["once", "persistent"] = "persistent" if round_number % 2 else "once"
-            faults = io_error_sweep(
-                workload, layout=layout, mode=mode, repository_class=repository_class,
-                until=now + (deadline - now) * STATE_SHARE, at_least=2 if first else 0,
-                spread=True,
-            )  # fmt: skip
-            for failure in faults.failures:
-                total.add(
-                    attrs.evolve(
-                        failure,
-                        sweep=f"{faults.sweep}(workload seed {workload_seed})",
-                        reproducer=f"io_error_sweep({label}, layout={layout!r}, mode={mode!r}, "
-                        f"only={failure.fault_at})",
-                    )
-                )
-            total.io_calls += faults.io_calls
-            total.fault_points += faults.fault_points
-            total.states += faults.states
-            total.io_fault_runs += faults.fault_points
-        round_number += 1
-    total.seconds = time.perf_counter() - started
-    return total
-
-
-def _explore_round(
-    report: SweepReport,
-    workload: Sequence[Transaction],
-    workload_seed: int,
-    label: str,
-    repository_class: RepositoryFactory | None,
-    *,
-    until: float,
-    first: bool,
-    overrun: float,
-) -> CrashCoverage:
-    layout: Layout = "shared" if report.layout == "shared" else "per-file"
-    box = _Sandbox(layout, repository_class)
-    try:
-        try:
-            rec = record_workload(box, workload, restart_at=len(workload) // 2)
-        except FaultFreeRunFailed as exc:
-            report.add(SweepFailure(report.sweep, None, "no crash", 0, str(exc), label))
-            return CrashCoverage()
-        report.io_calls = rec.io_calls
-
-        def reproducer(k: int, name: str, during: tuple[int, str] | None) -> str:
-            return (
-                f"crash_sweep({label}, layout={layout!r}, seed={workload_seed}, only={k}, "
-                f"variant={name!r}" + ("" if during is None else f", recovery={during!r}") + ")"
-            )
-
-        settings = _Settings(
-            workload, prefix_snapshots(workload), workload_seed, TORN_IMAGES, SECTOR_TEARS,
-            None, reproducer,
-        )  # fmt: skip
-        passes = ordered_passes(rec.ops, rec.acked_at)
-        return _check_points(
-            box, rec, settings, passes, report, until=until, first=first, overrun=overrun
-        )
-    finally:
-        box.cleanup()
+    seconds are spent: the SQLite half of ``scopecheck fuzz``'s crash injection, through the
+    exploration loop (:func:`scopecheck.crashsim.explore.explore`).  Each round's crash points
+    are checked in coverage order (CRASH-COV-1), the recovery of images needing one crashed
+    after the priority passes (CRASH-SQL-9), for :data:`STATE_SHARE` of what is left; the
+    first round's crash points after every acknowledgement even past the budget, by at most
+    ``overrun`` seconds (CRASH-COV-2).  Its single-I/O-fault runs (a few right after the
+    priority passes, the rest after its crash states) get the rest.  A failure does not end
+    the exploration: the first of each rule and kind is kept, up to ``max_failures``
+    (CRASH-COV-4)."""
+    return explore_rounds(
+        SqliteSource(layout, repository_class), budget=budget, seed=seed,
+        plan=Plan(state_share=STATE_SHARE, overrun=overrun), max_failures=max_failures,
+    )  # fmt: skip
 
 
 def replay_record(
     record: Mapping[str, Any], repository_class: RepositoryFactory | None = None
 ) -> tuple[bool, str]:
-    """Check a crash-state reproducer of :func:`explore` again: its image is rebuilt by its
-    variant's name from the recorded operations (:func:`power_image`), and for a crash during
-    recovery so is the recovery's image -- byte for byte, nothing rerun -- and reopened on a
-    fresh sandbox (CRASH-COV-5).  ``(still failing, what was checked)``."""
-    layout: Layout = "shared" if record.get("layout") == "shared" else "per-file"
-    evidence = Evidence.from_json(record["evidence"])
-    workload = explore_workload(int(record["workload_seed"]))
-    k, variant = int(record["op_index"]), str(record["fault"])
-    image = power_image(evidence.ops, k, variant, device=SECTOR_TEARS, start=evidence.base)
-    acked = sum(1 for at in evidence.acked_at if at is not None and at <= k)
-    expected = prefix_snapshots(workload)
-    prefixes = [acked] + ([acked + 1] if acked < len(workload) else [])
-    lines = [
-        f"workload seed {record['workload_seed']} ({len(workload)} commits, {acked} "
-        f"acknowledged), crash {_before(evidence.ops, k, 'workload')}, image {variant}",
-        "files after the crash: "
-        + ", ".join(f"{name} ({len(data)} bytes)" for name, data in sorted(image.files.items())),
-    ]
+    """Check a reproducer of :func:`explore` again: ``(still failing, what was checked)``.  A
+    crash image is rebuilt by its variant's name from the recorded operations
+    (:func:`power_image`), and for a crash during recovery so is the recovery's image -- byte
+    for byte, nothing rerun -- and reopened on a fresh sandbox (CRASH-COV-5); an I/O-fault
+    failure reruns the workload with that call failing in the recorded mode
+    (:func:`io_error_sweep`, CRASH-SQL-4); a workload failure reruns the workload."""
+    try:
+        failure = CrashFailure.from_json(record)
+    except BadReproducer as exc:
+        raise UsageError("invalid_payload", str(exc)) from None
+    if failure.source != "sqlite":
+        raise UsageError(
+            "invalid_payload", f"a crash reproducer of source {failure.source!r}, not sqlite"
+        )
+    target = failure.target
+    layout: Layout = "shared" if target.get("layout") == "shared" else "per-file"
+    try:
+        workload_seed = int(target["workload_seed"])
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(
+            "invalid_payload",
+            "a SQLite crash reproducer without its workload seed: rerun the exploration",
+        ) from None
+    workload = explore_workload(workload_seed)
+    if failure.run == "fault":
+        mode = target.get("mode")
+        if mode not in ("once", "persistent") or failure.point is None:
+            raise UsageError("invalid_payload", f"an I/O-fault reproducer with mode {mode!r}")
+        report = io_error_sweep(
+            workload, layout=layout, mode=mode, repository_class=repository_class,
+            only=failure.point, origin=_explore_origin(layout, workload_seed),
+        )  # fmt: skip
+        lines = [report.summary(), *(str(f) for f in report.failures)]
+        return bool(report.failures), "\n".join(lines)
     box = _Sandbox(layout, repository_class)
     try:
-        snap, problem = _judge(box, image, [expected[p] for p in prefixes])
-        recovery = record.get("recovery")
-        if recovery is not None and problem is None and snap is not None:
-            j, during = int(recovery[0]), str(recovery[1])
-            crashed = power_image(
-                evidence.recovery_ops, j, during, device=SECTOR_TEARS, start=image
+        if failure.run == "workload":
+            try:
+                record_workload(box, workload, restart_at=len(workload) // 2)
+            except FaultFreeRunFailed as exc:
+                return True, f"workload seed {workload_seed}: {exc}"
+            return False, f"workload seed {workload_seed}: the workload now runs with no fault"
+        evidence = failure.evidence
+        if failure.run not in ("crash", "recovery") or evidence is None or failure.point is None:
+            raise UsageError(
+                "invalid_payload", "a SQLite crash reproducer without its recorded operations"
             )
+        k, variant = failure.point, failure.variant
+        image = power_image(evidence.ops, k, variant, device=SECTOR_TEARS, start=evidence.base)
+        acked = evidence.acked(k)
+        lines = [
+            f"workload seed {workload_seed} ({len(workload)} commits, {acked} "
+            f"acknowledged), crash {_before(evidence.ops, k, 'workload')}, image {variant}",
+            "files after the crash: "
+            + ", ".join(
+                f"{name} ({len(data)} bytes)" for name, data in sorted(image.files.items())
+            ),
+        ]
+        if failure.recovery is not None:
+            j, during = failure.recovery
             lines.append(
                 f"crash during its recovery {_before(evidence.recovery_ops, j, 'recovery')}, "
                 f"image {during}"
             )
-            _, problem = _judge(box, crashed, [snap])
+        rec = Recording(evidence.ops, evidence.base, evidence.acked_at, len(evidence.ops), 0)
+        rnd = SqliteRound(box, rec, workload, _explore_origin(layout, workload_seed))
+        found = rnd.check_image(k, variant, failure.recovery, evidence.recovery_ops)
     finally:
         box.cleanup()
-    lines.append(problem or "the reopened state is a model state now")
-    return problem is not None, "\n".join(lines)
+    lines.append(found.problem if found is not None else "the reopened state is a model state now")
+    return found is not None, "\n".join(lines)
 
 
 # -- deleting a Session in the container layout -----------------------------------------------
+
+
+class _DeleteRound(SqliteRound):
+    """The crash points of deleting the Session ``victim``: after a crash it is listed with
+    its whole state (never once the delete was acknowledged, ``acked_at[0]``) or gone with
+    no row left, and the other Session is untouched (SQLITE-12, CRASH-SQL-3)."""
+
+    def __init__(
+        self, box: _Sandbox, rec: Recording, origin: Origin, victim: Snapshot, empty: Snapshot,
+        *, torn: int, device: Device,
+    ) -> None:  # fmt: skip
+        super().__init__(box, rec, (), origin, torn=torn, device=device, recoveries=0)
+        self.victim = victim
+        self.empty = empty
+
+    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+        self.states += 1
+        acked = int(self.rec.acked(k) > 0)
+        problem = _check_delete_image(self.box, image, bool(acked), self.victim, self.empty)
+        if problem is None:
+            return None
+        return self.origin.failure(
+            "CRASH-SQL-3", problem, "crash", crash_kind(variant), point=k, variant=variant,
+            evidence=self.rec.evidence(), acked=acked,
+        )  # fmt: skip
 
 
 def delete_crash_sweep(
@@ -1325,9 +1213,10 @@ def delete_crash_sweep(
     device: Device = SECTOR_TEARS,
 ) -> SweepReport:
     """Container layout: crash before every mutating operation of ``delete`` of a Session
-    holding session and scoped rows (SQLITE-12, CRASH-SQL-3).  After any crash the victim is
-    either listed with its whole state (never after an acknowledged delete) or gone with no
-    row left in any table, and the other Session is untouched."""
+    holding session and scoped rows (SQLITE-12, CRASH-SQL-3), one pass over the crash points
+    in trace order.  After any crash the victim is either listed with its whole state (never
+    after an acknowledged delete) or gone with no row left in any table, and the other
+    Session is untouched."""
     report = SweepReport("delete-crash", "shared")
     started = time.perf_counter()
     victim_workload = make_workload(seed, transactions=5, big_every=2)
@@ -1357,20 +1246,18 @@ def delete_crash_sweep(
             calls = list(vfs.calls)
         report.io_calls = len(calls)
         converted = file_ops(calls, box.work, box.base.files)
-        acked_at = converted.at[acked_call]
-        volume = Volume(box.base)
-        done = 0
-        for k in crash_points(converted.ops):
-            while done < k:
-                volume.apply(converted.ops[done])
-                done += 1
-            report.fault_points += 1
-            acked = k >= acked_at
-            for name, image in images_at(volume, k, seed, device=device, torn=variants):
-                report.states += 1
-                problem = _check_delete_image(box, image, acked, victim_state, empty_state)
-                if problem is not None:
-                    report.add(SweepFailure(report.sweep, k, name, int(acked), problem))
+        rec = Recording(
+            converted.ops, box.base, (converted.at[acked_call],), len(converted.ops), len(calls)
+        )
+        origin = Origin({"delete": "victim", "transactions": 5}, seed, {"layout": "shared"})
+        rnd = _DeleteRound(
+            box, rec, origin, victim_state, empty_state, torn=variants, device=device
+        )
+        report.coverage = check_passes(
+            rnd, report.findings, until=math.inf, first=True, passes=[crash_points(rec.ops)]
+        )
+        report.fault_points = report.coverage.points_checked
+        report.states = rnd.states
     finally:
         box.cleanup()
     report.seconds = time.perf_counter() - started

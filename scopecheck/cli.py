@@ -185,9 +185,21 @@ def fuzz(
             click.echo(
                 f"\nFailure on {record['backend']}: {record['error'].splitlines()[0]}", err=True
             )
-            click.echo(record["program"], err=True)
+            click.echo(_failure_text(record), err=True)
             click.echo(f"Replay it with: scopecheck replay {path}", err=True)
     sys.exit(1 if total_failures else 0)
+
+
+def _failure_text(record: dict[str, Any]) -> str:
+    """What a saved failure shows: a machine's program, a crash failure's point and image."""
+    if "program" in record:
+        return str(record["program"])
+    from scopecheck.crashsim.failure import BadReproducer, CrashFailure
+
+    try:
+        return str(CrashFailure.from_json(record))
+    except BadReproducer:
+        return ""
 
 
 # -- replay ---------------------------------------------------------------------------------

@@ -3,16 +3,15 @@
 
 ``explore(budget, seed)`` spends about ``budget`` seconds on crash states and returns
 ``(states, reproducer records)``; explorers that also inject single I/O faults without a crash
-(JSONL, and any backend through the generic sweep) offer ``explore_with_faults``, which returns
-``(states, fault runs, reproducer records)``; ``replay(record)`` re-runs one recorded crash
-state exactly and returns ``(still_failing, text)`` where the text shows the files on disk
-before and after recovery.  JSONL uses :mod:`scopecheck.crashsim.jsonl_sweep`, SQLite
-:func:`scopecheck.crashsim.sqlite_sweep.explore`.
+(JSONL, SQLite, and any backend through the generic sweep) offer ``explore_with_faults``,
+which returns ``(states, fault runs, reproducer records)``; ``replay(record)`` re-runs one
+recorded crash state exactly and returns ``(still_failing, text)`` where the text shows the
+files on disk before and after recovery.  JSONL uses :mod:`scopecheck.crashsim.jsonl_sweep`,
+SQLite :func:`scopecheck.crashsim.sqlite_sweep.explore`.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import attrs
@@ -59,12 +58,9 @@ class JsonlCrashExplorer:
         return replay_record(record, self._repo())
 
 
-_WORKLOAD = re.compile(r"make_workload\((\d+)")
-
-
 @attrs.define
 class SqliteCrashExplorer:
-    """SQLite crash sweeps over generated workloads
+    """SQLite crash exploration over generated workloads
     (``scopecheck.crashsim.sqlite_sweep.explore``).  ``repository`` opens the repositories
     (``repository(target, clock, vfs=...)``: a class or a factory setting its keyword
     arguments); ``None`` is the real one of ``layout``.  ``coverage`` is what the last
@@ -82,66 +78,27 @@ class SqliteCrashExplorer:
     def explore_with_faults(
         self, budget: float, seed: int
     ) -> tuple[int, int, list[dict[str, Any]]]:
-        """``(states checked, I/O-fault runs among them, reproducer records)``: one record
-        per distinct failure (CRASH-COV-4)."""
+        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-SQL-1..9): one
+        record per distinct failure (CRASH-COV-4)."""
         from scopecheck.crashsim.sqlite_sweep import explore
 
-        report = explore(
-            layout=self.layout,  # type: ignore[arg-type]
+        found = explore(
+            layout="shared" if self.layout == "shared" else "per-file",
             budget=budget,
             seed=seed,
             repository_class=self.repository,
         )
-        self.coverage = report.coverage
-        records = []
-        for failure in report.failures:
-            match = _WORKLOAD.search(failure.reproducer)
-            workload_seed = int(match.group(1)) if match else seed
-            record: dict[str, Any] = {
-                "kind": "crash",
-                "engine": "sqlite",
-                "backend": self.backend,
-                "layout": self.layout,
-                "sweep": failure.sweep.split("(", 1)[0],
-                "workload_seed": workload_seed,
-                "seed": seed,
-                "op_index": failure.fault_at,
-                "fault": failure.image,
-                "rule": failure.rule,
-                "error": failure.problem,
-                "program": failure.reproducer,
-            }
-            if failure.recovery is not None:
-                record["recovery"] = list(failure.recovery)
-            if failure.evidence is not None:
-                record["evidence"] = failure.evidence.to_json()
-            records.append(record)
-        return report.states, report.io_fault_runs, records
+        self.coverage = found.coverage
+        records = [attrs.evolve(f, backend=self.backend).to_json() for f in found.failures]
+        return found.states, found.fault_runs, records
 
     def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
-        """A crash state is rebuilt by its variant's name from the recorded operations
-        (CRASH-COV-5); an I/O fault reruns the workload with that call failing."""
-        from scopecheck.crashsim.sqlite_sweep import (
-            explore_workload,
-            io_error_sweep,
-            replay_record,
-        )
+        """A reproducer of source ``sqlite``: a crash image is rebuilt by its variant's name
+        from the recorded operations (CRASH-COV-5); an I/O fault reruns the workload with that
+        call failing (CRASH-SQL-4)."""
+        from scopecheck.crashsim.sqlite_sweep import replay_record
 
-        if "evidence" in record:
-            return replay_record(record, self.repository)
-        sweep = str(record.get("sweep", "crash"))
-        if not sweep.startswith("io-"):
-            return True, "this crash record holds no recorded operations to rebuild its image"
-        report = io_error_sweep(  # a single I/O fault without a crash (CRASH-SQL-4)
-            explore_workload(int(record["workload_seed"])),
-            layout=record.get("layout", self.layout),
-            mode="persistent" if sweep == "io-persistent" else "once",
-            repository_class=self.repository,
-            only=int(record["op_index"]),
-        )
-        lines = [report.summary()]
-        lines.extend(str(f) for f in report.failures)
-        return bool(report.failures), "\n".join(lines)
+        return replay_record(record, self.repository)
 
 
 @attrs.define

@@ -88,6 +88,15 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
         return replay_record(record, factory)
     backend = resolve_backend(record["backend"])
     explorer = backend.crash
+    if record.get("source") == "sqlite":
+        from scopecheck.crash_explorers import SqliteCrashExplorer
+
+        if not isinstance(explorer, SqliteCrashExplorer):
+            raise UsageError(
+                "invalid_payload",
+                f"backend {record['backend']!r} has no SQLite crash explorer to replay with",
+            )
+        return explorer.replay(record)
     if explorer is None:
         if record.get("source") == "jsonl":
             from scopecheck.crash_explorers import JsonlCrashExplorer

@@ -251,7 +251,6 @@ def crash_check(mutant: SqliteMutant, max_failures: int = 1) -> Any:
         repository_class=mutant.repository_factory(),
         variants=2,
         max_failures=max_failures,
-        workload_label="crash_workload()",
     )
 
 

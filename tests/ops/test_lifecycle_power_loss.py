@@ -121,7 +121,7 @@ def test_sqlite_sweep_catches_retirement_committed_apart_from_the_terminal_clean
     )
     assert report.failures
     assert any("committed but its scope still holds" in f.problem for f in report.failures)
-    assert all("lifecycle_crash_sweep('short'" in f.reproducer for f in report.failures)
+    assert all(f.source == "sqlite" and f.workload["lifecycle"] == "short" for f in report.failures)
 
 
 @pytest.mark.rule("OP-19")

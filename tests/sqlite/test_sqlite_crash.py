@@ -11,12 +11,13 @@ from typing import Any
 import apsw
 import pytest
 
+from scopecheck.crashsim.explore import Images, point_images
+from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.persistence import FileOp, Image, Volume
 from scopecheck.crashsim.sqlite_sweep import (
     crash_sweep,
     delete_crash_sweep,
     explore,
-    images_at,
     io_error_sweep,
     recovery_io_sweep,
     sigkill_sweep,
@@ -223,7 +224,8 @@ def _every_image(ops: Sequence[FileOp], base: Image) -> list[list[tuple[str, Ima
         volume = Volume(base)
         for op in ops[:cut]:
             volume.apply(op)
-        found.append(list(images_at(volume, 0, 0, device=SECTOR_TEARS, torn=64)))
+        images = Images(device=SECTOR_TEARS, torn=64, call_cuts_of=None)
+        found.append(list(point_images(volume, ops, 0, 0, images)))
     return found
 
 
@@ -292,11 +294,11 @@ def test_explore_runs_crash_sweeps_over_fresh_workloads_for_a_budget() -> None:
     """The budgeted explorer behind fuzzing finds nothing on the real backend, and even on a
     tiny budget it covers a crash state after every acknowledged commit of its first workload
     before anything else (its first pass runs past the budget)."""
-    report = explore(budget=0.05, seed=7, layout="shared")
-    assert report.states > 0
-    assert report.ok, [str(f) for f in report.failures[:3]]
-    assert report.coverage.complete
-    assert report.coverage.acked_total == 6 and report.coverage.points_checked >= 7
+    found = explore(budget=0.05, seed=7, layout="shared")
+    assert found.states > 0
+    assert not found.failures, [str(f) for f in found.failures[:3]]
+    assert found.coverage.complete
+    assert found.coverage.acked_total == 6 and found.coverage.points_checked >= 7
 
 
 @pytest.mark.rule("CRASH-COV-2")
@@ -322,15 +324,36 @@ def test_a_failure_does_not_end_the_exploration_and_each_distinct_one_replays() 
 
     planted = SqliteCrashExplorer(repository=SyncOff, backend="planted")
     _, _, records = planted.explore_with_faults(3.0, seed=2)
-    keys = [(r["rule"], r["sweep"], r["fault"].split(":")[0].split("@")[0]) for r in records]
+    keys = [CrashFailure.from_json(r).key for r in records]
     assert 1 < len(records) <= 8 and len(set(keys)) == len(keys), keys
+    assert all(r["source"] == "sqlite" and r["backend"] == "planted" for r in records)
     assert planted.coverage is not None and planted.coverage.acked_total > 0
     for record in records:
-        if "evidence" not in record:
+        if record["evidence"] is None:
             continue
+        assert record["target"] == {"layout": "per-file", "workload_seed": record["seed"]}
         still_failing, text = planted.replay(record)
         assert still_failing, text
-        assert f"image {record['fault']}" in text
+        assert f"image {record['variant']}" in text
+
+
+@pytest.mark.rule("CRASH-COV-5")
+def test_a_reproducer_of_an_older_format_asks_for_a_new_exploration() -> None:
+    """A SQLite crash record without format 3 is refused with a usage error saying to rerun
+    the exploration, through the explorer and through ``scopecheck replay``'s dispatch."""
+    from scopecheck.crash_explorers import SqliteCrashExplorer
+    from scopecheck.models.errors import UsageError
+    from scopecheck.replay import replay_crash
+
+    old = {
+        "kind": "crash", "engine": "sqlite", "backend": "sqlite", "layout": "per-file",
+        "sweep": "crash", "workload_seed": 1, "op_index": 3, "fault": "process",
+        "rule": "CRASH-SQL-3", "error": "lost",
+    }  # fmt: skip
+    for replay in (SqliteCrashExplorer().replay, replay_crash):
+        with pytest.raises(UsageError, match="rerun the exploration") as raised:
+            replay(old)
+        assert raised.value.code == "invalid_payload"
 
 
 class DeleteTableByTable(SqliteContainerRepository):
@@ -355,27 +378,20 @@ def test_delete_crash_sweep_catches_a_non_atomic_delete() -> None:
 
 
 @pytest.mark.rule("CRASH-SQL-1", "CRASH-SQL-6", "CRASH-COV-5")
-def test_a_crash_failure_carries_a_reproducer_that_replays_the_same_images() -> None:
-    """A failure names its crash point and image, ``only=k`` rebuilds exactly the same images
-    and ``only=k, variant=v`` that one image, by its name."""
-    first = crash_sweep(
-        WORKLOAD,
-        repository_class=SyncOff,
-        seed=4,
-        max_failures=50,
-        workload_label="make_workload(11, transactions=6, big_every=3)",
-    )
+def test_a_crash_failure_names_the_crash_point_and_image_that_rerun_it() -> None:
+    """A failure names its crash point and image: ``only=k`` rebuilds the same images (the
+    failure's among them) and ``only=k, variant=v`` that one image, by its name."""
+    first = crash_sweep(WORKLOAD, repository_class=SyncOff, seed=4)
     failure = first.failures[0]
-    assert f"only={failure.fault_at}, variant={failure.image!r}" in failure.reproducer
-    again = crash_sweep(WORKLOAD, repository_class=SyncOff, seed=4, only=failure.fault_at)
+    assert failure.source == "sqlite" and failure.run == "crash" and failure.point is not None
+    assert failure.target == {"layout": "per-file"} and failure.evidence is not None
+    again = crash_sweep(WORKLOAD, repository_class=SyncOff, seed=4, only=failure.point)
     assert again.fault_points == 1
-    assert [f.image for f in again.failures] == [
-        f.image for f in first.failures if f.fault_at == failure.fault_at
-    ]
+    assert failure.variant in [f.variant for f in again.failures]
     one = crash_sweep(
-        WORKLOAD, repository_class=SyncOff, seed=4, only=failure.fault_at, variant=failure.image
+        WORKLOAD, repository_class=SyncOff, seed=4, only=failure.point, variant=failure.variant
     )
-    assert one.states == 1 and [f.image for f in one.failures] == [failure.image]
+    assert one.states == 1 and one.failures == [failure]
 
 
 class AllocationLog:
@@ -438,7 +454,9 @@ def test_fuzz_crash_injection_runs_io_faults_and_replays_what_they_catch() -> No
         seed=5,
     ).failures
     _, _, records = planted.explore_with_faults(20.0, seed=5)
-    assert records and records[0]["sweep"].startswith("io-"), records
+    assert records and records[0]["run"] == "fault", records
+    assert records[0]["failure_kind"] in ("io-once", "io-persistent")
+    assert records[0]["target"]["mode"] == records[0]["failure_kind"].removeprefix("io-")
     still_failing, text = planted.replay(records[0])
     assert still_failing, text
     real_fails, text = SqliteCrashExplorer().replay(records[0])

@@ -76,14 +76,16 @@ def test_a_repair_without_sync_is_caught_only_by_crashing_the_recovery() -> None
     report = crash_check(mutant, max_failures=50)
     assert report.failures and report.coverage.recovery_states > 0
     assert {f.rule for f in report.failures} == {"CRASH-SQL-9"}
-    assert all(f.recovery is not None and f.family.startswith("recovery:") for f in report.failures)
-    assert all("recovery=" in f.reproducer for f in report.failures)
+    assert all(f.run == "recovery" and f.recovery is not None for f in report.failures)
+    assert all(f.key[1].startswith("recovery:") for f in report.failures)
+    assert all(f.evidence is not None and f.evidence.recovery_ops for f in report.failures)
     failure = report.failures[0]
+    assert failure.point is not None
     again = crash_sweep(
         crash_workload(),
         repository_class=factory,
-        only=failure.fault_at,
-        variant=failure.image,
+        only=failure.point,
+        variant=failure.variant,
         recovery=failure.recovery,
     )
     assert [f.recovery for f in again.failures] == [failure.recovery]
