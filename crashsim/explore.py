@@ -152,8 +152,9 @@ class Round(Protocol):
     @property
     def recovery_states(self) -> int: ...
 
-    def images(self, volume: Volume, k: int) -> Iterable[tuple[str, Image]]:
-        """The images of crash point ``k`` (usually :func:`point_images`)."""
+    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+        """The images of a crash before ``ops[k]`` -- the round's operations, or a recovery's
+        -- with ``volume`` holding ``ops[:k]`` applied (usually :func:`point_images`)."""
 
     def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
         """Reopen ``image`` -- a crash before ``ops[k]`` -- and judge it."""
@@ -218,7 +219,7 @@ def check_passes(
             while done < k:
                 volume.apply(rnd.ops[done])
                 done += 1
-            for variant, image in rnd.images(volume, k):
+            for variant, image in rnd.images(volume, rnd.ops, k):
                 failure = rnd.check(k, variant, image)
                 if failure is not None:
                     findings.add(failure)
@@ -291,7 +292,7 @@ def crash_recoveries(
             while applied < j:
                 volume.apply(rops[applied])
                 applied += 1
-            for during, crashed in rnd.images(volume, j) if j < len(rops) else ():
+            for during, crashed in rnd.images(volume, rops, j) if j < len(rops) else ():
                 if crashed == image:
                     continue  # the image itself, checked already
                 failure = rnd.check_recovery(k, variant, rops, j, during, crashed)

@@ -884,8 +884,8 @@ class JsonlRound:
     def recovery_states(self) -> int:
         return self.checker.recovery_states
 
-    def images(self, volume: Volume, k: int) -> Iterable[tuple[str, Image]]:
-        return point_images(volume, self.ops, k, self.seed, self._images)
+    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+        return point_images(volume, ops, k, self.seed, self._images)
 
     def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
         return self.checker.check(CrashState(k, variant, image, self._allowed(k)))

@@ -534,8 +534,8 @@ class SqliteRound:
         self._recovered: dict[tuple[int, str], Snapshot] = {}
         self._recorded = 0
 
-    def images(self, volume: Volume, k: int) -> Iterable[tuple[str, Image]]:
-        return point_images(volume, self.ops, k, self.seed, self._images)
+    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+        return point_images(volume, ops, k, self.seed, self._images)
 
     def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
         acked = self.rec.acked(k)

@@ -65,8 +65,8 @@ class ToyRound:
         self.checked: list[tuple[int, str]] = []
         self.fault_calls: list[tuple[int, int | None, int]] = []
 
-    def images(self, volume: Volume, k: int) -> Iterable[tuple[str, Image]]:
-        return point_images(volume, self.ops, k, self.seed)
+    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+        return point_images(volume, ops, k, self.seed)
 
     def _failure(self, k: int, variant: str, run: Any = "crash", **more: Any) -> CrashFailure:
         return CrashFailure(
