@@ -144,9 +144,10 @@ class SyscallCrashExplorer:
     (``scopecheck.syscall_crash``): a command speaking the process protocol, or a Python
     factory taking ``root`` served by ``scopecheck serve``.  ``unavailable`` says why strace
     cannot run here; crash exploration is then skipped with that reason (CRASH-SYS-5).
-    ``findings`` collects what a run could not see (a shared writable mmap) or should not do
-    (files changed outside the root); ``coverage`` what the last exploration covered
-    (CRASH-COV-2)."""
+    ``findings`` collects what a run could not see (a shared writable mmap, CRASH-SYS-8), should
+    not do (files changed outside the root, CRASH-SYS-4) or did not judge (fault runs dropped
+    because the fault missed its call, CRASH-COV-3); ``kill_runs`` counts the kill runs among
+    the fault runs; ``coverage`` is what the last exploration covered (CRASH-COV-2)."""
 
     command: tuple[str, ...]
     cwd: str
@@ -170,19 +171,16 @@ class SyscallCrashExplorer:
         self, budget: float, seed: int
     ) -> tuple[int, int, list[dict[str, Any]]]:
         """``(crash states, fault and kill runs, reproducer records)``: one record per
-        distinct failure."""
-        from scopecheck.syscall_crash import explore
+        distinct failure (CRASH-COV-4)."""
+        from scopecheck.syscall_crash import SyscallSource
 
-        found = explore(self.spec, self.command, self.cwd, budget, seed)
-        self.findings.extend(f for f in found.findings if f not in self.findings)
-        self.kill_runs += found.kill_runs
+        source = SyscallSource(self.spec, self.command, self.cwd)
+        found = source.explore(budget, seed)
+        self.findings.extend(f for f in found.findings.limits if f not in self.findings)
+        self.kill_runs += source.kill_runs
         self.coverage = found.coverage
-        records = []
-        for failure in found.failures:
-            record = attrs.evolve(failure, spec=self.spec).to_json()
-            record["backend"] = self.backend
-            records.append(record)
-        return found.states, found.fault_runs + found.kill_runs, records
+        records = [attrs.evolve(f, backend=self.backend).to_json() for f in found.failures]
+        return found.states, found.fault_runs, records
 
     def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
         from scopecheck.syscall_crash import replay

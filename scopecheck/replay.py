@@ -63,14 +63,14 @@ def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
 
 def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
     """Re-check a kind ``crash`` reproducer with the crash explorer of its backend (JSONL on
-    pyfakefs, a SQLite sweep, or the generic sweep of a third-party backend named by its
-    ``spec``), showing the files before and after recovery: ``(still failing, report)``,
-    where ``None`` is a run that did not reproduce in several tries (neither confirmed nor
-    fixed)."""
-    if record.get("engine") == "syscall":
+    pyfakefs, a SQLite sweep, a backend process's system calls, or the generic sweep of a
+    third-party backend named by its ``spec``), showing the files before and after recovery:
+    ``(still failing, report)``, where ``None`` is a run that did not reproduce in several
+    tries (neither confirmed nor fixed)."""
+    if record.get("source") == "syscall" or record.get("engine") == "syscall":
         from scopecheck.syscall_crash import replay
 
-        return replay(record)
+        return replay(record)  # an older format (``engine``) is refused there, saying why
     if record.get("source") == "fs":
         from scopecheck.adapters import load_factory
         from scopecheck.crashsim.generic_sweep import replay_record

@@ -2,47 +2,46 @@
 
 Any backend that runs as a child speaking the process protocol -- a Python factory taking
 ``root`` (through ``scopecheck serve``), or a command in any language -- gets the same crash
-checks as a backend doing its I/O through ``scopecheck.FileSystem``:
+checks as a backend doing its I/O through ``scopecheck.FileSystem``.  This module is the
+*source* of those crash states (:class:`SyscallSource`, :class:`SyscallRound`); the loop that
+spends the budget on them is the one of every source (:mod:`scopecheck.crashsim.explore`), and
+every failure is a :class:`~scopecheck.crashsim.failure.CrashFailure` of source ``syscall``.
 
 1. **Record.**  A seeded workload (creates, commits, restarts, a delete) runs once with every
    child under ``strace``; each child's trace becomes a ``Timeline``
    (:mod:`scopecheck.crashsim.syscall_ops`) of file operations under the root, with the moment
    each response left the process (its acknowledgement, CRASH-SYS-2).
-2. **Crash states, most telling first.**  The crash points are ordered by
-   :mod:`scopecheck.crashsim.coverage` -- around every acknowledgement, sync, rename and unlink
-   first, then spread over the whole trace -- and before each the ``Volume``
-   (:mod:`scopecheck.crashsim.persistence`) gives the process-crash image and the power-loss
-   images of the persistence model (CRASH-SYS-1, CRASH-SYS-3, CRASH-COV-1).  What was covered
-   is counted; a phase that did not reach every acknowledged step is incomplete
-   (CRASH-COV-2).
+2. **Crash states, most telling first.**  The loop visits the crash points in coverage order
+   (CRASH-COV-1, CRASH-COV-2); before each, :func:`~scopecheck.crashsim.explore.point_images`
+   gives the process-crash image, the write in flight torn, and the power-loss images of the
+   persistence model (CRASH-SYS-1, CRASH-SYS-3).
 3. **Check.**  A checker child reopens each image (a ``hello`` over a copy of it) and
    :class:`ImageChecker` applies the crash rules: it opens (CRASH-FS-1), it is the model after
    the acknowledged steps or one more (CRASH-FS-2, CRASH-FS-6 for power loss), the next
    commit's seqs are above every acknowledged one (CRASH-FS-3), and a second reopen agrees
    (CRASH-FS-4).  The checker child is replaced every :data:`CHECKER_LIFETIME` images, and a
    failure is confirmed on a fresh child; one that needs the child's history says so and keeps
-   that history for its replay.
-4. **Crash the recovery.**  The reopen of some images is itself recorded under strace and
-   crashed before each of its mutating operations (CRASH-FS-5).
-5. **Faults and kills.**  The workload runs again with one mutating call failed by strace's
-   fault injection (EIO, ENOSPC, EACCES: CRASH-FS-9..11 semantics, CRASH-SYS-6), or with the
-   child killed by SIGKILL at that call (a real process crash, CRASH-SYS-7).  The trace says
-   which call the fault hit; a run whose fault missed the call it aimed at (strace counts calls
-   per thread) is dropped and counted as a limit, never judged (CRASH-COV-3).  Besides the
-   disk the run leaves, the power-loss image of its trace is checked.
+   that history (``target["history"]``) for its replay.  A failing torn write says the
+   coarsest tearing under which it still fails (CRASH-SYS-12).
+4. **Crash the recovery.**  The reopen of torn, ``data-kept`` and ``strict`` images is itself
+   recorded under strace and crashed (CRASH-FS-5).
+5. **Faults and kills.**  The workload runs again with one mutating call failed -- on the FUSE
+   mount, or by strace's fault injection where FUSE cannot run (EIO, ENOSPC, EACCES:
+   CRASH-FS-9..11 semantics, CRASH-SYS-6) -- or with the child killed by SIGKILL at that call
+   (a real process crash, CRASH-SYS-7).  A run whose fault missed the call it aimed at is
+   dropped and counted as a limit, never judged (CRASH-COV-3).  Besides the disk the run
+   leaves, the power-loss image of its trace is checked.
 
-A failure does not end the exploration: each distinct failure (by rule and kind of crash
-point) is kept, up to :data:`MAX_FAILURES`, each as a :class:`SyscallReproducer` holding the
-recorded operations.  ``scopecheck replay`` rebuilds a crash image from them and checks it
-again without strace (CRASH-SYS-9); a fault or kill reproducer is rerun until it reproduces,
-or says it did not in :data:`REPLAY_TRIES` tries.
+A crash or recovery failure holds the recorded operations (its ``evidence``):
+``scopecheck replay`` rebuilds the image from them by name and checks it again without strace
+(CRASH-SYS-9, CRASH-COV-5); a fault or kill failure is rerun until it reproduces, or says it
+did not in :data:`REPLAY_TRIES` tries.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
-import functools
 import itertools
 import os
 import random
@@ -50,18 +49,28 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import orjson
 
-from scopecheck.crashsim.coverage import (
-    CrashCoverage,
-    acknowledgement_points,
-    crash_points,
-    ordered_passes,
+from scopecheck.crashsim.coverage import crash_points, ordered_passes
+from scopecheck.crashsim.explore import (
+    MAX_FAILURES,
+    Exploration,
+    Findings,
+    Plan,
+    point_images,
+)
+from scopecheck.crashsim.explore import explore as explore_rounds
+from scopecheck.crashsim.failure import (
+    BadReproducer,
+    CrashFailure,
+    Evidence,
+    crash_kind,
+    family,
 )
 from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan
 from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
@@ -72,17 +81,14 @@ from scopecheck.crashsim.persistence import (
     FileOp,
     Image,
     Volume,
-    call_cuts,
     coarser_tears,
-    op_from_json,
-    op_to_json,
     power_image,
     process_crash,
 )
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.models.addresses import value
-from scopecheck.models.errors import ProtocolError, ScopecheckError
+from scopecheck.models.errors import ProtocolError, ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.writes import set_value
@@ -90,8 +96,8 @@ from scopecheck.process.client import BackendProcess, ProcessRepository
 
 SESSION = "s"
 _PROBE = value("scopecheck.probe", "after-crash")
-#: The reproducer format written by :meth:`SyscallReproducer.to_json`.
-REPRODUCER_VERSION = 2
+#: The source name of this module's failures (``CrashFailure.source``).
+SOURCE = "syscall"
 #: Stands for the interpreter running scopecheck in a stored command, so a reproducer replays
 #: on another machine (or venv).
 PYTHON = "{python}"
@@ -377,51 +383,16 @@ def _injected(
 
 # -- crash states ---------------------------------------------------------------------------
 
-
-@attrs.frozen
-class CrashPoint:
-    """A crash before operation ``op_index`` of the recording: ``variant`` is ``process`` or
-    one of :meth:`~scopecheck.crashsim.persistence.Volume.power_images`' power-loss variants."""
-
-    op_index: int
-    variant: str
-
-    @property
-    def power_loss(self) -> bool:
-        return not process_crash(self.variant)
-
-    @property
-    def family(self) -> str:
-        """The kind of crash point, for telling failures apart: ``process``, ``strict``,
-        ``torn``, ..."""
-        return self.variant.split(":", 1)[0].split("@", 1)[0]
-
-
-def _rng(seed: int, k: int) -> random.Random:
-    """The generator of one crash point's power-loss images: seeded by the point alone, so
-    the images of a point are the same in whatever order the points are visited."""
-    return random.Random(f"{seed}:{k}")
-
-
-def _images_here(
-    volume: Volume, ops: Sequence[FileOp], k: int, seed: int
-) -> Iterator[tuple[CrashPoint, Image]]:
-    """The images of a crash before ``ops[k]``: the process crash, the write ``ops[k]`` torn in
-    flight at a process crash (a crash mid-``write`` system call), and the power losses."""
-    yield CrashPoint(k, "process"), volume.process_image()
-    if k < len(ops) and ops[k].kind == "write":
-        cuts = call_cuts(ops[k].data, random.Random(f"{seed}:{k}:call"))
-        for variant, image in volume.torn_calls(ops[k], cuts):
-            yield CrashPoint(k, variant), image
-    for variant, image in volume.power_images(_rng(seed, k)):
-        yield CrashPoint(k, variant), image
+#: The disk a recording starts on: an empty root.
+EMPTY = Image({})
 
 
 def crash_images(
     ops: Sequence[FileOp], seed: int, points: Sequence[int] | None = None
-) -> Iterator[tuple[CrashPoint, Image]]:
+) -> Iterator[tuple[int, str, Image]]:
     """The crash images of ``ops`` at ``points`` (sorted; default every crash point: before
-    each mutating operation, and at the end), in one sweep over the operations."""
+    each mutating operation, and at the end) as ``(point, variant, image)``, in one sweep over
+    the operations (:func:`~scopecheck.crashsim.explore.point_images`, CRASH-SYS-1)."""
     wanted = crash_points(ops) if points is None else points
     volume = Volume()
     done = 0
@@ -429,16 +400,8 @@ def crash_images(
         while done < k:
             volume.apply(ops[done])
             done += 1
-        yield from _images_here(volume, ops, k, seed)
-
-
-def image_at(
-    ops: Sequence[FileOp], point: CrashPoint, seed: int, base: Image | None = None
-) -> Image:
-    """The image of one crash point, rebuilt from the operations by its variant's name (a
-    replay needs no strace); ``base`` is the disk the operations started on (a crash image,
-    for a crash during its recovery)."""
-    return power_image(ops, point.op_index, point.variant, seed, start=base)
+        for variant, image in point_images(volume, ops, k, seed):
+            yield k, variant, image
 
 
 def write_image(image: Image, directory: str) -> None:
@@ -482,37 +445,28 @@ def read_image(directory: str) -> Image:
 CHECKER_LIFETIME = 5000
 
 
-@attrs.frozen
-class SyscallFailure:
-    rule: str
-    problem: str
-    point: CrashPoint
-    op: str
-    expected: list[Any]
-    recovered: Any = None
-
-    def __str__(self) -> str:
-        where = f"crash before op {self.point.op_index} ({self.op}), {self.point.variant}"
-        return f"{where}: {self.rule} {self.problem}"
-
-
 class ImageChecker:
     """A checker child that reopens image after image (a ``hello`` over each) and checks it
     against the model states the crash point allows; the child is replaced every
-    :data:`CHECKER_LIFETIME` images, and ``history`` lists the images the current one has
-    checked."""
+    :data:`CHECKER_LIFETIME` images, and ``history`` lists the images -- ``(point, variant)``
+    -- the current one has checked.  A failure is a crash failure of the image, with the
+    recording as its evidence and ``seed`` as the seed its images were sampled with; the
+    source adds how it reruns (its ``target``)."""
 
-    def __init__(self, command: Sequence[str], cwd: str, recording: Recording) -> None:
+    def __init__(
+        self, command: Sequence[str], cwd: str, recording: Recording, seed: int = 0
+    ) -> None:
         self.recording = recording
+        self.seed = seed
         self.command = list(command)
         self.cwd = cwd
         self.base = tempfile.mkdtemp(prefix="scopecheck-images-", dir=scratch_base())
         self.clock = StepClock()
         self.clock.at(len(recording.workload.steps) + 1)
         self.checked = 0
-        self.history: list[CrashPoint] = []
+        self.history: list[tuple[int, str]] = []
         #: The images the child had checked before the last one.
-        self.last_history: tuple[CrashPoint, ...] = ()
+        self.last_history: tuple[tuple[int, str], ...] = ()
         #: The child broke the protocol (or died): the next image gets a new one.
         self.broken = False
         self.process = self._start()
@@ -547,38 +501,47 @@ class ImageChecker:
         return ProcessRepository(self.process)
 
     def check(
-        self, point: CrashPoint, image: Image, allowed: tuple[int, ...]
-    ) -> SyscallFailure | None:
+        self, k: int, variant: str, image: Image, allowed: tuple[int, ...]
+    ) -> CrashFailure | None:
+        """Reopen ``image`` -- the crash ``variant`` before operation ``k`` -- and judge it
+        against the model states ``allowed``."""
         if self.broken or len(self.history) >= CHECKER_LIFETIME:
             self.fresh()
         self.last_history = tuple(self.history)
-        self.history.append(point)
+        self.history.append((k, variant))
         try:
-            return self._check(point, image, allowed)
+            return self._check(k, variant, image, allowed)
         except ProtocolError:
             self.broken = True
             raise
 
     def _check(
-        self, point: CrashPoint, image: Image, allowed: tuple[int, ...]
-    ) -> SyscallFailure | None:
+        self, k: int, variant: str, image: Image, allowed: tuple[int, ...]
+    ) -> CrashFailure | None:
         self.checked += 1
         rec = self.recording
         snapshots = rec.model.snapshots
         expected = [snapshots[i] for i in allowed]
         ops = rec.ops
-        op = ops[point.op_index].describe() if point.op_index < len(ops) else "(end of the run)"
+        op = ops[k].describe() if k < len(ops) else "(end of the run)"
 
-        def failure(rule: str, problem: str, recovered: Any = None) -> SyscallFailure:
-            if rule == "CRASH-FS-2" and point.power_loss:
+        def failure(rule: str, problem: str, recovered: Any = None) -> CrashFailure:
+            if rule == "CRASH-FS-2" and not process_crash(variant):
                 rule = "CRASH-FS-6"
                 problem = (
-                    f"after power loss ({point.variant}) {problem}: fsync the file's data (and "
+                    f"after power loss ({variant}) {problem}: fsync the file's data (and "
                     "its directory, after a create, rename or unlink) before acknowledging"
                 )
-            return SyscallFailure(
-                rule, problem, point, op, [describe(s) for s in expected], recovered
-            )
+            return CrashFailure(
+                source=SOURCE, rule=rule, problem=problem, run="crash",
+                kind=crash_kind(variant), seed=self.seed, workload=rec.workload.to_json(),
+                point=k, variant=variant, evidence=Evidence(rec.ops, EMPTY, rec.acked_at),
+                shown={
+                    "op": op,
+                    "expected": [describe(s) for s in expected],
+                    "recovered": recovered,
+                },
+            )  # fmt: skip
 
         directory = os.path.join(self.base, f"image-{self.checked % 2}")
         write_image(image, directory)
@@ -688,14 +651,6 @@ def record_recovery(
 
 
 #: Recovery operations crashed per recorded recovery (the first ones: where repair happens).
-RECOVERY_POINTS = 16
-
-
-# -- reproducers ----------------------------------------------------------------------------
-
-
-def _point_from_json(data: Any) -> CrashPoint:
-    return CrashPoint(int(data["op_index"]), str(data["variant"]))
 
 
 def _portable(command: Sequence[str], cwd: str) -> list[str]:
@@ -715,268 +670,274 @@ def _runnable(command: Sequence[str]) -> tuple[str, ...]:
     return tuple(sys.executable if part == PYTHON else part for part in command)
 
 
-@attrs.frozen
-class SyscallReproducer:
-    """Everything a replay needs: the backend command, the workload, the recorded operations
-    and acknowledgements, the crash point (or the fault), and what was found.
-
-    ``recovery_ops`` and ``recovery_point`` name a crash during the recovery of the image at
-    ``point`` (CRASH-FS-5); ``history`` the images the checker child had reopened before this
-    one, when the failure needed them."""
-
-    spec: str
-    command: tuple[str, ...]
-    cwd: str
-    workload: Workload
-    ops: tuple[FileOp, ...]
-    acked_at: tuple[int | None, ...]
-    point: CrashPoint
-    seed: int
-    rule: str
-    error: str
-    #: ``crash``, or ``fault:<child>:<strace inject expression>`` / ``kill:<child>:<...>``.
-    mode: str = "crash"
-    recovery_ops: tuple[FileOp, ...] = ()
-    recovery_point: CrashPoint | None = None
-    history: tuple[CrashPoint, ...] = ()
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """What makes two failures distinct: the rule and the kind of crash point."""
-        if self.mode != "crash":
-            kind, _, expression = self.mode.split(":", 2)
-            if expression.startswith(FUSE):
-                plan = _fuse_plan(expression)
-                partial = "+partial" if plan.partial is not None else ""
-                return self.rule, f"{kind}:{plan.op}:{plan.errno}{partial}"
-            name, _, rest = expression.partition(":")
-            fault = rest.split(":", 1)[0].split("=", 1)[-1]
-            return self.rule, kind if kind == "kill" else f"{kind}:{name}:{fault}"
-        if self.recovery_point is not None:
-            return self.rule, f"recovery:{self.recovery_point.family}"
-        return self.rule, self.point.family
-
-    @property
-    def kind(self) -> str:
-        """What a replay reruns, in words."""
-        if self.mode.startswith("fault:"):
-            return "an I/O-fault run (the workload rerun with one call failed)"
-        if self.mode.startswith("kill:"):
-            return "a kill run (the workload rerun with the backend killed at one call)"
-        if self.recovery_point is not None:
-            return "a crash state during recovery (rebuilt from the recorded operations)"
-        return "a crash state (rebuilt from the recorded operations)"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": "crash",
-            "engine": "syscall",
-            "version": REPRODUCER_VERSION,
-            "backend": self.spec,
-            "spec": self.spec,
-            "command": _portable(self.command, self.cwd),
-            "cwd": self.cwd,
-            "workload": self.workload.to_json(),
-            "ops": [op_to_json(op) for op in self.ops],
-            "acked_at": list(self.acked_at),
-            "op_index": self.point.op_index,
-            "variant": self.point.variant,
-            "seed": self.seed,
-            "rule": self.rule,
-            "error": self.error,
-            "mode": self.mode,
-            "recovery_ops": [op_to_json(op) for op in self.recovery_ops],
-            "recovery_point": None
-            if self.recovery_point is None
-            else attrs.asdict(self.recovery_point),
-            "history": [attrs.asdict(point) for point in self.history],
-            "replay": "scopecheck replay FILE  (a crash state needs no strace: the image is "
-            "rebuilt from 'ops')",
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SyscallReproducer:
-        recovery = data.get("recovery_point")
-        return cls(
-            str(data["spec"]),
-            _runnable(data["command"]),
-            str(data["cwd"]),
-            workload_from_json(data["workload"]),
-            tuple(op_from_json(op) for op in data["ops"]),
-            tuple(data["acked_at"]),
-            CrashPoint(int(data["op_index"]), str(data["variant"])),
-            int(data["seed"]),
-            str(data["rule"]),
-            str(data["error"]),
-            str(data.get("mode", "crash")),
-            tuple(op_from_json(op) for op in data.get("recovery_ops", ())),
-            None if recovery is None else _point_from_json(recovery),
-            tuple(_point_from_json(point) for point in data.get("history", ())),
-        )
-
-
-#: How often a fault or kill replay reruns the workload before it says it did not reproduce.
-REPLAY_TRIES = 5
-
-
-def replay(record: dict[str, Any]) -> tuple[bool | None, str]:
-    """Check a reproducer again: ``(still failing, report)``.  A crash state is rebuilt from
-    its operations and checked by a fresh backend process (after the images of its
-    ``history``, when it has one); the report lists the operations up to the crash point with
-    each acknowledgement in its place, and the files of the image.  A fault or kill run is
-    rerun until it fails again, at most :data:`REPLAY_TRIES` times; one that never does is
-    undecided (``None``): not reproduced, and never called fixed."""
-    repro = SyscallReproducer.from_json(record)
-    cwd = repro.cwd if os.path.isdir(repro.cwd) else os.getcwd()
-    repro = attrs.evolve(repro, cwd=cwd)
-    rec = Recording(
-        repro.workload, repro.ops, repro.acked_at, (), (), (), (0,), model_states(repro.workload)
-    )
-    if repro.mode != "crash":
-        return _replay_fault(repro, rec)
-    image = image_at(repro.ops, repro.point, repro.seed)
-    shown = image
-    if repro.recovery_point is not None:
-        shown = image_at(repro.recovery_ops, repro.recovery_point, repro.seed, base=image)
-    with ImageChecker(repro.command, repro.cwd, rec) as checker:
-        for earlier in repro.history:
-            with contextlib.suppress(ValueError):
-                checker.check(earlier, image_at(repro.ops, earlier, repro.seed),
-                              rec.allowed(earlier.op_index))  # fmt: skip
-        found = checker.check(repro.point, shown, rec.allowed(repro.point.op_index))
-    lines = [f"replaying {repro.kind}", _story(repro)]
-    if repro.recovery_point is not None:
-        lines.append(_recovery_story(repro))
-    if repro.history:
-        lines.append(
-            f"the checker child first reopened the {len(repro.history)} images it had reopened "
-            "before this one (the failure needed them)"
-        )
-    lines.append("files after the crash:")
-    lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(shown.files.items())]
-    if not shown.files:
-        lines.append("  (none)")
-    if found is None:
-        return False, "\n".join([*lines, "the recovered state is allowed now"])
-    return True, "\n".join([*lines, f"{found.rule}: {found.problem}"])
-
-
-def _story(repro: SyscallReproducer) -> str:
-    """The workload's operations up to the crash point, each acknowledgement in its place."""
-    steps = repro.workload.steps
-    k = repro.point.op_index
-    shown = [
-        f"workload {repro.workload.name} ({len(steps)} steps), crash before operation {k} of "
-        f"{len(repro.ops)}, {repro.point.variant}:"
-    ]
-    acks = {at: i for i, at in enumerate(repro.acked_at) if at is not None}
-    first = max(0, k - 12)
-    if first:
-        shown.append(f"  ... {first} earlier operations")
-    for index in range(first, min(k + 1, len(repro.ops) + 1)):
-        if index in acks:
-            step = acks[index]
-            shown.append(f"  -- step {step + 1} ({steps[step].op}) acknowledged")
-        if index == k:
-            what = repro.ops[k].describe() if k < len(repro.ops) else "(end of the run)"
-            shown.append(f"  >> crash here, before: {what}")
-        elif index < len(repro.ops):
-            shown.append(f"  {index:4} {repro.ops[index].describe()}")
-    return "\n".join(shown)
-
-
-def _recovery_story(repro: SyscallReproducer) -> str:
-    point = repro.recovery_point
-    assert point is not None
-    shown = [f"then a backend reopened that image, and crashed ({point.variant}) during it:"]
-    for index, op in enumerate(repro.recovery_ops[: point.op_index + 1]):
-        mark = ">> crash here, before:" if index == point.op_index else f"{index:4}"
-        shown.append(f"  {mark} {op.describe()}")
-    return "\n".join(shown)
-
-
-def _replay_fault(repro: SyscallReproducer, rec: Recording) -> tuple[bool | None, str]:
-    """A fault or kill reproducer is rerun under strace with the same injection, until it
-    fails again or :data:`REPLAY_TRIES` runs did not."""
-    from scopecheck.crashsim.strace import unavailable
-
-    _, child, expression = repro.mode.split(":", 2)
-    head = f"replaying {repro.kind}: {expression} in backend process {int(child) + 1}"
-    why = unavailable()
-    if why is not None:
-        return None, f"{head}\ncannot rerun it: {why}"
-    base = tempfile.mkdtemp(prefix="scopecheck-replay-", dir=scratch_base())
-    dropped = 0
-    try:
-        with ImageChecker(repro.command, repro.cwd, rec) as checker:
-            for attempt in range(1, REPLAY_TRIES + 1):
-                found = Exploration()
-                _fault_run(repro.spec, repro.command, repro.cwd, rec, base, found, checker,
-                           int(child), expression, -1)  # fmt: skip
-                dropped += found.dropped_runs
-                if found.failures:
-                    failure = found.failures[0]
-                    return True, (
-                        f"{head}\nreproduced on try {attempt}:\n{failure.rule}: {failure.error}"
-                    )
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    missed = (
-        f" ({dropped} of the runs had the fault land on another call: strace counts calls per "
-        "thread)"
-        if dropped
-        else ""
-    )
-    return None, (
-        f"{head}\nnot reproduced in {REPLAY_TRIES} tries{missed}: this run depends on timing "
-        "or on which thread makes the call, so it is neither confirmed nor fixed"
-    )
+def fault_kind(mode: str) -> str:
+    """The kind of a fault or kill failure, what tells it apart from others of its rule
+    (CRASH-COV-4), from its ``mode`` (``fault:<child>:<expression>`` or
+    ``kill:<child>:<expression>``): ``kill``; ``fault:<op>:<errno>`` on the FUSE mount,
+    ``+partial`` for a write that stored part of its bytes; ``fault:<call>:<errno>`` through
+    strace's injection."""
+    kind, _, expression = mode.split(":", 2)
+    if kind == "kill":
+        return kind
+    if expression.startswith(FUSE):
+        plan = _fuse_plan(expression)
+        partial = "+partial" if plan.partial is not None else ""
+        return f"{kind}:{plan.op}:{plan.errno}{partial}"
+    name, _, rest = expression.partition(":")
+    fault = rest.split(":", 1)[0].split("=", 1)[-1]
+    return f"{kind}:{name}:{fault}"
 
 
 # -- exploring ------------------------------------------------------------------------------
 
-#: Distinct failures (by rule and kind of crash point) an exploration keeps before it stops.
-MAX_FAILURES = 8
-
-
-@attrs.define
-class Exploration:
-    states: int = 0
-    fault_runs: int = 0
-    kill_runs: int = 0
-    failures: list[SyscallReproducer] = attrs.field(factory=list)
-    findings: list[str] = attrs.field(factory=list)
-    seconds: float = 0.0
-    coverage: CrashCoverage = attrs.field(factory=CrashCoverage)
-    #: Fault runs not judged: the fault hit another call than the one aimed at, or none.
-    dropped_runs: int = 0
-    #: Distinct failures kept before the exploration stops.
-    max_failures: int = MAX_FAILURES
-
-    @property
-    def full(self) -> bool:
-        return len(self.failures) >= self.max_failures
-
-    def known(self, key: tuple[str, str]) -> bool:
-        return any(f.key == key for f in self.failures)
-
-    def add(self, failure: SyscallReproducer) -> None:
-        """Keep ``failure`` unless one of its kind is kept already (or enough are)."""
-        if not self.full and not self.known(failure.key):
-            self.failures.append(failure)
-
-
 #: Fault and kill runs per recorded workload before the next workload is recorded.
 FAULT_RUNS_PER_ROUND = 12
-#: Of those, the runs made as soon as the crash states around acknowledgements and syncs are
-#: checked -- a failed fsync, a partial write, a kill -- before the rest of the crash states,
-#: so a fault-only bug is found as early as a crash-only one (the first round always has them).
-EARLY_FAULT_RUNS = 3
 #: The share of what is left of the budget that a round's crash states get (the rest: its
 #: fault and kill runs, then the next round).
 STATE_SHARE = 0.5
-#: The share of a round's crash-state time spent crashing recoveries.
-RECOVERY_SHARE = 0.2
+#: The image families whose recovery is recorded and crashed (CRASH-FS-5): a torn write is
+#: what a recovery repairs; ``data-kept`` and ``strict`` leave the most to roll back.
+RECOVERED = frozenset({"torn", "data-kept", "strict"})
+
+
+@attrs.define
+class SyscallSource:
+    """The rounds of an exploration (:mod:`scopecheck.crashsim.explore`): each seed's
+    workload run by ``command`` under strace.  It counts, over every round, the kill runs and
+    the fault runs it dropped because the fault missed its call (CRASH-COV-3)."""
+
+    spec: str
+    command: tuple[str, ...]
+    cwd: str
+    transactions: int = 6
+    kill_runs: int = 0
+    dropped_runs: int = 0
+    #: Where this exploration writes its roots and traces (set by :meth:`explore`).
+    base: str = ""
+    #: The first round's seed: round ``seed`` aims its fault runs ``seed - first_seed``
+    #: places on in each queue.
+    first_seed: int = 0
+
+    def target(
+        self, mode: str = "crash", history: Sequence[tuple[int, str]] = ()
+    ) -> dict[str, Any]:
+        """What a replay of a failure needs: the backend command (portable), its working
+        directory, the spec, the ``mode`` (``crash``, ``fault:<child>:<expression>``,
+        ``kill:<child>:<expression>``) and the images the checker child had reopened before,
+        when the failure needed them."""
+        return {
+            "spec": self.spec,
+            "command": _portable(self.command, self.cwd),
+            "cwd": self.cwd,
+            "mode": mode,
+            "history": [[k, variant] for k, variant in history],
+        }
+
+    def explore(
+        self,
+        budget: float,
+        seed: int = 0,
+        *,
+        faults: bool = True,
+        on_progress: Callable[[Exploration], None] | None = None,
+        max_failures: int = MAX_FAILURES,
+        overrun: float = 30.0,
+    ) -> Exploration:
+        """The exploration loop over this source's rounds (crash states in coverage order, the
+        first round's states after every acknowledgement even past the budget by at most
+        ``overrun`` seconds, CRASH-COV-2; fault and kill runs with ``faults``); a limit says
+        how many fault runs were dropped."""
+        self.first_seed = seed
+        self.base = tempfile.mkdtemp(prefix="scopecheck-syscall-", dir=scratch_base())
+        try:
+            found = explore_rounds(
+                self, budget=budget, seed=seed,
+                plan=Plan(state_share=STATE_SHARE, overrun=overrun, faults=faults),
+                max_failures=max_failures, on_progress=on_progress,
+            )  # fmt: skip
+        finally:
+            shutil.rmtree(self.base, ignore_errors=True)
+        if self.dropped_runs:
+            found.findings.limited(
+                f"fault: {self.dropped_runs} fault runs were dropped, not judged: the fault hit "
+                "another call than the one aimed at, or none (strace counts calls per thread, "
+                "and a rerun may take another path)"
+            )
+        return found
+
+    @contextlib.contextmanager
+    def round(self, seed: int, findings: Findings) -> Iterator[SyscallRound | None]:
+        """Record the workload of ``seed``; ``None`` (and a CRASH-FS-7 failure) when a step
+        failed without any crash.  What the trace could not see (a shared writable mapping,
+        CRASH-SYS-8) or should not show (a file changed outside the root, CRASH-SYS-4) is a
+        limit."""
+        wl = workload(seed, self.transactions)
+        rec = self._record(wl, seed, findings)
+        if rec is None:
+            yield None
+            return
+        with ImageChecker(self.command, self.cwd, rec, seed) as checker:
+            yield SyscallRound(self, rec, checker, seed, findings)
+
+    def _record(self, wl: Workload, seed: int, findings: Findings) -> Recording | None:
+        root = tempfile.mkdtemp(prefix="root-", dir=self.base)
+        traces = tempfile.mkdtemp(prefix="traces-", dir=self.base)
+        try:
+            rec = run_workload(self.command, wl, root, self.cwd, traces)
+        finally:
+            shutil.rmtree(traces, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
+        for finding in rec.findings:
+            findings.limited(f"{finding.kind}: {finding.text}")
+        bad = [(i, o) for i, o in enumerate(rec.outcomes) if o != "ok"]
+        if not bad:
+            return rec
+        index, outcome = bad[0]
+        tail = next((t.strip() for t in reversed(rec.stderr) if t.strip()), "")
+        said = f"; the backend's stderr ends: {tail[-400:]}" if tail else ""
+        findings.add(
+            CrashFailure(
+                source=SOURCE, rule="CRASH-FS-7",
+                problem=f"without any crash, step {index + 1} ({wl.steps[index].op}) failed "
+                f"with {outcome}{said}",
+                run="workload", kind="workload", seed=seed, workload=wl.to_json(),
+                variant="no-crash", target=self.target(),
+            )
+        )  # fmt: skip
+        return None
+
+
+class SyscallRound:
+    """One recorded workload as a round of the exploration loop: its images are
+    :func:`~scopecheck.crashsim.explore.point_images` (CRASH-SYS-1, CRASH-SYS-3), judged by
+    the round's :class:`ImageChecker`; a failure is confirmed on a fresh checker child before
+    it is kept, and a failing torn write says how coarse a tearing still shows it
+    (CRASH-SYS-12).  Its recoveries are recorded under strace and crashed (CRASH-FS-5), and
+    its fault and kill runs rerun the workload (CRASH-SYS-6, CRASH-SYS-7)."""
+
+    def __init__(
+        self,
+        source: SyscallSource,
+        recording: Recording,
+        checker: ImageChecker,
+        seed: int,
+        findings: Findings,
+    ) -> None:
+        self.source = source
+        self.recording = recording
+        self.checker = checker
+        self.seed = seed
+        self.findings = findings
+        self.ops = recording.ops
+        self.acked_at = recording.acked_at
+        self.base = EMPTY
+        self.states = 0
+        self.recovery_states = 0
+        self._plans: list[tuple[int, int, str]] | None = None
+
+    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+        return point_images(volume, ops, k, self.seed)
+
+    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+        self.states += 1
+        failure = self.checker.check(k, variant, image, self.recording.allowed(k))
+        if failure is None or self.findings.full or self.findings.known(failure.key):
+            return failure  # one of its kind is kept already: not worth a confirmation
+        return self._confirmed(k, variant, image, failure)
+
+    def _confirmed(self, k: int, variant: str, image: Image, failure: CrashFailure) -> CrashFailure:
+        """``failure`` checked again on a fresh checker child: one that does not fail there
+        needed what the child had reopened before, and keeps that history for its replay."""
+        history = self.checker.last_history
+        source = self.source
+        with ImageChecker(source.command, source.cwd, self.recording, self.seed) as fresh:
+            again = fresh.check(k, variant, image, self.recording.allowed(k))
+        problem = failure.problem + _tearing(self.recording, k, variant, self.checker)
+        if again is None:
+            problem += (
+                f" (only after the checker process had reopened {len(history)} other images: "
+                "state carried over from one root to the next; `hello` must start afresh)"
+            )
+        target = source.target(history=() if again is not None else history)
+        return attrs.evolve(failure, problem=problem, target=target)
+
+    def recovers(self, variant: str, image: Image) -> bool:
+        return family(variant) in RECOVERED
+
+    def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
+        source = self.source
+        try:
+            return record_recovery(source.command, source.cwd, image, source.base,
+                                   len(self.recording.workload.steps) + 1)  # fmt: skip
+        except ScopecheckError:
+            return None  # the image's own check passed: a reopen that fails now is timing
+
+    def check_recovery(
+        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
+        image: Image,
+    ) -> CrashFailure | None:  # fmt: skip
+        """The image of a crash (``during``) before operation ``j`` of the recovery of image
+        ``(k, variant)`` must still be a state the crash at ``k`` allows (CRASH-FS-5)."""
+        self.states += 1
+        self.recovery_states += 1
+        rec = self.recording
+        found = self.checker.check(j, during, image, rec.allowed(k))
+        if found is None:
+            return None
+        recovery = (j, during)
+        return attrs.evolve(
+            found, rule="CRASH-FS-5",
+            problem=f"a crash while a backend recovered that image ({during}, before recovery "
+            f"operation {j}: {recovery_ops[j].describe()}): {found.rule} {found.problem}",
+            run="recovery", kind=crash_kind(variant, recovery), point=k, variant=variant,
+            recovery=recovery,
+            evidence=Evidence(rec.ops, EMPTY, rec.acked_at, tuple(recovery_ops)),
+            target=self.source.target(),
+            shown={
+                **found.shown,
+                "op": rec.ops[k].describe() if k < len(rec.ops) else "(end of the run)",
+                "recovery_op": recovery_ops[j].describe(),
+            },
+        )  # fmt: skip
+
+    def fault_runs(
+        self, findings: Findings, deadline: float, *, start: int, limit: int | None,
+        at_least: int,
+    ) -> int:  # fmt: skip
+        """Fail the planned calls ``start`` .. ``start + limit`` (:func:`_fault_plans`, at most
+        :data:`FAULT_RUNS_PER_ROUND` a round) once each, or kill the child at them, rerunning
+        the workload, and check the disk each run leaves (and its power-loss image) against
+        the acknowledged steps; the runs judged (a dropped one is counted by the source)."""
+        if self._plans is None:
+            turn = self.seed - self.source.first_seed
+            self._plans = _fault_plans(self.recording, turn)[:FAULT_RUNS_PER_ROUND]
+        chosen = self._plans[start:] if limit is None else self._plans[start : start + limit]
+        source = self.source
+        made = 0
+        for done, (child, k, expression) in enumerate(chosen):
+            if findings.full or (time.perf_counter() >= deadline and done >= at_least):
+                break
+            outcome, problem = fault_run(
+                source.command, source.cwd, self.recording, source.base, self.checker, child,
+                expression, k,
+            )  # fmt: skip
+            if outcome == "dropped":
+                source.dropped_runs += 1
+                continue
+            made += 1
+            if outcome == "kill":
+                source.kill_runs += 1
+            if problem is not None:
+                mode = f"{outcome}:{child}:{expression}"
+                findings.add(
+                    CrashFailure(
+                        source=SOURCE, rule=problem[0], problem=problem[1], run=outcome,
+                        kind=fault_kind(mode), seed=self.seed,
+                        workload=self.recording.workload.to_json(), point=k,
+                        variant=expression, target=source.target(mode),
+                    )
+                )  # fmt: skip
+        return made
 
 
 def explore(
@@ -992,187 +953,25 @@ def explore(
     max_failures: int = MAX_FAILURES,
     overrun: float = 30.0,
 ) -> Exploration:
-    """Record workloads, one per round, until ``budget`` seconds pass (or ``max_failures``
-    distinct failures are found): each round checks the crash states of
-    its recording in coverage order, crashes some recoveries, makes its first fault and kill
-    runs, checks the rest of its crash states, then (``faults``) makes its other fault and
-    kill runs.  A failure does not end the exploration.  The first round's crash
-    states after every acknowledgement are checked even past the budget, by at most
-    ``overrun`` seconds (CRASH-COV-2)."""
-    started = time.perf_counter()
-    found = Exploration(max_failures=max_failures)
-    deadline = started + budget
-    base = tempfile.mkdtemp(prefix="scopecheck-syscall-", dir=scratch_base())
-    try:
-        round_seed = seed
-        while time.perf_counter() < deadline and not found.full:
-            first = round_seed == seed
-            wl = workload(round_seed, transactions)
-            rec = _record(spec, command, wl, cwd, base, found)
-            if rec is None:
-                break
-            now = time.perf_counter()
-            states_until = now + (deadline - now) * (STATE_SHARE if faults else 1.0)
-            with ImageChecker(command, cwd, rec) as checker:
-                runs = functools.partial(
-                    _fault_runs, spec, command, cwd, rec, base, deadline, found, checker,
-                    on_progress, started, turn=round_seed - seed,
-                )  # fmt: skip
-
-                def early(runs: Callable[..., None] = runs, first: bool = first) -> None:
-                    if faults and not found.full:
-                        runs(limit=EARLY_FAULT_RUNS, at_least=EARLY_FAULT_RUNS if first else 0)
-
-                found.coverage += _check_states(
-                    spec, command, cwd, rec, round_seed, checker, base, states_until, found,
-                    first=first, on_progress=on_progress, started=started, overrun=overrun,
-                    after_priority=early,
-                )  # fmt: skip
-                if faults and not found.full:
-                    runs(start=EARLY_FAULT_RUNS)
-            round_seed += 1
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    if found.dropped_runs:
-        found.findings.append(
-            f"fault: {found.dropped_runs} fault runs were dropped, not judged: the fault hit "
-            "another call than the one aimed at, or none (strace counts calls per thread, and a "
-            "rerun may take another path)"
-        )
-    found.seconds = time.perf_counter() - started
-    return found
+    """Crash exploration of the backend process ``command`` for about ``budget`` seconds:
+    :meth:`SyscallSource.explore` over fresh seeded workloads.  A failure does not end it;
+    distinct failures are kept up to ``max_failures`` (CRASH-COV-4)."""
+    source = SyscallSource(spec, tuple(command), cwd, transactions)
+    return source.explore(
+        budget, seed, faults=faults, on_progress=on_progress, max_failures=max_failures,
+        overrun=overrun,
+    )  # fmt: skip
 
 
-def _check_states(
-    spec: str,
-    command: Sequence[str],
-    cwd: str,
-    rec: Recording,
-    seed: int,
-    checker: ImageChecker,
-    base: str,
-    until: float,
-    found: Exploration,
-    *,
-    first: bool,
-    on_progress: Callable[[Exploration], None] | None,
-    started: float,
-    overrun: float = 30.0,
-    after_priority: Callable[[], None] | None = None,
-) -> CrashCoverage:
-    """Check ``rec``'s crash states pass by pass (:func:`ordered_passes`) until ``until``,
-    crashing the recovery of some images after the third pass; what was covered.  The first
-    round's first pass -- a crash state after every acknowledgement -- runs to its end however
-    small the budget, unless it takes ``overrun`` seconds more (then the phase is
-    incomplete).  A later round that did not finish its first pass counts its states only:
-    its acknowledged steps are not claimed either way."""
-    points = crash_points(rec.ops)
-    after_ack = acknowledgement_points(points, rec.acked_at)
-    checked: set[int] = set()
-    states = recovery_states = 0
-    candidates: list[tuple[CrashPoint, Image]] = []
-    stopped = priority_done = False
-    passes = ordered_passes(rec.ops, rec.acked_at)
-    recover_after = min(2, len(passes) - 1)
-    for number, pass_points in enumerate(passes):
-        current: int | None = None
-        stop_at = until + overrun if first and number == 0 else until
-        for point, image in crash_images(rec.ops, seed, pass_points):
-            if found.full or time.perf_counter() >= stop_at:
-                stopped = True
-                break
-            if current is not None and point.op_index != current:
-                checked.add(current)
-            current = point.op_index
-            problem = checker.check(point, image, rec.allowed(point.op_index))
-            found.states += 1
-            states += 1
-            if problem is not None:
-                _crash_failure(spec, command, cwd, rec, seed, checker, point, image, problem,
-                               found)  # fmt: skip
-            elif number <= recover_after and point.family in ("torn", "data-kept", "strict"):
-                candidates.append((point, image))
-            if on_progress is not None and found.states % 50 == 0:
-                found.seconds = time.perf_counter() - started
-                on_progress(found)
-        if stopped:
-            break
-        if current is not None:
-            checked.add(current)
-        priority_done = True
-        if number == recover_after and candidates:
-            now = time.perf_counter()
-            recovery_until = now + max(0.0, until - now) * RECOVERY_SHARE
-            recovery_states = _crash_recoveries(
-                spec, command, cwd, rec, seed, checker, base, candidates, recovery_until, found,
-                at_least=1 if first else 0,
-            )  # fmt: skip
-            states += recovery_states
-        if number == recover_after and after_priority is not None:
-            after_priority()
-            after_priority = None
-    if after_priority is not None:  # the passes were cut short: the early runs still happen
-        after_priority()
-    counted = first or priority_done
-    return CrashCoverage(
-        points_checked=len(checked) if counted else 0,
-        points_total=len(points) if counted else 0,
-        states_checked=states,
-        acked_covered=sum(1 for k in after_ack if k in checked) if counted else 0,
-        acked_total=len(after_ack) if counted else 0,
-        recovery_states=recovery_states,
-    )
-
-
-def _crash_failure(
-    spec: str,
-    command: Sequence[str],
-    cwd: str,
-    rec: Recording,
-    seed: int,
-    checker: ImageChecker,
-    point: CrashPoint,
-    image: Image,
-    problem: SyscallFailure,
-    found: Exploration,
-) -> None:
-    """Keep a crash-state failure, confirmed on a fresh checker child: one that does not
-    fail there needed what the child had reopened before, and keeps that history."""
-    key = (problem.rule, point.family)
-    if found.known(key) or found.full:
-        return
-    history = checker.last_history
-    with ImageChecker(command, cwd, rec) as fresh:
-        again = fresh.check(point, image, rec.allowed(point.op_index))
-    error = problem.problem + _tearing(rec, point, checker)
-    if again is None:
-        error += (
-            f" (only after the checker process had reopened {len(history)} other images: "
-            "state carried over from one root to the next; `hello` must start afresh)"
-        )
-    found.add(
-        _reproducer(
-            spec,
-            command,
-            cwd,
-            rec,
-            point,
-            seed,
-            problem.rule,
-            error,
-            history=() if again is not None else history,
-        )
-    )
-
-
-def _tearing(rec: Recording, point: CrashPoint, checker: ImageChecker) -> str:
+def _tearing(rec: Recording, k: int, variant: str, checker: ImageChecker) -> str:
     """For a failing torn write: the coarsest tearing under which it still fails (a user
-    whose disk writes whole 4 KiB blocks needs to know whether the finding is theirs)."""
-    if not point.variant.startswith("torn@1:"):
+    whose disk writes whole 4 KiB blocks needs to know whether the finding is theirs,
+    CRASH-SYS-12)."""
+    if not variant.startswith("torn@1:"):
         return ""
-    allowed = rec.allowed(point.op_index)
-    for granularity, variant, image in coarser_tears(rec.ops, point.op_index, point.variant):
-        if checker.check(CrashPoint(point.op_index, variant), image, allowed) is not None:
+    allowed = rec.allowed(k)
+    for granularity, coarser, image in coarser_tears(rec.ops, k, variant):
+        if checker.check(k, coarser, image, allowed) is not None:
             return f" (it still fails when writes tear only at {granularity}-byte boundaries)"
     return (
         " (only when a write tears inside a 512-byte sector: a disk that writes whole sectors "
@@ -1180,104 +979,6 @@ def _tearing(rec: Recording, point: CrashPoint, checker: ImageChecker) -> str:
     )
 
 
-def _crash_recoveries(
-    spec: str,
-    command: Sequence[str],
-    cwd: str,
-    rec: Recording,
-    seed: int,
-    checker: ImageChecker,
-    base: str,
-    candidates: list[tuple[CrashPoint, Image]],
-    until: float,
-    found: Exploration,
-    *,
-    at_least: int,
-) -> int:
-    """Record the recovery of candidate images and crash it before each of its first
-    :data:`RECOVERY_POINTS` mutating operations (CRASH-FS-5); the states checked."""
-    states = 0
-    rng = random.Random(seed)
-    order = sorted(candidates, key=lambda c: (c[0].family != "torn", rng.random()))
-    for done, (point, image) in enumerate(order):
-        if time.perf_counter() >= until and done >= at_least:
-            break
-        if found.full:
-            break
-        try:
-            rops = record_recovery(command, cwd, image, base, len(rec.workload.steps) + 1)
-        except ScopecheckError:
-            continue  # the image's own check passed: a reopen that fails now is timing
-        allowed = rec.allowed(point.op_index)
-        volume = Volume(image)
-        applied = 0
-        mutating = [j for j, op in enumerate(rops) if op.mutating][:RECOVERY_POINTS]
-        for j in mutating:
-            while applied < j:
-                volume.apply(rops[applied])
-                applied += 1
-            for during, during_image in _images_here(volume, rops, j, seed):
-                problem = checker.check(during, during_image, allowed)
-                states += 1
-                found.states += 1
-                if problem is None:
-                    continue
-                failure = _reproducer(
-                    spec, command, cwd, rec, point, seed, "CRASH-FS-5",
-                    f"a crash while a backend recovered that image ({during.variant}, before "
-                    f"recovery operation {j}: {rops[j].describe()}): {problem.rule} "
-                    f"{problem.problem}",
-                    recovery_ops=rops, recovery_point=during,
-                )  # fmt: skip
-                found.add(failure)
-                return states
-    return states
-
-
-def _record(
-    spec: str, command: Sequence[str], wl: Workload, cwd: str, base: str, found: Exploration
-) -> Recording | None:
-    root = tempfile.mkdtemp(prefix="root-", dir=base)
-    traces = tempfile.mkdtemp(prefix="traces-", dir=base)
-    try:
-        rec = run_workload(command, wl, root, cwd, traces)
-    finally:
-        shutil.rmtree(traces, ignore_errors=True)
-        shutil.rmtree(root, ignore_errors=True)
-    for finding in rec.findings:
-        text = f"{finding.kind}: {finding.text}"
-        if text not in found.findings:
-            found.findings.append(text)
-    bad = [(i, o) for i, o in enumerate(rec.outcomes) if o != "ok"]
-    if bad:
-        index, outcome = bad[0]
-        point = CrashPoint(len(rec.ops), "process")
-        tail = next((t.strip() for t in reversed(rec.stderr) if t.strip()), "")
-        said = f"; the backend's stderr ends: {tail[-400:]}" if tail else ""
-        found.add(
-            _reproducer(
-                spec, command, cwd, rec, point, 0, "CRASH-FS-7",
-                f"without any crash, step {index + 1} ({wl.steps[index].op}) failed with "
-                f"{outcome}{said}",
-            )
-        )  # fmt: skip
-        return None
-    return rec
-
-
-def _reproducer(
-    spec: str, command: Sequence[str], cwd: str, rec: Recording, point: CrashPoint, seed: int,
-    rule: str, problem: str, mode: str = "crash", *, recovery_ops: tuple[FileOp, ...] = (),
-    recovery_point: CrashPoint | None = None, history: tuple[CrashPoint, ...] = (),
-) -> SyscallReproducer:  # fmt: skip
-    return SyscallReproducer(
-        spec, tuple(command), cwd, rec.workload, rec.ops, rec.acked_at, point, seed, rule,
-        problem, mode, recovery_ops, recovery_point, history,
-    )  # fmt: skip
-
-
-#: The kinds of fault tried first: where durable stores lose data most often (a failed fsync
-#: retried, a write that stored part of its bytes).
 PREFERRED = ("fsync:EIO", "write:ENOSPC+partial", "kill", "write:EIO", "fdatasync:EIO")
 
 
@@ -1410,32 +1111,8 @@ def _fuse_plans(rec: Recording) -> dict[int, list[FaultPlan]]:
     return plans
 
 
-def _fault_runs(
-    spec: str,
-    command: Sequence[str],
-    cwd: str,
-    rec: Recording,
-    base: str,
-    deadline: float,
-    found: Exploration,
-    checker: ImageChecker,
-    on_progress: Callable[[Exploration], None] | None,
-    started: float,
-    limit: int = FAULT_RUNS_PER_ROUND,
-    at_least: int = 0,
-    turn: int = 0,
-    start: int = 0,
-) -> None:
-    """Fail up to ``limit`` mutating calls once each, or kill the child at them, rerunning
-    the workload, and check the disk each run leaves (and its power-loss image) against the
-    acknowledged steps."""
-    for done, (child, k, expression) in enumerate(_fault_plans(rec, turn)[start:limit]):
-        if found.full or (time.perf_counter() >= deadline and done >= at_least):
-            return
-        _fault_run(spec, command, cwd, rec, base, found, checker, child, expression, k)
-        if on_progress is not None:
-            found.seconds = time.perf_counter() - started
-            on_progress(found)
+#: What became of a fault or kill run: judged as a fault run or a kill run, or dropped.
+Outcome = Literal["fault", "kill", "dropped"]
 
 
 def _aimed(rec: Recording, run: Recording, k: int, expression: str) -> str | None:
@@ -1456,20 +1133,19 @@ def _aimed(rec: Recording, run: Recording, k: int, expression: str) -> str | Non
     return None
 
 
-def _fault_run(
-    spec: str,
+def fault_run(
     command: Sequence[str],
     cwd: str,
     rec: Recording,
     base: str,
-    found: Exploration,
     checker: ImageChecker,
     child: int,
     expression: str,
     k: int,
-) -> None:
-    """One faulted or killed rerun of ``rec``'s workload aimed at operation ``k``, and its
-    check; a fault that missed its call is dropped (CRASH-COV-3)."""
+) -> tuple[Outcome, tuple[str, str] | None]:
+    """One faulted or killed rerun of ``rec``'s workload aimed at operation ``k`` (``-1``: any
+    call on a file under the root), and its check: what became of the run, and the rule it
+    broke with why.  A fault that missed its call is dropped, never judged (CRASH-COV-3)."""
     kill = "SIGKILL" in expression
     root = tempfile.mkdtemp(prefix="root-", dir=base)
     traces = tempfile.mkdtemp(prefix="traces-", dir=base)
@@ -1489,19 +1165,9 @@ def _fault_run(
     finally:
         shutil.rmtree(traces, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
-    if kill:
-        found.kill_runs += 1
-    elif fired is False or (fired is None and _aimed(rec, run, k, expression) is not None):
-        found.dropped_runs += 1
-        return
-    else:
-        found.fault_runs += 1
-    problem = _check_fault_run(checker, run, disk, expression, kill)
-    if problem is not None:
-        rule, text = problem
-        point = CrashPoint(len(run.ops), "process")
-        mode = f"{'kill' if kill else 'fault'}:{child}:{expression}"
-        found.add(_reproducer(spec, command, cwd, run, point, 0, rule, text, mode))
+    if not kill and (fired is False or (fired is None and _aimed(rec, run, k, expression))):
+        return "dropped", None
+    return ("kill" if kill else "fault"), _check_fault_run(checker, run, disk, expression, kill)
 
 
 def _fold(wl: Workload, chosen: Sequence[int]) -> Snapshot | None:
@@ -1585,7 +1251,7 @@ def _check_fault_run(
     for label, image in images:
         directory = os.path.join(checker.base, "disk")
         write_image(image, directory)
-        checker.history.append(CrashPoint(len(run.ops), "process"))
+        checker.history.append((len(run.ops), "process"))
         try:
             repo = checker.reopen(directory)
             got: Snapshot | None = None
@@ -1616,3 +1282,175 @@ def _check_fault_run(
                     )
             return rule, f"with {expression}, {label} holds {shown}, not {wanted}{hint}"
     return None
+
+
+# -- replay ---------------------------------------------------------------------------------
+
+#: How often a fault or kill replay reruns the workload before it says it did not reproduce.
+REPLAY_TRIES = 5
+
+
+def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
+    """Check a reproducer of source ``syscall`` again: ``(still failing, report)``.  A crash
+    image is rebuilt by name from its recorded operations, byte for byte, and checked by a
+    fresh backend process (after the images of its ``history``, when it has one) -- no strace
+    needed (CRASH-SYS-9); the report lists the operations up to the crash point with each
+    acknowledgement in its place, and the files of the image.  A fault or kill run is rerun
+    until it fails again, at most :data:`REPLAY_TRIES` times; one that never does is
+    undecided (``None``): not reproduced, and never called fixed (CRASH-COV-5).  A workload
+    failure reruns the workload."""
+    try:
+        failure = CrashFailure.from_json(record)
+        if failure.source != SOURCE:
+            raise BadReproducer(f"a reproducer of source {failure.source!r}, not {SOURCE!r}")
+        wl = workload_from_json(failure.workload)
+        target = failure.target
+        command = _runnable([str(part) for part in target["command"]])
+        recorded_cwd = str(target["cwd"])
+        mode = str(target.get("mode", "crash"))
+        history = tuple((int(k), str(variant)) for k, variant in target.get("history", ()))
+    except BadReproducer as exc:
+        raise UsageError("invalid_payload", str(exc)) from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(
+            "invalid_payload", f"not a system-call crash reproducer: {exc!r}"
+        ) from None
+    cwd = recorded_cwd if os.path.isdir(recorded_cwd) else os.getcwd()
+    if failure.run in ("fault", "kill"):
+        rec = Recording(wl, (), (), (), (), (), (0,), model_states(wl))
+        return _replay_fault(failure, mode, command, cwd, rec)
+    if failure.run == "workload":
+        return _replay_workload(failure, command, cwd, wl)
+    evidence = failure.evidence
+    if evidence is None or failure.point is None:
+        raise UsageError("invalid_payload", "a crash reproducer without its recorded operations")
+    k, variant = failure.point, failure.variant
+    rec = Recording(wl, evidence.ops, evidence.acked_at, (), (), (), (0,), model_states(wl))
+    try:
+        image = power_image(evidence.ops, k, variant, failure.seed, start=evidence.base)
+        shown = image
+        if failure.recovery is not None:
+            j, during = failure.recovery
+            shown = power_image(evidence.recovery_ops, j, during, failure.seed, start=image)
+    except ValueError as exc:
+        raise UsageError(
+            "invalid_payload", f"the recorded operations give no such image: {exc}"
+        ) from None
+    with ImageChecker(command, cwd, rec, failure.seed) as checker:
+        for earlier, named in history:
+            with contextlib.suppress(ValueError):
+                again = power_image(evidence.ops, earlier, named, start=evidence.base)
+                checker.check(earlier, named, again, rec.allowed(earlier))
+        found = checker.check(k, variant, shown, rec.allowed(k))
+    lines = [f"replaying {failure.what}", _story(failure, evidence, wl)]
+    if failure.recovery is not None:
+        lines.append(_recovery_story(failure, evidence))
+    if history:
+        lines.append(
+            f"the checker child first reopened the {len(history)} images it had reopened "
+            "before this one (the failure needed them)"
+        )
+    lines.append("files after the crash:")
+    lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(shown.files.items())]
+    if not shown.files:
+        lines.append("  (none)")
+    if found is None:
+        return False, "\n".join([*lines, "the recovered state is allowed now"])
+    return True, "\n".join([*lines, f"{found.rule}: {found.problem}"])
+
+
+def _story(failure: CrashFailure, evidence: Evidence, wl: Workload) -> str:
+    """The workload's operations up to the crash point, each acknowledgement in its place."""
+    steps, ops = wl.steps, evidence.ops
+    k = failure.point
+    assert k is not None
+    shown = [
+        f"workload {wl.name} ({len(steps)} steps), crash before operation {k} of "
+        f"{len(ops)}, {failure.variant}:"
+    ]
+    acks = {at: i for i, at in enumerate(evidence.acked_at) if at is not None}
+    first = max(0, k - 12)
+    if first:
+        shown.append(f"  ... {first} earlier operations")
+    for index in range(first, min(k + 1, len(ops) + 1)):
+        if index in acks:
+            step = acks[index]
+            shown.append(f"  -- step {step + 1} ({steps[step].op}) acknowledged")
+        if index == k:
+            what = ops[k].describe() if k < len(ops) else "(end of the run)"
+            shown.append(f"  >> crash here, before: {what}")
+        elif index < len(ops):
+            shown.append(f"  {index:4} {ops[index].describe()}")
+    return "\n".join(shown)
+
+
+def _recovery_story(failure: CrashFailure, evidence: Evidence) -> str:
+    assert failure.recovery is not None
+    j, during = failure.recovery
+    shown = [f"then a backend reopened that image, and crashed ({during}) during it:"]
+    for index, op in enumerate(evidence.recovery_ops[: j + 1]):
+        mark = ">> crash here, before:" if index == j else f"{index:4}"
+        shown.append(f"  {mark} {op.describe()}")
+    return "\n".join(shown)
+
+
+def _replay_fault(
+    failure: CrashFailure, mode: str, command: Sequence[str], cwd: str, rec: Recording
+) -> tuple[bool | None, str]:
+    """A fault or kill reproducer is rerun with the same injection, until it fails again or
+    :data:`REPLAY_TRIES` runs did not (CRASH-COV-5)."""
+    from scopecheck.crashsim.strace import unavailable
+
+    try:
+        _, child, expression = mode.split(":", 2)
+        process = int(child)
+    except ValueError:
+        raise UsageError("invalid_payload", f"a fault reproducer with mode {mode!r}") from None
+    head = f"replaying {failure.what}: {expression} in backend process {process + 1}"
+    why = unavailable()
+    if why is not None:
+        return None, f"{head}\ncannot rerun it: {why}"
+    base = tempfile.mkdtemp(prefix="scopecheck-replay-", dir=scratch_base())
+    dropped = 0
+    try:
+        with ImageChecker(command, cwd, rec) as checker:
+            for attempt in range(1, REPLAY_TRIES + 1):
+                outcome, problem = fault_run(command, cwd, rec, base, checker, process,
+                                             expression, -1)  # fmt: skip
+                dropped += outcome == "dropped"
+                if problem is not None:
+                    rule, text = problem
+                    return True, f"{head}\nreproduced on try {attempt}:\n{rule}: {text}"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    missed = (
+        f" ({dropped} of the runs had the fault land on another call: strace counts calls per "
+        "thread)"
+        if dropped
+        else ""
+    )
+    return None, (
+        f"{head}\nnot reproduced in {REPLAY_TRIES} tries{missed}: this run depends on timing "
+        "or on which thread makes the call, so it is neither confirmed nor fixed"
+    )
+
+
+def _replay_workload(
+    failure: CrashFailure, command: Sequence[str], cwd: str, wl: Workload
+) -> tuple[bool, str]:
+    """A workload failure (CRASH-FS-7) reruns the workload, without strace."""
+    base = tempfile.mkdtemp(prefix="scopecheck-replay-", dir=scratch_base())
+    try:
+        root = tempfile.mkdtemp(prefix="root-", dir=base)
+        run = run_workload(command, wl, root, cwd, base, traced=False)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    head = f"replaying {failure.what}"
+    bad = [(i, o) for i, o in enumerate(run.outcomes) if o != "ok"]
+    if bad:
+        index, outcome = bad[0]
+        return True, (
+            f"{head}\n{failure.rule}: without any crash, step {index + 1} "
+            f"({wl.steps[index].op}) failed with {outcome}"
+        )
+    return False, f"{head}\n{wl.name}: every step now succeeds"

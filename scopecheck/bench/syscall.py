@@ -76,8 +76,8 @@ def bench_syscall(runs: int) -> dict[str, Any]:
             images.append(len(found))
             with ImageChecker(command, cwd, recording) as checker:
                 started = time.perf_counter()
-                for point, image in found:
-                    checker.check(point, image, recording.allowed(point.op_index))
+                for k, variant, image in found:
+                    checker.check(k, variant, image, recording.allowed(k))
                 check_seconds = time.perf_counter() - started
             check_rates.append(len(found) / check_seconds)
             overall.append(len(found) / (record_seconds + check_seconds))

@@ -237,7 +237,7 @@ def run(name: str, budget: float = 60.0) -> MutantResult:
     seconds = round(time.perf_counter() - started, 3)
     failure = found.failures[0] if found.failures else None
     caught = failure is not None and failure.rule in rule.split()
-    error = "" if failure is None else f"{failure.rule}: {failure.error}"
+    error = "" if failure is None else f"{failure.rule}: {failure.problem}"
     return MutantResult(name, "syscall", description, caught, seconds, None, "", error)
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.strace import unavailable
-from scopecheck.syscall_crash import SyscallReproducer, explore, replay
+from scopecheck.syscall_crash import SyscallSource, explore, replay
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_BACKEND = [
@@ -42,18 +43,20 @@ def _node() -> None:
 
 @pytest.mark.rule("CRASH-SYS-3", "CRASH-SYS-6", "CRASH-SYS-7")
 def test_the_sqlite3_example_survives_every_crash_state_fault_and_kill() -> None:
-    found = explore("sqlite3", PYTHON_BACKEND, str(ROOT), budget=12, seed=3)
-    assert found.failures == [], found.failures[0].error
-    assert found.states > 200 and found.fault_runs > 0 and found.kill_runs > 0
-    assert found.findings == []
+    source = SyscallSource("sqlite3", tuple(PYTHON_BACKEND), str(ROOT))
+    found = source.explore(12, seed=3)
+    assert found.failures == [], found.failures[0].details()
+    assert found.states > 200 and found.fault_runs > source.kill_runs > 0
+    assert found.findings.limits == []
 
 
 @pytest.mark.rule("CRASH-SYS-3", "CRASH-SYS-6", "CRASH-SYS-7")
 def test_the_node_example_survives_every_crash_state_fault_and_kill() -> None:
     _node()
-    found = explore("node", NODE_BACKEND, str(ROOT), budget=12, seed=4)
-    assert found.failures == [], found.failures[0].error
-    assert found.states > 50 and found.fault_runs > 0 and found.kill_runs > 0
+    source = SyscallSource("node", tuple(NODE_BACKEND), str(ROOT))
+    found = source.explore(12, seed=4)
+    assert found.failures == [], found.failures[0].details()
+    assert found.states > 50 and found.fault_runs > source.kill_runs > 0
 
 
 @pytest.mark.rule("CRASH-SYS-3", "CRASH-FS-6", "CRASH-SYS-9")
@@ -65,12 +68,13 @@ def test_a_node_backend_that_skips_an_fsync_is_caught_and_replays_without_strace
     found = explore("node", [*NODE_BACKEND, flag], str(ROOT), budget=30, seed=0, faults=False)
     assert found.failures, f"{flag} escaped {found.states} crash states"
     failure = found.failures[0]
-    assert failure.rule == "CRASH-FS-6", failure.error
+    assert failure.rule == "CRASH-FS-6", failure.details()
+    assert failure.source == "syscall" and failure.run == "crash" and failure.evidence
     record = failure.to_json()
     saved = tmp_path / "repro.json"
     saved.write_bytes(orjson.dumps(record))
     first = replay(orjson.loads(saved.read_bytes()))
-    again = replay(SyscallReproducer.from_json(record).to_json())
+    again = replay(CrashFailure.from_json(record).to_json())
     assert first[0] and first == again, first
     # Replay rebuilds the image from the recorded operations: strace is not needed.
     bare = tmp_path / "bin"
@@ -99,7 +103,8 @@ def test_a_shared_writable_mapping_is_reported_as_a_limit() -> None:
         f"{ROOT}/tests/data/syscall_backends.py:make_wal",
     ]
     found = explore("wal", backend, str(ROOT), budget=4, seed=0, faults=False)
-    assert any(f.startswith("mmap:") and "-shm" in f for f in found.findings), found.findings
+    limits = found.findings.limits
+    assert any(f.startswith("mmap:") and "-shm" in f for f in limits), limits
 
 
 @pytest.mark.rule("CRASH-SYS-4")
@@ -116,9 +121,8 @@ def test_a_backend_writing_outside_its_root_is_reported(
         f"{ROOT}/tests/data/syscall_backends.py:make_outside",
     ]
     found = explore("outside", backend, str(ROOT), budget=4, seed=0, faults=False)
-    assert any(f.startswith("outside:") and str(outside) in f for f in found.findings), (
-        found.findings
-    )
+    limits = found.findings.limits
+    assert any(f.startswith("outside:") and str(outside) in f for f in limits), limits
 
 
 @pytest.mark.rule("CRASH-SYS-5")
@@ -152,10 +156,11 @@ def test_a_failure_does_not_end_the_search_and_each_distinct_one_has_its_reprodu
     _node()
     from scopecheck.fuzz import save_reproducer
 
-    found = explore("node", [*NODE_BACKEND, "--no-fsync"], str(ROOT), budget=20, seed=0)
+    source = SyscallSource("node", (*NODE_BACKEND, "--no-fsync"), str(ROOT))
+    found = source.explore(20, seed=0)
     keys = [f.key for f in found.failures]
     assert len(keys) >= 2 and len(set(keys)) == len(keys), keys
-    assert found.fault_runs + found.kill_runs + found.dropped_runs > 0
+    assert found.fault_runs + source.dropped_runs > 0
     saved = {save_reproducer(tmp_path, f.to_json()) for f in found.failures}
     assert len(saved) == len(found.failures)
 
@@ -174,7 +179,7 @@ def test_a_phase_cut_short_is_incomplete_not_passed() -> None:
 @pytest.mark.rule("CRASH-COV-1", "CRASH-COV-2")
 def test_the_sqlite3_example_covers_every_acknowledged_step_within_a_small_budget() -> None:
     found = explore("sqlite3", PYTHON_BACKEND, str(ROOT), budget=3, seed=1, faults=False)
-    assert found.failures == [], found.failures[0].error
+    assert found.failures == [], found.failures[0].details()
     assert found.coverage.complete, found.coverage
     assert found.coverage.points_checked < found.coverage.points_total
 
@@ -182,12 +187,15 @@ def test_the_sqlite3_example_covers_every_acknowledged_step_within_a_small_budge
 def _fault_record(command: list[str], mode: str) -> dict[str, object]:
     """A fault reproducer for the seeded workload of ``command``, rerunning ``mode``."""
     from scopecheck.crashsim.generic_sweep import workload
-    from scopecheck.syscall_crash import CrashPoint
+    from scopecheck.syscall_crash import fault_kind
 
-    point = CrashPoint(0, "process")
-    repro = SyscallReproducer("node", tuple(command), str(ROOT), workload(0, 4), (), (), point,
-                              0, "CRASH-FS-9", "planted", mode)  # fmt: skip
-    return repro.to_json()
+    source = SyscallSource("node", tuple(command), str(ROOT))
+    failure = CrashFailure(
+        source="syscall", rule="CRASH-FS-9", problem="planted", run="fault",
+        kind=fault_kind(mode), seed=0, workload=workload(0, 4).to_json(), point=0,
+        variant=mode.split(":", 2)[2], target=source.target(mode),
+    )  # fmt: skip
+    return failure.to_json()
 
 
 @pytest.mark.rule("CRASH-COV-3", "CRASH-COV-5")
@@ -222,3 +230,27 @@ def test_a_fault_on_the_mount_hits_exactly_the_call_it_names() -> None:
     record = _fault_record(NODE_BACKEND, "fault:0:fuse=fsync:EIO:2:-:/s.log")
     still, text = replay(record)
     assert still is None and "not reproduced" in text and "another call" not in text, text
+
+
+@pytest.mark.rule("CRASH-COV-4")
+def test_fault_and_kill_failures_keep_their_call_and_fault_apart() -> None:
+    """A fault failure's kind names the call and the fault (a partial write apart from a
+    failed one), a kill's is ``kill``: what keeps two of one rule distinct."""
+    from scopecheck.syscall_crash import fault_kind
+
+    assert fault_kind("fault:0:fuse=write:ENOSPC:3:10:/s.log") == "fault:write:ENOSPC+partial"
+    assert fault_kind("fault:0:fuse=write:ENOSPC:3:-:/s.log") == "fault:write:ENOSPC"
+    assert fault_kind("fault:1:fsync:error=EIO:when=2") == "fault:fsync:EIO"
+    assert fault_kind("kill:0:fsync:signal=SIGKILL:when=2") == "kill"
+
+
+@pytest.mark.rule("CRASH-COV-5")
+def test_a_reproducer_of_an_older_format_is_refused_with_what_to_do() -> None:
+    from scopecheck.models.errors import UsageError
+    from scopecheck.replay import replay_crash
+
+    old = {"kind": "crash", "engine": "syscall", "version": 2, "backend": "node", "ops": []}
+    with pytest.raises(UsageError) as raised:
+        replay_crash(old)
+    assert raised.value.code == "invalid_payload"
+    assert "rerun the exploration" in str(raised.value)
