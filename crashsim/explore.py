@@ -16,8 +16,8 @@ to reopen an image and judge it; everything else is here, once:
 * **the images of a crash point** (:func:`point_images`): the process crash, the write in
   flight torn at a process crash, and the power-loss images of the device;
 * **crashing recovery** (:func:`crash_recoveries`): images whose reopen writes are reopened
-  once under the recorder, and crashed before each of the first :data:`RECOVERY_POINTS`
-  mutating operations of that reopen (CRASH-FS-5, CRASH-SQL-9);
+  once under the recorder, and crashed at :data:`RECOVERY_POINTS` of that reopen's crash
+  points, taken in coverage order (CRASH-FS-5, CRASH-SQL-9);
 * **distinct failures** (:class:`Findings`): a failure does not end the search; the first of
   each rule and kind is kept, up to a maximum (CRASH-COV-4).
 """
@@ -44,8 +44,8 @@ from scopecheck.crashsim.persistence import ANY_BYTE, Device, FileOp, Image, Vol
 
 #: Distinct failures (by rule and kind) an exploration keeps before it stops.
 MAX_FAILURES = 8
-#: A crash during recovery is tried before each of the recovery's first this many mutating
-#: operations (in coverage order): a repair is done in its first few; a start-up is no repair.
+#: A crash during recovery is tried at this many of the recovery's crash points, in coverage
+#: order (its end and around its syncs, renames and unlinks first): where a repair lands.
 RECOVERY_POINTS = 16
 #: Fault runs made right after the priority passes of a round (the first round always).
 EARLY_FAULT_RUNS = 3
@@ -273,8 +273,8 @@ def crash_recoveries(
     points: int = RECOVERY_POINTS,
 ) -> None:
     """Record the recovery of candidate images -- torn first, each kind in a seeded order --
-    and crash it before each of its first ``points`` mutating operations in coverage order
-    (CRASH-FS-5, CRASH-SQL-9); stop at the first failure of a recovery."""
+    and crash it at ``points`` of its crash points, taken in coverage order (CRASH-FS-5,
+    CRASH-SQL-9); stop at the first failure of a recovery."""
     rng = random.Random(seed)
     order = sorted(candidates, key=lambda c: (_RECOVERY_RANK.get(family(c[1]), 2), rng.random()))
     for done, (k, variant, image) in enumerate(order):

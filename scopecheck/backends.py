@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from scopecheck.crash_explorers import JsonlCrashExplorer, SqliteCrashExplorer
+from scopecheck.crash_explorers import CrashExplorer, JsonlCrashExplorer, SqliteCrashExplorer
 from scopecheck.data import pi_session
 from scopecheck.impl.memory import MemoryRepository
 from scopecheck.models.protocols import Clock, Repository
@@ -46,9 +46,9 @@ class Backend:
     #: Whether ``restart()`` preserves state (False for a process-local Memory registry only if
     #: the backend chooses so; the bundled Memory world keeps its registry across restarts).
     durable: bool = True
-    #: Crash explorer for ``scopecheck fuzz`` / ``replay`` (``scopecheck.crash_explorers``):
-    #: ``explore(budget, seed) -> (states, reproducer records)``, ``replay(record)``.
-    crash: Any = None
+    #: Crash explorer for ``scopecheck fuzz``, ``validate`` and ``replay``
+    #: (:class:`~scopecheck.crash_explorers.CrashExplorer`).
+    crash: CrashExplorer | None = None
     #: Whether the world's Sessions start as legacy files (``legacy_files``): the fork machine
     #: then opens every example with a fork of a not-yet-upgraded source (LEGACY-13).
     starts_legacy: bool = False

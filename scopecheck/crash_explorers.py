@@ -1,167 +1,52 @@
 """Crash explorers a :class:`~scopecheck.backends.Backend` can carry, for ``scopecheck fuzz``
-(crash injection) and ``scopecheck replay`` (kind ``crash`` reproducers).
+and ``validate`` (crash exploration) and ``scopecheck replay`` (kind ``crash`` reproducers).
 
-``explore(budget, seed)`` spends about ``budget`` seconds on crash states and returns
-``(states, reproducer records)``; explorers that also inject single I/O faults without a crash
-(JSONL, SQLite, and any backend through the generic sweep) offer ``explore_with_faults``,
-which returns ``(states, fault runs, reproducer records)``; ``replay(record)`` re-runs one
-recorded crash state exactly and returns ``(still_failing, text)`` where the text shows the
-files on disk before and after recovery.  JSONL uses :mod:`scopecheck.crashsim.jsonl_sweep`,
-SQLite :func:`scopecheck.crashsim.sqlite_sweep.explore`.
+One base class, :class:`CrashExplorer`: every explorer runs one source of crash states
+through the one exploration loop (:mod:`scopecheck.crashsim.explore`) and gives back the same
+things -- ``explore_with_faults(budget, seed)`` returns ``(crash states, fault and kill runs,
+reproducer records)``, one record per distinct failure (CRASH-COV-4), each a
+:class:`~scopecheck.crashsim.failure.CrashFailure` as JSON; afterwards ``coverage`` is what the
+crash states covered (CRASH-COV-2), ``limits`` what the runs could not judge, ``kill_runs`` the
+kill runs among the fault runs; ``unavailable`` says why it cannot run here (``None``: it can);
+``replay(record)`` re-checks one record: ``(still failing, text)``, ``None`` for a run that did
+not reproduce in several tries.  A subclass names its source (:meth:`CrashExplorer.source_run`)
+and how a record replays.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from scopecheck.crashsim.coverage import CrashCoverage
+from scopecheck.crashsim.explore import Exploration
 from scopecheck.crashsim.failure import CrashFailure
 
 
 @attrs.define
-class JsonlCrashExplorer:
-    """Crash states of generated workloads on pyfakefs; ``repository`` may be a planted bug.
-    ``coverage`` is what the last exploration covered (CRASH-COV-2)."""
+class CrashExplorer:
+    """What every explorer keeps and reports; a subclass adds its source."""
 
-    repository: Any = None
-    backend: str = "jsonl"
-    coverage: CrashCoverage | None = None
-
-    def _repo(self) -> Any:
-        if self.repository is not None:
-            return self.repository
-        from scopecheck.impl.jsonl import JsonlRepository
-
-        return JsonlRepository
-
-    def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
-        states, _, records = self.explore_with_faults(budget, seed)
-        return states, records
-
-    def explore_with_faults(
-        self, budget: float, seed: int
-    ) -> tuple[int, int, list[dict[str, Any]]]:
-        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-1..12): one
-        record per distinct failure (CRASH-COV-4)."""
-        from scopecheck.crashsim.jsonl_sweep import explore_with_faults
-
-        found = explore_with_faults(budget=budget, seed=seed, repo_class=self._repo())
-        self.coverage = found.coverage
-        records = [attrs.evolve(f, backend=self.backend).to_json() for f in found.failures]
-        return found.states, found.fault_runs, records
-
-    def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
-        from scopecheck.crashsim.jsonl_sweep import replay_record
-
-        return replay_record(record, self._repo())
-
-
-@attrs.define
-class SqliteCrashExplorer:
-    """SQLite crash exploration over generated workloads
-    (``scopecheck.crashsim.sqlite_sweep.explore``).  ``repository`` opens the repositories
-    (``repository(target, clock, vfs=...)``: a class or a factory setting its keyword
-    arguments); ``None`` is the real one of ``layout``.  ``coverage`` is what the last
-    exploration covered (CRASH-COV-2)."""
-
-    layout: str = "per-file"
-    repository: Any = None
-    backend: str = "sqlite"
-    coverage: CrashCoverage | None = None
-
-    def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
-        states, _, records = self.explore_with_faults(budget, seed)
-        return states, records
-
-    def explore_with_faults(
-        self, budget: float, seed: int
-    ) -> tuple[int, int, list[dict[str, Any]]]:
-        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-SQL-1..9): one
-        record per distinct failure (CRASH-COV-4)."""
-        from scopecheck.crashsim.sqlite_sweep import explore
-
-        found = explore(
-            layout="shared" if self.layout == "shared" else "per-file",
-            budget=budget,
-            seed=seed,
-            repository_class=self.repository,
-        )
-        self.coverage = found.coverage
-        records = [attrs.evolve(f, backend=self.backend).to_json() for f in found.failures]
-        return found.states, found.fault_runs, records
-
-    def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
-        """A reproducer of source ``sqlite``: a crash image is rebuilt by its variant's name
-        from the recorded operations (CRASH-COV-5); an I/O fault reruns the workload with that
-        call failing (CRASH-SQL-4)."""
-        from scopecheck.crashsim.sqlite_sweep import replay_record
-
-        return replay_record(record, self.repository)
-
-
-@attrs.define
-class GenericCrashExplorer:
-    """Crash states of seeded workloads for a backend whose factory takes ``fs`` and ``root``
-    (``scopecheck.crashsim.generic_sweep``): any format, checked against the model only.
-    ``coverage`` is what the last exploration covered (CRASH-COV-2), as for
-    :class:`SyscallCrashExplorer`."""
-
-    factory: Any
-    backend: str
-    spec: str | None = None
-    coverage: CrashCoverage | None = None
-
-    def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
-        states, _, records = self.explore_with_faults(budget, seed)
-        return states, records
-
-    def explore_with_faults(
-        self, budget: float, seed: int
-    ) -> tuple[int, int, list[dict[str, Any]]]:
-        """``(crash states, single-I/O-fault runs, reproducer records)`` (CRASH-FS-1..11): one
-        record per distinct failure (CRASH-COV-4)."""
-        from scopecheck.crashsim.generic_sweep import explore
-
-        found = explore(self.factory, budget=budget, seed=seed)
-        self.coverage = found.coverage
-        return found.states, found.fault_runs, [self._record(f) for f in found.failures]
-
-    def _record(self, failure: CrashFailure) -> dict[str, Any]:
-        target = {**failure.target, "spec": self.spec}
-        return attrs.evolve(failure, backend=self.backend, target=target).to_json()
-
-    def replay(self, record: dict[str, Any]) -> tuple[bool, str]:
-        from scopecheck.crashsim.generic_sweep import replay_record
-
-        return replay_record(record, self.factory)
-
-
-@attrs.define
-class SyscallCrashExplorer:
-    """Crash states, I/O faults and kills of a backend process, from its system calls
-    (``scopecheck.syscall_crash``): a command speaking the process protocol, or a Python
-    factory taking ``root`` served by ``scopecheck serve``.  ``unavailable`` says why strace
-    cannot run here; crash exploration is then skipped with that reason (CRASH-SYS-5).
-    ``findings`` collects what a run could not see (a shared writable mmap, CRASH-SYS-8), should
-    not do (files changed outside the root, CRASH-SYS-4) or did not judge (fault runs dropped
-    because the fault missed its call, CRASH-COV-3); ``kill_runs`` counts the kill runs among
-    the fault runs; ``coverage`` is what the last exploration covered (CRASH-COV-2)."""
-
-    command: tuple[str, ...]
-    cwd: str
-    backend: str
-    spec: str
-    findings: list[str] = attrs.field(factory=list)
-    kill_runs: int = 0
-    coverage: CrashCoverage | None = None
+    #: The layer the explorer watches, for the verdict.
+    how: ClassVar[str] = "FileSystem layer"
+    coverage: CrashCoverage | None = attrs.field(default=None, kw_only=True)
+    limits: list[str] = attrs.field(factory=list, kw_only=True)
+    kill_runs: int = attrs.field(default=0, kw_only=True)
 
     @property
     def unavailable(self) -> str | None:
-        from scopecheck.crashsim.strace import unavailable
+        """Why this explorer cannot run on this machine (``None``: it can)."""
+        return None
 
-        return unavailable()
+    def source_run(self, budget: float, seed: int) -> Exploration:
+        """Run the explorer's source through the exploration loop."""
+        raise NotImplementedError
+
+    def record(self, failure: CrashFailure) -> dict[str, Any]:
+        """The reproducer record of ``failure`` (its backend named)."""
+        backend: str = getattr(self, "backend", "")
+        return attrs.evolve(failure, backend=backend).to_json()
 
     def explore(self, budget: float, seed: int) -> tuple[int, list[dict[str, Any]]]:
         states, _, records = self.explore_with_faults(budget, seed)
@@ -172,15 +57,127 @@ class SyscallCrashExplorer:
     ) -> tuple[int, int, list[dict[str, Any]]]:
         """``(crash states, fault and kill runs, reproducer records)``: one record per
         distinct failure (CRASH-COV-4)."""
+        found = self.source_run(budget, seed)
+        self.coverage = found.coverage
+        self.limits.extend(text for text in found.findings.limits if text not in self.limits)
+        return found.states, found.fault_runs, [self.record(f) for f in found.failures]
+
+    def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
+        """Re-check one reproducer record: ``(still failing, text)``."""
+        raise NotImplementedError
+
+
+@attrs.define
+class JsonlCrashExplorer(CrashExplorer):
+    """Crash states of generated workloads on pyfakefs (CRASH-1..12); ``repository`` may be
+    a planted bug."""
+
+    repository: Any = None
+    backend: str = "jsonl"
+
+    def _repo(self) -> Any:
+        if self.repository is not None:
+            return self.repository
+        from scopecheck.impl.jsonl import JsonlRepository
+
+        return JsonlRepository
+
+    def source_run(self, budget: float, seed: int) -> Exploration:
+        from scopecheck.crashsim.jsonl_sweep import explore_with_faults
+
+        return explore_with_faults(budget=budget, seed=seed, repo_class=self._repo())
+
+    def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
+        from scopecheck.crashsim.jsonl_sweep import replay_record
+
+        return replay_record(record, self._repo())
+
+
+@attrs.define
+class SqliteCrashExplorer(CrashExplorer):
+    """SQLite crash exploration over generated workloads
+    (``scopecheck.crashsim.sqlite_sweep.explore``, CRASH-SQL-1..9).  ``repository`` opens the
+    repositories (``repository(target, clock, vfs=...)``: a class or a factory setting its
+    keyword arguments); ``None`` is the real one of ``layout``."""
+
+    how: ClassVar[str] = "SQLite VFS"
+    layout: str = "per-file"
+    repository: Any = None
+    backend: str = "sqlite"
+
+    def source_run(self, budget: float, seed: int) -> Exploration:
+        from scopecheck.crashsim.sqlite_sweep import explore
+
+        return explore(
+            layout="shared" if self.layout == "shared" else "per-file",
+            budget=budget,
+            seed=seed,
+            repository_class=self.repository,
+        )
+
+    def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
+        """A reproducer of source ``sqlite``: a crash image is rebuilt by its variant's name
+        from the recorded operations (CRASH-COV-5); an I/O fault reruns the workload with that
+        call failing (CRASH-SQL-4)."""
+        from scopecheck.crashsim.sqlite_sweep import replay_record
+
+        return replay_record(record, self.repository)
+
+
+@attrs.define
+class GenericCrashExplorer(CrashExplorer):
+    """Crash states of seeded workloads for a backend whose factory takes ``fs`` and ``root``
+    (``scopecheck.crashsim.generic_sweep``, CRASH-FS-1..11): any format, checked against the
+    model only."""
+
+    factory: Any
+    backend: str
+    spec: str | None = None
+
+    def source_run(self, budget: float, seed: int) -> Exploration:
+        from scopecheck.crashsim.generic_sweep import explore
+
+        return explore(self.factory, budget=budget, seed=seed)
+
+    def record(self, failure: CrashFailure) -> dict[str, Any]:
+        target = {**failure.target, "spec": self.spec}
+        return attrs.evolve(failure, backend=self.backend, target=target).to_json()
+
+    def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
+        from scopecheck.crashsim.generic_sweep import replay_record
+
+        return replay_record(record, self.factory)
+
+
+@attrs.define
+class SyscallCrashExplorer(CrashExplorer):
+    """Crash states, I/O faults and kills of a backend process, from its system calls
+    (``scopecheck.syscall_crash``): a command speaking the process protocol, or a Python
+    factory taking ``root`` served by ``scopecheck serve``.  ``unavailable`` says why strace
+    cannot run here; crash exploration is then skipped with that reason (CRASH-SYS-5).
+    ``limits`` collects what a run could not see (a shared writable mmap, CRASH-SYS-8), should
+    not do (files changed outside the root, CRASH-SYS-4) or did not judge (fault runs dropped
+    because the fault missed its call, CRASH-COV-3)."""
+
+    how: ClassVar[str] = "system-call trace"
+    command: tuple[str, ...]
+    cwd: str
+    backend: str
+    spec: str
+
+    @property
+    def unavailable(self) -> str | None:
+        from scopecheck.crashsim.strace import unavailable
+
+        return unavailable()
+
+    def source_run(self, budget: float, seed: int) -> Exploration:
         from scopecheck.syscall_crash import SyscallSource
 
         source = SyscallSource(self.spec, self.command, self.cwd)
         found = source.explore(budget, seed)
-        self.findings.extend(f for f in found.findings.limits if f not in self.findings)
         self.kill_runs += source.kill_runs
-        self.coverage = found.coverage
-        records = [attrs.evolve(f, backend=self.backend).to_json() for f in found.failures]
-        return found.states, found.fault_runs, records
+        return found
 
     def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
         from scopecheck.syscall_crash import replay

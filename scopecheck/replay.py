@@ -106,5 +106,4 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
             raise UsageError(
                 "invalid_payload", f"backend {record['backend']!r} has no crash explorer"
             )
-    result: tuple[bool, str] = explorer.replay(record)
-    return result
+    return explorer.replay(record)

@@ -419,28 +419,28 @@ def validate(
             phases["forks"] = PhaseReport("skipped", "the repository has no fork()")
         progress.update("forks", phases["forks"])
 
-        why = getattr(explorer, "unavailable", None) if explorer is not None else None
+        why = explorer.unavailable if explorer is not None else None
         if explorer is not None and why is None:
             verdict.crash_exploration = "ran"
             phases["crash exploration"] = PhaseReport("running", "crash states and I/O faults")
             progress.update("crash exploration", phases["crash exploration"])
             crash = BackendReport()
             states, faults, records = explorer.explore_with_faults(budget * CRASH_SHARE, seed)
-            kills = getattr(explorer, "kill_runs", 0)
+            kills = explorer.kill_runs
             verdict.crash_states, verdict.crash_fault_runs = states, faults - kills
             for record in records:
                 record["spec"] = spec
                 crash.reproducers.append(str(save_reproducer(failures_dir, record)))
             crash_failures = _machine_failures(crash, "crash exploration")
             verdict.failures.extend(crash_failures)
-            how = "system-call trace" if hasattr(explorer, "unavailable") else "FileSystem layer"
+            how = explorer.how
             detail = f"{states:,} crash states, {faults - kills:,} I/O-fault runs"
             if kills:
                 detail += f", {kills:,} kill runs"
-            limits = list(getattr(explorer, "findings", []))
+            limits = list(explorer.limits)
             detail += f" ({how})"
             status: Status = "failed" if crash_failures else "ran"
-            coverage = getattr(explorer, "coverage", None)
+            coverage = explorer.coverage
             counts = {
                 "crash_states": states,
                 "crash_fault_runs": faults - kills,
