@@ -65,13 +65,12 @@ from scopecheck.crashsim.generic_sweep import (
     SESSION,
     Factory,
     Trace,
-    _close,
-    _error,
     _read_session,
 )
 from scopecheck.crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, describe, show_files
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import Image, Volume
+from scopecheck.crashsim.recovery import close, error_text
 from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
@@ -165,7 +164,7 @@ class FaultRun:
         except Exception as exc:
             if before is not None or self.fault.hit is None:
                 why = "after the injected fault had passed" if before else "with no fault"
-                raise _Found(self._blame(rule), f"{what} raised {_error(exc)} {why}") from exc
+                raise _Found(self._blame(rule), f"{what} raised {error_text(exc)} {why}") from exc
             self.faulted_step = self.workload.steps[self.index].op
             if not isinstance(exc, ScopecheckError):
                 raise _Found(rule, self._uncoded(what, exc)) from exc
@@ -174,7 +173,7 @@ class FaultRun:
     def _uncoded(self, what: str, exc: BaseException) -> str:
         return (
             f"{what} failed on the injected {self.fault.fault} of a {self.fault.hit} call with "
-            f"{_error(exc)}: not a scopecheck error with a stable code (wrap OSError as "
+            f"{error_text(exc)}: not a scopecheck error with a stable code (wrap OSError as "
             "StorageIOError, code io_error)"
         )
 
@@ -208,7 +207,7 @@ class FaultRun:
             try:
                 got: Snapshot | str | None = _read_session(self.factory, self._scratch, self.clock)
             except Exception as exc:
-                got = f"reopen raised {_error(exc)}"
+                got = f"reopen raised {error_text(exc)}"
             if got not in allowed:
                 raise _Found(
                     rule,
@@ -265,13 +264,13 @@ class FaultRun:
         repo, error = self._attempt(LIFECYCLE_RULE, f"the factory call in {self._where()}", call)
         if error is None:
             return repo
-        self.check_images(LIFECYCLE_RULE, f"a failed factory call ({_error(error)})")
+        self.check_images(LIFECYCLE_RULE, f"a failed factory call ({error_text(error)})")
         try:
             return call()
         except Exception as exc:
             raise _Found(
                 LIFECYCLE_RULE,
-                f"calling the factory again after it failed on the fault raised {_error(exc)}",
+                f"calling the factory again after it failed on the fault raised {error_text(exc)}",
             ) from exc
 
     def _open(self) -> Any:
@@ -281,19 +280,20 @@ class FaultRun:
         storage, error = self._attempt(LIFECYCLE_RULE, f"open in {self._where()}", call)
         if error is None:
             return storage
-        self.check_images(LIFECYCLE_RULE, f"a failed open ({_error(error)})")
+        self.check_images(LIFECYCLE_RULE, f"a failed open ({error_text(error)})")
         try:
             return call()
         except Exception as exc:
             raise _Found(
-                LIFECYCLE_RULE, f"opening again after open failed on the fault raised {_error(exc)}"
+                LIFECYCLE_RULE,
+                f"opening again after open failed on the fault raised {error_text(exc)}",
             ) from exc
 
     def _read_handle(self, rule: str, what: str) -> None:
         try:
             got = self.storage.snapshot()
         except Exception as exc:
-            raise _Found(rule, f"reading the handle {what} raised {_error(exc)}") from exc
+            raise _Found(rule, f"reading the handle {what} raised {error_text(exc)}") from exc
         if got != self.expected():
             raise _Found(
                 rule,
@@ -315,7 +315,7 @@ class FaultRun:
 
         storage, error = self._attempt(LIFECYCLE_RULE, f"create in {self._where()}", call)
         if error is not None:
-            self.check_images(LIFECYCLE_RULE, f"a failed create ({_error(error)})", (_EMPTY,))
+            self.check_images(LIFECYCLE_RULE, f"a failed create ({error_text(error)})", (_EMPTY,))
             storage = self._create_again()
         self.storage = storage
         self.session = self.model.create(SESSION)
@@ -330,12 +330,12 @@ class FaultRun:
             if exc.code != "already_exists":
                 raise _Found(
                     LIFECYCLE_RULE,
-                    f"creating again after create failed on the fault raised {_error(exc)}",
+                    f"creating again after create failed on the fault raised {error_text(exc)}",
                 ) from exc
         except Exception as exc:
             raise _Found(
                 LIFECYCLE_RULE,
-                f"creating again after create failed on the fault raised {_error(exc)}",
+                f"creating again after create failed on the fault raised {error_text(exc)}",
             ) from exc
         try:
             storage = self.repo.open(SESSION)
@@ -344,7 +344,7 @@ class FaultRun:
             raise _Found(
                 LIFECYCLE_RULE,
                 "after a failed create, creating again says already_exists but opening it "
-                f"raised {_error(exc)}",
+                f"raised {error_text(exc)}",
             ) from exc
         if got != _EMPTY:
             raise _Found(
@@ -357,7 +357,7 @@ class FaultRun:
         """A restart: close the handle and the repository, call the factory again, open."""
         self._close_storage()
         repo, self.repo = self.repo, None
-        self._attempt(self._step_rule(), "closing the repository", lambda: _close(repo))
+        self._attempt(self._step_rule(), "closing the repository", lambda: close(repo))
         self.repo = self._start()
         self.storage = self._open()
         self._read_handle(self._blame(self._step_rule()), f"after the restart in {self._where()}")
@@ -370,7 +370,7 @@ class FaultRun:
 
         _, error = self._attempt(LIFECYCLE_RULE, f"delete in {self._where()}", call)
         if error is not None:
-            self.check_images(LIFECYCLE_RULE, f"a failed delete ({_error(error)})", (None,))
+            self.check_images(LIFECYCLE_RULE, f"a failed delete ({error_text(error)})", (None,))
             self._after_failed_delete()
         self.model.close_session(SESSION)
         self.model.delete(SESSION)
@@ -394,7 +394,7 @@ class FaultRun:
             raise _Found(
                 LIFECYCLE_RULE,
                 f"after delete failed on the fault, opening or deleting the Session again "
-                f"raised {_error(exc)}",
+                f"raised {error_text(exc)}",
             ) from exc
         if listed:
             raise _Found(LIFECYCLE_RULE, "the Session is still listed after deleting it again")
@@ -442,10 +442,10 @@ class FaultRun:
         if got != self.expected():
             raise _Found(
                 COMMIT_RULE,
-                f"after {self._where()} failed ({_error(exc)}) the handle reads {_shown(got)}: "
+                f"after {self._where()} failed ({error_text(exc)}) the handle reads {_shown(got)}: "
                 f"the failed transaction is (partly) visible, not {_shown(self.expected())}",
             )
-        self.check_images(COMMIT_RULE, f"the failed commit of {self._where()} ({_error(exc)})")
+        self.check_images(COMMIT_RULE, f"the failed commit of {self._where()} ({error_text(exc)})")
 
     def _commit_after_failure(self, step: Step, exc: Exception) -> None:
         """A commit raised, not on the fault: allowed when the model rejects it too (usage
@@ -455,7 +455,7 @@ class FaultRun:
             self._model_rejects_too(step, exc, rule)
             return
         if not isinstance(exc, ScopecheckError) or self.fault.hit is None:
-            raise _Found(rule, f"{self._where()} raised {_error(exc)}") from exc
+            raise _Found(rule, f"{self._where()} raised {error_text(exc)}") from exc
         # The handle refuses after the failure: close it, open the Session again, retry.
         try:
             with contextlib.suppress(ScopecheckError):
@@ -464,8 +464,8 @@ class FaultRun:
         except Exception as err:
             raise _Found(
                 rule,
-                f"{self._where()} was refused ({_error(exc)}); opening the Session again "
-                f"raised {_error(err)}",
+                f"{self._where()} was refused ({error_text(exc)}); opening the Session again "
+                f"raised {error_text(err)}",
             ) from err
         self._read_handle(rule, "opened again after a refusal")
         try:
@@ -476,8 +476,8 @@ class FaultRun:
         except Exception as err:
             raise _Found(
                 rule,
-                f"{self._where()} was refused ({_error(exc)}); after opening the Session again "
-                f"it raised {_error(err)}",
+                f"{self._where()} was refused ({error_text(exc)}); after opening the Session again "
+                f"it raised {error_text(err)}",
             ) from err
         self._acknowledged(step, BASE_TIME + 1000 * self.index, self.fault.hit)
 
@@ -488,18 +488,18 @@ class FaultRun:
             self.session.commit(step.writes, BASE_TIME + 1000 * self.index)
         except UsageError:
             return
-        raise _Found(rule, f"{self._where()} raised {_error(exc)}, but the model accepts it")
+        raise _Found(rule, f"{self._where()} raised {error_text(exc)}, but the model accepts it")
 
     def _finish(self) -> None:
         """A clean restart gives exactly the acknowledged operations."""
         self._close_storage()
         repo, self.repo = self.repo, None
-        self._attempt(self._step_rule(), "closing the repository", lambda: _close(repo))
+        self._attempt(self._step_rule(), "closing the repository", lambda: close(repo))
         rule = self._blame(self._step_rule())
         try:
             got = _read_session(self.factory, self.box, self.clock)
         except Exception as exc:
-            raise _Found(rule, f"a clean restart after the run raised {_error(exc)}") from exc
+            raise _Found(rule, f"a clean restart after the run raised {error_text(exc)}") from exc
         if got != self.expected():
             raise _Found(
                 rule,

@@ -74,6 +74,15 @@ from scopecheck.crashsim.jsonl_sweep import (
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
 from scopecheck.crashsim.persistence import FileOp, Image, Volume, power_image, process_crash
+from scopecheck.crashsim.recovery import (
+    Broken,
+    Expected,
+    after_power_loss,
+    close,
+    error_text,
+    judge,
+    read_again,
+)
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import UsageError
 from scopecheck.models.records import Snapshot
@@ -139,12 +148,6 @@ def model_states(wl: Workload) -> ModelStates:
 # -- running a workload --------------------------------------------------------------------------
 
 
-def _close(thing: Any) -> None:
-    close = getattr(thing, "close", None)
-    if callable(close):
-        close()
-
-
 def run_steps(
     factory: Factory,
     fs: Any,
@@ -159,7 +162,7 @@ def run_steps(
     )
     if storage is not None:
         storage.close()
-    _close(repo)
+    close(repo)
 
 
 @attrs.frozen
@@ -248,7 +251,7 @@ def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot 
         storage.close()
         return snapshot
     finally:
-        _close(repo)
+        close(repo)
 
 
 # -- checking ----------------------------------------------------------------------------------
@@ -295,142 +298,75 @@ class Checker:
         )  # fmt: skip
 
     def check(self, crash: CrashState) -> CrashFailure | None:
+        """Reopen the crash image with the user's factory and judge it with the one recovery
+        checker (:func:`~scopecheck.crashsim.recovery.judge`, CRASH-FS-1..4, 6), then crash
+        the recovery it made at each of its first operations (CRASH-FS-5)."""
         self.states += 1
         box = self.box
         box.load(crash.state)
-        snapshots = self.trace.model.snapshots
-        expected = [snapshots[i] for i in crash.allowed]
+        tr = self.trace
+        expected = Expected(
+            tr.model.snapshots, tr.model.next_seqs, [s.op for s in tr.workload.steps],
+            crash.allowed,
+        )  # fmt: skip
+        recorders: list[RecordingFs] = []
 
-        def failure(
-            rule: str, problem: str, recovered: Any = None, recovery: tuple[int, str] | None = None
-        ) -> CrashFailure:
-            if rule == "CRASH-FS-2" and _power_loss(crash.variant):
-                rule = "CRASH-FS-6"
-                problem = (
-                    f"after power loss {problem}: fsync the file's data (and its directory, "
-                    "after a create, rename or unlink) before acknowledging"
-                )
-            return self.failure(
-                crash.op_index, crash.variant, rule, problem, recovery=recovery,
-                shown={
-                    "expected": [describe(s) for s in expected],
-                    "recovered": recovered,
-                    "files_before": show_files(absolute(crash.state, ROOT)),
-                    "files_after": show_files(box.tree()),
-                },
-            )  # fmt: skip
+        def reopen() -> Any:
+            recorders.append(RecordingFs(box.fs))
+            return self.factory(self.clock, fs=recorders[-1], root=ROOT)
 
-        recorder = RecordingFs(box.fs)
-        repo: Any = None
-        storage: Any = None
-        try:
-            repo = self.factory(self.clock, fs=recorder, root=ROOT)
-            present = SESSION in repo.list()
-            if present:
-                storage = repo.open(SESSION)
-                got = storage.snapshot()
-        except Exception as exc:
-            _quietly_close(storage, repo)
-            return failure("CRASH-FS-1", f"reopen after the crash raised {_error(exc)}")
-        if not present:
-            if None not in expected:
-                _quietly_close(storage, repo)
-                return failure(
-                    "CRASH-FS-2", "the Session vanished though its create was acknowledged"
-                )
-            return self._recreate(repo, failure)
-        if got not in expected:
-            _quietly_close(storage, repo)
-            return failure("CRASH-FS-2", self._mismatch(got, crash.allowed), describe(got))
-        matched = crash.allowed[expected.index(got)]
-        recovery_ops = list(recorder.ops)
-        try:
-            done = storage.commit([set_value(_PROBE, self.states)])
-            after = storage.snapshot()
-            storage.close()
-            _close(repo)
-        except Exception as exc:
-            _quietly_close(storage, repo)
-            return failure("CRASH-FS-3", f"the first commit after recovery raised {_error(exc)}")
-        floor = self.trace.model.next_seqs[matched]
-        if not done or done[0].seq < floor:
-            seq = done[0].seq if done else None
-            return failure(
-                "CRASH-FS-3",
-                f"the first commit after recovery got seq {seq}, but the recovered state is "
-                f"the model after step {matched}, whose writes used every seq below {floor}: a "
-                "consumed sequence is reused (SEQ-7), or part of a transaction whose other "
-                "writes left nothing visible was recovered",
-                describe(got),
-            )
-        again = self._reopen()
-        if again != after:
-            return failure(
-                "CRASH-FS-4",
-                "a second reopen gives a different state (recovery is not idempotent, or the "
-                "commit after recovery was lost)",
-                again if isinstance(again, str) else describe(again),
-            )
-        if self.recovery:
+        before_probe: list[int] = []
+
+        def recovered(storage: Any, state: Snapshot, matched: int) -> None:
+            before_probe.append(len(recorders[0].ops))  # the recovery ends here
+
+        verdict = judge(
+            reopen, expected, session=SESSION, probe=set_value(_PROBE, self.states),
+            recreate=_EMPTY, extra=recovered,
+        )  # fmt: skip
+        if isinstance(verdict, Broken):
+            broken = after_power_loss(verdict, crash.variant, _power_loss(crash.variant))
+            return self._failure(crash, expected, broken.rule, broken.problem, broken.recovered)
+        # What the first reopen did before the probe commit: the recovery (CRASH-FS-5).
+        recovery_ops = recorders[0].ops[: before_probe[0]] if before_probe else []
+        if self.recovery and recovery_ops and verdict.state is not None:
             for index, op in enumerate(recovery_ops[:RECOVERY_CRASHES]):
                 torn = len(op.data) // 2 if op.kind in ("write", "append") else 0
                 for partial in (0, torn) if torn else (0,):
                     self.states += 1
                     self.recovery_states += 1
-                    problem = self._crash_in_recovery(crash.state, index, partial, got)
+                    problem = self._crash_in_recovery(crash.state, index, partial, verdict.state)
                     if problem is not None:
                         where = f" after {partial} of its {len(op.data)} bytes" if partial else ""
-                        return failure(
-                            "CRASH-FS-5",
+                        return self._failure(
+                            crash, expected, "CRASH-FS-5",
                             f"crash at op {index} of the recovery ({op.describe()}){where}: "
                             f"{problem}",
                             recovery=(index, f"torn-call::{partial}" if partial else "process"),
-                        )
+                        )  # fmt: skip
         return None
 
-    def _recreate(self, repo: Any, failure: Callable[..., CrashFailure]) -> CrashFailure | None:
-        """The Session is absent (allowed here): creating it again must give an empty one —
-        nothing of a deleted or never-acknowledged Session joins it (CRASH-FS-2)."""
-        storage: Any = None
-        try:
-            storage = repo.create(SESSION)
-            got = storage.snapshot()
-        except Exception as exc:
-            _quietly_close(storage, repo)
-            return failure("CRASH-FS-1", f"creating the absent Session raised {_error(exc)}")
-        _quietly_close(storage, repo)
-        if got != _EMPTY:
-            return failure(
-                "CRASH-FS-2",
-                "the Session is absent, but creating it again gives old data instead of an "
-                "empty Session",
-                describe(got),
-            )
-        return None
-
-    def _mismatch(self, got: Snapshot, allowed: tuple[int, ...]) -> str:
-        """Say which way the recovered state is wrong: an acknowledged delete undone, acknowledged
-        steps lost (it equals an earlier model state), or something no prefix produces."""
-        snapshots, steps = self.trace.model.snapshots, self.trace.workload.steps
-        if all(snapshots[i] is None for i in allowed):
-            return "a Session whose delete was acknowledged is back"
-        earlier = [i for i in range(min(allowed)) if snapshots[i] == got]
-        if earlier:
-            lost = [f"{i + 1}:{steps[i].op}" for i in range(earlier[-1], min(allowed))]
-            return (
-                f"the recovered Session lost acknowledged steps {', '.join(lost)} (it is the "
-                f"model after step {earlier[-1]})"
-            )
-        return (
-            "the recovered Session is no state any prefix of the workload produces (part of a "
-            "transaction visible, or data changed)"
-        )
+    def _failure(
+        self,
+        crash: CrashState,
+        expected: Expected,
+        rule: str,
+        problem: str,
+        recovered: Snapshot | str | None = None,
+        recovery: tuple[int, str] | None = None,
+    ) -> CrashFailure:
+        return self.failure(
+            crash.op_index, crash.variant, rule, problem, recovery=recovery,
+            shown={
+                "expected": [describe(s) for s in expected.states],
+                "recovered": recovered if isinstance(recovered, str) else describe(recovered),
+                "files_before": show_files(absolute(crash.state, ROOT)),
+                "files_after": show_files(self.box.tree()),
+            },
+        )  # fmt: skip
 
     def _reopen(self) -> Snapshot | str | None:
-        try:
-            return _read_session(self.factory, self.box, self.clock)
-        except Exception as exc:
-            return f"reopen raised {_error(exc)}"
+        return read_again(lambda: self.factory(self.clock, fs=self.box.fs, root=ROOT), SESSION)[0]
 
     def _crash_in_recovery(
         self, state: Image, index: int, partial: int, want: Snapshot
@@ -444,27 +380,16 @@ class Checker:
             repo = self.factory(self.clock, fs=recorder, root=ROOT)
             if SESSION in repo.list():
                 repo.open(SESSION).close()
-            _close(repo)
+            close(repo)
         except SimulatedCrash:
             pass
         except Exception as exc:
-            return f"the interrupted recovery raised {_error(exc)}"
+            return f"the interrupted recovery raised {error_text(exc)}"
         got = self._reopen()
         if got != want:
             shown = got if isinstance(got, str) else orjson.dumps(describe(got)).decode()
             return f"the next open gives {shown}, not the state of the uninterrupted recovery"
         return None
-
-
-def _quietly_close(storage: Any, repo: Any) -> None:
-    for thing in (storage, repo):  # the reopen already failed; that is the report
-        with contextlib.suppress(Exception):
-            _close(thing)
-
-
-def _error(exc: BaseException) -> str:
-    code = getattr(exc, "code", None)
-    return f"{type(exc).__name__}({code}): {exc}" if code else f"{type(exc).__name__}: {exc}"
 
 
 # -- sweeping ----------------------------------------------------------------------------------

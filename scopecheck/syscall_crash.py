@@ -85,6 +85,7 @@ from scopecheck.crashsim.persistence import (
     power_image,
     process_crash,
 )
+from scopecheck.crashsim.recovery import Broken, Expected, after_power_loss, judge
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.models.addresses import value
@@ -518,104 +519,42 @@ class ImageChecker:
     def _check(
         self, k: int, variant: str, image: Image, allowed: tuple[int, ...]
     ) -> CrashFailure | None:
+        """Judge the reopened image with the one recovery checker
+        (:func:`~scopecheck.crashsim.recovery.judge`, CRASH-FS-1..4, 6); a protocol error
+        marks the child broken, so the next image gets a new one."""
         self.checked += 1
         rec = self.recording
-        snapshots = rec.model.snapshots
-        expected = [snapshots[i] for i in allowed]
-        ops = rec.ops
-        op = ops[k].describe() if k < len(ops) else "(end of the run)"
-
-        def failure(rule: str, problem: str, recovered: Any = None) -> CrashFailure:
-            if rule == "CRASH-FS-2" and not process_crash(variant):
-                rule = "CRASH-FS-6"
-                problem = (
-                    f"after power loss ({variant}) {problem}: fsync the file's data (and "
-                    "its directory, after a create, rename or unlink) before acknowledging"
-                )
-            return CrashFailure(
-                source=SOURCE, rule=rule, problem=problem, run="crash",
-                kind=crash_kind(variant), seed=self.seed, workload=rec.workload.to_json(),
-                point=k, variant=variant, evidence=Evidence(rec.ops, EMPTY, rec.acked_at),
-                shown={
-                    "op": op,
-                    "expected": [describe(s) for s in expected],
-                    "recovered": recovered,
-                },
-            )  # fmt: skip
-
+        expected = Expected(
+            rec.model.snapshots, rec.model.next_seqs, [s.op for s in rec.workload.steps], allowed
+        )
         directory = os.path.join(self.base, f"image-{self.checked % 2}")
         write_image(image, directory)
-        try:
-            repo = self.reopen(directory)
-            present = SESSION in repo.list()
-            storage = repo.open(SESSION) if present else None
-            got: Snapshot | None = storage.snapshot() if storage is not None else None
-        except ProtocolError as exc:
-            self.broken = True  # the next image gets a new child
-            return failure(
-                "CRASH-FS-1", f"reopening the image broke the backend process: {exc.message}"
-            )
-        except ScopecheckError as exc:
-            self.broken = isinstance(exc, ProtocolError)
-            return failure("CRASH-FS-1", f"reopen after the crash raised {exc}")
-        if storage is None:
-            if None not in expected:
-                return failure(
-                    "CRASH-FS-2", "the Session vanished though its create was acknowledged"
-                )
+        verdict = judge(
+            lambda: self.reopen(directory), expected, session=SESSION,
+            probe=set_value(_PROBE, self.checked),
+        )  # fmt: skip
+        if not isinstance(verdict, Broken):
             return None
-        if got not in expected:
-            return failure("CRASH-FS-2", _mismatch(rec, got, allowed), describe(got))
-        matched = allowed[expected.index(got)]
-        try:
-            done = storage.commit([set_value(_PROBE, self.checked)])
-            after = storage.snapshot()
-            storage.close()
-        except ScopecheckError as exc:
-            self.broken = isinstance(exc, ProtocolError)
-            return failure("CRASH-FS-3", f"the first commit after recovery raised {exc}")
-        floor = rec.model.next_seqs[matched]
-        if not done or done[0].seq < floor:
-            return failure(
-                "CRASH-FS-3",
-                f"the first commit after recovery got seq {done[0].seq if done else None}, but "
-                f"the recovered state is the model after step {matched}, whose writes used every "
-                f"seq below {floor}: a consumed sequence is reused (SEQ-7)",
-                describe(got),
+        broken = after_power_loss(verdict, variant, not process_crash(variant))
+        if isinstance(broken.error, ProtocolError):
+            self.broken = True  # the next image gets a new child
+            broken = attrs.evolve(
+                broken,
+                problem=f"{broken.problem.split(' raised ', 1)[0]} broke the backend process: "
+                f"{broken.error.message}",
             )
-        try:
-            again_repo = self.reopen(directory)
-            again = again_repo.open(SESSION)
-            second = again.snapshot()
-            again.close()
-        except ScopecheckError as exc:
-            self.broken = isinstance(exc, ProtocolError)
-            return failure("CRASH-FS-4", f"a second reopen raised {exc}")
-        if second != after:
-            return failure(
-                "CRASH-FS-4",
-                "a second reopen gives a different state (recovery is not idempotent, or the "
-                "commit after recovery was lost)",
-                describe(second),
-            )
-        return None
-
-
-def _mismatch(rec: Recording, got: Snapshot | None, allowed: tuple[int, ...]) -> str:
-    snapshots, steps = rec.model.snapshots, rec.workload.steps
-    if all(snapshots[i] is None for i in allowed):
-        return "a Session whose delete was acknowledged is back"
-    earlier = [i for i in range(min(allowed)) if snapshots[i] == got]
-    if earlier:
-        lost = [f"{i + 1}:{steps[i].op}" for i in range(earlier[-1], min(allowed))]
-        return (
-            f"the recovered Session lost acknowledged steps {', '.join(lost)} (it is the model "
-            f"after step {earlier[-1]})"
-        )
-    return (
-        "the recovered Session is no state any prefix of the workload produces (part of a "
-        "transaction visible, or data changed)"
-    )
+        ops = rec.ops
+        recovered = broken.recovered
+        return CrashFailure(
+            source=SOURCE, rule=broken.rule, problem=broken.problem, run="crash",
+            kind=crash_kind(variant), seed=self.seed, workload=rec.workload.to_json(),
+            point=k, variant=variant, evidence=Evidence(rec.ops, EMPTY, rec.acked_at),
+            shown={
+                "op": ops[k].describe() if k < len(ops) else "(end of the run)",
+                "expected": [describe(s) for s in expected.states],
+                "recovered": recovered if isinstance(recovered, str) else describe(recovered),
+            },
+        )  # fmt: skip
 
 
 # -- crashing the recovery --------------------------------------------------------------------

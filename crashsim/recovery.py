@@ -1,0 +1,230 @@
+"""The one recovery checker: how a reopened crash image is judged, whatever reopened it.
+
+A source reopens an image its own way -- a factory over a pyfakefs sandbox, a backend process
+told ``hello`` over a directory -- and hands :func:`judge` a ``reopen()`` giving a
+repository over it.  What the reopened Session must then be is the same for every source
+(rules CRASH-FS-1..4 and CRASH-FS-6 in ``spec/rules/crash_fs.toml``):
+
+* reopening, listing and opening do not raise (CRASH-FS-1);
+* the Session is present unless a state the crash point allows has none (CRASH-FS-2), and
+  its state is one of the model states the crash point allows: every acknowledged step
+  present, none partly visible (CRASH-FS-2; CRASH-FS-6 for a power-loss image,
+  :func:`after_power_loss`);
+* the first commit after recovery gets a sequence above every one the recovered state's
+  steps used (SEQ-7, CRASH-FS-3);
+* a second reopen gives the state after that commit (CRASH-FS-4).
+
+A source adds its own checks after these (``extra``: the JSONL sidecars, the lifecycle
+invariants), never a second copy of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from scopecheck.models.records import Snapshot
+
+
+@attrs.frozen
+class Broken:
+    """A rule the reopened image broke: ``recovered`` is what was read (a state, or why
+    nothing could be), ``error`` the exception behind it, if any."""
+
+    rule: str
+    problem: str
+    recovered: Snapshot | str | None = None
+    error: BaseException | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen
+class Recovered:
+    """The reopened image passed: ``state`` is what it recovered (``None``: no Session, as
+    allowed), ``matched`` the model state it equals."""
+
+    state: Snapshot | None
+    matched: int
+
+
+@attrs.frozen
+class Expected:
+    """What a crash point allows: ``snapshots[i]`` is the model's Session after the first
+    ``i`` steps (``None``: none), ``next_seqs[i]`` the lowest seq the next commit may get then,
+    ``steps`` the workload's step names, ``allowed`` the indices the recovered state may be."""
+
+    snapshots: Sequence[Snapshot | None]
+    next_seqs: Sequence[int]
+    steps: Sequence[str]
+    allowed: tuple[int, ...]
+
+    @property
+    def states(self) -> list[Snapshot | None]:
+        return [self.snapshots[i] for i in self.allowed]
+
+    def mismatch(self, got: Snapshot | None) -> str:
+        """Which way ``got`` is wrong: an acknowledged delete undone, acknowledged steps lost
+        (it equals an earlier model state), or something no prefix of the workload gives."""
+        if all(self.snapshots[i] is None for i in self.allowed):
+            return "a Session whose delete was acknowledged is back"
+        earlier = [i for i in range(min(self.allowed)) if self.snapshots[i] == got]
+        if earlier:
+            lost = [f"{i + 1}:{self.steps[i]}" for i in range(earlier[-1], min(self.allowed))]
+            return (
+                f"the recovered Session lost acknowledged steps {', '.join(lost)} (it is the "
+                f"model after step {earlier[-1]})"
+            )
+        return (
+            "the recovered Session is no state any prefix of the workload produces (part of a "
+            "transaction visible, or data changed)"
+        )
+
+
+def error_text(exc: BaseException) -> str:
+    code = getattr(exc, "code", None)
+    return f"{type(exc).__name__}({code}): {exc}" if code else f"{type(exc).__name__}: {exc}"
+
+
+def close(thing: Any) -> None:
+    """Close a repository or storage that has a ``close``."""
+    closer = getattr(thing, "close", None)
+    if callable(closer):
+        closer()
+
+
+def _quietly(*things: Any) -> None:
+    for thing in things:  # the check failed already; that is the report
+        with contextlib.suppress(Exception):
+            close(thing)
+
+
+def judge(
+    reopen: Callable[[], Any],
+    expected: Expected,
+    *,
+    session: str,
+    probe: Any,
+    recreate: Snapshot | None = None,
+    extra: Callable[[Any, Snapshot, int], Broken | None] | None = None,
+) -> Broken | Recovered:
+    """Reopen through ``reopen()`` and judge the Session ``session`` (see the module
+    docstring); ``probe`` is the write of the first commit after recovery.  ``recreate``: when
+    the Session is absent (as allowed), creating it again must give this empty Session --
+    nothing of a deleted or unacknowledged Session joins it (CRASH-FS-2).  ``extra(storage, state,
+    matched)`` runs the source's own checks on the open handle before the probe commit."""
+    allowed = expected.states
+    repo: Any = None
+    storage: Any = None
+    try:
+        repo = reopen()
+        present = session in repo.list()
+        if present:
+            storage = repo.open(session)
+            got: Snapshot | None = storage.snapshot()
+    except Exception as exc:
+        _quietly(storage, repo)
+        return Broken("CRASH-FS-1", f"reopen after the crash raised {error_text(exc)}", error=exc)
+    if not present:
+        if None not in allowed:
+            _quietly(repo)
+            return Broken("CRASH-FS-2", "the Session vanished though its create was acknowledged")
+        if recreate is None:
+            _quietly(repo)
+            return Recovered(None, 0)
+        return _recreated(repo, session, recreate)
+    if got not in allowed:
+        _quietly(storage, repo)
+        return Broken("CRASH-FS-2", expected.mismatch(got), got)
+    assert got is not None
+    matched = expected.allowed[allowed.index(got)]
+    if extra is not None:
+        broken = extra(storage, got, matched)
+        if broken is not None:
+            _quietly(storage, repo)
+            return broken
+    try:
+        done = storage.commit([probe])
+        after = storage.snapshot()
+        storage.close()
+        close(repo)
+    except Exception as exc:
+        _quietly(storage, repo)
+        return Broken(
+            "CRASH-FS-3", f"the first commit after recovery raised {error_text(exc)}", error=exc
+        )
+    floor = expected.next_seqs[matched]
+    if not done or done[0].seq < floor:
+        return Broken(
+            "CRASH-FS-3",
+            f"the first commit after recovery got seq {done[0].seq if done else None}, but the "
+            f"recovered state is the model after step {matched}, whose writes used every seq "
+            f"below {floor}: a consumed sequence is reused (SEQ-7), or part of a transaction "
+            "whose other writes left nothing visible was recovered",
+            got,
+        )
+    again, error = read_again(reopen, session)
+    if again != after:
+        return Broken(
+            "CRASH-FS-4",
+            "a second reopen gives a different state (recovery is not idempotent, or the "
+            "commit after recovery was lost)",
+            again,
+            error,
+        )
+    return Recovered(got, matched)
+
+
+def read_again(
+    reopen: Callable[[], Any], session: str
+) -> tuple[Snapshot | str | None, BaseException | None]:
+    """The Session's state after another reopen (``None``: absent), or why it could not be
+    read and the exception."""
+    repo: Any = None
+    try:
+        repo = reopen()
+        if session not in repo.list():
+            return None, None
+        storage = repo.open(session)
+        snapshot: Snapshot = storage.snapshot()
+        storage.close()
+        return snapshot, None
+    except Exception as exc:
+        return f"reopen raised {error_text(exc)}", exc
+    finally:
+        with contextlib.suppress(Exception):
+            close(repo)
+
+
+def _recreated(repo: Any, session: str, empty: Snapshot) -> Broken | Recovered:
+    storage: Any = None
+    try:
+        storage = repo.create(session)
+        got = storage.snapshot()
+    except Exception as exc:
+        _quietly(storage, repo)
+        return Broken(
+            "CRASH-FS-1", f"creating the absent Session raised {error_text(exc)}", error=exc
+        )
+    _quietly(storage, repo)
+    if got != empty:
+        return Broken(
+            "CRASH-FS-2",
+            "the Session is absent, but creating it again gives old data instead of an empty "
+            "Session",
+            got,
+        )
+    return Recovered(None, 0)
+
+
+def after_power_loss(broken: Broken, variant: str, power_loss: bool) -> Broken:
+    """A lost or partial state after power loss breaks CRASH-FS-6, with what to do about it."""
+    if broken.rule != "CRASH-FS-2" or not power_loss:
+        return broken
+    return attrs.evolve(
+        broken,
+        rule="CRASH-FS-6",
+        problem=f"after power loss ({variant}) {broken.problem}: fsync the file's data (and "
+        "its directory, after a create, rename or unlink) before acknowledging",
+    )
