@@ -63,12 +63,13 @@ from scopecheck.crashsim.jsonl_sweep import (
     MODES,
     CrashState,
     Mode,
+    ModelStates,
     Sandbox,
     StepClock,
     allowed_for,
     describe,
     drive_steps,
-    fold_model,
+    model_states,
     render_files,
     show_files,
 )
@@ -77,6 +78,7 @@ from scopecheck.crashsim.persistence import FileOp, Image, Volume, power_image, 
 from scopecheck.crashsim.recovery import (
     Broken,
     Expected,
+    Extra,
     after_power_loss,
     close,
     error_text,
@@ -121,28 +123,6 @@ def workload(seed: int, transactions: int = 6) -> Workload:
 
 
 # -- the model ---------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class ModelStates:
-    """``snapshots[i]``: the model's Session after the first ``i`` steps (``None``: none);
-    ``next_seqs[i]``: the lowest seq the next commit may get then (SEQ-7)."""
-
-    snapshots: tuple[Snapshot | None, ...]
-    next_seqs: tuple[int, ...]
-
-
-def model_states(wl: Workload) -> ModelStates:
-    snapshots: list[Snapshot | None] = []
-    next_seqs: list[int] = []
-
-    def observe(session: Any) -> None:
-        snapshots.append(None if session is None else session.snapshot())
-        log = session.log if session is not None else []
-        next_seqs.append(log[-1].first_seq + len(log[-1].writes) if log else 1)
-
-    fold_model(wl, observe)
-    return ModelStates(tuple(snapshots), tuple(next_seqs))
 
 
 # -- running a workload --------------------------------------------------------------------------
@@ -319,10 +299,11 @@ class Checker:
 
         def recovered(storage: Any, state: Snapshot, matched: int) -> None:
             before_probe.append(len(recorders[0].ops))  # the recovery ends here
+            return None
 
         verdict = judge(
             reopen, expected, session=SESSION, probe=set_value(_PROBE, self.states),
-            recreate=_EMPTY, extra=recovered,
+            recreate=_EMPTY, extra=Extra(recovered=recovered),
         )  # fmt: skip
         if isinstance(verdict, Broken):
             broken = after_power_loss(verdict, crash.variant, _power_loss(crash.variant))

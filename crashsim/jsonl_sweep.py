@@ -73,6 +73,7 @@ from scopecheck.crashsim.persistence import (
     call_cuts,
     process_crash,
 )
+from scopecheck.crashsim.recovery import Broken, Expected, Extra, judge
 from scopecheck.impl.fs import DirEntry, OsFileSystem, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.models.addresses import value
@@ -328,6 +329,8 @@ class Trace:
     file_ops: tuple[FileOp, ...] = ()
     #: ``acked_at[i]``: how many of ``file_ops`` had completed when step ``i`` returned.
     acked_at: tuple[int | None, ...] = ()
+    #: ``next_seqs[i]``: the lowest seq a commit after the first ``i`` steps may get (SEQ-7).
+    next_seqs: tuple[int, ...] = ()
 
 
 def drive_steps(
@@ -394,11 +397,27 @@ def fold_model(workload: Workload, observe: Callable[[Any], None]) -> None:
         observe(session)
 
 
-def model_states(workload: Workload) -> list[Snapshot | None]:
-    """The model's Session after each prefix of steps (index 0: before any)."""
-    states: list[Snapshot | None] = []
-    fold_model(workload, lambda s: states.append(None if s is None else s.snapshot()))
-    return states
+@attrs.frozen
+class ModelStates:
+    """``snapshots[i]``: the model's Session after the first ``i`` steps (``None``: none);
+    ``next_seqs[i]``: the lowest seq the next commit may get then (SEQ-7)."""
+
+    snapshots: tuple[Snapshot | None, ...]
+    next_seqs: tuple[int, ...]
+
+
+def model_states(wl: Workload) -> ModelStates:
+    """The model's Session and next sequence after each prefix of ``wl``'s steps."""
+    snapshots: list[Snapshot | None] = []
+    next_seqs: list[int] = []
+
+    def observe(session: Any) -> None:
+        snapshots.append(None if session is None else session.snapshot())
+        log = session.log if session is not None else []
+        next_seqs.append(log[-1].first_seq + len(log[-1].writes) if log else 1)
+
+    fold_model(wl, observe)
+    return ModelStates(tuple(snapshots), tuple(next_seqs))
 
 
 def trace(workload: Workload, repo_class: type[JsonlRepository] = JsonlRepository) -> Trace:
@@ -414,9 +433,10 @@ def trace(workload: Workload, repo_class: type[JsonlRepository] = JsonlRepositor
         storage.close()
     ops = tuple(recorder.ops)
     converted = file_ops(ops, ROOT, initial)
+    model = model_states(workload)
     return Trace(
-        workload, ops, tuple(model_states(workload)), initial, converted,
-        acknowledged_at(converted, len(workload.steps)),
+        workload, ops, model.snapshots, initial, converted,
+        acknowledged_at(converted, len(workload.steps)), model.next_seqs,
     )  # fmt: skip
 
 
@@ -645,11 +665,19 @@ class Checker:
         )  # fmt: skip
 
     def check(self, crash: CrashState) -> CrashFailure | None:
+        """Reopen the crash image and judge it with the one recovery checker
+        (:func:`~scopecheck.crashsim.recovery.judge`) under the JSONL rules, adding this
+        format's own checks: the lifecycle invariants (OP-21), no dead sidecar left (CRASH-6),
+        the probe commit above every record on disk (CRASH-3), a second open changing no file
+        (CRASH-4); then crash the recovery (CRASH-5)."""
         self.states += 1
         box = self.box
         before = absolute(crash.state, ROOT)
         box.load(crash.state)
-        expected = [self.trace.states[i] for i in crash.allowed]
+        tr = self.trace
+        expected = Expected(
+            tr.states, tr.next_seqs, [s.op for s in tr.workload.steps], crash.allowed
+        )
 
         def failure(
             rule: str, problem: str, recovered: Any = None, recovery: tuple[int, str] | None = None
@@ -657,96 +685,78 @@ class Checker:
             return self.failure(
                 crash.op_index, crash.variant, rule, problem, recovery=recovery,
                 shown={
-                    "expected": [describe(s) for s in expected],
+                    "expected": [describe(s) for s in expected.states],
                     "recovered": recovered,
                     "files_before": show_files(before),
                     "files_after": show_files(box.tree()),
                 },
             )  # fmt: skip
 
-        try:
-            recorder = RecordingFs(box.fs)
-            repo = self._repo(recorder)
-            if SESSION not in repo.list():
-                if None not in expected:
-                    return failure(
-                        "CRASH-1", "the Session vanished though its create was acknowledged"
-                    )
-                # A later create must start empty: old sidecars never join it (CRASH-9).
-                storage = repo.create(SESSION)
-                if storage.snapshot() != model_states(_just_create())[1]:
-                    got = describe(storage.snapshot())
-                    storage.close()
-                    return failure("CRASH-9", "a re-created Session is not empty", got)
-                storage.close()
-                return None
-            storage = repo.open(SESSION)
-            got = storage.snapshot()
-        except ScopecheckError as exc:
-            return failure("CRASH-1", f"reopen failed: {exc.code}: {exc}")
-        # Extra invariants (the lifecycle's) on every recovered state, model state or not, so
-        # a broken one is reported in its own words: they must hold for an allowed prefix.
-        broken: list[str] = []
-        if self.invariants is not None:
-            for index in crash.allowed:
-                try:
-                    problems = self.invariants(storage, index)
-                except ScopecheckError as exc:
-                    problems = [f"reads of the recovered Session failed: {exc.code}: {exc}"]
-                if not problems:
-                    broken = []
-                    break
-                broken.append(f"as {index} steps: " + "; ".join(problems))
-        if got not in expected:
-            storage.close()
+        recorders: list[RecordingFs] = []
+        recovery_end: list[int] = []
+        files: list[dict[str, bytes]] = []
+
+        def reopen() -> JsonlRepository:
+            recorders.append(RecordingFs(box.fs))
+            return self._repo(recorders[-1])
+
+        def recovered(storage: Any, state: Snapshot, matched: int) -> Broken | None:
+            recovery_end.append(len(recorders[0].ops))
+            broken = self._invariants(storage, crash.allowed)
+            if broken:
+                return Broken("OP-21", "lifecycle invariants broken — " + " | ".join(broken))
+            dead = dead_sidecars(box.tree())
+            if dead:
+                return Broken("CRASH-6", f"retired sidecars left after recovery: {dead}", state)
+            return None
+
+        def committed(results: Sequence[Any], state: Snapshot) -> Broken | None:
+            top = max_seq_on_disk(before)
+            files.append(box.tree())
+            if results[0].seq <= top:
+                problem = f"the next commit got seq {results[0].seq}, not above seq {top} on disk"
+                return Broken("CRASH-3", problem, state)
+            return None
+
+        def mismatched(storage: Any, state: Snapshot | None) -> str:
+            broken = self._invariants(storage, crash.allowed)
+            return "; lifecycle invariants broken — " + " | ".join(broken) if broken else ""
+
+        def reopened() -> Broken | None:
+            if box.tree() != files[0]:
+                return Broken("CRASH-4", "a second reopen changed the files again")
+            return None
+
+        verdict = judge(
+            reopen, expected, session=SESSION, probe=_PROBE,
+            recreate=model_states(_just_create()).snapshots[1],
+            extra=Extra(recovered, committed, reopened, mismatched), rules=JSONL_RULES,
+        )  # fmt: skip
+        if isinstance(verdict, Broken):
+            shown = verdict.recovered
             return failure(
-                "CRASH-2",
-                "recovered state is no model state allowed here (an acknowledged step lost, "
-                "or a step partly visible)"
-                + ("; lifecycle invariants broken — " + " | ".join(broken) if broken else ""),
-                describe(got),
+                verdict.rule, verdict.problem, shown if isinstance(shown, str) else describe(shown)
             )
-        if broken:
-            storage.close()
-            return failure("OP-21", "lifecycle invariants broken — " + " | ".join(broken))
-        recovery_ops = list(recorder.ops)
-        dead = dead_sidecars(box.tree())
-        if dead:
-            storage.close()
-            return failure(
-                "CRASH-6", f"retired sidecars left after recovery: {dead}", describe(got)
-            )
-        # The next commit's seq is above every complete record on disk (CRASH-3).
-        top = max_seq_on_disk(before)
-        try:
-            committed = storage.commit([set_value(value("crash.probe", "k"), 1)])
-            probed = storage.snapshot()
-        except ScopecheckError as exc:
-            return failure("CRASH-3", f"the first commit after recovery failed: {exc.code}: {exc}")
-        finally:
-            storage.close()
-        if committed[0].seq <= top:
-            return failure(
-                "CRASH-3",
-                f"the next commit got seq {committed[0].seq}, not above seq {top} on disk",
-                describe(got),
-            )
-        # Recovery is idempotent and complete: a second open sees the same state (with the
-        # probe commit) and changes no file (CRASH-4).
-        files = box.tree()
-        try:
-            storage = self._repo(box.fs).open(SESSION)
-            again = storage.snapshot()
-            storage.close()
-        except ScopecheckError as exc:
-            return failure("CRASH-4", f"the second reopen failed: {exc.code}: {exc}")
-        if again != probed:
-            return failure("CRASH-4", "a second reopen gives another state", describe(again))
-        if box.tree() != files:
-            return failure("CRASH-4", "a second reopen changed the files again", describe(again))
-        if self.recovery and recovery_ops:
-            return self._crash_recovery(crash, recovery_ops, got, failure)
+        recovery_ops = recorders[0].ops[: recovery_end[0]] if recovery_end else []
+        if self.recovery and recovery_ops and verdict.state is not None:
+            return self._crash_recovery(crash, recovery_ops, verdict.state, failure)
         return None
+
+    def _invariants(self, storage: Any, allowed: tuple[int, ...]) -> list[str]:
+        """The lifecycle's invariants (OP-21) of the reopened Session taken as the model after
+        each allowed number of steps: ``[]`` when they hold for one, else what broke for each."""
+        if self.invariants is None:
+            return []
+        broken: list[str] = []
+        for index in allowed:
+            try:
+                problems = self.invariants(storage, index)
+            except ScopecheckError as exc:
+                problems = [f"reads of the recovered Session failed: {exc.code}: {exc}"]
+            if not problems:
+                return []
+            broken.append(f"as {index} steps: " + "; ".join(problems))
+        return broken
 
     def _crash_recovery(
         self,
@@ -790,6 +800,20 @@ class Checker:
                     recovery=during,
                 )
         return None
+
+
+#: The JSONL crash rule (``spec/rules/crash_jsonl.toml``) each check of the recovery checker
+#: enforces for our own backend.
+JSONL_RULES = {
+    "reopen": "CRASH-1",
+    "vanished": "CRASH-1",
+    "state": "CRASH-2",
+    "recreate": "CRASH-9",
+    "recreate-raised": "CRASH-1",
+    "seq": "CRASH-3",
+    "again": "CRASH-4",
+}
+_PROBE = set_value(value("crash.probe", "k"), 1)
 
 
 def _op_desc(ops: Sequence[FileOp], k: int) -> str:

@@ -21,7 +21,7 @@ invariants), never a second copy of them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -38,6 +38,34 @@ class Broken:
     problem: str
     recovered: Snapshot | str | None = None
     error: BaseException | None = attrs.field(default=None, eq=False)
+
+
+#: The rule each check of :func:`judge` enforces, by the check's name: the format-blind
+#: CRASH-FS rules.  The JSONL sweep judges our own backend under its CRASH rules instead.
+FS_RULES: Mapping[str, str] = {
+    "reopen": "CRASH-FS-1",
+    "vanished": "CRASH-FS-2",
+    "state": "CRASH-FS-2",
+    "recreate": "CRASH-FS-2",
+    "recreate-raised": "CRASH-FS-1",
+    "seq": "CRASH-FS-3",
+    "again": "CRASH-FS-4",
+}
+
+
+@attrs.frozen
+class Extra:
+    """A source's own checks, run by :func:`judge` at three moments: ``recovered(storage,
+    state, matched)`` on the open handle of a state the crash point allows, before the probe
+    commit; ``committed(results, state)`` once the probe commit is made and everything is
+    closed; ``reopened()`` after the second reopen.  Each returns what broke, or ``None``.
+    ``mismatched(storage, state)`` adds the source's own words to a state no crash point
+    allows (what its invariants say of it)."""
+
+    recovered: Callable[[Any, Snapshot, int], Broken | None] | None = None
+    committed: Callable[[Sequence[Any], Snapshot], Broken | None] | None = None
+    reopened: Callable[[], Broken | None] | None = None
+    mismatched: Callable[[Any, Snapshot | None], str] | None = None
 
 
 @attrs.frozen
@@ -107,13 +135,14 @@ def judge(
     session: str,
     probe: Any,
     recreate: Snapshot | None = None,
-    extra: Callable[[Any, Snapshot, int], Broken | None] | None = None,
+    extra: Extra = Extra(),
+    rules: Mapping[str, str] = FS_RULES,
 ) -> Broken | Recovered:
     """Reopen through ``reopen()`` and judge the Session ``session`` (see the module
     docstring); ``probe`` is the write of the first commit after recovery.  ``recreate``: when
     the Session is absent (as allowed), creating it again must give this empty Session --
-    nothing of a deleted or unacknowledged Session joins it (CRASH-FS-2).  ``extra(storage, state,
-    matched)`` runs the source's own checks on the open handle before the probe commit."""
+    nothing of a deleted or unacknowledged Session joins it (CRASH-FS-2).  ``extra`` holds the
+    source's own checks; ``rules`` names the rule of each check."""
     allowed = expected.states
     repo: Any = None
     storage: Any = None
@@ -125,22 +154,25 @@ def judge(
             got: Snapshot | None = storage.snapshot()
     except Exception as exc:
         _quietly(storage, repo)
-        return Broken("CRASH-FS-1", f"reopen after the crash raised {error_text(exc)}", error=exc)
+        problem = f"reopen after the crash raised {error_text(exc)}"
+        return Broken(rules["reopen"], problem, error=exc)
     if not present:
         if None not in allowed:
             _quietly(repo)
-            return Broken("CRASH-FS-2", "the Session vanished though its create was acknowledged")
+            problem = "the Session vanished though its create was acknowledged"
+            return Broken(rules["vanished"], problem)
         if recreate is None:
             _quietly(repo)
             return Recovered(None, 0)
-        return _recreated(repo, session, recreate)
+        return _recreated(repo, session, recreate, rules)
     if got not in allowed:
+        more = "" if extra.mismatched is None else extra.mismatched(storage, got)
         _quietly(storage, repo)
-        return Broken("CRASH-FS-2", expected.mismatch(got), got)
+        return Broken(rules["state"], expected.mismatch(got) + more, got)
     assert got is not None
     matched = expected.allowed[allowed.index(got)]
-    if extra is not None:
-        broken = extra(storage, got, matched)
+    if extra.recovered is not None:
+        broken = extra.recovered(storage, got, matched)
         if broken is not None:
             _quietly(storage, repo)
             return broken
@@ -151,28 +183,35 @@ def judge(
         close(repo)
     except Exception as exc:
         _quietly(storage, repo)
-        return Broken(
-            "CRASH-FS-3", f"the first commit after recovery raised {error_text(exc)}", error=exc
-        )
+        problem = f"the first commit after recovery raised {error_text(exc)}"
+        return Broken(rules["seq"], problem, got, error=exc)
     floor = expected.next_seqs[matched]
     if not done or done[0].seq < floor:
         return Broken(
-            "CRASH-FS-3",
+            rules["seq"],
             f"the first commit after recovery got seq {done[0].seq if done else None}, but the "
             f"recovered state is the model after step {matched}, whose writes used every seq "
             f"below {floor}: a consumed sequence is reused (SEQ-7), or part of a transaction "
             "whose other writes left nothing visible was recovered",
             got,
         )
+    if extra.committed is not None:
+        broken = extra.committed(done, got)
+        if broken is not None:
+            return broken
     again, error = read_again(reopen, session)
     if again != after:
         return Broken(
-            "CRASH-FS-4",
+            rules["again"],
             "a second reopen gives a different state (recovery is not idempotent, or the "
             "commit after recovery was lost)",
             again,
             error,
         )
+    if extra.reopened is not None:
+        broken = extra.reopened()
+        if broken is not None:
+            return broken
     return Recovered(got, matched)
 
 
@@ -197,20 +236,21 @@ def read_again(
             close(repo)
 
 
-def _recreated(repo: Any, session: str, empty: Snapshot) -> Broken | Recovered:
+def _recreated(
+    repo: Any, session: str, empty: Snapshot, rules: Mapping[str, str]
+) -> Broken | Recovered:
     storage: Any = None
     try:
         storage = repo.create(session)
         got = storage.snapshot()
     except Exception as exc:
         _quietly(storage, repo)
-        return Broken(
-            "CRASH-FS-1", f"creating the absent Session raised {error_text(exc)}", error=exc
-        )
+        problem = f"creating the absent Session raised {error_text(exc)}"
+        return Broken(rules["recreate-raised"], problem, error=exc)
     _quietly(storage, repo)
     if got != empty:
         return Broken(
-            "CRASH-FS-2",
+            rules["recreate"],
             "the Session is absent, but creating it again gives old data instead of an empty "
             "Session",
             got,

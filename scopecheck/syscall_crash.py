@@ -74,8 +74,14 @@ from scopecheck.crashsim.failure import (
 )
 from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan
 from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
-from scopecheck.crashsim.generic_sweep import ModelStates, model_states, workload
-from scopecheck.crashsim.jsonl_sweep import BASE_TIME, StepClock, describe
+from scopecheck.crashsim.generic_sweep import workload
+from scopecheck.crashsim.jsonl_sweep import (
+    BASE_TIME,
+    ModelStates,
+    StepClock,
+    describe,
+    model_states,
+)
 from scopecheck.crashsim.jsonl_workloads import Workload, workload_from_json
 from scopecheck.crashsim.persistence import (
     FileOp,
