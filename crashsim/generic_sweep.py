@@ -39,7 +39,7 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -53,7 +53,6 @@ from scopecheck.crashsim.explore import (
     Images,
     Plan,
     check_passes,
-    point_images,
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
 from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence, crash_kind
@@ -65,6 +64,7 @@ from scopecheck.crashsim.jsonl_sweep import (
     Mode,
     ModelStates,
     Sandbox,
+    SandboxRound,
     StepClock,
     allowed_for,
     describe,
@@ -74,7 +74,7 @@ from scopecheck.crashsim.jsonl_sweep import (
     show_files,
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
-from scopecheck.crashsim.persistence import FileOp, Image, Volume, power_image, process_crash
+from scopecheck.crashsim.persistence import FileOp, Image, power_image, process_crash
 from scopecheck.crashsim.recovery import (
     Broken,
     Expected,
@@ -390,50 +390,19 @@ class SweepReport:
     seconds: float = 0.0
 
 
-class FsRound:
-    """One recorded workload of a factory, as a round of the exploration loop
-    (:mod:`scopecheck.crashsim.explore`): its images are the persistence model's, checked by
-    :class:`Checker` (which crashes each recovery itself, CRASH-FS-5), and its fault runs are
+class FsRound(SandboxRound):
+    """One recorded workload of a factory, as a round of the exploration loop: its images
+    are the persistence model's, checked by :class:`Checker` (which crashes each recovery
+    itself, CRASH-FS-5), and its fault runs are
     :func:`~scopecheck.crashsim.generic_faults.fault_runs`."""
 
     def __init__(
         self, factory: Factory, tr: Trace, mode: Mode, seed: int, *, recovery: bool = True
     ) -> None:
+        checker = Checker(factory, tr, mode, recovery=recovery, seed=seed)
+        super().__init__(tr, checker, Images(power=mode == "unsynced"), seed)
         self.factory = factory
         self.trace = tr
-        self.ops = tr.file_ops
-        self.acked_at = tr.acked_at
-        self.base = tr.initial
-        self.seed = seed
-        self.checker = Checker(factory, tr, mode, recovery=recovery, seed=seed)
-        self._allowed = allowed_for(tr)
-        self._images = Images(power=mode == "unsynced")
-
-    @property
-    def states(self) -> int:
-        return self.checker.states
-
-    @property
-    def recovery_states(self) -> int:
-        return self.checker.recovery_states
-
-    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
-        return point_images(volume, ops, k, self.seed, self._images)
-
-    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
-        return self.checker.check(CrashState(k, variant, image, self._allowed(k)))
-
-    def recovers(self, variant: str, image: Image) -> bool:
-        return False  # the checker crashes every recovery itself
-
-    def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
-        return None
-
-    def check_recovery(
-        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
-        image: Image,
-    ) -> CrashFailure | None:  # fmt: skip
-        return None
 
     def fault_runs(
         self, findings: Findings, deadline: float, *, start: int, limit: int | None,

@@ -318,6 +318,25 @@ class Traced(Protocol):
     def file_ops(self) -> tuple[FileOp, ...]: ...
 
 
+class TracedOps(Traced, Protocol):
+    """What a :class:`SandboxRound` reads of a trace (this module's or the generic sweep's)."""
+
+    @property
+    def acked_at(self) -> tuple[int | None, ...]: ...
+
+    @property
+    def initial(self) -> Image: ...
+
+
+class StateChecker(Protocol):
+    """What a :class:`SandboxRound` asks of its checker."""
+
+    states: int
+    recovery_states: int
+
+    def check(self, crash: CrashState) -> CrashFailure | None: ...
+
+
 @attrs.frozen
 class Trace:
     workload: Workload
@@ -870,35 +889,20 @@ def count_states(tr: Trace, mode: Mode, seed: int = 0) -> int:
     return sum(1 for _ in states)
 
 
-class JsonlRound:
-    """One traced JSONL workload as a round of the exploration loop
-    (:mod:`scopecheck.crashsim.explore`): this sweep's images (more cuts per torn write and
-    every byte of a record line in flight), checked by :class:`Checker`, which crashes each
-    recovery itself (CRASH-5); its fault runs are :func:`fault_sweep`'s."""
+class SandboxRound:
+    """A round of the exploration loop (:mod:`scopecheck.crashsim.explore`) over a traced
+    workload on the pyfakefs sandbox, judged by a checker that reopens a :class:`CrashState`
+    and crashes each recovery itself (CRASH-5, CRASH-FS-5), so the loop has none to crash.
+    Subclasses give the checker and the fault runs."""
 
-    def __init__(
-        self,
-        tr: Trace,
-        mode: Mode,
-        repo_class: type[JsonlRepository],
-        seed: int,
-        *,
-        recovery: bool = True,
-        invariants: Callable[[Any, int], list[str]] | None = None,
-    ) -> None:
-        self.trace = tr
+    def __init__(self, tr: TracedOps, checker: StateChecker, images: Images, seed: int) -> None:
         self.ops = tr.file_ops
         self.acked_at = tr.acked_at
         self.base = tr.initial
         self.seed = seed
-        self.repo_class = repo_class
-        self.checker = Checker(
-            tr, mode, repo_class, recovery=recovery, invariants=invariants, seed=seed
-        )
+        self.checker = checker
         self._allowed = allowed_for(tr)
-        self._images = Images(
-            power=mode == "unsynced", cuts=JSONL_CUTS, call_cuts_of=jsonl_call_cuts
-        )
+        self._images = images
 
     @property
     def states(self) -> int:
@@ -925,6 +929,28 @@ class JsonlRound:
         image: Image,
     ) -> CrashFailure | None:  # fmt: skip
         return None
+
+
+class JsonlRound(SandboxRound):
+    """One traced JSONL workload as a round: this sweep's images (more cuts per torn write
+    and every byte of a record line in flight), checked by :class:`Checker`; its fault runs
+    are :func:`fault_sweep`'s."""
+
+    def __init__(
+        self,
+        tr: Trace,
+        mode: Mode,
+        repo_class: type[JsonlRepository],
+        seed: int,
+        *,
+        recovery: bool = True,
+        invariants: Callable[[Any, int], list[str]] | None = None,
+    ) -> None:
+        checker = Checker(tr, mode, repo_class, recovery=recovery, invariants=invariants, seed=seed)
+        images = Images(power=mode == "unsynced", cuts=JSONL_CUTS, call_cuts_of=jsonl_call_cuts)
+        super().__init__(tr, checker, images, seed)
+        self.trace = tr
+        self.repo_class = repo_class
 
     def fault_runs(
         self, findings: Findings, deadline: float, *, start: int, limit: int | None,
