@@ -107,6 +107,32 @@ class CrashFailure:
     shown: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
     backend: str = ""
 
+    @classmethod
+    def of_image(
+        cls,
+        source: str,
+        rule: str,
+        problem: str,
+        *,
+        seed: int,
+        workload: Any,
+        point: int,
+        variant: str,
+        evidence: Evidence,
+        recovery: tuple[int, str] | None = None,
+        target: Mapping[str, Any] | None = None,
+        shown: Mapping[str, Any] | None = None,
+    ) -> CrashFailure:
+        """A failure of the crash image ``variant`` before operation ``point`` -- or, with
+        ``recovery``, of a crash while that image was recovered."""
+        return cls(
+            source=source, rule=rule, problem=problem,
+            run="crash" if recovery is None else "recovery",
+            kind=crash_kind(variant, recovery), seed=seed, workload=workload, point=point,
+            variant=variant, recovery=recovery, evidence=evidence, target=target or {},
+            shown=shown or {},
+        )  # fmt: skip
+
     @property
     def key(self) -> tuple[str, str]:
         """Rule and kind of crash point or fault: what makes two failures distinct."""

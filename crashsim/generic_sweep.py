@@ -55,7 +55,7 @@ from scopecheck.crashsim.explore import (
     check_passes,
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
-from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence, crash_kind
+from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence
 from scopecheck.crashsim.fs_recorder import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
 from scopecheck.crashsim.jsonl_sweep import (
@@ -268,14 +268,19 @@ class Checker:
     ) -> CrashFailure:  # fmt: skip
         """A failure of the crash image ``(k, variant)`` of this trace."""
         tr = self.trace
-        return CrashFailure(
-            source="fs", rule=rule, problem=problem,
-            run="crash" if recovery is None else "recovery",
-            kind=crash_kind(variant, recovery), seed=self.seed, workload=tr.workload.to_json(),
-            point=k, variant=variant, recovery=recovery,
+        return CrashFailure.of_image(
+            "fs",
+            rule,
+            problem,
+            seed=self.seed,
+            workload=tr.workload.to_json(),
+            point=k,
+            variant=variant,
             evidence=Evidence(tr.file_ops, tr.initial, tr.acked_at),
-            target={"mode": self.mode}, shown=shown or {},
-        )  # fmt: skip
+            recovery=recovery,
+            target={"mode": self.mode},
+            shown=shown,
+        )
 
     def check(self, crash: CrashState) -> CrashFailure | None:
         """Reopen the crash image with the user's factory and judge it with the one recovery

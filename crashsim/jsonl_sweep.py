@@ -60,7 +60,7 @@ from scopecheck.crashsim.explore import (
     point_images,
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
-from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence, crash_kind
+from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence
 from scopecheck.crashsim.faults import OneFault, faults_for
 from scopecheck.crashsim.fs_recorder import Op, RecordingFs
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops, image_of
@@ -674,14 +674,19 @@ class Checker:
     ) -> CrashFailure:  # fmt: skip
         """A failure of the crash image ``(k, variant)`` of this trace."""
         tr = self.trace
-        return CrashFailure(
-            source="jsonl", rule=rule, problem=problem,
-            run="crash" if recovery is None else "recovery",
-            kind=crash_kind(variant, recovery), seed=self.seed, workload=tr.workload.to_json(),
-            point=k, variant=variant, recovery=recovery,
+        return CrashFailure.of_image(
+            "jsonl",
+            rule,
+            problem,
+            seed=self.seed,
+            workload=tr.workload.to_json(),
+            point=k,
+            variant=variant,
             evidence=Evidence(tr.file_ops, tr.initial, tr.acked_at),
-            target={"mode": self.mode}, shown=shown or {},
-        )  # fmt: skip
+            recovery=recovery,
+            target={"mode": self.mode},
+            shown=shown,
+        )
 
     def check(self, crash: CrashState) -> CrashFailure | None:
         """Reopen the crash image and judge it with the one recovery checker

@@ -551,10 +551,10 @@ class ImageChecker:
             )
         ops = rec.ops
         recovered = broken.recovered
-        return CrashFailure(
-            source=SOURCE, rule=broken.rule, problem=broken.problem, run="crash",
-            kind=crash_kind(variant), seed=self.seed, workload=rec.workload.to_json(),
-            point=k, variant=variant, evidence=Evidence(rec.ops, EMPTY, rec.acked_at),
+        return CrashFailure.of_image(
+            SOURCE, broken.rule, broken.problem, seed=self.seed,
+            workload=rec.workload.to_json(), point=k, variant=variant,
+            evidence=Evidence(rec.ops, EMPTY, rec.acked_at),
             shown={
                 "op": ops[k].describe() if k < len(ops) else "(end of the run)",
                 "expected": [describe(s) for s in expected.states],
