@@ -133,15 +133,17 @@ def judge(
     expected: Expected,
     *,
     session: str,
-    probe: Any,
+    probe: Any | None,
     recreate: Snapshot | None = None,
     extra: Extra = Extra(),
     rules: Mapping[str, str] = FS_RULES,
 ) -> Broken | Recovered:
     """Reopen through ``reopen()`` and judge the Session ``session`` (see the module
-    docstring); ``probe`` is the write of the first commit after recovery.  ``recreate``: when
-    the Session is absent (as allowed), creating it again must give this empty Session --
-    nothing of a deleted or unacknowledged Session joins it (CRASH-FS-2).  ``extra`` holds the
+    docstring); ``probe`` is the write of the first commit after recovery (``None``: a source
+    whose rules ask for the recovered state only -- SQLite's CRASH-SQL-3 -- stops there).
+    ``recreate``: when the Session is absent (as allowed), creating it again must give this
+    empty Session -- nothing of a deleted or unacknowledged Session joins it (CRASH-FS-2).
+    ``extra`` holds the
     source's own checks; ``rules`` names the rule of each check."""
     allowed = expected.states
     repo: Any = None
@@ -176,6 +178,9 @@ def judge(
         if broken is not None:
             _quietly(storage, repo)
             return broken
+    if probe is None:
+        _quietly(storage, repo)
+        return Recovered(got, matched)
     try:
         done = storage.commit([probe])
         after = storage.snapshot()

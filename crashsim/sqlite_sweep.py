@@ -66,6 +66,14 @@ from scopecheck.crashsim.failure import (
     crash_kind,
 )
 from scopecheck.crashsim.persistence import Device, FileOp, Image, Volume, power_image
+from scopecheck.crashsim.recovery import (
+    FS_RULES,
+    Broken,
+    Expected,
+    Extra,
+    Recovered,
+    judge,
+)
 from scopecheck.crashsim.sqlite_vfs import (
     SECTOR_TEARS,
     FaultPlan,
@@ -336,13 +344,35 @@ def _check_handle(
 Invariants = Callable[[Any, int], list[str]]
 
 
+class _Unflushed:
+    """A repository over a checked copy of an image, whose close skips the checkpoint a last
+    close would run: the copy is thrown away."""
+
+    def __init__(self, repo: Any) -> None:
+        self.repo = repo
+        if hasattr(repo, "connection"):
+            repo.connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+
+    def list(self) -> list[str]:
+        found: list[str] = self.repo.list()
+        return found
+
+    def open(self, session_id: str) -> Any:
+        storage = self.repo.open(session_id)
+        storage.connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+        return storage
+
+    def close(self) -> None:
+        self.repo.close()
+
+
 def _reopen_snapshot(
     box: _Sandbox, root: str, inspect: Callable[[Any, Snapshot], str | None] | None = None
 ) -> tuple[Snapshot | None, str | None]:
     """Reopen ``root`` with a plain repository (default VFS, the real durability settings);
     ``inspect`` looks at the open storage and its snapshot before it is closed."""
     try:
-        repo = open_repository(box.layout, root, None, StepClock())
+        repo = _Unflushed(open_repository(box.layout, root, None, StepClock()))
     except ScopecheckError as exc:
         return None, f"repository open failed: {exc}"
     try:
@@ -352,10 +382,6 @@ def _reopen_snapshot(
             finding = None if inspect is None else inspect(storage, snap)
         except ScopecheckError as exc:
             finding = f"reads of the reopened state failed: {exc}"
-        # the checked copy is thrown away: skip the checkpoint a last close would run
-        storage.connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
-        if hasattr(repo, "connection"):
-            repo.connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         storage.close()
         return snap, finding
     except ScopecheckError as exc:
@@ -365,9 +391,6 @@ def _reopen_snapshot(
     finally:
         with contextlib.suppress(ScopecheckError):
             repo.close()
-
-
-# -- crash states -----------------------------------------------------------------------------
 
 
 # -- crash states -----------------------------------------------------------------------------
@@ -436,29 +459,51 @@ def _judge(
     invariants: Invariants | None = None,
     prefixes: Sequence[int] = (),
 ) -> tuple[Snapshot | None, str | None]:
-    """Reopen ``image``; its state must be one of ``candidates`` (the model after
+    """Reopen ``image`` with a plain repository (default VFS, the real durability settings)
+    and judge it with the one recovery checker (:func:`~scopecheck.crashsim.recovery.judge`,
+    state only: CRASH-SQL-3): its state must be one of ``candidates`` (the model after
     ``prefixes[i]`` transactions) and, with ``invariants``, satisfy them for at least one
     candidate prefix -- checked on every image, model state or not, so a broken invariant is
     reported in its own words.  The reopened state and the problem, if any."""
 
-    def inspect(storage: Any, snap: Snapshot) -> str | None:
+    def broken_invariants(storage: Any) -> str:
         if invariants is None:
-            return None
+            return ""
         found: list[str] = []
         for prefix in prefixes:
-            problems = invariants(storage, prefix)
+            try:
+                problems = invariants(storage, prefix)
+            except ScopecheckError as exc:
+                problems = [f"reads of the reopened state failed: {exc}"]
             if not problems:
-                return None
+                return ""
             found.append(f"as {prefix} transactions: " + "; ".join(problems))
         return "lifecycle invariants broken — " + " | ".join(found)
 
+    def recovered(storage: Any, state: Snapshot, matched: int) -> Broken | None:
+        text = broken_invariants(storage)
+        return Broken("CRASH-SQL-3", text, state) if text else None
+
+    def mismatched(storage: Any, state: Snapshot | None) -> str:
+        text = broken_invariants(storage)
+        return f"; {text}" if text else ""
+
     materialise(image, box.check)
-    snap, problem = _reopen_snapshot(box, box.check, inspect if invariants else None)
-    if problem is None and snap not in candidates:
-        problem = "reopened state is not a model state (partial commit or lost acknowledged one)"
-    elif problem is not None and snap is not None and snap not in candidates:
-        problem = "reopened state is not a model state; " + problem
-    return snap, problem
+    verdict = judge(
+        lambda: _Unflushed(open_repository(box.layout, box.check, None, StepClock())),
+        Expected(candidates, (), (), tuple(range(len(candidates)))),
+        session=SESSION_ID, probe=None, extra=Extra(recovered=recovered, mismatched=mismatched),
+        rules=SQL_RULES,
+    )  # fmt: skip
+    if isinstance(verdict, Recovered):
+        return verdict.state, None
+    state = verdict.recovered
+    return (state if isinstance(state, Snapshot) else None), verdict.problem
+
+
+#: Every check of the recovery checker enforces CRASH-SQL-3 here: the reopened Session is a
+#: model state, whole transactions only, every acknowledged one present.
+SQL_RULES = dict.fromkeys(FS_RULES, "CRASH-SQL-3")
 
 
 def record_recovery(box: _Sandbox, image: Image) -> tuple[FileOp, ...] | None:
