@@ -118,6 +118,10 @@ class RewritingRepair(FileRepository):
         self.fs.fsync_dir(self.root)
 
 
+def fs_recovery_truncate_unsynced(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    return RewritingRepair(clock, fs, root)
+
+
 class IndexedStorage(FileStorage):
     path = ""  # the log's path
 
@@ -185,6 +189,11 @@ PLANTED = {
         "fs_failed_append_not_cut_back",
         "CRASH-FS-9 CRASH-FS-10",
         "the bytes of a failed append left in the log, the next commit appended after them",
+    ),
+    "fs-recovery-truncate-unsynced": (
+        "fs_recovery_truncate_unsynced",
+        "CRASH-FS-5",
+        "a torn tail cut off by renaming an unsynced rewrite of the good prefix over the log",
     ),
     "fs-two-files-out-of-order": (
         "fs_two_files_out_of_order",
