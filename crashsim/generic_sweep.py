@@ -24,7 +24,10 @@ loss.  Each image is loaded into one reused sandbox, the user's factory reopens 
   there and an acknowledged delete still gone (CRASH-FS-2; CRASH-FS-6 for power-loss images);
 * the next commit gets sequences above every acknowledged write (SEQ-7) (CRASH-FS-3);
 * a second reopen gives the same state, probe commit included (CRASH-FS-4);
-* a crash at any mutating operation of the recovery itself is survived (CRASH-FS-5).
+* a crash at any mutating operation of the recovery itself is survived (CRASH-FS-5): a
+  process crash there for every image (the checker's own), and -- in ``unsynced`` mode, for
+  an image whose reopen repaired something -- a power loss there (the loop's recovery
+  crashes), where a repair made durable in the wrong order shows.
 
 :func:`sweep` checks every crash state of one workload, then runs it once per single I/O
 fault without a crash (:mod:`scopecheck.crashsim.generic_faults`, CRASH-FS-9..11).
@@ -39,7 +42,7 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -56,7 +59,7 @@ from scopecheck.crashsim.explore import (
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
 from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence
-from scopecheck.crashsim.fs_recorder import Op, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
 from scopecheck.crashsim.jsonl_sweep import (
     MODES,
@@ -261,12 +264,18 @@ class Checker:
         self.clock.at(len(tr.workload.steps) + 1)
         self.states = 0
         self.recovery_states = 0
+        #: The last image checked whose reopen wrote, renamed or removed something (a
+        #: repair) -- the kind worth crashing the recovery of at power loss -- with that
+        #: reopen's recorded calls and the Session it gave.
+        self.repaired: tuple[Image, tuple[Op, ...], Snapshot] | None = None
 
     def failure(
         self, k: int, variant: str, rule: str, problem: str, *,
         recovery: tuple[int, str] | None = None, shown: dict[str, Any] | None = None,
+        recovery_ops: Sequence[FileOp] = (),
     ) -> CrashFailure:  # fmt: skip
-        """A failure of the crash image ``(k, variant)`` of this trace."""
+        """A failure of the crash image ``(k, variant)`` of this trace (with the operations
+        of its recovery, for a power loss during that recovery)."""
         tr = self.trace
         return CrashFailure.of_image(
             "fs",
@@ -276,7 +285,7 @@ class Checker:
             workload=tr.workload.to_json(),
             point=k,
             variant=variant,
-            evidence=Evidence(tr.file_ops, tr.initial, tr.acked_at),
+            evidence=Evidence(tr.file_ops, tr.initial, tr.acked_at, tuple(recovery_ops)),
             recovery=recovery,
             target={"mode": self.mode},
             shown=shown,
@@ -315,6 +324,8 @@ class Checker:
             return self._failure(crash, expected, broken.rule, broken.problem, broken.recovered)
         # What the first reopen did before the probe commit: the recovery (CRASH-FS-5).
         recovery_ops = recorders[0].ops[: before_probe[0]] if before_probe else []
+        if verdict.state is not None and any(op.kind not in FSYNCS for op in recovery_ops):
+            self.repaired = (crash.state, tuple(recovery_ops), verdict.state)
         if self.recovery and recovery_ops and verdict.state is not None:
             for index, op in enumerate(recovery_ops[:RECOVERY_CRASHES]):
                 torn = len(op.data) // 2 if op.kind in ("write", "append") else 0
@@ -353,6 +364,57 @@ class Checker:
 
     def _reopen(self) -> Snapshot | str | None:
         return read_again(lambda: self.factory(self.clock, fs=self.box.fs, root=ROOT), SESSION)[0]
+
+    def record_recovery(self, state: Image) -> tuple[tuple[FileOp, ...], Snapshot | None]:
+        """Reopen ``state`` once under the recorder: the calls of the factory, ``list``,
+        ``open`` and reading the Session -- what :meth:`check` records of it -- as the
+        persistence model's operations (they start on ``state``), and the Session it gives."""
+        self.box.load(state)
+        recorder = RecordingFs(self.box.fs)
+        repo = self.factory(self.clock, fs=recorder, root=ROOT)
+        storage: Any = None
+        got: Snapshot | None = None
+        try:
+            if SESSION in repo.list():
+                storage = repo.open(SESSION)
+                got = storage.snapshot()
+            ops = tuple(recorder.ops)
+        finally:
+            for thing in (storage, repo):
+                with contextlib.suppress(Exception):
+                    close(thing)
+        return file_ops(ops, ROOT, state), got
+
+    def check_power_loss_in_recovery(
+        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
+        crashed: Image, want: Snapshot | None,
+    ) -> CrashFailure | None:  # fmt: skip
+        """Power loss (``during``) before operation ``j`` of the recovery of image ``(k,
+        variant)``, leaving ``crashed``: the next open must give ``want``, the state the
+        uninterrupted recovery gave (CRASH-FS-5) -- a repair made durable in the wrong order
+        (a rename before the data it names) shows only here."""
+        self.states += 1
+        self.recovery_states += 1
+        self.box.load(crashed)
+        got = self._reopen()
+        if got == want:
+            return None
+        shown = got if isinstance(got, str) else orjson.dumps(describe(got)).decode()
+        op = recovery_ops[j].describe()
+        return self.failure(
+            k, variant, "CRASH-FS-5",
+            f"power loss during the recovery of that image ({during}, before recovery "
+            f"operation {j}: {op}): the next open gives {shown}, not the state of the "
+            "uninterrupted recovery: make a repair durable in order (fsync rewritten data "
+            "before the rename that puts it in place)",
+            recovery=(j, during), recovery_ops=recovery_ops,
+            shown={
+                "expected": [describe(want)],
+                "recovered": got if isinstance(got, str) else describe(got),
+                "files_before": show_files(absolute(crashed, ROOT)),
+                "files_after": show_files(self.box.tree()),
+            },
+        )  # fmt: skip
 
     def _crash_in_recovery(
         self, state: Image, index: int, partial: int, want: Snapshot
@@ -397,17 +459,61 @@ class SweepReport:
 
 class FsRound(SandboxRound):
     """One recorded workload of a factory, as a round of the exploration loop: its images
-    are the persistence model's, checked by :class:`Checker` (which crashes each recovery
-    itself, CRASH-FS-5), and its fault runs are
-    :func:`~scopecheck.crashsim.generic_faults.fault_runs`."""
+    are the persistence model's, checked by :class:`Checker` (which crashes each recovery at
+    a process crash itself, CRASH-FS-5); the recoveries that repair something are crashed at
+    power loss by the loop (:func:`~scopecheck.crashsim.explore.crash_recoveries`), and its
+    fault runs are :func:`~scopecheck.crashsim.generic_faults.fault_runs`."""
 
     def __init__(
         self, factory: Factory, tr: Trace, mode: Mode, seed: int, *, recovery: bool = True
     ) -> None:
-        checker = Checker(factory, tr, mode, recovery=recovery, seed=seed)
-        super().__init__(tr, checker, Images(power=mode == "unsynced"), seed)
+        self.fs_checker = Checker(factory, tr, mode, recovery=recovery, seed=seed)
+        super().__init__(tr, self.fs_checker, Images(power=mode == "unsynced"), seed)
         self.factory = factory
         self.trace = tr
+        #: Images to crash the recovery of, by ``id``: the image (kept alive), its recovery's
+        #: recorded calls and the Session that recovery gave (from :meth:`Checker.check`).
+        self._repairs: dict[int, tuple[Image, tuple[Op, ...], Snapshot]] = {}
+        self._recovered: Snapshot | None = None
+
+    def recovers(self, variant: str, image: Image) -> bool:
+        """Whether to crash the recovery of ``image`` (just checked) at power loss: only in
+        ``unsynced`` mode, and only if its reopen repaired something -- a reopen that only
+        reads and syncs leaves nothing a power loss could undo.  Process crashes of every
+        recovery are the checker's own (:meth:`Checker.check`)."""
+        repaired = self.fs_checker.repaired
+        if not (self._images.power and self.fs_checker.recovery) or repaired is None:
+            return False
+        if repaired[0] is not image:
+            return False
+        self._repairs[id(image)] = repaired
+        return True
+
+    def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
+        """The recovery :meth:`Checker.check` recorded when it reopened ``image`` (the same
+        calls :meth:`Checker.record_recovery` records, so a replay rebuilds its images)."""
+        kept = self._repairs.pop(id(image), None)
+        if kept is None or kept[0] is not image:
+            try:
+                ops, self._recovered = self.fs_checker.record_recovery(image)
+            except Exception:
+                return None  # the image's own check passed: its reopen is judged there
+            return ops
+        _, calls, self._recovered = kept
+        return file_ops(calls, ROOT, image)
+
+    def check_recovery(
+        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
+        image: Image,
+    ) -> CrashFailure | None:  # fmt: skip
+        """A power loss during the recovery recorded last (the loop crashes a recovery right
+        after recording it); process crashes are left to the checker, which crashes every
+        recovery at every call itself (CRASH-FS-5)."""
+        if process_crash(during):
+            return None
+        return self.fs_checker.check_power_loss_in_recovery(
+            k, variant, recovery_ops, j, during, image, self._recovered
+        )
 
     def fault_runs(
         self, findings: Findings, deadline: float, *, start: int, limit: int | None,
@@ -563,6 +669,8 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
         ])  # fmt: skip
     crash = CrashState(op_index, variant, image, allowed_for(tr)(op_index))
     checker = Checker(factory, tr, "unsynced" if mode == "unsynced" else "prefix")
+    if failure.recovery is not None and not process_crash(failure.recovery[1]):
+        return _replay_power_loss_in_recovery(checker, crash, failure.recovery, lines)
     found = checker.check(crash)
     after = checker.box.tree()
     ops = tr.file_ops
@@ -583,6 +691,34 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool, str]:
     lines.append(f"FAILED {found.rule}: {found.problem}")
     lines.append(f"expected one of: {orjson.dumps(found.shown.get('expected')).decode()}")
     lines.append(f"recovered: {orjson.dumps(found.shown.get('recovered')).decode()}")
+    return True, "\n".join(lines)
+
+
+def _replay_power_loss_in_recovery(
+    checker: Checker, crash: CrashState, recovery: tuple[int, str], lines: list[str]
+) -> tuple[bool, str]:
+    """Replay a power loss during a recovery (CRASH-FS-5): the recovery of the rebuilt image is
+    recorded again, and the image of the named power loss before its operation ``j`` is
+    rebuilt from those operations and reopened."""
+    j, during = recovery
+    rops, want = checker.record_recovery(crash.state)
+    lines.append(
+        f"crash before operation {crash.op_index}, {crash.variant}; its recovery makes "
+        f"{len(rops)} operations; power loss before recovery operation {j}, {during}"
+    )
+    try:
+        crashed = power_image(rops, j, during, start=crash.state)
+    except ValueError:
+        lines.append("the recovery no longer has that crash state: the recorded point is gone")
+        return False, "\n".join(lines)
+    lines += render_files("files on disk after the power loss in recovery", absolute(crashed, ROOT))
+    found = checker.check_power_loss_in_recovery(
+        crash.op_index, crash.variant, rops, j, during, crashed, want
+    )
+    if found is None:
+        lines.append("the next open gives the state of the uninterrupted recovery")
+        return False, "\n".join(lines)
+    lines.append(f"FAILED {found.rule}: {found.problem}")
     return True, "\n".join(lines)
 
 

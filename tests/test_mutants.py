@@ -90,13 +90,15 @@ FS_MUTANTS = [m for m in all_mutants() if m.caught_by.startswith("fs:")]
 
 
 @pytest.mark.rule("ARCH-2", "CRASH-COV-1", "CRASH-COV-4", "CRASH-FS-6", "CRASH-FS-9")
-@pytest.mark.rule("CRASH-FS-10")
+@pytest.mark.rule("CRASH-FS-10", "CRASH-FS-1", "CRASH-FS-5")
 @pytest.mark.parametrize("mutant", FS_MUTANTS, ids=lambda m: m.name)
 def test_the_filesystem_path_catches_planted_durability_bug(mutant) -> None:  # type: ignore[no-untyped-def]
     """Durability bugs behind a ``make_backend(clock, *, fs, root)`` factory -- a long unsynced
     start-up before commits acknowledged without fsync, a group commit fsyncing every second
-    commit, an fsync retried after EIO, a failed append left in the log -- are caught by the
-    exploration ``validate`` runs, under the rule the catalogue names, well inside its budget."""
+    commit, an fsync retried after EIO, a failed append left in the log, a torn tail repaired
+    by renaming an unsynced rewrite over the log, an index fsynced before the log it names --
+    are caught by the exploration ``validate`` runs, under the rule the catalogue names, well
+    inside its budget."""
     result = run_mutant(mutant)
     assert result.caught, f"{mutant.name} escaped: {result.error or 'no failure'}"
     assert result.error.split(":")[0] in mutant.caught_by.removeprefix("fs:").split()

@@ -3,9 +3,11 @@
 Each is the good file example (``scopecheck.examples.good_file_backend``) given a factory
 ``make_backend(clock, *, fs, root)`` -- the door a user with a ``FileSystem``-based backend comes
 in by -- with the ``FileSystem`` it is handed wrapped at one call (a public seam: the backend
-underneath is unchanged).  With no crash and no fault every one of them stores the right state;
-``scopecheck mutants`` runs each through :func:`scopecheck.crashsim.generic_sweep.explore`, the
-exploration ``scopecheck validate`` runs for such a factory, and expects the rule named here.
+underneath is unchanged), or with one public method of the example's classes overridden (a
+repair, a storage's ``persist``).  With no crash and no fault every one of them stores the right
+state; ``scopecheck mutants`` runs each through
+:func:`scopecheck.crashsim.generic_sweep.explore`, the exploration ``scopecheck validate`` runs for
+such a factory, and expects the rule named here.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from scopecheck.examples.good_file_backend import FileRepository
+from scopecheck.examples.good_file_backend import FileRepository, FileStorage
 from scopecheck.impl.fs import AppendFile, FileSystem
-from scopecheck.models.errors import StorageIOError
+from scopecheck.models.errors import CorruptError, StorageIOError
 from scopecheck.mutants import MutantResult, register_factories
 from scopecheck.mutants.seams import WrappedFileSystem
 
@@ -102,6 +104,69 @@ def fs_failed_append_not_cut_back(clock: Any, *, fs: FileSystem, root: str) -> F
     return FileRepository(clock, _NoCutBack(fs), root)
 
 
+class RewritingRepair(FileRepository):
+    def repair(self, path: str, complete: bytes) -> None:
+        """Cuts a torn tail by writing the good prefix to a new file renamed over the log --
+        fsyncing the directory but never the new file's data.  Atomic against a process crash
+        (the rename swaps whole files), but a power loss during or right after the recovery
+        keeps the durable rename and loses the unsynced data: the log comes back empty or
+        torn, its acknowledged commits gone (CRASH-FS-5).  The example's own repair truncates
+        in place and fsyncs; a truncate alone left unsynced would be no bug -- lost, it brings
+        back the same torn tail, which the next open cuts again."""
+        self.fs.write_file(path + ".tmp", complete)
+        self.fs.rename(path + ".tmp", path)
+        self.fs.fsync_dir(self.root)
+
+
+def fs_recovery_truncate_unsynced(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    return RewritingRepair(clock, fs, root)
+
+
+class IndexedStorage(FileStorage):
+    path = ""  # the log's path
+
+    def attach(self, fs: Any, path: str) -> None:
+        super().attach(fs, path)
+        self.path = path
+
+    def persist(self, line: bytes) -> None:
+        """Appends the line, then records its length in an index file -- fsyncing the index
+        before the log, so a power loss between the two leaves an index naming bytes the log
+        never got."""
+        index = f"{self.path}.idx"
+        self.fs.append(self.handle, line)
+        if not self.fs.exists(index):
+            self.fs.write_file(index, b"")
+        handle = self.fs.open_append(index)
+        try:
+            self.fs.append(handle, b"%d\n" % len(line))
+            self.fs.fsync(handle)
+        finally:
+            self.fs.close(handle)
+        self.fs.fsync(self.handle)
+        self.size += len(line)
+
+
+class IndexedRepository(FileRepository):
+    storage_class = IndexedStorage
+
+    def load(self, session_id: str) -> dict[str, Any]:
+        """Trusts the index: the log must hold every line it names."""
+        index = f"{self.path(session_id)}.idx"
+        if self.fs.exists(index):
+            named = sum(int(n) for n in self.fs.read_bytes(index).split())
+            if named > self.fs.file_size(self.path(session_id)):
+                raise CorruptError("corrupt", f"{index} names bytes the log does not hold")
+        return super().load(session_id)
+
+
+def fs_two_files_out_of_order(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    """A log with an index file naming its lines, the index made durable first: a power loss
+    before the log's fsync (the commit not yet acknowledged) keeps the index and drops the
+    line, and the reopen refuses the Session as corrupt (CRASH-FS-1)."""
+    return IndexedRepository(clock, fs, root)
+
+
 #: name -> (factory, the rules that may catch it, one line).
 PLANTED = {
     "fs-ack-after-long-startup": (
@@ -124,6 +189,16 @@ PLANTED = {
         "fs_failed_append_not_cut_back",
         "CRASH-FS-9 CRASH-FS-10",
         "the bytes of a failed append left in the log, the next commit appended after them",
+    ),
+    "fs-recovery-truncate-unsynced": (
+        "fs_recovery_truncate_unsynced",
+        "CRASH-FS-5",
+        "a torn tail cut off by renaming an unsynced rewrite of the good prefix over the log",
+    ),
+    "fs-two-files-out-of-order": (
+        "fs_two_files_out_of_order",
+        "CRASH-FS-1",
+        "two files made durable in the wrong order: an index fsynced before the log it names",
     ),
 }
 

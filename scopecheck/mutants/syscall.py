@@ -20,11 +20,12 @@ from typing import Any
 from scopecheck.examples.good_file_backend import FileRepository, FileStorage
 from scopecheck.examples.sqlite3_backend import Sqlite3Repository, Sqlite3Storage
 from scopecheck.impl.fs import OsFileSystem
-from scopecheck.models.errors import CorruptError
 from scopecheck.mutants import MutantResult, register_factories
 from scopecheck.mutants.fs_crash import (
     STARTUP_WRITES,
+    IndexedRepository,
     RetryingFsync,
+    RewritingRepair,
     SyncingEveryOther,
     Unsynced,
 )
@@ -92,18 +93,8 @@ def fsync_retry_after_eio(clock: Any, *, root: str) -> FileRepository:
     return FileRepository(clock, RetryingFsync(OsFileSystem()), root)
 
 
-class _RewritingRepair(FileRepository):
-    def repair(self, path: str, complete: bytes) -> None:
-        """Cuts a torn tail by writing the good prefix to a new file renamed over the log --
-        fsyncing the directory but never the new file's data, so a crash during recovery
-        can leave the log empty."""
-        self.fs.write_file(path + ".tmp", complete)
-        self.fs.rename(path + ".tmp", path)
-        self.fs.fsync_dir(self.root)
-
-
 def recovery_rewrite_unsynced(clock: Any, *, root: str) -> FileRepository:
-    return _RewritingRepair(clock, OsFileSystem(), root)
+    return RewritingRepair(clock, OsFileSystem(), root)
 
 
 class _LeavingFailedAppends(FileStorage):
@@ -121,46 +112,8 @@ def failed_append_left_in_place(clock: Any, *, root: str) -> FileRepository:
     return _NoCutBack(clock, OsFileSystem(), root)
 
 
-class _IndexedStorage(FileStorage):
-    path = ""  # the log's path
-
-    def attach(self, fs: Any, path: str) -> None:
-        super().attach(fs, path)
-        self.path = path
-
-    def persist(self, line: bytes) -> None:
-        """Appends the line, then records its length in an index file -- fsyncing the index
-        before the log, so a crash between the two leaves an index naming bytes the log
-        never got."""
-        index = f"{self.path}.idx"
-        self.fs.append(self.handle, line)
-        if not self.fs.exists(index):
-            self.fs.write_file(index, b"")
-        handle = self.fs.open_append(index)
-        try:
-            self.fs.append(handle, b"%d\n" % len(line))
-            self.fs.fsync(handle)
-        finally:
-            self.fs.close(handle)
-        self.fs.fsync(self.handle)
-        self.size += len(line)
-
-
-class _IndexedRepository(FileRepository):
-    storage_class = _IndexedStorage
-
-    def load(self, session_id: str) -> dict[str, Any]:
-        """Trusts the index: the log must hold every line it names."""
-        index = f"{self.path(session_id)}.idx"
-        if self.fs.exists(index):
-            named = sum(int(n) for n in self.fs.read_bytes(index).split())
-            if named > self.fs.file_size(self.path(session_id)):
-                raise CorruptError("corrupt", f"{index} names bytes the log does not hold")
-        return super().load(session_id)
-
-
 def index_before_log(clock: Any, *, root: str) -> FileRepository:
-    return _IndexedRepository(clock, OsFileSystem(), root)
+    return IndexedRepository(clock, OsFileSystem(), root)
 
 
 #: name -> (factory, the rules that may catch it, one line).  With synchronous=OFF the schema

@@ -16,7 +16,7 @@ from scopecheck.crashsim.generic_faults import fault_plan
 from scopecheck.crashsim.generic_sweep import explore, replay_record, trace, workload
 from scopecheck.examples import broken_file_backend
 from scopecheck.examples import good_file_backend as good
-from scopecheck.mutants.fs_crash import fs_ack_after_long_startup
+from scopecheck.mutants.fs_crash import fs_ack_after_long_startup, fs_recovery_truncate_unsynced
 
 
 @pytest.mark.rule("CRASH-COV-1", "CRASH-COV-2", "CRASH-FS-2", "CRASH-FS-6")
@@ -82,3 +82,23 @@ def test_a_failure_does_not_end_the_exploration_and_each_distinct_one_replays() 
         still, text = replay_record(orjson.loads(orjson.dumps(record)), factory)
         assert still, text
         assert record["rule"] in text
+
+
+@pytest.mark.rule("CRASH-FS-5", "CRASH-COV-5")
+def test_a_power_loss_during_a_repair_is_explored_and_replays() -> None:
+    """A repair renamed into place before its data is fsynced survives every process crash
+    of its recovery; only a power loss during that recovery (the loop's recovery crashes,
+    for the images whose reopen repaired something) loses the log.  The record rebuilds that
+    image from the recovery's own operations and replays; against the example's repair
+    (truncate, then fsync) the same record replays as fixed."""
+    factory = fs_recovery_truncate_unsynced
+    found = explore(factory, budget=2.0, max_failures=1)
+    (failure,) = found.failures
+    assert failure.rule == "CRASH-FS-5" and failure.run == "recovery", failure
+    assert failure.recovery is not None and failure.recovery[1] != "process"
+    assert failure.evidence is not None and failure.evidence.recovery_ops
+    record = orjson.loads(orjson.dumps(failure.to_json()))
+    still, text = replay_record(record, factory)
+    assert still and "CRASH-FS-5" in text, text
+    still, text = replay_record(record, good.make_backend)
+    assert not still and "uninterrupted recovery" in text, text
