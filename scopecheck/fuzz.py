@@ -166,12 +166,8 @@ def fuzz_backend(
                 on_progress(report)
     remaining = budget - (time.perf_counter() - started)
     if backend.crash is not None and not report.failures and remaining > 0:
-        with_faults = getattr(backend.crash, "explore_with_faults", None)
-        if with_faults is not None:
-            states, faults, records = with_faults(remaining, seed)
-            report.crash_fault_runs += faults
-        else:
-            states, records = backend.crash.explore(remaining, seed)
+        states, faults, records = backend.crash.explore_with_faults(remaining, seed)
+        report.crash_fault_runs += faults
         report.crash_states += states
         for record in records:
             report.failures += 1
