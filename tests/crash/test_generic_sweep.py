@@ -203,14 +203,17 @@ def test_planted_bug_is_caught_under_its_rule_and_replays(
     assert rule in text
 
 
-@pytest.mark.rule("CRASH-FS-6")
-def test_replay_of_a_fixed_backend_says_so() -> None:
-    """A reproducer of the unsynced example replayed against the good one passes (exit 0)."""
-    _seed, found = _first_failure(broken_file_backend.make_backend)
-    record = found.to_json()
-    still, text = replay_record(record, good.make_backend)
-    assert not still, text
-    assert "every check passes" in text
+@pytest.mark.rule("CRASH-FS-1", "CRASH-FS-6", "CRASH-COV-5")
+def test_replay_rebuilds_the_recorded_image_and_shows_a_fixed_recovery() -> None:
+    """A replay reopens the recorded image byte for byte with the backend as it is now: a
+    backend whose recovery was fixed passes it; one that now writes differently is told that
+    the recorded image still loses data and that its fix shows in a new exploration."""
+    _seed, torn = _first_failure(PLANTED[0][1], "CRASH-FS-1")
+    still, text = replay_record(torn.to_json(), good.make_backend)
+    assert still is False and "every check passes" in text, text
+    _seed, unsynced = _first_failure(broken_file_backend.make_backend)
+    still, text = replay_record(unsynced.to_json(), good.make_backend)
+    assert still is True and "now makes other operations" in text, text
 
 
 # -- detecting support ---------------------------------------------------------------------------
