@@ -125,9 +125,6 @@ def workload(seed: int, transactions: int = 6) -> Workload:
     )
 
 
-# -- the model ---------------------------------------------------------------------------------
-
-
 # -- running a workload --------------------------------------------------------------------------
 
 
@@ -241,7 +238,7 @@ def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot 
 
 
 def _power_loss(variant: str) -> bool:
-    return not process_crash(variant) and not variant.startswith(("fault:", "no-crash"))
+    return not process_crash(variant)
 
 
 _PROBE = value("scopecheck.probe", "after-crash")

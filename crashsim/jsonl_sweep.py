@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import posixpath
 import random
 import re
@@ -753,8 +754,9 @@ class Checker:
 
         verdict = judge(
             reopen, expected, session=SESSION, probe=_PROBE,
-            recreate=model_states(_just_create()).snapshots[1],
+            recreate=_created(),
             extra=Extra(recovered, committed, reopened, mismatched), rules=JSONL_RULES,
+            errors=(ScopecheckError,),
         )  # fmt: skip
         if isinstance(verdict, Broken):
             shown = verdict.recovered
@@ -846,6 +848,12 @@ def _op_desc(ops: Sequence[FileOp], k: int) -> str:
 
 def _just_create() -> Workload:
     return Workload("create", (Step("create"),))
+
+
+@functools.cache
+def _created() -> Snapshot | None:
+    """The model's Session right after its create: what creating it again must give."""
+    return model_states(_just_create()).snapshots[1]
 
 
 # -- exploring -------------------------------------------------------------------------------

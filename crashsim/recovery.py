@@ -21,11 +21,13 @@ invariants), never a second copy of them.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.records import Snapshot
 
 
@@ -110,6 +112,25 @@ class Expected:
         )
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def ours(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by scopecheck's own crash tooling (a recorder, the sandbox)
+    rather than by the backend: then it is our bug, re-raised, never a verdict on the
+    backend."""
+    if isinstance(exc, ScopecheckError):
+        return False
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    return last is not None and os.path.abspath(last.tb_frame.f_code.co_filename).startswith(
+        _HERE + os.sep
+    )
+
+
 def error_text(exc: BaseException) -> str:
     code = getattr(exc, "code", None)
     return f"{type(exc).__name__}({code}): {exc}" if code else f"{type(exc).__name__}: {exc}"
@@ -137,6 +158,7 @@ def judge(
     recreate: Snapshot | None = None,
     extra: Extra = Extra(),
     rules: Mapping[str, str] = FS_RULES,
+    errors: tuple[type[Exception], ...] = (Exception,),
 ) -> Broken | Recovered:
     """Reopen through ``reopen()`` and judge the Session ``session`` (see the module
     docstring); ``probe`` is the write of the first commit after recovery (``None``: a source
@@ -144,7 +166,9 @@ def judge(
     ``recreate``: when the Session is absent (as allowed), creating it again must give this
     empty Session -- nothing of a deleted or unacknowledged Session joins it (CRASH-FS-2).
     ``extra`` holds the
-    source's own checks; ``rules`` names the rule of each check."""
+    source's own checks; ``rules`` names the rule of each check; ``errors`` are the exceptions
+    that are the backend's answer (a source whose backend must answer with coded errors only
+    narrows them) -- any other, and any raised by our own tooling (:func:`ours`), propagates."""
     allowed = expected.states
     repo: Any = None
     storage: Any = None
@@ -154,7 +178,9 @@ def judge(
         if present:
             storage = repo.open(session)
             got: Snapshot | None = storage.snapshot()
-    except Exception as exc:
+    except errors as exc:
+        if ours(exc):
+            raise
         _quietly(storage, repo)
         problem = f"reopen after the crash raised {error_text(exc)}"
         return Broken(rules["reopen"], problem, error=exc)
@@ -166,7 +192,7 @@ def judge(
         if recreate is None:
             _quietly(repo)
             return Recovered(None, 0)
-        return _recreated(repo, session, recreate, rules)
+        return _recreated(repo, session, recreate, rules, errors)
     if got not in allowed:
         more = "" if extra.mismatched is None else extra.mismatched(storage, got)
         _quietly(storage, repo)
@@ -184,12 +210,20 @@ def judge(
     try:
         done = storage.commit([probe])
         after = storage.snapshot()
-        storage.close()
-        close(repo)
-    except Exception as exc:
+    except errors as exc:
+        if ours(exc):
+            raise
         _quietly(storage, repo)
         problem = f"the first commit after recovery raised {error_text(exc)}"
         return Broken(rules["seq"], problem, got, error=exc)
+    try:
+        storage.close()
+        close(repo)
+    except errors as exc:
+        if ours(exc):
+            raise
+        problem = f"closing the recovered Session after its first commit raised {error_text(exc)}"
+        return Broken(rules["again"], problem, got, error=exc)
     floor = expected.next_seqs[matched]
     if not done or done[0].seq < floor:
         return Broken(
@@ -204,7 +238,7 @@ def judge(
         broken = extra.committed(done, got)
         if broken is not None:
             return broken
-    again, error = read_again(reopen, session)
+    again, error = read_again(reopen, session, errors)
     if again != after:
         return Broken(
             rules["again"],
@@ -221,7 +255,7 @@ def judge(
 
 
 def read_again(
-    reopen: Callable[[], Any], session: str
+    reopen: Callable[[], Any], session: str, errors: tuple[type[Exception], ...] = (Exception,)
 ) -> tuple[Snapshot | str | None, BaseException | None]:
     """The Session's state after another reopen (``None``: absent), or why it could not be
     read and the exception."""
@@ -234,7 +268,9 @@ def read_again(
         snapshot: Snapshot = storage.snapshot()
         storage.close()
         return snapshot, None
-    except Exception as exc:
+    except errors as exc:
+        if ours(exc):
+            raise
         return f"reopen raised {error_text(exc)}", exc
     finally:
         with contextlib.suppress(Exception):
@@ -242,13 +278,19 @@ def read_again(
 
 
 def _recreated(
-    repo: Any, session: str, empty: Snapshot, rules: Mapping[str, str]
+    repo: Any,
+    session: str,
+    empty: Snapshot,
+    rules: Mapping[str, str],
+    errors: tuple[type[Exception], ...],
 ) -> Broken | Recovered:
     storage: Any = None
     try:
         storage = repo.create(session)
         got = storage.snapshot()
-    except Exception as exc:
+    except errors as exc:
+        if ours(exc):
+            raise
         _quietly(storage, repo)
         problem = f"creating the absent Session raised {error_text(exc)}"
         return Broken(rules["recreate-raised"], problem, error=exc)

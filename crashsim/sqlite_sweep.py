@@ -458,13 +458,16 @@ def _judge(
     candidates: Sequence[Snapshot],
     invariants: Invariants | None = None,
     prefixes: Sequence[int] = (),
+    history: Sequence[Snapshot] | None = None,
 ) -> tuple[Snapshot | None, str | None]:
     """Reopen ``image`` with a plain repository (default VFS, the real durability settings)
     and judge it with the one recovery checker (:func:`~scopecheck.crashsim.recovery.judge`,
     state only: CRASH-SQL-3): its state must be one of ``candidates`` (the model after
     ``prefixes[i]`` transactions) and, with ``invariants``, satisfy them for at least one
     candidate prefix -- checked on every image, model state or not, so a broken invariant is
-    reported in its own words.  The reopened state and the problem, if any."""
+    reported in its own words.  With ``history`` (the model after each number of
+    transactions) a wrong state says which acknowledged commits it lost.  The reopened state
+    and the problem, if any."""
 
     def broken_invariants(storage: Any) -> str:
         if invariants is None:
@@ -488,10 +491,15 @@ def _judge(
         text = broken_invariants(storage)
         return f"; {text}" if text else ""
 
+    expected = (
+        Expected(candidates, (), (), tuple(range(len(candidates))))
+        if history is None
+        else Expected(history, (), ("commit",) * len(history), tuple(prefixes))
+    )
     materialise(image, box.check)
     verdict = judge(
         lambda: _Unflushed(open_repository(box.layout, box.check, None, StepClock())),
-        Expected(candidates, (), (), tuple(range(len(candidates)))),
+        expected,
         session=SESSION_ID, probe=None, extra=Extra(recovered=recovered, mismatched=mismatched),
         rules=SQL_RULES,
     )  # fmt: skip
@@ -586,7 +594,9 @@ class SqliteRound:
         acked = self.rec.acked(k)
         prefixes = [acked] + ([acked + 1] if acked < len(self.workload) else [])
         allowed = [self.expected[p] for p in prefixes]
-        snap, problem = _judge(self.box, image, allowed, self.invariants, prefixes)
+        snap, problem = _judge(
+            self.box, image, allowed, self.invariants, prefixes, history=self.expected
+        )
         self.states += 1
         self._last = None
         if problem is not None:

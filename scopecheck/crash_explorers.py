@@ -57,6 +57,7 @@ class CrashExplorer:
     ) -> tuple[int, int, list[dict[str, Any]]]:
         """``(crash states, fault and kill runs, reproducer records)``: one record per
         distinct failure (CRASH-COV-4)."""
+        self.limits, self.kill_runs, self.coverage = [], 0, None  # this run's, not the last
         found = self.source_run(budget, seed)
         self.coverage = found.coverage
         self.limits.extend(text for text in found.findings.limits if text not in self.limits)

@@ -91,7 +91,7 @@ from scopecheck.crashsim.persistence import (
     power_image,
     process_crash,
 )
-from scopecheck.crashsim.recovery import Broken, Expected, after_power_loss, judge
+from scopecheck.crashsim.recovery import Broken, Expected, after_power_loss, judge, read_again
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.models.addresses import value
@@ -206,6 +206,14 @@ class Recording:
         done = self.acked(k)
         last = len(self.workload.steps)
         return (done,) if done >= last else (done, done + 1)
+
+    def narrowed(self, k: int, recovered: Snapshot | None) -> tuple[int, ...]:
+        """Of the model states a crash before ``k`` allows, the ones equal to ``recovered``
+        -- what an uninterrupted recovery of that crash gave, so a crash during it must give
+        it too (CRASH-FS-5)."""
+        allowed = self.allowed(k)
+        same = tuple(i for i in allowed if self.model.snapshots[i] == recovered)
+        return same or allowed
 
 
 def _outcome(exc: BaseException) -> str:
@@ -502,20 +510,31 @@ class ImageChecker:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    def read(self, image: Image) -> Snapshot | None:
+        """The Session a reopen of ``image`` gives (``None``: none or unreadable)."""
+        directory = os.path.join(self.base, "read")
+        write_image(image, directory)
+        got, _ = read_again(lambda: self.reopen(directory), SESSION, (ScopecheckError,))
+        return got if isinstance(got, Snapshot) else None
+
     def reopen(self, directory: str) -> ProcessRepository:
         """The checker child's repository, started over ``directory``."""
         self.process.request("hello", protocol=1, root=directory)
         return ProcessRepository(self.process)
 
     def check(
-        self, k: int, variant: str, image: Image, allowed: tuple[int, ...]
-    ) -> CrashFailure | None:
+        self, k: int, variant: str, image: Image, allowed: tuple[int, ...], *,
+        remember: bool = True,
+    ) -> CrashFailure | None:  # fmt: skip
         """Reopen ``image`` -- the crash ``variant`` before operation ``k`` -- and judge it
-        against the model states ``allowed``."""
+        against the model states ``allowed``.  ``remember``: the image is one of the
+        recording's, rebuilt by name in a replay, so it joins ``history`` (a crash during a
+        recovery does not)."""
         if self.broken or len(self.history) >= CHECKER_LIFETIME:
             self.fresh()
         self.last_history = tuple(self.history)
-        self.history.append((k, variant))
+        if remember:
+            self.history.append((k, variant))
         try:
             return self._check(k, variant, image, allowed)
         except ProtocolError:
@@ -537,7 +556,7 @@ class ImageChecker:
         write_image(image, directory)
         verdict = judge(
             lambda: self.reopen(directory), expected, session=SESSION,
-            probe=set_value(_PROBE, self.checked),
+            probe=set_value(_PROBE, self.checked), errors=(ScopecheckError,),
         )  # fmt: skip
         if not isinstance(verdict, Broken):
             return None
@@ -568,9 +587,10 @@ class ImageChecker:
 
 def record_recovery(
     command: Sequence[str], cwd: str, image: Image, base: str, clock_at: int
-) -> tuple[FileOp, ...]:
+) -> tuple[tuple[FileOp, ...], Snapshot | None]:
     """The file operations a fresh backend process makes while it reopens ``image`` (lists,
-    opens and reads the Session, closes), recorded under strace over a copy of it."""
+    opens and reads the Session, closes), recorded under strace over a copy of it, and the
+    Session that uninterrupted recovery gave (``None``: none)."""
     root = tempfile.mkdtemp(prefix="recovery-", dir=base)
     trace = os.path.join(base, f"{os.path.basename(root)}.trace")
     clock = StepClock()
@@ -578,24 +598,22 @@ def record_recovery(
     try:
         write_image(image, root)
         process = BackendProcess(strace_command(trace, command), root, clock, cwd=cwd)
+        recovered: Snapshot | None = None
         try:
             repo = ProcessRepository(process)
             if SESSION in repo.list():
                 storage = repo.open(SESSION)
-                storage.snapshot()
+                recovered = storage.snapshot()
                 storage.close()
             with contextlib.suppress(ScopecheckError):
                 repo.close()
         finally:
             process.stop()
-        return extract(read_trace(trace), root, cwd).ops
+        return extract(read_trace(trace), root, cwd).ops, recovered
     finally:
         shutil.rmtree(root, ignore_errors=True)
         with contextlib.suppress(OSError):
             os.unlink(trace)
-
-
-#: Recovery operations crashed per recorded recovery (the first ones: where repair happens).
 
 
 def _portable(command: Sequence[str], cwd: str) -> list[str]:
@@ -779,6 +797,8 @@ class SyscallRound:
         self.states = 0
         self.recovery_states = 0
         self._plans: list[tuple[int, int, str]] | None = None
+        #: What the recovery recorded last gave, uninterrupted.
+        self._recovered: Snapshot | None = None
 
     def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
         return point_images(volume, ops, k, self.seed)
@@ -812,21 +832,26 @@ class SyscallRound:
     def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
         source = self.source
         try:
-            return record_recovery(source.command, source.cwd, image, source.base,
-                                   len(self.recording.workload.steps) + 1)  # fmt: skip
+            rops, self._recovered = record_recovery(
+                source.command, source.cwd, image, source.base,
+                len(self.recording.workload.steps) + 1,
+            )  # fmt: skip
         except ScopecheckError:
             return None  # the image's own check passed: a reopen that fails now is timing
+        return rops
 
     def check_recovery(
         self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
         image: Image,
     ) -> CrashFailure | None:  # fmt: skip
         """The image of a crash (``during``) before operation ``j`` of the recovery of image
-        ``(k, variant)`` must still be a state the crash at ``k`` allows (CRASH-FS-5)."""
+        ``(k, variant)`` must reopen to the state that uninterrupted recovery gave
+        (CRASH-FS-5)."""
         self.states += 1
         self.recovery_states += 1
         rec = self.recording
-        found = self.checker.check(j, during, image, rec.allowed(k))
+        allowed = rec.narrowed(k, self._recovered)
+        found = self.checker.check(j, during, image, allowed, remember=False)
         if found is None:
             return None
         recovery = (j, during)
@@ -1196,7 +1221,6 @@ def _check_fault_run(
     for label, image in images:
         directory = os.path.join(checker.base, "disk")
         write_image(image, directory)
-        checker.history.append((len(run.ops), "process"))
         try:
             repo = checker.reopen(directory)
             got: Snapshot | None = None
@@ -1286,7 +1310,10 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
             with contextlib.suppress(ValueError):
                 again = power_image(evidence.ops, earlier, named, start=evidence.base)
                 checker.check(earlier, named, again, rec.allowed(earlier))
-        found = checker.check(k, variant, shown, rec.allowed(k))
+        allowed = rec.allowed(k)
+        if failure.recovery is not None:  # the state the uninterrupted recovery gives now
+            allowed = rec.narrowed(k, checker.read(image))
+        found = checker.check(k, variant, shown, allowed, remember=failure.recovery is None)
     lines = [f"replaying {failure.what}", _story(failure, evidence, wl)]
     if failure.recovery is not None:
         lines.append(_recovery_story(failure, evidence))
@@ -1299,6 +1326,10 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
     lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(shown.files.items())]
     if not shown.files:
         lines.append("  (none)")
+    if found is None and history:
+        return None, "\n".join([*lines, "not reproduced: the failure depended on what the "
+                                "checker process had reopened before, which a replay cannot "
+                                "rebuild in full"])  # fmt: skip
     if found is None:
         return False, "\n".join([*lines, "the recovered state is allowed now"])
     return True, "\n".join([*lines, f"{found.rule}: {found.problem}"])
