@@ -1073,9 +1073,6 @@ def sigkill_sweep(
 
 # -- the budgeted exploration behind ``scopecheck fuzz`` ------------------------------------------
 
-
-# -- the budgeted exploration behind ``scopecheck fuzz`` ------------------------------------------
-
 #: The share of what is left of the budget that a round's crash states get (the rest: its
 #: I/O-fault runs, then the next rounds).
 STATE_SHARE = 0.5
