@@ -709,7 +709,8 @@ class SyscallSource:
         """The exploration loop over this source's rounds (crash states in coverage order, the
         first round's states after every acknowledgement even past the budget by at most
         ``overrun`` seconds, CRASH-COV-2; fault and kill runs with ``faults``); a limit says
-        how many fault runs were dropped."""
+        how many fault runs were dropped, and that no write was left partial when the faults
+        went through strace because FUSE is not available here."""
         self.first_seed = seed
         self.base = tempfile.mkdtemp(prefix="scopecheck-syscall-", dir=scratch_base())
         try:
@@ -725,6 +726,12 @@ class SyscallSource:
                 f"fault: {self.dropped_runs} fault runs were dropped, not judged: the fault hit "
                 "another call than the one aimed at, or none (strace counts calls per thread, "
                 "and a rerun may take another path)"
+            )
+        why = fuse_unavailable()
+        if faults and found.fault_runs and why is not None:
+            found.findings.limited(
+                f"fault: faults went through strace, not the FUSE mount ({why}): a call fails "
+                "whole, so no write was left partial (CRASH-COV-3)"
             )
         return found
 
