@@ -254,3 +254,21 @@ def test_a_reproducer_of_an_older_format_is_refused_with_what_to_do() -> None:
         replay_crash(old)
     assert raised.value.code == "invalid_payload"
     assert "rerun the exploration" in str(raised.value)
+
+
+@pytest.mark.rule("CRASH-COV-3")
+def test_faults_through_strace_alone_say_no_write_was_left_partial(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where FUSE cannot mount, faults fall back to strace's injection, which fails a call
+    whole: the verdict lists that as a limit instead of implying partial writes were tried."""
+    import scopecheck.syscall_crash as syscall_crash
+
+    _node()
+    monkeypatch.setattr(syscall_crash, "fuse_unavailable", lambda: "no /dev/fuse here")
+    source = SyscallSource("node", tuple(NODE_BACKEND), str(ROOT))
+    found = source.explore(4, seed=4)
+    assert found.fault_runs > 0
+    assert any("no write was left partial" in text for text in found.findings.limits), (
+        found.findings.limits
+    )
