@@ -58,7 +58,7 @@ from scopecheck.crashsim.explore import (
     check_passes,
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
-from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence
+from scopecheck.crashsim.failure import BadReproducer, CrashFailure
 from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
 from scopecheck.crashsim.jsonl_sweep import (
@@ -74,7 +74,9 @@ from scopecheck.crashsim.jsonl_sweep import (
     drive_steps,
     model_states,
     render_files,
+    replay_verdict,
     show_files,
+    trace_failure,
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
 from scopecheck.crashsim.persistence import FileOp, Image, power_image, process_crash
@@ -273,20 +275,8 @@ class Checker:
     ) -> CrashFailure:  # fmt: skip
         """A failure of the crash image ``(k, variant)`` of this trace (with the operations
         of its recovery, for a power loss during that recovery)."""
-        tr = self.trace
-        return CrashFailure.of_image(
-            "fs",
-            rule,
-            problem,
-            seed=self.seed,
-            workload=tr.workload.to_json(),
-            point=k,
-            variant=variant,
-            evidence=Evidence(tr.file_ops, tr.initial, tr.acked_at, tuple(recovery_ops)),
-            recovery=recovery,
-            target={"mode": self.mode},
-            shown=shown,
-        )
+        return trace_failure("fs", self.trace, self.mode, self.seed, k, variant, rule, problem,
+                             recovery=recovery, shown=shown, recovery_ops=recovery_ops)  # fmt: skip
 
     def check(self, crash: CrashState) -> CrashFailure | None:
         """Reopen the crash image with the user's factory and judge it with the one recovery
@@ -685,13 +675,7 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool | None
         ),
         *render_files("files on disk after recovery (and the checks that passed)", after),
     ]
-    if found is None:
-        lines.append("recovered state is allowed; every check passes")
-        return False, "\n".join(lines)
-    lines.append(f"FAILED {found.rule}: {found.problem}")
-    lines.append(f"expected one of: {orjson.dumps(found.shown.get('expected')).decode()}")
-    lines.append(f"recovered: {orjson.dumps(found.shown.get('recovered')).decode()}")
-    return True, "\n".join(lines)
+    return replay_verdict(found, lines)
 
 
 def _replay_power_loss_in_recovery(

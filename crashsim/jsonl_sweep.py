@@ -674,20 +674,8 @@ class Checker:
         recovery: tuple[int, str] | None = None, shown: dict[str, Any] | None = None,
     ) -> CrashFailure:  # fmt: skip
         """A failure of the crash image ``(k, variant)`` of this trace."""
-        tr = self.trace
-        return CrashFailure.of_image(
-            "jsonl",
-            rule,
-            problem,
-            seed=self.seed,
-            workload=tr.workload.to_json(),
-            point=k,
-            variant=variant,
-            evidence=Evidence(tr.file_ops, tr.initial, tr.acked_at),
-            recovery=recovery,
-            target={"mode": self.mode},
-            shown=shown,
-        )
+        return trace_failure("jsonl", self.trace, self.mode, self.seed, k, variant, rule,
+                             problem, recovery=recovery, shown=shown)  # fmt: skip
 
     def check(self, crash: CrashState) -> CrashFailure | None:
         """Reopen the crash image and judge it with the one recovery checker
@@ -1287,10 +1275,32 @@ def replay_record(
         ),
         *render_files("files on disk after recovery (and one probe commit)", after),
     ]
-    if result is None:
-        lines.append("recovered state is allowed; every check passes")
-        return False, "\n".join(lines)
-    lines.append(f"FAILED {result.rule}: {result.problem}")
-    lines.append(f"expected one of: {orjson.dumps(result.shown.get('expected')).decode()}")
-    lines.append(f"recovered: {orjson.dumps(result.shown.get('recovered')).decode()}")
-    return True, "\n".join(lines)
+    return replay_verdict(result, lines)
+
+
+def replay_verdict(found: CrashFailure | None, lines: list[str]) -> tuple[bool, str]:
+    """A crash-image replay's outcome: ``lines``, then the check that passed or what broke
+    (the expected and recovered states)."""
+    if found is None:
+        return False, "\n".join([*lines, "recovered state is allowed; every check passes"])
+    return True, "\n".join([
+        *lines,
+        f"FAILED {found.rule}: {found.problem}",
+        f"expected one of: {orjson.dumps(found.shown.get('expected')).decode()}",
+        f"recovered: {orjson.dumps(found.shown.get('recovered')).decode()}",
+    ])  # fmt: skip
+
+
+def trace_failure(
+    source: str, tr: TracedOps, mode: str, seed: int, k: int, variant: str, rule: str,
+    problem: str, *, recovery: tuple[int, str] | None = None,
+    shown: dict[str, Any] | None = None, recovery_ops: Sequence[FileOp] = (),
+) -> CrashFailure:  # fmt: skip
+    """A failure of the crash image ``(k, variant)`` of a trace on the pyfakefs sandbox (and,
+    with ``recovery_ops``, of a crash during its recovery), rerun in ``mode``."""
+    return CrashFailure.of_image(
+        source, rule, problem, seed=seed, workload=tr.workload.to_json(), point=k,
+        variant=variant,
+        evidence=Evidence(tr.file_ops, tr.initial, tr.acked_at, tuple(recovery_ops)),
+        recovery=recovery, target={"mode": mode}, shown=shown,
+    )  # fmt: skip
