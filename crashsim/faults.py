@@ -1,10 +1,10 @@
 """Single transient I/O faults injected into a recorded workload (SQLite's ``ioerr-transient``).
 
 One concept: which failures each mutating :class:`~scopecheck.crashsim.fs_recorder.RecordingFs` call
-can be given, and a fault hook that fails exactly one call.  The JSONL sweep
-(:func:`scopecheck.crashsim.jsonl_sweep.fault_sweep`, CRASH-10..12) and the format-blind generic
-sweep (:mod:`scopecheck.crashsim.generic_faults`, CRASH-FS-9..11) both use it, so both inject the
-same faults.
+can be given, and a fault hook that fails exactly one call.  The fault runs of
+:mod:`scopecheck.crashsim.generic_faults` (CRASH-FS-9..11; the JSONL sweep's
+:func:`scopecheck.crashsim.jsonl_sweep.fault_sweep`, CRASH-10..12, is the same runs with the
+JSONL checks added) use it.
 
 Why these faults: ``EACCES`` for the directory-entry calls (a rename, unlink or mkdir refused),
 ``ENOSPC`` and ``EIO`` for a whole-file write, a partial ``ENOSPC`` append (the first

@@ -1,6 +1,7 @@
 """Single I/O faults without a crash, for *any* backend whose factory takes ``fs`` and ``root``
-(rules CRASH-FS-9..11 in ``spec/rules/crash_fs.toml``; the format-blind twin of
-:func:`scopecheck.crashsim.jsonl_sweep.fault_sweep`, CRASH-10..12).
+(rules CRASH-FS-9..11 in ``spec/rules/crash_fs.toml``; the JSONL sweep's
+:func:`scopecheck.crashsim.jsonl_sweep.fault_sweep` runs these with its own checks added as a
+:class:`FaultExtra`, CRASH-10..12).
 
 A crash is not the only way a file operation goes wrong: a disk fills up, a directory turns
 read-only, an fsync reports EIO (SQLite's ``ioerr`` tests; PostgreSQL's fsyncgate).  For every
@@ -32,10 +33,11 @@ step may do when the fault hits it (decided here, stated in the rules):
   if it is still listed, deleting again succeeds.
 
 Every check compares with the model only; nothing here reads the backend's files.  The
-images "a process crash or power loss right then" are those of the one persistence model
-(:mod:`scopecheck.crashsim.persistence`, CRASH-SYS-1) over the run's converted trace: an
-injected fsync failure is a ``syncfail`` there, so its writes are gone at power loss even when a
-retried fsync succeeds -- acknowledging after that is caught (CRASH-FS-9, CRASH-SYS-11).
+images "a process crash or power loss right then" and their judgement are the one fault
+checker's (:mod:`scopecheck.crashsim.fault_check`): the persistence model's images over the
+run's converted trace, where an injected fsync failure is a ``syncfail``, so its writes are
+gone at power loss even when a retried fsync succeeds -- acknowledging after that is caught
+(CRASH-FS-9, CRASH-SYS-11).
 
 The runs are ordered like the crash points (:func:`fault_plan`, CRASH-COV-1): each kind of fault
 on each kind of call is a queue in coverage order (calls around acknowledgements and syncs
@@ -46,30 +48,36 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import random
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
-import orjson
 
 from scopecheck.crashsim.coverage import ordered_passes
 from scopecheck.crashsim.failure import CrashFailure
+from scopecheck.crashsim.fault_check import (
+    FaultImage,
+    FaultProblem,
+    FaultRules,
+    fault_images,
+    judge_images,
+    shown,
+    uncoded,
+)
 from scopecheck.crashsim.faults import OneFault, faults_for
-from scopecheck.crashsim.fs_recorder import FSYNCS, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_source import file_ops
 from scopecheck.crashsim.generic_sweep import (
     _EMPTY,
     ROOT,
     SESSION,
     Factory,
-    Trace,
     _read_session,
 )
-from scopecheck.crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, describe, show_files
+from scopecheck.crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, show_files
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
-from scopecheck.crashsim.persistence import Image, Volume
+from scopecheck.crashsim.persistence import FileOp, Image
 from scopecheck.crashsim.recovery import close, error_text
 from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
@@ -84,16 +92,38 @@ HANDLE_RULE = "CRASH-FS-10"
 LIFECYCLE_RULE = "CRASH-FS-11"
 #: Fault runs over whose trace a fault never fired: the backend does other calls when rerun.
 UNFIRED_RULE = "CRASH-FS-7"
-#: Torn power-loss images checked after a fault, besides ``strict``, ``data-kept``,
-#: ``entries-kept`` and ``only:`` (each one is a factory call).
-FAULT_TORN_IMAGES = 4
+
+
+class FaultTrace(Protocol):
+    """What the fault runs read of a fault-free trace (the generic sweep's or the JSONL
+    sweep's): the recorded calls, as the persistence model's operations, and where each step
+    was acknowledged."""
+
+    @property
+    def workload(self) -> Workload: ...
+
+    @property
+    def ops(self) -> tuple[Op, ...]: ...
+
+    @property
+    def file_ops(self) -> tuple[FileOp, ...]: ...
+
+    @property
+    def acked_at(self) -> tuple[int | None, ...]: ...
 
 
 @attrs.frozen
-class FaultProblem:
-    rule: str
-    problem: str
-    files: dict[str, bytes]
+class FaultExtra:
+    """A source's own checks in a fault run, beside the format-blind ones: ``failed_commit
+    (kind)`` when a commit failed on the fault hitting a ``kind`` call (JSONL: a failed
+    sidecar unlink must not fail it, CRASH-10), ``restarted(files)`` on the files under the
+    root after the clean restart that ends a run (JSONL: no retired sidecar left, CRASH-10).
+    ``rules`` renames the format-blind rules for the source (the JSONL sweep judges our own
+    backend under its CRASH rules)."""
+
+    failed_commit: Callable[[str], tuple[str, str] | None] | None = None
+    restarted: Callable[[dict[str, bytes]], tuple[str, str] | None] | None = None
+    rules: Mapping[str, str] = attrs.field(factory=dict)
 
 
 class _Found(Exception):
@@ -105,16 +135,19 @@ class _Found(Exception):
         self.problem = problem
 
 
-def _shown(got: Snapshot | str | None) -> str:
-    return got if isinstance(got, str) else orjson.dumps(describe(got)).decode()
-
-
 class FaultRun:
     """One run of ``workload`` through ``factory`` with ``fault`` injected (see the module
     docstring for what is checked); :meth:`run` returns the broken rule or ``None``."""
 
-    def __init__(self, factory: Factory, workload: Workload, fault: OneFault) -> None:
+    def __init__(
+        self,
+        factory: Factory,
+        workload: Workload,
+        fault: OneFault,
+        extra: FaultExtra = FaultExtra(),
+    ) -> None:
         self.factory = factory
+        self.extra = extra
         self.workload = workload
         self.fault = fault
         self.box = Sandbox()
@@ -171,50 +204,36 @@ class FaultRun:
             return None, exc
 
     def _uncoded(self, what: str, exc: BaseException) -> str:
-        return (
-            f"{what} failed on the injected {self.fault.fault} of a {self.fault.hit} call with "
-            f"{error_text(exc)}: not a scopecheck error with a stable code (wrap OSError as "
-            "StorageIOError, code io_error)"
-        )
+        return uncoded(what, f"{self.fault.fault} of a {self.fault.hit} call", exc)
 
     # -- images ----------------------------------------------------------------------------------
 
-    def images_now(self) -> list[tuple[str, Image]]:
-        """A process crash now -- the disk the run left -- and power loss now: the images of
-        the persistence model over the run's trace, a failed fsync being a ``syncfail``
-        (CRASH-SYS-1, CRASH-SYS-11)."""
-        process = self.box.state()
-        volume = Volume(self.initial)
-        for op in file_ops(self.fs.ops, ROOT, self.initial):
-            volume.apply(op)
-        found = [("a process crash", process)]
-        rng = random.Random(f"fault:{self.fault.target}:{len(self.fs.ops)}")
-        for variant, image in volume.power_images(rng, limit=FAULT_TORN_IMAGES):
-            if image != process:
-                found.append((f"power loss ({variant})", image))
-        return found
-
     def check_images(self, rule: str, what: str, extra: tuple[Snapshot | None, ...] = ()) -> None:
         """A process crash, or a power loss, right now must reopen to the acknowledged state
-        (or one of ``extra``): no failed operation visible, nothing acknowledged lost."""
+        (or one of ``extra``): no failed operation visible, nothing acknowledged lost -- the
+        one fault checker's images and judgement (:mod:`~scopecheck.crashsim.fault_check`)."""
         self.imaged = True
-        allowed = [self.expected(), *extra]
         if self._scratch is None:
             self._scratch = Sandbox()
-        for label, image in self.images_now():
-            self.images += 1
-            self._scratch.load(image)
-            try:
-                got: Snapshot | str | None = _read_session(self.factory, self._scratch, self.clock)
-            except Exception as exc:
-                got = f"reopen raised {error_text(exc)}"
-            if got not in allowed:
-                raise _Found(
-                    rule,
-                    f"{label} right after {what} reopens to {_shown(got)}, not the acknowledged "
-                    f"state {' or '.join(_shown(s) for s in allowed)}"
-                    + (self._durability_hint() if label.startswith("power loss") else ""),
-                )
+        scratch = self._scratch
+        images = fault_images(
+            self.box.state(), file_ops(self.fs.ops, ROOT, self.initial), initial=self.initial,
+            seed=f"{self.fault.target}:{len(self.fs.ops)}",
+        )  # fmt: skip
+        self.images += len(images)
+
+        def reopen(image: Image) -> Snapshot | None:
+            scratch.load(image)
+            return _read_session(self.factory, scratch, self.clock)
+
+        def hint(image: FaultImage) -> str:
+            return self._durability_hint() if image.power_loss else ""
+
+        found = judge_images(
+            reopen, images, [self.expected(), *extra], FaultRules.one(rule), what, hint=hint
+        )
+        if found is not None:
+            raise _Found(found.rule, found.problem)
 
     def _durability_hint(self) -> str:
         hint = ": fsync the data (and the directory) before acknowledging"
@@ -244,7 +263,8 @@ class FaultRun:
                     )
             self._finish()
         except _Found as found:
-            return FaultProblem(found.rule, found.problem, self.box.tree())
+            rule = self.extra.rules.get(found.rule, found.rule)
+            return FaultProblem(rule, found.problem, self.box.tree())
         if self.fault.hit is None:
             return FaultProblem(
                 UNFIRED_RULE,
@@ -297,8 +317,8 @@ class FaultRun:
         if got != self.expected():
             raise _Found(
                 rule,
-                f"the handle {what} reads {_shown(got)}, not the acknowledged state "
-                f"{_shown(self.expected())}",
+                f"the handle {what} reads {shown(got)}, not the acknowledged state "
+                f"{shown(self.expected())}",
             )
 
     def _close_storage(self) -> None:
@@ -349,7 +369,7 @@ class FaultRun:
         if got != _EMPTY:
             raise _Found(
                 LIFECYCLE_RULE,
-                f"after a failed create the Session exists and is not empty: {_shown(got)}",
+                f"after a failed create the Session exists and is not empty: {shown(got)}",
             )
         return storage
 
@@ -386,7 +406,7 @@ class FaultRun:
                 if got != self.expected():
                     raise _Found(
                         LIFECYCLE_RULE,
-                        f"a failed delete left the Session changed: it reads {_shown(got)}",
+                        f"a failed delete left the Session changed: it reads {shown(got)}",
                     )
                 self.repo.delete(SESSION)
             listed = SESSION in self.repo.list()
@@ -433,6 +453,10 @@ class FaultRun:
         (or the handle refuses reads), after a crash or power loss, or later (CRASH-FS-9)."""
         self.faulted_step = "commit"
         self.commit_failed = True
+        if self.extra.failed_commit is not None and self.fault.hit is not None:
+            found = self.extra.failed_commit(self.fault.hit)
+            if found is not None:
+                raise _Found(found[0], f"{found[1]}: {error_text(exc)}")
         if not isinstance(exc, ScopecheckError):
             raise _Found(COMMIT_RULE, self._uncoded(f"the commit in {self._where()}", exc))
         try:
@@ -442,8 +466,8 @@ class FaultRun:
         if got != self.expected():
             raise _Found(
                 COMMIT_RULE,
-                f"after {self._where()} failed ({error_text(exc)}) the handle reads {_shown(got)}: "
-                f"the failed transaction is (partly) visible, not {_shown(self.expected())}",
+                f"after {self._where()} failed ({error_text(exc)}) the handle reads {shown(got)}: "
+                f"the failed transaction is (partly) visible, not {shown(self.expected())}",
             )
         self.check_images(COMMIT_RULE, f"the failed commit of {self._where()} ({error_text(exc)})")
 
@@ -503,9 +527,13 @@ class FaultRun:
         if got != self.expected():
             raise _Found(
                 rule,
-                f"a clean restart after the run gives {_shown(got)}, not the acknowledged "
-                f"operations {_shown(self.expected())}",
+                f"a clean restart after the run gives {shown(got)}, not the acknowledged "
+                f"operations {shown(self.expected())}",
             )
+        if self.extra.restarted is not None:
+            found = self.extra.restarted(self.box.tree())
+            if found is not None:
+                raise _Found(*found)
 
 
 @attrs.define
@@ -515,7 +543,7 @@ class FaultReport:
     failures: list[CrashFailure] = attrs.field(factory=list)
 
 
-def fault_plan(tr: Trace) -> list[tuple[int, str]]:
+def fault_plan(tr: FaultTrace) -> list[tuple[int, str]]:
     """``(recorded call, fault)`` for every fault every mutating call of ``tr`` can have, in
     coverage order (CRASH-COV-1): each kind of call and fault is a queue ordered by
     :func:`~scopecheck.crashsim.coverage.ordered_passes` (calls around acknowledgements and
@@ -540,7 +568,7 @@ def fault_plan(tr: Trace) -> list[tuple[int, str]]:
 
 def fault_runs(
     factory: Factory,
-    tr: Trace,
+    tr: FaultTrace,
     *,
     max_failures: int = 1,
     only: tuple[int, str] | None = None,
@@ -550,6 +578,8 @@ def fault_runs(
     at_least: int = 0,
     start: int = 0,
     limit: int | None = None,
+    extra: FaultExtra = FaultExtra(),
+    source: str = "fs",
 ) -> FaultReport:
     """One :class:`FaultRun` per mutating call of ``tr`` and fault its kind can have, in
     :func:`fault_plan` order from its ``start``-th run, at most ``limit`` of them
@@ -567,12 +597,12 @@ def fault_runs(
         if late and report.runs >= at_least:
             return report
         report.runs += 1
-        run = FaultRun(factory, tr.workload, OneFault(target, fault))
+        run = FaultRun(factory, tr.workload, OneFault(target, fault), extra)
         problem = run.run()
         report.images += run.images
         if problem is None:
             continue
-        failure = fault_failure(tr, target, variant, problem, seed)
+        failure = fault_failure(tr, target, variant, problem, seed, source)
         report.failures.append(failure)
         if findings is not None:
             findings.add(failure)
@@ -584,11 +614,12 @@ def fault_runs(
 
 
 def fault_failure(
-    tr: Trace, target: int, variant: str, problem: FaultProblem, seed: int = 0
-) -> CrashFailure:
+    tr: FaultTrace, target: int, variant: str, problem: FaultProblem, seed: int = 0,
+    source: str = "fs",
+) -> CrashFailure:  # fmt: skip
     op = tr.ops[target]
     return CrashFailure(
-        source="fs", rule=problem.rule, problem=problem.problem, run="fault",
+        source=source, rule=problem.rule, problem=problem.problem, run="fault",
         kind=f"fault:{op.kind}:{variant.removeprefix('fault:')}", seed=seed,
         workload=tr.workload.to_json(), point=target, variant=variant,
         shown={
@@ -598,7 +629,13 @@ def fault_failure(
     )  # fmt: skip
 
 
-def replay_fault(factory: Factory, tr: Trace, op_index: int, fault: str) -> tuple[bool, str]:
+def replay_fault(
+    factory: Factory,
+    tr: FaultTrace,
+    op_index: int,
+    fault: str,
+    extra: FaultExtra = FaultExtra(),
+) -> tuple[bool, str]:
     """Re-run one fault reproducer: (still failing, text with the steps and the files)."""
     wl = tr.workload
     if op_index >= len(tr.ops) or fault not in faults_for(tr.ops[op_index].kind):
@@ -607,7 +644,7 @@ def replay_fault(factory: Factory, tr: Trace, op_index: int, fault: str) -> tupl
             f"({len(tr.ops)} calls); the recorded fault point is gone"
         )
     op = tr.ops[op_index]
-    run = FaultRun(factory, wl, OneFault(op_index, fault))
+    run = FaultRun(factory, wl, OneFault(op_index, fault), extra)
     problem = run.run()
     from scopecheck.crashsim.jsonl_sweep import render_files
 

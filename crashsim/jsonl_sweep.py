@@ -26,7 +26,10 @@ Session equals the model after step *s* or *s + 1* when op *k* ran in step *s* (
 work present, nothing partial); the next commit's seq is above every complete record on disk;
 a second open gives the same state and the same files; retired sidecars with no later records
 are gone; and a crash at every mutating op of the recovery itself, reopened, gives the same
-state again.  :func:`fault_sweep` injects single I/O faults without a crash (CRASH-10..12).
+state again.  :func:`fault_sweep` injects single I/O faults without a crash: the fault runs of
+:mod:`scopecheck.crashsim.generic_faults`, judged by the one fault checker
+(:mod:`scopecheck.crashsim.fault_check`), with this sweep's sidecar checks and rule names
+(CRASH-10..12, :func:`fault_extra`).
 
 :class:`JsonlRound` and :class:`JsonlSource` are how the exploration loop
 (:mod:`scopecheck.crashsim.explore`) sees this sweep: :func:`explore_workload` checks every
@@ -45,7 +48,7 @@ import re
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 import orjson
@@ -62,7 +65,6 @@ from scopecheck.crashsim.explore import (
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
 from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence
-from scopecheck.crashsim.faults import OneFault, faults_for
 from scopecheck.crashsim.fs_recorder import Op, RecordingFs
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops, image_of
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
@@ -78,7 +80,7 @@ from scopecheck.crashsim.recovery import Broken, Expected, Extra, judge
 from scopecheck.impl.fs import DirEntry, OsFileSystem, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.models.addresses import value
-from scopecheck.models.errors import ScopecheckError, StorageIOError, UsageError
+from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.writes import set_value
@@ -101,6 +103,9 @@ BASE_TIME = 1_700_000_000_000
 _SEQ = re.compile(rb'"seq":(\d+)')
 _NEXT = re.compile(rb'"nextSeq":(\d+)')
 _RETIRE = re.compile(rb'"kind":"scope","op":"retire","seq":(\d+),"scopeId":"((?:[^"\\]|\\.)*)"')
+
+if TYPE_CHECKING:
+    from scopecheck.crashsim.generic_faults import FaultExtra
 
 
 class StepClock:
@@ -672,10 +677,13 @@ class Checker:
     def failure(
         self, k: int, variant: str, rule: str, problem: str, *,
         recovery: tuple[int, str] | None = None, shown: dict[str, Any] | None = None,
+        recovery_ops: Sequence[FileOp] = (),
     ) -> CrashFailure:  # fmt: skip
-        """A failure of the crash image ``(k, variant)`` of this trace."""
+        """A failure of the crash image ``(k, variant)`` of this trace (with ``recovery``, of
+        the crash during its recovery ``recovery_ops``)."""
         return trace_failure("jsonl", self.trace, self.mode, self.seed, k, variant, rule,
-                             problem, recovery=recovery, shown=shown)  # fmt: skip
+                             problem, recovery=recovery, shown=shown,
+                             recovery_ops=recovery_ops)  # fmt: skip
 
     def check(self, crash: CrashState) -> CrashFailure | None:
         """Reopen the crash image and judge it with the one recovery checker
@@ -693,10 +701,12 @@ class Checker:
         )
 
         def failure(
-            rule: str, problem: str, recovered: Any = None, recovery: tuple[int, str] | None = None
-        ) -> CrashFailure:
+            rule: str, problem: str, recovered: Any = None,
+            recovery: tuple[int, str] | None = None, recovery_ops: Sequence[FileOp] = (),
+        ) -> CrashFailure:  # fmt: skip
             return self.failure(
                 crash.op_index, crash.variant, rule, problem, recovery=recovery,
+                recovery_ops=recovery_ops,
                 shown={
                     "expected": [describe(s) for s in expected.states],
                     "recovered": recovered,
@@ -798,13 +808,21 @@ class Checker:
                 repo = self._repo(self.box.fs)
                 during = (inner.op_index, inner.variant)
                 if SESSION not in repo.list():
-                    return failure("CRASH-5", f"{label}: the Session vanished", recovery=during)
+                    return failure(
+                        "CRASH-5",
+                        f"{label}: the Session vanished",
+                        recovery=during,
+                        recovery_ops=ops,
+                    )
                 storage = repo.open(SESSION)
                 again = storage.snapshot()
                 storage.close()
             except ScopecheckError as exc:
                 return failure(
-                    "CRASH-5", f"{label}: reopen failed: {exc.code}: {exc}", recovery=during
+                    "CRASH-5",
+                    f"{label}: reopen failed: {exc.code}: {exc}",
+                    recovery=during,
+                    recovery_ops=ops,
                 )
             if again != recovered:
                 return failure(
@@ -812,6 +830,7 @@ class Checker:
                     f"{label}: another state than the first recovery",
                     describe(again),
                     recovery=during,
+                    recovery_ops=ops,
                 )
         return None
 
@@ -957,12 +976,10 @@ class JsonlRound(SandboxRound):
         self, findings: Findings, deadline: float, *, start: int, limit: int | None,
         at_least: int,
     ) -> int:  # fmt: skip
-        runs, failures = fault_sweep(
+        runs, _ = fault_sweep(
             self.trace.workload, self.repo_class, deadline=deadline, start=start, limit=limit,
-            at_least=at_least, seed=self.seed, tr=self.trace,
+            at_least=at_least, seed=self.seed, tr=self.trace, findings=findings,
         )  # fmt: skip
-        for failure in failures:
-            findings.add(failure)
         return runs
 
 
@@ -1005,15 +1022,41 @@ def explore_workload(
 # -- I/O faults without a crash ----------------------------------------------------------------
 
 
-def fault_plan(tr: Trace) -> list[tuple[int, str]]:
-    """``(recorded call, fault)`` for every fault each mutating call of a commit, reopen or
-    delete step can have, in trace order."""
-    return [
-        (target, fault)
-        for target, op in enumerate(tr.ops)
-        if tr.workload.steps[op.step].op in ("commit", "reopen", "delete")
-        for fault in faults_for(op.kind)
-    ]
+def _unlink_refused(kind: str) -> tuple[str, str] | None:
+    """A failed sidecar unlink must not fail the commit that retired it (CRASH-10)."""
+    if kind == "unlink":
+        return "CRASH-10", "a failed sidecar unlink rejected the commit that retired it"
+    return None
+
+
+def _no_dead_sidecars(files: dict[str, bytes]) -> tuple[str, str] | None:
+    """After the clean restart that ends a fault run, no retired sidecar is left (CRASH-10)."""
+    dead = dead_sidecars(files)
+    if dead:
+        return "CRASH-10", f"retired sidecars still on disk after the next open: {dead}"
+    return None
+
+
+def fault_extra() -> FaultExtra:
+    """The JSONL checks a fault run adds to the format-blind ones of
+    :class:`~scopecheck.crashsim.generic_faults.FaultRun`, and the JSONL names of their
+    rules: a failed commit is CRASH-11, a handle wrong after it CRASH-12."""
+    from scopecheck.crashsim.generic_faults import FaultExtra
+
+    return FaultExtra(
+        failed_commit=_unlink_refused,
+        restarted=_no_dead_sidecars,
+        rules={"CRASH-FS-9": "CRASH-11", "CRASH-FS-10": "CRASH-12"},
+    )
+
+
+def fault_factory(repo_class: type[JsonlRepository]) -> Callable[..., JsonlRepository]:
+    """``repo_class`` as a factory of the fault runs (``factory(clock, *, fs, root)``)."""
+
+    def factory(clock: Any, *, fs: Any, root: str) -> JsonlRepository:
+        return repo_class(root, fs, clock, cwd="/crash")
+
+    return factory
 
 
 def fault_sweep(
@@ -1026,151 +1069,23 @@ def fault_sweep(
     at_least: int = 0,
     seed: int = 0,
     tr: Trace | None = None,
+    findings: Findings | None = None,
 ) -> tuple[int, list[CrashFailure]]:
-    """Fail each mutating op of the commit, reopen and delete steps once, with each fault its
-    kind can have (:func:`fault_plan` from its ``start``-th run, at most ``limit``), and run
-    the workload on (CRASH-9..12) until ``deadline`` (at least ``at_least`` runs); returns
-    (runs, failures)."""
+    """Fail each mutating call of the workload once, with each fault its kind can have, in
+    coverage order from the ``start``-th run (at most ``limit``), and run the workload on
+    (CRASH-10..12, CRASH-FS-9..11: the fault runs of
+    :func:`~scopecheck.crashsim.generic_faults.fault_runs` with :func:`fault_extra`) until
+    ``deadline`` (at least ``at_least`` runs) or ``findings`` are full; returns (runs,
+    failures)."""
+    from scopecheck.crashsim.generic_faults import fault_runs
+
     tr = trace(workload, repo_class) if tr is None else tr
-    failures: list[CrashFailure] = []
-    runs = 0
-    plan = fault_plan(tr)[start:]
-    for target, fault in plan if limit is None else plan[:limit]:
-        if deadline is not None and time.perf_counter() > deadline and runs >= at_least:
-            break
-        runs += 1
-        problem = _run_with_fault(workload, repo_class, OneFault(target, fault))
-        if problem is not None:
-            failures.append(_fault_failure(tr, target, fault, problem, seed))
-    return runs, failures
-
-
-def _fault_failure(
-    tr: Trace, target: int, fault: str, problem: tuple[str, str, dict[str, bytes]], seed: int
-) -> CrashFailure:
-    rule, text, files = problem
-    op = tr.ops[target]
-    return CrashFailure(
-        source="jsonl", rule=rule, problem=text, run="fault", kind=f"fault:{op.kind}:{fault}",
-        seed=seed, workload=tr.workload.to_json(), point=target, variant=f"fault:{fault}",
-        shown={"op": op.describe(), "files_after": show_files(files)},
+    report = fault_runs(
+        fault_factory(repo_class), tr, max_failures=len(tr.ops) * 8, deadline=deadline,
+        findings=findings, seed=seed, at_least=at_least, start=start, limit=limit,
+        extra=fault_extra(), source="jsonl",
     )  # fmt: skip
-
-
-def _run_with_fault(
-    workload: Workload, repo_class: type[JsonlRepository], fault: OneFault
-) -> tuple[str, str, dict[str, bytes]] | None:
-    box = Sandbox()
-    clock = StepClock()
-    fs = RecordingFs(box.fs, fault=fault)
-    repo = repo_class(ROOT, fs, clock, cwd="/crash")
-    model = ReferenceRepository()
-    session: Any = None
-    storage: Any = None
-    for index, step in enumerate(workload.steps):
-        clock.at(index)
-        if step.op == "create":
-            storage = repo.create(SESSION)
-            session = model.create(SESSION)
-        elif step.op == "delete":
-            storage.close()
-            try:
-                repo.delete(SESSION)
-            except StorageIOError:
-                # Rejected deletion (000 §6.5): the Session is intact or gone, never changed;
-                # the fault was transient, so deleting again finishes the job (CRASH-9).
-                if SESSION in repo.list():
-                    probe = repo.open(SESSION)
-                    intact = probe.snapshot() == session.snapshot()
-                    probe.close()
-                    if not intact:
-                        return "CRASH-9", "a failed delete left a changed Session", box.tree()
-                    repo.delete(SESSION)
-            if SESSION in repo.list():
-                return "CRASH-9", "the Session is still listed after delete", box.tree()
-            model.close_session(SESSION)
-            model.delete(SESSION)
-            storage = session = None
-        elif step.op == "reopen":
-            storage.close()
-            try:
-                storage = repo.open(SESSION)
-            except StorageIOError:
-                storage = repo.open(SESSION)  # the fault was transient
-        elif step.op == "commit":
-            hit_before = fault.hit
-            try:
-                try:
-                    storage.commit(step.writes)
-                except StorageIOError as exc:
-                    if exc.code != "unusable" or fault.hit != hit_before:
-                        raise
-                    # The handle refused after an earlier failure (allowed): reopen, retry.
-                    storage.close()
-                    storage = repo.open(SESSION)
-                    storage.commit(step.writes)
-            except StorageIOError as exc:
-                if fault.hit == "unlink":
-                    return (
-                        "CRASH-10",
-                        f"a failed sidecar unlink rejected the commit: {exc}",
-                        box.tree(),
-                    )
-                if fault.hit is None:
-                    raise
-                # The failed commit must be invisible on this handle, or the handle refuses.
-                if _handle_matches(storage, session) is False:
-                    return (
-                        "CRASH-12",
-                        "after a failed commit the handle is silently wrong",
-                        box.tree(),
-                    )
-                continue
-            except UsageError as exc:
-                if exc.code in ("unknown_reference", "duplicate_id"):
-                    continue  # depends on a transaction that failed: rejected on both sides
-                raise
-            try:
-                session.commit(step.writes, BASE_TIME + 1000 * index)
-            except UsageError:
-                return "CRASH-12", "the backend acknowledged a commit the model rejects", box.tree()
-            if storage.snapshot() != session.snapshot():
-                return (
-                    "CRASH-12",
-                    "after the fault the handle's state differs from the model",
-                    box.tree(),
-                )
-    if storage is not None:
-        storage.close()
-    # A clean reopen: every acknowledged commit, nothing of the failed ones (CRASH-11), and a
-    # sidecar whose unlink failed is gone now (CRASH-10).
-    clean = repo_class(ROOT, box.fs, clock, cwd="/crash")
-    if session is None:
-        return None
-    try:
-        reopened = clean.open(SESSION)
-    except ScopecheckError as exc:
-        return "CRASH-11", f"reopen after the fault failed: {exc.code}: {exc}", box.tree()
-    got = reopened.snapshot()
-    reopened.close()
-    if got != session.snapshot():
-        return (
-            "CRASH-11",
-            "after a clean reopen the state is not the acknowledged commits",
-            box.tree(),
-        )
-    dead = dead_sidecars(box.tree())
-    if dead:
-        return "CRASH-10", f"retired sidecars still on disk after the next open: {dead}", box.tree()
-    return None
-
-
-def _handle_matches(storage: Any, session: Any) -> bool | None:
-    """``True``/``False``: the handle reads the model's state or not; ``None``: unusable."""
-    try:
-        return bool(storage.snapshot() == session.snapshot())
-    except ScopecheckError:
-        return None
+    return report.runs, report.failures
 
 
 @attrs.frozen
@@ -1241,16 +1156,15 @@ def replay_record(
         raise UsageError("invalid_payload", "a JSONL crash reproducer without its point")
     op_index, variant = failure.point, failure.variant
     head = f"replaying {failure.what}"
-    if failure.run == "fault":
-        problem = _run_with_fault(workload, repo_class, OneFault(op_index, variant[6:]))
-        if problem is None:
-            return False, f"{head}\nfault {variant[6:]} at op {op_index}: the workload now passes"
-        rule, text, files = problem
-        return True, "\n".join(
-            [head, f"{rule}: {text}", *render_files("files on disk after the run", files)]
-        )
-    mode: Mode = "prefix" if failure.target.get("mode") == "prefix" else "unsynced"
     tr = trace(workload, repo_class)
+    if failure.run == "fault":
+        from scopecheck.crashsim.generic_faults import replay_fault
+
+        still, text = replay_fault(
+            fault_factory(repo_class), tr, op_index, variant.removeprefix("fault:"), fault_extra()
+        )
+        return still, f"{head}\n{text}"
+    mode: Mode = "prefix" if failure.target.get("mode") == "prefix" else "unsynced"
     evidence = failure.evidence
     same = evidence is not None and evidence.ops == tr.file_ops
     checker = Checker(tr, mode, repo_class)

@@ -65,6 +65,7 @@ from scopecheck.crashsim.failure import (
     acked_before,
     crash_kind,
 )
+from scopecheck.crashsim.fault_check import FaultProblem, FaultRules, fault_images, judge_images
 from scopecheck.crashsim.persistence import Device, FileOp, Image, Volume, power_image
 from scopecheck.crashsim.recovery import (
     FS_RULES,
@@ -887,16 +888,41 @@ def _io_faults(
                     "CRASH-SQL-4", seen, "fault", f"io-{mode}", point=n, variant="in-process",
                     acked=acked, target=target,
                 ))  # fmt: skip
-            # The faults are over (the process lives on): reopen the real files.
-            snap, problem = _reopen_snapshot(box, box.work)
-            if problem is None and snap not in _io_candidates(workload, outcome):
-                problem = "after the faults a reopen shows a non-model state"
-            if problem is not None:
+            # The faults are over: the disk as the run left it, and a power loss right then,
+            # reopen to the acknowledged commits (the one fault checker, CRASH-SYS-11).
+            found = _judge_fault_run(box, workload, outcome, f"io-{mode} at call {n}")
+            if found is not None:
                 findings.add(origin.failure(
-                    "CRASH-SQL-4", problem, "fault", f"io-{mode}", point=n, variant="reopen",
-                    acked=acked, target=target,
+                    "CRASH-SQL-4", found.problem, "fault", f"io-{mode}", point=n,
+                    variant="power-loss" if found.power_loss else "reopen", acked=acked,
+                    target=target,
                 ))  # fmt: skip
     return runs
+
+
+def _judge_fault_run(
+    box: _Sandbox, workload: Sequence[Transaction], outcome: RunOutcome, what: str
+) -> FaultProblem | None:
+    """The disk a fault run left in ``box.work``, and the power-loss images of its
+    operations (on :data:`SECTOR_TEARS`), each reopened with a plain repository from a copy:
+    every acknowledged commit, and of the failed ones any subset (:func:`_io_candidates`).
+    """
+    ops = file_ops(outcome.calls, box.work, box.base.files).ops
+    images = fault_images(
+        read_image(box.work), ops, initial=box.base, seed=what, device=SECTOR_TEARS,
+        disk_label="the disk",
+    )  # fmt: skip
+
+    def reopen(image: Image) -> Snapshot | str | None:
+        materialise(image, box.check)
+        snap, problem = _reopen_snapshot(box, box.check)
+        return snap if problem is None else problem
+
+    return judge_images(
+        reopen, images, _io_candidates(workload, outcome),
+        FaultRules.one("CRASH-SQL-4"), f"the run with {what}",
+        errors=(),
+    )  # fmt: skip
 
 
 def _io_candidates(workload: Sequence[Transaction], outcome: RunOutcome) -> list[Snapshot]:
@@ -932,21 +958,36 @@ def recovery_io_sweep(
         with _vfs(count_reads=True) as vfs:
             materialise(image, box.check)
             vfs.reset()
-            report.io_calls = _attempt_open(box, vfs, expected[-1], report, origin, None)
+            report.io_calls = len(_attempt_open(box, vfs, expected[-1], report, origin, None))
             for n in range(0, report.io_calls, stride):
                 materialise(image, box.check)
                 vfs.reset(FaultPlan(n, mode))
-                _attempt_open(box, vfs, expected[-1], report, origin, n)
+                calls = _attempt_open(box, vfs, expected[-1], report, origin, n)
                 report.fault_points += 1
                 vfs.reset()
-                snap, problem = _reopen_snapshot(box, box.check)
-                report.states += 1
-                if problem is None and snap != expected[-1]:
-                    problem = "after a failed recovery a clean reopen lost commits"
-                if problem is not None:
+                # What the failed recovery left, and a power loss right after it, reopen
+                # cleanly to every commit (the one fault checker).
+                images = fault_images(
+                    read_image(box.check), file_ops(calls, box.check, image.files).ops,
+                    initial=image, seed=f"recovery:{n}", device=SECTOR_TEARS,
+                    disk_label="a clean reopen",
+                )  # fmt: skip
+                report.states += len(images)
+
+                def reopen(found: Image) -> Snapshot | str | None:
+                    materialise(found, box.check)
+                    snap, problem = _reopen_snapshot(box, box.check)
+                    return snap if problem is None else problem
+
+                found = judge_images(
+                    reopen, images, [expected[-1]], FaultRules.one("CRASH-SQL-5"),
+                    f"a recovery that failed at I/O call {n} ({mode})", errors=(),
+                )  # fmt: skip
+                if found is not None:
                     report.findings.add(origin.failure(
-                        "CRASH-SQL-5", problem, "fault", "clean-reopen", point=n,
-                        variant="clean-reopen", acked=len(workload),
+                        "CRASH-SQL-5", found.problem, "fault", "clean-reopen", point=n,
+                        variant="power-loss" if found.power_loss else "clean-reopen",
+                        acked=len(workload),
                     ))  # fmt: skip
     finally:
         box.cleanup()
@@ -961,12 +1002,12 @@ def _attempt_open(
     report: SweepReport,
     origin: Origin,
     n: int | None,
-) -> int:
+) -> list[IOCall]:
     """Open, read and close through the faulty VFS: a stable error or the right state.
-    Returns the number of I/O calls issued."""
+    Returns the I/O calls issued."""
     connections: list[apsw.Connection] = []
     repo: Any = None
-    issued = 0
+    issued: list[IOCall] = []
     try:
         repo = open_repository(box.layout, box.check, None, StepClock(), vfs.vfs_name)
         storage = repo.open(SESSION_ID)
@@ -983,7 +1024,7 @@ def _attempt_open(
     except ScopecheckError:
         pass  # a clean, coded failure is allowed while the disk fails
     finally:
-        issued = len(vfs.calls)
+        issued = list(vfs.calls)
         if repo is not None:
             repo.abandon()
             if hasattr(repo, "connection"):

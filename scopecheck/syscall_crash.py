@@ -29,8 +29,9 @@ every failure is a :class:`~scopecheck.crashsim.failure.CrashFailure` of source 
    mount, or by strace's fault injection where FUSE cannot run (EIO, ENOSPC, EACCES:
    CRASH-FS-9..11 semantics, CRASH-SYS-6) -- or with the child killed by SIGKILL at that call
    (a real process crash, CRASH-SYS-7).  A run whose fault missed the call it aimed at is
-   dropped and counted as a limit, never judged (CRASH-COV-3).  Besides the disk the run
-   leaves, the power-loss image of its trace is checked.
+   dropped and counted as a limit, never judged (CRASH-COV-3).  The disk the run leaves and
+   the power-loss images of its trace are judged by the one fault checker
+   (:mod:`scopecheck.crashsim.fault_check`).
 
 A crash or recovery failure holds the recorded operations (its ``evidence``):
 ``scopecheck replay`` rebuilds the image from them by name and checks it again without strace
@@ -44,7 +45,6 @@ import bisect
 import contextlib
 import itertools
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-import orjson
 
 from scopecheck.crashsim.coverage import crash_points, ordered_passes
 from scopecheck.crashsim.explore import (
@@ -71,6 +70,13 @@ from scopecheck.crashsim.failure import (
     Evidence,
     crash_kind,
     family,
+)
+from scopecheck.crashsim.fault_check import (
+    FaultImage,
+    FaultRules,
+    fault_images,
+    judge_images,
+    uncoded,
 )
 from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan
 from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
@@ -1192,72 +1198,61 @@ def allowed_after(run: Recording, kill: bool) -> list[Snapshot | None]:
     return found
 
 
-def _power_loss_at_end(run: Recording) -> Image | None:
-    """The strict power-loss image of a run's trace at its end (only what was made durable:
-    a failed fsync made nothing durable, CRASH-SYS-1)."""
-    if not run.ops:
-        return None
-    volume = Volume()
-    for op in run.ops:
-        volume.apply(op)
-    for variant, image in volume.power_images(random.Random(0)):
-        if variant == "strict":
-            return image
-    return volume.process_image()  # nothing unsynced: the same disk
+#: The rule each image of a killed run breaks (CRASH-FS-1, -2 and -6), and of a faulted one
+#: (CRASH-FS-9 for a state a power loss or the disk should not hold, CRASH-FS-11 for a disk a
+#: failed create or delete left unopenable).
+KILL_RULES = FaultRules("CRASH-FS-2", "CRASH-FS-6", "CRASH-FS-1", "CRASH-FS-1")
+FAULT_RULES = FaultRules("CRASH-FS-9", "CRASH-FS-9", "CRASH-FS-11", "CRASH-FS-9")
 
 
 def _check_fault_run(
     checker: ImageChecker, run: Recording, disk: Image, expression: str, kill: bool
 ) -> tuple[str, str] | None:
-    """The disk a faulted or killed run leaves, and a power loss at its end, reopen to what
-    was acknowledged (CRASH-FS-9..11 for a fault, CRASH-FS-1, -2 and -6 for a kill)."""
+    """The disk a faulted or killed run leaves, and a power loss right then, reopen to what
+    was acknowledged: the one fault checker's images and judgement
+    (:mod:`~scopecheck.crashsim.fault_check`) with a process backend's reopen."""
     first = next((o for o in run.outcomes if o != "ok"), None)
     if not kill and first in ("OSError", "protocol_error"):
         tail = next((t.strip() for t in reversed(run.stderr) if t.strip()), "")
         said = f"; the backend's stderr ends: {tail[-400:]}" if tail else ""
-        return (
-            "CRASH-FS-9",
-            f"with {expression}, a step failed with {first}, not a scopecheck error with a "
-            f"stable code: the I/O error escaped the backend (or killed it){said}",
-        )
-    allowed = allowed_after(run, kill)
-    images: list[tuple[str, Image]] = [("the disk afterwards", disk)]
-    power = _power_loss_at_end(run)
-    if power is not None and power != disk:
-        images.append(("a power loss at the end of the run", power))
-    for label, image in images:
-        directory = os.path.join(checker.base, "disk")
+        return "CRASH-FS-9", uncoded("a step", expression, f"{first}{said}")
+    images = (
+        fault_images(disk, run.ops, seed=expression, disk_label="the disk")
+        if run.ops
+        else [FaultImage("the disk", disk, False)]
+    )
+    directory = os.path.join(checker.base, "disk")
+
+    def reopen(image: Image) -> Snapshot | None:
         write_image(image, directory)
         try:
             repo = checker.reopen(directory)
-            got: Snapshot | None = None
-            if SESSION in repo.list():
-                storage = repo.open(SESSION)
-                got = storage.snapshot()
-                storage.close()
-        except ScopecheckError as exc:
+            if SESSION not in repo.list():
+                return None
+            storage = repo.open(SESSION)
+            got: Snapshot = storage.snapshot()
+            storage.close()
+            return got
+        except ScopecheckError:
             checker.fresh()
-            # an acknowledged commit that is not durable breaks the Session (CRASH-FS-9); a
-            # failed create or delete that leaves it unopenable, CRASH-FS-11
-            power_loss = label.startswith("a power loss")
-            rule = "CRASH-FS-1" if kill else ("CRASH-FS-9" if power_loss else "CRASH-FS-11")
-            return rule, f"with {expression}, reopening {label} raised {exc}"
-        if got not in allowed:
-            power_loss = label.startswith("a power loss")
-            rule = ("CRASH-FS-6" if power_loss else "CRASH-FS-2") if kill else "CRASH-FS-9"
-            shown = orjson.dumps(describe(got)).decode()
-            wanted = " or ".join(orjson.dumps(describe(a)).decode() for a in allowed)
-            hint = ""
-            if power_loss:
-                hint = ": fsync what a step wrote (and its directory) before acknowledging it"
-                if any(op.kind == "syncfail" for op in run.ops):
-                    hint = (
-                        ": an fsync failed in this run, and after a failed fsync the data is "
-                        "not on disk even if a later fsync succeeds -- a commit whose fsync "
-                        "failed must not be acknowledged"
-                    )
-            return rule, f"with {expression}, {label} holds {shown}, not {wanted}{hint}"
-    return None
+            raise
+
+    def hint(image: FaultImage) -> str:
+        if not image.power_loss:
+            return ""
+        if any(op.kind == "syncfail" for op in run.ops):
+            return (
+                ": an fsync failed in this run, and after a failed fsync the data is not on "
+                "disk even if a later fsync succeeds -- a commit whose fsync failed must not "
+                "be acknowledged (CRASH-SYS-11)"
+            )
+        return ": fsync what a step wrote (and its directory) before acknowledging it"
+
+    found = judge_images(
+        reopen, images, allowed_after(run, kill), KILL_RULES if kill else FAULT_RULES,
+        f"the run with {expression}", hint=hint, errors=(ScopecheckError,),
+    )  # fmt: skip
+    return None if found is None else (found.rule, found.problem)
 
 
 # -- replay ---------------------------------------------------------------------------------

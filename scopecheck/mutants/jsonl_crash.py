@@ -20,6 +20,7 @@ from scopecheck.backends import Backend
 from scopecheck.crash_explorers import JsonlCrashExplorer
 from scopecheck.impl.fs import AppendFile, FileSystem, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.models.errors import StorageIOError
 from scopecheck.mutants import CATALOGUE, Mutant, MutantResult, register
 from scopecheck.mutants.jsonl import REPOSITORIES, _backend
 from scopecheck.mutants.seams import OpeningFileSystem, WrappedFileSystem, opening_over, over_fs
@@ -132,6 +133,18 @@ class NoScopesDirFsync(WrappedFileSystem):
         self._inner.fsync_dir(path)
 
 
+class RetryingFsync(WrappedFileSystem):
+    """Retries a failed fsync of the log and acknowledges when the retry succeeds: after EIO
+    Linux marks the failed pages clean, so the retry wrote nothing ("fsyncgate",
+    CRASH-SYS-11)."""
+
+    def fsync(self, handle: AppendFile) -> None:
+        try:
+            self._inner.fsync(handle)
+        except StorageIOError:
+            self._inner.fsync(handle)
+
+
 NEW: dict[str, tuple[str, type[JsonlRepository]]] = {
     "jsonl-ack-before-fsync": (
         "a commit is acknowledged after its append but before fsync (JSONL-10)",
@@ -155,6 +168,11 @@ NEW: dict[str, tuple[str, type[JsonlRepository]]] = {
         "a failed append leaves a partial line and the handle stays usable, so the next "
         "append follows it (JSONL-12)",
         over_fs("failed-append-not-cut-back", NoCutBack),
+    ),
+    "jsonl-fsync-retry-after-eio": (
+        "a failed fsync of the log retried, and the commit acknowledged when the retry "
+        "succeeds (CRASH-SYS-11)",
+        over_fs("fsync-retry-after-eio", RetryingFsync),
     ),
     "jsonl-sidecar-without-dir-fsync": (
         "a new sidecar is published without fsyncing .scopes, so power loss can undo it "

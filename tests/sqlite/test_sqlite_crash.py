@@ -129,6 +129,16 @@ def test_negative_controls_make_the_crash_sweep_fail(cls: Any, layout: Any) -> N
     assert report.failures, report.summary()
 
 
+@pytest.mark.rule("CRASH-SQL-4", "CRASH-SYS-11")
+def test_a_power_loss_after_an_io_error_is_judged_too() -> None:
+    """The fault runs judge the power-loss images of the run, not only the disk it left (the
+    one fault checker): with ``synchronous=OFF`` no commit is durable, so a power loss right
+    after the faulted run loses acknowledged commits."""
+    report = io_error_sweep(WORKLOAD, layout="per-file", repository_class=SyncOff, stride=3)
+    assert [f.variant for f in report.failures] == ["power-loss"], report.summary()
+    assert report.failures[0].problem.startswith("power loss (")
+
+
 @pytest.mark.rule("CRASH-SQL-7", "SQLITE-8")
 @pytest.mark.parametrize("layout", ["per-file", "shared"])
 def test_sigkill_of_a_writer_process_keeps_every_acknowledged_commit(layout: Any) -> None:
