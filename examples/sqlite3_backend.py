@@ -197,6 +197,9 @@ class Sqlite3Repository:
         if os.path.exists(path):
             raise usage("already_exists", f"session {session_id!r} exists")
         try:  # built aside, then renamed: a crash leaves no half Session
+            for leftover in (path + ".new", path + ".new-journal", path + ".new-wal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)  # a create a crash cut short: start it over
             db = connect(path + ".new", self.synchronous, self.journal)
             db.executescript(SCHEMA)
             db.close()

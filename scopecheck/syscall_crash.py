@@ -406,6 +406,9 @@ def _injected(
 
 #: The disk a recording starts on: an empty root.
 EMPTY = Image({})
+#: A Session created again where a crash left none (its delete, or its create unacknowledged):
+#: empty, nothing of the old one joining it (CRASH-FS-2).
+EMPTY_SESSION: Snapshot = ReferenceRepository().create(SESSION).snapshot()
 
 
 def crash_images(
@@ -551,7 +554,8 @@ class ImageChecker:
         self, k: int, variant: str, image: Image, allowed: tuple[int, ...]
     ) -> CrashFailure | None:
         """Judge the reopened image with the one recovery checker
-        (:func:`~scopecheck.crashsim.recovery.judge`, CRASH-FS-1..4, 6); a protocol error
+        (:func:`~scopecheck.crashsim.recovery.judge`, CRASH-FS-1..4, 6; an absent Session is
+        created again and must be empty); a protocol error
         marks the child broken, so the next image gets a new one."""
         self.checked += 1
         rec = self.recording
@@ -562,7 +566,8 @@ class ImageChecker:
         write_image(image, directory)
         verdict = judge(
             lambda: self.reopen(directory), expected, session=SESSION,
-            probe=set_value(_PROBE, self.checked), errors=(ScopecheckError,),
+            probe=set_value(_PROBE, self.checked), recreate=EMPTY_SESSION,
+            errors=(ScopecheckError,),
         )  # fmt: skip
         if not isinstance(verdict, Broken):
             return None
