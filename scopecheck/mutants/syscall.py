@@ -17,9 +17,11 @@ import sys
 import time
 from typing import Any
 
+from scopecheck import check_session_id, usage
 from scopecheck.examples.good_file_backend import FileRepository, FileStorage
-from scopecheck.examples.sqlite3_backend import Sqlite3Repository, Sqlite3Storage
+from scopecheck.examples.sqlite3_backend import SCHEMA, Sqlite3Repository, Sqlite3Storage, connect
 from scopecheck.impl.fs import OsFileSystem
+from scopecheck.models.errors import StorageIOError
 from scopecheck.mutants import MutantResult, register_factories
 from scopecheck.mutants.fs_crash import (
     STARTUP_WRITES,
@@ -62,6 +64,29 @@ class _RawErrors(Sqlite3Repository):
 
 def io_error_escapes(clock: Any, *, root: str) -> Sqlite3Repository:
     return _RawErrors(clock, root)
+
+
+class _LeftoverBlocksCreate(Sqlite3Repository):
+    def create(self, session_id: str) -> Sqlite3Storage:
+        """Builds the new Session aside, as the example does, but over whatever a create a
+        crash cut short left there: its half-made schema makes every later create of that
+        id fail, so the Session a crash rightly left absent can never be made again."""
+        path = self.path(check_session_id(session_id))
+        if os.path.exists(path):
+            raise usage("already_exists", f"session {session_id!r} exists")
+        try:
+            db = connect(path + ".new", self.synchronous, self.journal)
+            db.executescript(SCHEMA)
+            db.close()
+            os.replace(path + ".new", path)
+            self.sync_dir()
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageIOError("io_error", f"create {session_id}: {exc}") from None
+        return self._handle(session_id, path)
+
+
+def create_leftover_blocks_create(clock: Any, *, root: str) -> Sqlite3Repository:
+    return _LeftoverBlocksCreate(clock, root)
 
 
 # -- file-log backends: the good file example over real files, changed at one public seam ----
@@ -139,6 +164,11 @@ PLANTED = {
         "io_error_escapes",
         "CRASH-FS-9",
         "a failed write surfaces as the driver's exception, not an error with a stable code",
+    ),
+    "syscall-create-leftover-blocks-create": (
+        "create_leftover_blocks_create",
+        "CRASH-FS-1",
+        "a create a crash cut short leaves a half-built file that every later create trips on",
     ),
     "syscall-ack-after-long-startup": (
         "ack_after_long_startup",
