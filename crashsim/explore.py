@@ -39,8 +39,9 @@ from scopecheck.crashsim.coverage import (
     crash_points,
     ordered_passes,
 )
-from scopecheck.crashsim.failure import CrashFailure, family
+from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.persistence import ANY_BYTE, Device, FileOp, Image, Volume, call_cuts
+from scopecheck.crashsim.points import ProcessCrash, Torn, Variant
 
 #: Distinct failures (by rule and kind) an exploration keeps before it stops.
 MAX_FAILURES = 8
@@ -82,13 +83,13 @@ class Images:
 
 def point_images(
     volume: Volume, ops: Sequence[FileOp], k: int, seed: int, images: Images = Images()
-) -> Iterator[tuple[str, Image]]:
+) -> Iterator[tuple[Variant, Image]]:
     """The images of a crash before ``ops[k]`` (``volume`` holds ``ops[:k]`` applied), as
     ``(variant, image)``: the process crash, the write ``ops[k]`` torn in flight, and the
-    power losses that differ from the process crash.  Every name rebuilds its image
+    power losses that differ from the process crash.  Every variant rebuilds its image
     (:func:`~scopecheck.crashsim.persistence.power_image`)."""
     process = volume.process_image()
-    yield "process", process
+    yield ProcessCrash(), process
     if images.call_cuts_of is not None and k < len(ops) and ops[k].kind == "write":
         cuts = images.call_cuts_of(ops[k].data, call_rng(seed, k))
         yield from volume.torn_calls(ops[k], cuts)
@@ -152,22 +153,25 @@ class Round(Protocol):
     @property
     def recovery_states(self) -> int: ...
 
-    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+    def images(
+        self, volume: Volume, ops: Sequence[FileOp], k: int
+    ) -> Iterable[tuple[Variant, Image]]:
         """The images of a crash before ``ops[k]`` -- the round's operations, or a recovery's
         -- with ``volume`` holding ``ops[:k]`` applied (usually :func:`point_images`)."""
 
-    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
-        """Reopen ``image`` -- a crash before ``ops[k]`` -- and judge it."""
+    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | None:
+        """Reopen ``image`` -- the crash ``variant`` before ``ops[k]`` -- and judge it (a
+        failure names the variant by its name)."""
 
-    def recovers(self, variant: str, image: Image) -> bool:
+    def recovers(self, variant: Variant, image: Image) -> bool:
         """Whether reopening ``image`` (which passed its check) is worth crashing."""
 
     def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
         """The operations of reopening ``image``, recorded; ``None`` if that is not possible."""
 
     def check_recovery(
-        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
-        image: Image,
+        self, k: int, variant: Variant, recovery_ops: Sequence[FileOp], j: int,
+        during: Variant, image: Image,
     ) -> CrashFailure | None:  # fmt: skip
         """Judge ``image``: a crash before ``recovery_ops[j]`` while image ``(k, variant)``
         was being recovered."""
@@ -206,7 +210,7 @@ def check_passes(
     recover_after = min(2, len(passes) - 1)
     checked: set[int] = set()
     states_before, recovery_before = rnd.states, rnd.recovery_states
-    candidates: list[tuple[int, str, Image]] = []
+    candidates: list[tuple[int, Variant, Image]] = []
     stopped = priority_done = False
     for number, pass_points in enumerate(passes):
         stop_at = until + overrun if first and number == 0 else until
@@ -257,14 +261,17 @@ def check_passes(
     )
 
 
-#: The order recoveries are crashed in: torn images first (their recovery repairs the most),
-#: then the other power losses, then process crashes.
-_RECOVERY_RANK = {"torn": 0, "only": 1, "prefix": 1, "data-kept": 1, "entries-kept": 1, "strict": 1}
+def _recovery_rank(variant: Variant) -> int:
+    """The order recoveries are crashed in: torn power-loss images first (their recovery
+    repairs the most), then the other power losses, then process crashes."""
+    if isinstance(variant, Torn):
+        return 0
+    return 1 if variant.power_loss else 2
 
 
 def crash_recoveries(
     rnd: Round,
-    candidates: Sequence[tuple[int, str, Image]],
+    candidates: Sequence[tuple[int, Variant, Image]],
     findings: Findings,
     *,
     until: float,
@@ -276,7 +283,7 @@ def crash_recoveries(
     and crash it at ``points`` of its crash points, taken in coverage order (CRASH-FS-5,
     CRASH-SQL-9); stop at the first failure of a recovery."""
     rng = random.Random(seed)
-    order = sorted(candidates, key=lambda c: (_RECOVERY_RANK.get(family(c[1]), 2), rng.random()))
+    order = sorted(candidates, key=lambda c: (_recovery_rank(c[1]), rng.random()))
     for done, (k, variant, image) in enumerate(order):
         if findings.full or (time.perf_counter() >= until and done >= at_least):
             break

@@ -27,6 +27,7 @@ from scopecheck.crashsim.persistence import (
     op_from_json,
     op_to_json,
 )
+from scopecheck.crashsim.points import CrashPoint, Variant, parse_variant
 
 #: The reproducer format.  3: one format for every source (``source`` names it).
 VERSION = 3
@@ -34,12 +35,6 @@ VERSION = 3
 #: I/O fault, a run killed at one call, or the whole workload without any crash.
 Run = Literal["crash", "recovery", "fault", "kill", "workload"]
 RUNS: tuple[str, ...] = ("crash", "recovery", "fault", "kill", "workload")
-
-
-def family(variant: str) -> str:
-    """The kind of a crash image named ``variant``: ``process``, ``torn-call``, ``strict``,
-    ``data-kept``, ``entries-kept``, ``only``, ``prefix``, ``torn``."""
-    return variant.split(":", 1)[0].split("@", 1)[0]
 
 
 @attrs.frozen
@@ -85,10 +80,13 @@ class CrashFailure:
     """One state or run that broke a crash rule, with everything a replay needs.
 
     ``point`` is the crash point (an index into the recorded operations) of a crash image,
-    the call of a fault or kill run; ``variant`` names the image (``process``, a power-loss
-    variant) or the fault; ``recovery`` is, for a crash during recovery, the point and
-    variant in the recovery's operations.  ``kind`` is what tells two failures of one rule
-    apart (CRASH-COV-4): the image family, or the call and fault."""
+    the call of a fault or kill run; ``variant`` names the image (the name of a
+    :mod:`~scopecheck.crashsim.points` variant: ``process``, a power-loss variant) or the
+    fault; ``recovery`` is, for a crash during recovery, the point and variant name in the
+    recovery's operations.  Names, not the typed variants, because they are the reproducer's
+    own terms (format :data:`VERSION`); :attr:`crash_point` and :attr:`recovery_point` give
+    them typed.  ``kind`` is what tells two failures of one rule apart (CRASH-COV-4): the
+    image family, or the call and fault."""
 
     source: str
     rule: str
@@ -123,15 +121,33 @@ class CrashFailure:
         target: Mapping[str, Any] | None = None,
         shown: Mapping[str, Any] | None = None,
     ) -> CrashFailure:
-        """A failure of the crash image ``variant`` before operation ``point`` -- or, with
-        ``recovery``, of a crash while that image was recovered."""
+        """A failure of the crash image named ``variant`` before operation ``point`` -- or,
+        with ``recovery``, of a crash while that image was recovered; its kind is the family
+        of the image (of the crash during recovery, for one).  :class:`ValueError` for a name
+        of no crash image."""
+        crashed = parse_variant(variant if recovery is None else recovery[1])
         return cls(
             source=source, rule=rule, problem=problem,
             run="crash" if recovery is None else "recovery",
-            kind=crash_kind(variant, recovery), seed=seed, workload=workload, point=point,
+            kind=crashed.family, seed=seed, workload=workload, point=point,
             variant=variant, recovery=recovery, evidence=evidence, target=target or {},
             shown=shown or {},
         )  # fmt: skip
+
+    @property
+    def crash_point(self) -> CrashPoint | None:
+        """The crash image a crash or recovery failure names, typed (``None`` for a fault,
+        kill or workload run)."""
+        if self.run not in ("crash", "recovery") or self.point is None:
+            return None
+        return CrashPoint(self.point, parse_variant(self.variant))
+
+    @property
+    def recovery_point(self) -> CrashPoint | None:
+        """For a crash during recovery, the crash in the recovery's operations, typed."""
+        if self.recovery is None:
+            return None
+        return CrashPoint(self.recovery[0], parse_variant(self.recovery[1]))
 
     @property
     def key(self) -> tuple[str, str]:
@@ -207,7 +223,7 @@ class CrashFailure:
             recovery = data.get("recovery")
             evidence = data.get("evidence")
             point = data.get("point")
-            return cls(
+            failure = cls(
                 source=str(data["source"]),
                 rule=str(data["rule"]),
                 problem=str(data["error"]),
@@ -223,16 +239,21 @@ class CrashFailure:
                 shown=dict(data.get("shown") or {}),
                 backend=str(data.get("backend", "")),
             )
+            if run in ("crash", "recovery"):  # the names of crash images must parse
+                parse_variant(failure.variant)
+            if failure.recovery is not None:
+                parse_variant(failure.recovery[1])
+            return failure
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             if isinstance(exc, BadReproducer):
                 raise
             raise BadReproducer(f"not a crash reproducer: {exc!r}") from None
 
 
-def crash_kind(variant: str, recovery: tuple[int, str] | None = None) -> str:
+def crash_kind(variant: Variant, recovery: tuple[int, Variant] | None = None) -> str:
     """The kind of a crash-image failure: its image family (the recovery crash's, for a
     crash during recovery)."""
-    return family(recovery[1] if recovery is not None else variant)
+    return (variant if recovery is None else recovery[1]).family
 
 
 def acked_before(acked_at: Sequence[int | None], k: int) -> int:

@@ -79,7 +79,8 @@ from scopecheck.crashsim.jsonl_sweep import (
     trace_failure,
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
-from scopecheck.crashsim.persistence import FileOp, Image, power_image, process_crash
+from scopecheck.crashsim.persistence import FileOp, Image, power_image
+from scopecheck.crashsim.points import Variant, parse_variant
 from scopecheck.crashsim.recovery import (
     Broken,
     Expected,
@@ -239,10 +240,6 @@ def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot 
 # -- checking ----------------------------------------------------------------------------------
 
 
-def _power_loss(variant: str) -> bool:
-    return not process_crash(variant)
-
-
 _PROBE = value("scopecheck.probe", "after-crash")
 _EMPTY: Snapshot = ReferenceRepository().create(SESSION).snapshot()
 
@@ -307,7 +304,7 @@ class Checker:
             recreate=_EMPTY, extra=Extra(recovered=recovered),
         )  # fmt: skip
         if isinstance(verdict, Broken):
-            broken = after_power_loss(verdict, crash.variant, _power_loss(crash.variant))
+            broken = after_power_loss(verdict, crash.variant, crash.power_loss)
             return self._failure(crash, expected, broken.rule, broken.problem, broken.recovered)
         # What the first reopen did before the probe commit: the recovery (CRASH-FS-5).
         recovery_ops = recorders[0].ops[: before_probe[0]] if before_probe else []
@@ -463,7 +460,7 @@ class FsRound(SandboxRound):
         self._repairs: dict[int, tuple[Image, tuple[Op, ...], Snapshot]] = {}
         self._recovered: Snapshot | None = None
 
-    def recovers(self, variant: str, image: Image) -> bool:
+    def recovers(self, variant: Variant, image: Image) -> bool:
         """Whether to crash the recovery of ``image`` (just checked) at power loss: only in
         ``unsynced`` mode, and only if its reopen repaired something -- a reopen that only
         reads and syncs leaves nothing a power loss could undo.  Process crashes of every
@@ -490,16 +487,16 @@ class FsRound(SandboxRound):
         return file_ops(calls, ROOT, image)
 
     def check_recovery(
-        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
-        image: Image,
+        self, k: int, variant: Variant, recovery_ops: Sequence[FileOp], j: int,
+        during: Variant, image: Image,
     ) -> CrashFailure | None:  # fmt: skip
         """A power loss during the recovery recorded last (the loop crashes a recovery right
         after recording it); process crashes are left to the checker, which crashes every
         recovery at every call itself (CRASH-FS-5)."""
-        if process_crash(during):
+        if not during.power_loss:
             return None
         return self.fs_checker.check_power_loss_in_recovery(
-            k, variant, recovery_ops, j, during, image, self._recovered
+            k, variant.name, recovery_ops, j, during.name, image, self._recovered
         )
 
     def fault_runs(
@@ -638,7 +635,8 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool | None
     op_index, variant = failure.point, failure.variant
     lines = [f"replaying {failure.what}"]
     try:
-        image = power_image(evidence.ops, op_index, variant, start=evidence.base)
+        crashed = parse_variant(variant)
+        image = power_image(evidence.ops, op_index, crashed, start=evidence.base)
     except ValueError as exc:
         raise UsageError("invalid_payload", f"the reproducer names no image: {exc}") from None
     tr = Trace(wl, (), model_states(wl), evidence.base, evidence.ops, evidence.acked_at)
@@ -655,9 +653,10 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool | None
             "validate, not here)"
         )
     )
-    crash = CrashState(op_index, variant, image, allowed_for(tr)(op_index))
+    crash = CrashState(op_index, crashed, image, allowed_for(tr)(op_index))
     checker = Checker(factory, tr, "unsynced" if mode == "unsynced" else "prefix")
-    if failure.recovery is not None and not process_crash(failure.recovery[1]):
+    during = failure.recovery_point
+    if failure.recovery is not None and during is not None and during.variant.power_loss:
         return _replay_power_loss_in_recovery(
             checker, crash, failure.recovery, evidence.recovery_ops, lines
         )

@@ -69,13 +69,12 @@ from scopecheck.crashsim.fs_recorder import Op, RecordingFs
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops, image_of
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import (
-    TORN_CALL,
     FileOp,
     Image,
     Volume,
     call_cuts,
-    process_crash,
 )
+from scopecheck.crashsim.points import Torn, TornCall, Variant, parse_variant
 from scopecheck.crashsim.recovery import Broken, Expected, Extra, judge
 from scopecheck.impl.fs import DirEntry, OsFileSystem, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, layout
@@ -470,31 +469,34 @@ def trace(workload: Workload, repo_class: type[JsonlRepository] = JsonlRepositor
 
 @attrs.frozen
 class CrashState:
-    """A crash before ``file_ops[op_index]``: ``variant`` is ``process`` or a power-loss
-    variant of :meth:`~scopecheck.crashsim.persistence.Volume.power_images`."""
+    """A crash before ``file_ops[op_index]``: ``crash`` is which image of that crash point
+    (:mod:`~scopecheck.crashsim.points`: the process crash, a write torn in flight, a power
+    loss of :meth:`~scopecheck.crashsim.persistence.Volume.power_images`), ``variant`` its
+    name, as a failure reports it."""
 
     op_index: int
-    variant: str
+    crash: Variant
     state: Image
     #: Indices into ``Trace.states`` the recovered Session may equal.
     allowed: tuple[int, ...]
 
     @property
+    def variant(self) -> str:
+        return self.crash.name
+
+    @property
     def offset(self) -> int | None:
-        """The bytes a torn write kept (``torn@<g>:<path>:<n>:<cut>``,
-        ``torn-call:<path>:<cut>``)."""
-        if self.variant.startswith(("torn@", TORN_CALL)):
-            return int(self.variant.rsplit(":", 1)[1])
-        return None
+        """The bytes a torn write kept (a write torn at a power loss or in flight)."""
+        return self.crash.cut if isinstance(self.crash, Torn | TornCall) else None
 
     @property
     def power_loss(self) -> bool:
-        return not process_crash(self.variant)
+        return self.crash.power_loss
 
     @property
     def family(self) -> str:
         """The kind of crash point: ``process``, ``strict``, ``only``, ``torn``, ..."""
-        return self.variant.split(":", 1)[0].split("@", 1)[0]
+        return self.crash.family
 
 
 def crash_states(
@@ -540,10 +542,10 @@ def crash_state(
     ops: Sequence[FileOp],
     initial: Image,
     k: int,
-    variant: str,
+    variant: Variant | str,
     allowed: tuple[int, ...],
 ) -> CrashState | None:
-    """The crash state ``(k, variant)`` rebuilt by its name alone
+    """The crash state ``(k, variant)`` rebuilt by its variant or name alone
     (:func:`~scopecheck.crashsim.persistence.power_image`), for a replay; ``None`` when the
     operations have no such state (a replay after the backend changed)."""
     from scopecheck.crashsim.persistence import power_image
@@ -551,6 +553,7 @@ def crash_state(
     if k not in crash_points(ops):
         return None
     try:
+        variant = parse_variant(variant) if isinstance(variant, str) else variant
         image = power_image(ops, k, variant, start=initial)
     except ValueError:
         return None
@@ -932,21 +935,23 @@ class SandboxRound:
     def recovery_states(self) -> int:
         return self.checker.recovery_states
 
-    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+    def images(
+        self, volume: Volume, ops: Sequence[FileOp], k: int
+    ) -> Iterable[tuple[Variant, Image]]:
         return point_images(volume, ops, k, self.seed, self._images)
 
-    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | None:
         return self.checker.check(CrashState(k, variant, image, self._allowed(k)))
 
-    def recovers(self, variant: str, image: Image) -> bool:
+    def recovers(self, variant: Variant, image: Image) -> bool:
         return False  # the checker crashes every recovery itself
 
     def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
         return None
 
     def check_recovery(
-        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
-        image: Image,
+        self, k: int, variant: Variant, recovery_ops: Sequence[FileOp], j: int,
+        during: Variant, image: Image,
     ) -> CrashFailure | None:  # fmt: skip
         return None
 

@@ -6,7 +6,7 @@ filesystem layer records).  It is the conservative POSIX model, stated once in
 
 * **Process crash** (the process dies, the kernel lives): every completed call is kept; a
   write in flight may have reached the file in part -- a prefix of its bytes, cut at any byte
-  (``torn-call:<path>:<cut>``, :meth:`Volume.torn_calls`).
+  (:class:`~scopecheck.crashsim.points.TornCall`, :meth:`Volume.torn_calls`).
 * **Power loss**: a file's data is durable up to its last ``fsync``/``fdatasync`` (or a
   ``sync``/``syncfs``); what was written after it may be lost, kept, or kept in part -- a prefix
   of those writes, the last one torn at any byte.  A directory entry (a create, a rename, an
@@ -24,9 +24,10 @@ filesystem layer records).  It is the conservative POSIX model, stated once in
 
 :class:`Volume` applies :class:`FileOp` s to inodes and directories that each keep a current
 and a durable version, and builds the images of a crash before any operation:
-:meth:`Volume.process_image` and :meth:`Volume.power_images`; :func:`power_image` rebuilds
-one power-loss image from its variant name (a replay needs nothing else), and
-:func:`coarser_tears` gives the same torn write at sector and block granularity.
+:meth:`Volume.process_image` and :meth:`Volume.power_images`, each named by its typed variant
+(:mod:`scopecheck.crashsim.points`); :func:`power_image` rebuilds one image from its variant or
+the variant's name (a replay needs nothing else), and :func:`coarser_tears` gives the same torn
+write at sector and block granularity.
 """
 
 from __future__ import annotations
@@ -37,6 +38,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
+
+from scopecheck.crashsim.points import (
+    DataKept,
+    EntriesKept,
+    Only,
+    PowerLoss,
+    Prefix,
+    ProcessCrash,
+    Strict,
+    Torn,
+    TornCall,
+    Variant,
+    parse_variant,
+)
 
 OpKind = Literal[
     "open", "write", "truncate", "sync", "syncall", "rename", "unlink", "mkdir", "rmdir",
@@ -134,14 +149,6 @@ _SIDE_IMAGES = 16
 SHORT_CALL = 64
 #: Sampled cut points of a longer write in flight (besides its boundaries).
 CALL_SAMPLES = 6
-#: The prefix of the variant naming a write torn in flight at a process crash.
-TORN_CALL = "torn-call:"
-
-
-def process_crash(variant: str) -> bool:
-    """Whether ``variant`` is a process crash (``process``, ``torn-call:...``): the kernel
-    lived, so every completed call is kept."""
-    return variant == "process" or variant.startswith(TORN_CALL)
 
 
 def call_cuts(
@@ -410,10 +417,10 @@ class Volume:
         """A process crash now: every completed call kept."""
         return self._walk(self._entries, {n: bytes(self._nodes[n].data) for n in self._files()})
 
-    def torn_calls(self, op: FileOp, cuts: Iterable[int]) -> Iterator[tuple[str, Image]]:
+    def torn_calls(self, op: FileOp, cuts: Iterable[int]) -> Iterator[tuple[TornCall, Image]]:
         """A process crash while ``op`` -- the next operation, a write -- was in flight: only
-        its first ``cut`` bytes reached the file, as ``(torn-call:<path>:<cut>, image)`` for
-        each cut point in ``cuts`` (:func:`call_cuts`).  Nothing for any other operation, nor
+        its first ``cut`` bytes reached the file, as ``(TornCall(path, cut), image)`` for each
+        cut point in ``cuts`` (:func:`call_cuts`).  Nothing for any other operation, nor
         for a write to a file no name reaches; images equal to the process image are left
         out.  :meth:`torn_call` rebuilds one by its name."""
         if op.kind != "write" or len(op.data) < 2 or op.handle not in self._handles:
@@ -431,27 +438,21 @@ class Volume:
             if current[offset : offset + cut] == op.data[:cut]:
                 continue  # the bytes were there already: the process image
             data[number] = _written(current, offset, op.data[:cut])
-            yield f"{TORN_CALL}{path}:{cut}", self._walk(self._entries, data)
+            yield TornCall(path, cut), self._walk(self._entries, data)
 
-    def torn_call(self, op: FileOp, variant: str) -> Image:
-        """The image :meth:`torn_calls` names ``variant`` for a crash before ``op``; raises
-        :class:`ValueError` for a name this volume and operation cannot have produced."""
-        path, _, cut_text = variant.removeprefix(TORN_CALL).rpartition(":")
+    def torn_call(self, op: FileOp, variant: TornCall) -> Image:
+        """The image :meth:`torn_calls` gives as ``variant`` for a crash before ``op``; raises
+        :class:`ValueError` for one this volume and operation cannot have produced."""
         number = self._handles.get(op.handle) if op.kind == "write" else None
-        try:
-            cut = int(cut_text)
-        except ValueError:
-            cut = -1
         if (
-            not variant.startswith(TORN_CALL)
-            or number is None
-            or self._path_of(number) != path
-            or not 0 < cut < len(op.data)
+            number is None
+            or self._path_of(number) != variant.path
+            or not 0 < variant.cut < len(op.data)
         ):
-            raise ValueError(f"no torn call {variant!r} before {op.describe()}")
+            raise ValueError(f"no torn call {variant.name!r} before {op.describe()}")
         data = {n: bytes(self._nodes[n].data) for n in self._files()}
         offset = len(data[number]) if op.offset is None else op.offset
-        data[number] = _written(data[number], offset, op.data[:cut])
+        data[number] = _written(data[number], offset, op.data[: variant.cut])
         return self._walk(self._entries, data)
 
     def _path_of(self, number: int) -> str | None:
@@ -471,50 +472,52 @@ class Volume:
         *,
         device: Device = ANY_BYTE,
         limit: int = 64,
-    ) -> Iterator[tuple[str, Image]]:
+    ) -> Iterator[tuple[PowerLoss, Image]]:
         """Power loss now, as ``(variant, image)`` (CRASH-SYS-1, CRASH-SYS-12):
 
-        * ``strict``: only what was synced;
-        * ``data-kept``: every pending write reached the disk, no unsynced directory change did;
-        * ``entries-kept``: every directory change reached the disk, no unsynced data did;
-        * with ``device.reorder``, ``only:<path>`` for each file with unsynced changes: that
-          file keeps them all, every other file only its synced data;
-        * without it, ``prefix:<m>``: the first ``m`` unsynced changes of all files together,
-          in trace order, reached the disk;
-        * ``torn@<g>:<path>:<n>:<cut>``: one file's ``n``-th unsynced change (a write) kept its
-          first ``cut`` bytes, ``g`` being ``device.tear``: before it, that file's earlier
-          unsynced changes (with ``reorder``) or every earlier unsynced change of every file
-          (without) reached the disk.  At one byte the cut points are the first, middle and
-          last byte and ``cuts`` sampled ones; at coarser granularities every aligned cut,
-          sampled down to :data:`ALIGNED_CUTS` per write.
+        * :class:`Strict` (``strict``): only what was synced;
+        * :class:`DataKept` (``data-kept``): every pending write reached the disk, no unsynced
+          directory change did;
+        * :class:`EntriesKept` (``entries-kept``): every directory change reached the disk, no
+          unsynced data did;
+        * with ``device.reorder``, :class:`Only` (``only:<path>``) for each file with unsynced
+          changes: that file keeps them all, every other file only its synced data;
+        * without it, :class:`Prefix` (``prefix:<m>``): the first ``m`` unsynced changes of
+          all files together, in trace order, reached the disk;
+        * :class:`Torn` (``torn@<g>:<path>:<n>:<cut>``): one file's ``n``-th unsynced change
+          (a write) kept its first ``cut`` bytes, ``g`` being ``device.tear``: before it, that
+          file's earlier unsynced changes (with ``reorder``) or every earlier unsynced change
+          of every file (without) reached the disk.  At one byte the cut points are the
+          first, middle and last byte and ``cuts`` sampled ones; at coarser granularities
+          every aligned cut, sampled down to :data:`ALIGNED_CUTS` per write.
 
         Data variants are built under the synced directory entries.  A crash point gives at
         most ``3 + 16 + limit`` images: 16 ``only:``/``prefix:`` images (sampled with ``rng``
         beyond that) and ``limit`` torn ones (sampled likewise).  Images equal to one already
-        given are left out.  Every variant name rebuilds its image through
+        given are left out.  Every variant rebuilds its image through
         :meth:`power_image`, without ``rng``."""
         given: list[Image] = []
         paths = self._names(self._durable)
         names = {number: path for path, number in paths.items()}
-        variants = ["strict", "data-kept", "entries-kept"]
+        variants: list[PowerLoss] = [Strict(), DataKept(), EntriesKept()]
         if device.reorder:
             movers = [n for n in self._files() if self._nodes[n].pending and n in names]
             if len(movers) > _SIDE_IMAGES:
                 movers = sorted(rng.sample(movers, _SIDE_IMAGES))
-            variants += [f"only:{names[n]}" for n in movers]
+            variants += [Only(names[n]) for n in movers]
         else:
             counts: Sequence[int] = range(1, len(self._order()))
             if len(counts) > _SIDE_IMAGES:
                 counts = sorted(rng.sample(counts, _SIDE_IMAGES))
-            variants += [f"prefix:{m}" for m in counts]
-        torn: list[str] = []
+            variants += [Prefix(m) for m in counts]
+        torn: list[Torn] = []
         for number in self._files():
             if number not in names:
                 continue
             for count, (offset, data, _) in enumerate(self._nodes[number].pending):
                 if data is not None:
                     torn += [
-                        f"torn@{device.tear}:{names[number]}:{count}:{cut}"
+                        Torn(device.tear, names[number], count, cut)
                         for cut in self._cuts(offset, data, device, rng, cuts)
                     ]
         if len(torn) > limit:
@@ -541,37 +544,36 @@ class Volume:
         """The sequence numbers of every pending change of every file, in trace order."""
         return sorted(seq for n in self._files() for _, _, seq in self._nodes[n].pending)
 
-    def power_image(self, variant: str, device: Device = ANY_BYTE) -> Image:
-        """The power-loss image :meth:`power_images` names ``variant`` (for ``torn@<g>:...``
-        the granularity is the one in the name; ``device`` gives the ordering).  Raises
-        :class:`ValueError` for a name this volume and device cannot have produced."""
+    def power_image(self, variant: PowerLoss, device: Device = ANY_BYTE) -> Image:
+        """The power-loss image :meth:`power_images` gives as ``variant`` (for a :class:`Torn`
+        the granularity is the variant's; ``device`` gives the ordering).  Raises
+        :class:`ValueError` for one this volume and device cannot have produced."""
         return self._build(variant, device, self._names(self._durable))
 
-    def _build(self, variant: str, device: Device, paths: dict[str, int]) -> Image:
+    def _build(self, variant: PowerLoss, device: Device, paths: dict[str, int]) -> Image:
         synced = {n: self._nodes[n].synced for n in self._files()}
-        if variant == "strict":
-            return self._walk(self._durable, synced)
-        if variant == "data-kept":
-            return self._walk(self._durable, {n: self._kept(n) for n in self._files()})
-        if variant == "entries-kept":
-            return self._walk(self._entries, synced)
-        kind, _, rest = variant.partition(":")
         try:
-            if kind == "only" and device.reorder:
-                number = paths[rest]
-                return self._walk(self._durable, {**synced, number: self._kept(number)})
-            if kind == "prefix":
-                order = self._order()
-                count = int(rest)
-                if not 0 <= count <= len(order):
-                    raise IndexError(count)
-                kept = set(order[:count])
-                return self._walk(self._durable, self._before(kept.__contains__))
-            if kind.startswith("torn@"):
-                return self._torn(int(kind[5:]), rest, device, paths, synced)
+            match variant:
+                case Strict():
+                    return self._walk(self._durable, synced)
+                case DataKept():
+                    return self._walk(self._durable, {n: self._kept(n) for n in self._files()})
+                case EntriesKept():
+                    return self._walk(self._entries, synced)
+                case Only(path) if device.reorder:
+                    number = paths[path]
+                    return self._walk(self._durable, {**synced, number: self._kept(number)})
+                case Prefix(count):
+                    order = self._order()
+                    if count > len(order):
+                        raise IndexError(count)
+                    kept = set(order[:count])
+                    return self._walk(self._durable, self._before(kept.__contains__))
+                case Torn():
+                    return self._torn(variant, device, paths, synced)
         except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(f"no power-loss image {variant!r} here ({exc!r})") from None
-        raise ValueError(f"no power-loss image {variant!r} on {device}")
+            raise ValueError(f"no power-loss image {variant.name!r} here ({exc!r})") from None
+        raise ValueError(f"no power-loss image {variant.name!r} on {device}")
 
     def _before(self, keep: Callable[[int], bool]) -> dict[int, bytes]:
         return {
@@ -581,18 +583,13 @@ class Volume:
         }
 
     def _torn(
-        self,
-        granularity: int,
-        rest: str,
-        device: Device,
-        paths: dict[str, int],
-        synced: dict[int, bytes],
+        self, variant: Torn, device: Device, paths: dict[str, int], synced: dict[int, bytes]
     ) -> Image:
-        path, count_text, cut_text = rest.rsplit(":", 2)
-        number, count, cut = paths[path], int(count_text), int(cut_text)
+        path, count, cut = variant.path, variant.change, variant.cut
+        number = paths[path]
         node = self._nodes[number]
         offset, data, seq = node.pending[count]
-        if data is None or not 0 < cut < len(data) or (offset + cut) % granularity:
+        if data is None or not 0 < cut < len(data) or (offset + cut) % variant.granularity:
             raise ValueError(f"change {count} of {path} cannot be cut at {cut}")
         if device.reorder:
             files = {**synced, number: bytes(_replay(node.synced, node.pending[:count]))}
@@ -603,17 +600,14 @@ class Volume:
         files[number] = bytes(partial)
         return self._walk(self._durable, files)
 
-    def torn_write(self, variant: str) -> tuple[int, int, int]:
-        """``(offset, length, cut)`` of the write a ``torn@...`` variant cuts."""
-        kind, _, rest = variant.partition(":")
-        if not kind.startswith("torn@"):
-            raise ValueError(f"{variant!r} is not a torn write")
-        path, count_text, cut_text = rest.rsplit(":", 2)
-        number = self._names(self._durable).get(path)
-        change = None if number is None else self._nodes[number].pending[int(count_text)]
+    def torn_write(self, variant: Torn) -> tuple[int, int, int]:
+        """``(offset, length, cut)`` of the write ``variant`` cuts."""
+        number = self._names(self._durable).get(variant.path)
+        pending = [] if number is None else self._nodes[number].pending
+        change = pending[variant.change] if variant.change < len(pending) else None
         if change is None or change[1] is None:
-            raise ValueError(f"{variant!r}: no unsynced write there")
-        return change[0], len(change[1]), int(cut_text)
+            raise ValueError(f"{variant.name!r}: no unsynced write there")
+        return change[0], len(change[1]), variant.cut
 
     def _names(self, entries: dict[int, dict[str, int]]) -> dict[str, int]:
         """Path -> inode of every regular file reachable through ``entries``."""
@@ -674,40 +668,45 @@ def _volume(ops: Sequence[FileOp], k: int, start: Image | None) -> Volume:
 def power_image(
     ops: Sequence[FileOp],
     k: int,
-    variant: str,
+    variant: Variant | str,
     seed: int = 0,
     device: Device = ANY_BYTE,
     *,
     start: Image | None = None,
 ) -> Image:
-    """The image of a crash before ``ops[k]`` named ``variant`` -- ``process``,
-    ``torn-call:<path>:<cut>`` (:meth:`Volume.torn_calls`: ``ops[k]``, a write, in flight at a
-    process crash) or one of :meth:`Volume.power_images`' names -- rebuilt from the operations
-    alone, so a replay gets exactly the image the exploration checked (CRASH-SYS-9).  A name
-    spells out everything the image depends on (the cut of a torn write included), so ``seed``
-    -- the one the exploration sampled with -- does not change the result: any seed gives the
-    same image."""
+    """The image ``variant`` of a crash before ``ops[k]`` -- :class:`ProcessCrash`,
+    :class:`TornCall` (:meth:`Volume.torn_calls`: ``ops[k]``, a write, in flight at a process
+    crash) or one of :meth:`Volume.power_images`' power losses, or the name of one, as a
+    reproducer stores it (:func:`~scopecheck.crashsim.points.parse_variant`) -- rebuilt from the
+    operations alone, so a replay gets exactly the image the exploration checked (CRASH-SYS-9).
+    A variant spells out everything the image depends on (the cut of a torn write included), so
+    ``seed`` -- the one the exploration sampled with -- does not change the result: any seed
+    gives the same image.  :class:`ValueError` for a name of no image, or an image these
+    operations cannot have."""
     del seed
+    if isinstance(variant, str):
+        variant = parse_variant(variant)
     volume = _volume(ops, k, start)
-    if variant == "process":
-        return volume.process_image()
-    if variant.startswith(TORN_CALL):
-        if k >= len(ops):
-            raise ValueError(f"no torn call {variant!r} at the end of the operations")
-        return volume.torn_call(ops[k], variant)
+    match variant:
+        case ProcessCrash():
+            return volume.process_image()
+        case TornCall():
+            if k >= len(ops):
+                raise ValueError(f"no torn call {variant.name!r} at the end of the operations")
+            return volume.torn_call(ops[k], variant)
     return volume.power_image(variant, device)
 
 
 def coarser_tears(
     source: Volume | Sequence[FileOp],
     k: int,
-    variant: str,
+    variant: Torn,
     *,
     device: Device = ANY_BYTE,
     start: Image | None = None,
-) -> list[tuple[int, str, Image]]:
-    """The write a failing ``torn@...`` variant cuts, cut instead at block and sector
-    boundaries (CRASH-SYS-12): ``(granularity, variant, image)`` for 4096 then 512, at each the
+) -> list[tuple[int, Torn, Image]]:
+    """The write a failing torn variant cuts, cut instead at block and sector boundaries
+    (CRASH-SYS-12): ``(granularity, variant, image)`` for 4096 then 512, at each the
     aligned cuts inside the write nearest to the original cut (below it first), so a caller can
     report the coarsest tearing under which a finding still happens.  A granularity with no
     boundary inside the write gives nothing: the write cannot tear there.  ``source`` is the
@@ -715,13 +714,12 @@ def coarser_tears(
     unused)."""
     volume = source if isinstance(source, Volume) else _volume(source, k, start)
     offset, length, cut = volume.torn_write(variant)
-    prefix = variant.partition(":")[2].rsplit(":", 1)[0]
-    found: list[tuple[int, str, Image]] = []
+    found: list[tuple[int, Torn, Image]] = []
     for granularity in COARSER:
         coarse = Device(tear=granularity, reorder=device.reorder)
         below = (offset + cut) // granularity * granularity - offset
         for point in (below, below + granularity):
             if 0 < point < length:
-                name = f"torn@{granularity}:{prefix}:{point}"
-                found.append((granularity, name, volume.power_image(name, coarse)))
+                torn = attrs.evolve(variant, granularity=granularity, cut=point)
+                found.append((granularity, torn, volume.power_image(torn, coarse)))
     return found

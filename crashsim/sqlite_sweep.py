@@ -67,6 +67,7 @@ from scopecheck.crashsim.failure import (
 )
 from scopecheck.crashsim.fault_check import FaultProblem, FaultRules, fault_images, judge_images
 from scopecheck.crashsim.persistence import Device, FileOp, Image, Volume, power_image
+from scopecheck.crashsim.points import Variant, parse_variant
 from scopecheck.crashsim.recovery import (
     FS_RULES,
     Broken,
@@ -582,16 +583,18 @@ class SqliteRound:
         self.recovery_states = 0
         self._images = Images(device=device, torn=torn, call_cuts_of=None)
         #: The last image judged a model state, and what it reopened as.
-        self._last: tuple[int, str, Snapshot] | None = None
+        self._last: tuple[int, Variant, Snapshot] | None = None
         #: What each image whose recovery is crashed reopened as: the state every crash of
         #: that recovery must still give.
-        self._recovered: dict[tuple[int, str], Snapshot] = {}
+        self._recovered: dict[tuple[int, Variant], Snapshot] = {}
         self._recorded = 0
 
-    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+    def images(
+        self, volume: Volume, ops: Sequence[FileOp], k: int
+    ) -> Iterable[tuple[Variant, Image]]:
         return point_images(volume, ops, k, self.seed, self._images)
 
-    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | None:
         acked = self.rec.acked(k)
         prefixes = [acked] + ([acked + 1] if acked < len(self.workload) else [])
         allowed = [self.expected[p] for p in prefixes]
@@ -602,14 +605,14 @@ class SqliteRound:
         self._last = None
         if problem is not None:
             return self.origin.failure(
-                "CRASH-SQL-3", problem, "crash", crash_kind(variant), point=k, variant=variant,
+                "CRASH-SQL-3", problem, "crash", crash_kind(variant), point=k, variant=variant.name,
                 evidence=self.rec.evidence(), acked=acked,
             )  # fmt: skip
         if snap is not None:
             self._last = (k, variant, snap)
         return None
 
-    def recovers(self, variant: str, image: Image) -> bool:
+    def recovers(self, variant: Variant, image: Image) -> bool:
         last = self._last
         if last is None or last[1] != variant or self.recoveries == 0:
             return False
@@ -630,8 +633,8 @@ class SqliteRound:
         return rops
 
     def check_recovery(
-        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
-        image: Image,
+        self, k: int, variant: Variant, recovery_ops: Sequence[FileOp], j: int,
+        during: Variant, image: Image,
     ) -> CrashFailure | None:  # fmt: skip
         _, problem = _judge(self.box, image, [self._recovered[(k, variant)]])
         self.states += 1
@@ -642,13 +645,13 @@ class SqliteRound:
             "CRASH-SQL-9",
             f"a crash while the backend recovered that image ({during}, "
             f"{_before(recovery_ops, j, 'recovery')}) is not survived: {problem}",
-            "recovery", crash_kind(variant, (j, during)), point=k, variant=variant,
-            recovery=(j, during), evidence=self.rec.evidence(tuple(recovery_ops)),
+            "recovery", crash_kind(variant, (j, during)), point=k, variant=variant.name,
+            recovery=(j, during.name), evidence=self.rec.evidence(tuple(recovery_ops)),
             acked=self.rec.acked(k),
         )  # fmt: skip
 
     def check_image(
-        self, k: int, variant: str, recovery: tuple[int, str] | None = None,
+        self, k: int, variant: Variant, recovery: tuple[int, Variant] | None = None,
         recovery_ops: Sequence[FileOp] | None = None,
     ) -> CrashFailure | None:  # fmt: skip
         """Judge the one image ``variant`` of crash point ``k``, rebuilt by its name
@@ -736,7 +739,8 @@ def crash_sweep(
         if variant is not None:
             if only is None:
                 raise ValueError("variant= names an image of the crash point only=")
-            found = rnd.check_image(only, variant, recovery)
+            during = None if recovery is None else (recovery[0], parse_variant(recovery[1]))
+            found = rnd.check_image(only, parse_variant(variant), during)
             if found is not None:
                 report.findings.add(found)
             report.fault_points = 1
@@ -1263,7 +1267,11 @@ def replay_record(
             )
         rec = Recording(evidence.ops, evidence.base, evidence.acked_at, len(evidence.ops), 0)
         rnd = SqliteRound(box, rec, workload, _explore_origin(layout, workload_seed))
-        found = rnd.check_image(k, variant, failure.recovery, evidence.recovery_ops)
+        inner = failure.recovery_point
+        found = rnd.check_image(
+            k, parse_variant(variant), None if inner is None else (inner.op, inner.variant),
+            evidence.recovery_ops,
+        )  # fmt: skip
     finally:
         box.cleanup()
     lines.append(found.problem if found is not None else "the reopened state is a model state now")
@@ -1286,14 +1294,14 @@ class _DeleteRound(SqliteRound):
         self.victim = victim
         self.empty = empty
 
-    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | None:
         self.states += 1
         acked = int(self.rec.acked(k) > 0)
         problem = _check_delete_image(self.box, image, bool(acked), self.victim, self.empty)
         if problem is None:
             return None
         return self.origin.failure(
-            "CRASH-SQL-3", problem, "crash", crash_kind(variant), point=k, variant=variant,
+            "CRASH-SQL-3", problem, "crash", crash_kind(variant), point=k, variant=variant.name,
             evidence=self.rec.evidence(), acked=acked,
         )  # fmt: skip
 

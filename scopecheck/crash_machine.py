@@ -28,6 +28,7 @@ from scopecheck.crashsim.fs_recorder import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_source import file_ops
 from scopecheck.crashsim.jsonl_sweep import ROOT, SCOPES, SESSION, Sandbox, StepClock, dead_sidecars
 from scopecheck.crashsim.persistence import Volume
+from scopecheck.crashsim.points import EntriesKept, Strict
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import UsageError
@@ -139,7 +140,7 @@ class CrashMachine(RuleBasedStateMachine):
             volume = Volume(self.initial)
             for op in file_ops(self.fs.ops, ROOT, self.initial):
                 volume.apply(op)
-            state = volume.power_image(image)
+            state = volume.power_image(Strict() if image == "strict" else EntriesKept())
         self.box.load(state)
         candidates = [self._model(), self._model(tx)]
         self._open()

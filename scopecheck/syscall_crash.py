@@ -69,7 +69,6 @@ from scopecheck.crashsim.failure import (
     CrashFailure,
     Evidence,
     crash_kind,
-    family,
 )
 from scopecheck.crashsim.fault_check import (
     FaultImage,
@@ -95,8 +94,8 @@ from scopecheck.crashsim.persistence import (
     Volume,
     coarser_tears,
     power_image,
-    process_crash,
 )
+from scopecheck.crashsim.points import DataKept, Strict, Torn, Variant, parse_variant
 from scopecheck.crashsim.recovery import Broken, Expected, after_power_loss, judge, read_again
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
@@ -413,7 +412,7 @@ EMPTY_SESSION: Snapshot = ReferenceRepository().create(SESSION).snapshot()
 
 def crash_images(
     ops: Sequence[FileOp], seed: int, points: Sequence[int] | None = None
-) -> Iterator[tuple[int, str, Image]]:
+) -> Iterator[tuple[int, Variant, Image]]:
     """The crash images of ``ops`` at ``points`` (sorted; default every crash point: before
     each mutating operation, and at the end) as ``(point, variant, image)``, in one sweep over
     the operations (:func:`~scopecheck.crashsim.explore.point_images`, CRASH-SYS-1)."""
@@ -488,9 +487,9 @@ class ImageChecker:
         self.clock = StepClock()
         self.clock.at(len(recording.workload.steps) + 1)
         self.checked = 0
-        self.history: list[tuple[int, str]] = []
+        self.history: list[tuple[int, Variant]] = []
         #: The images the child had checked before the last one.
-        self.last_history: tuple[tuple[int, str], ...] = ()
+        self.last_history: tuple[tuple[int, Variant], ...] = ()
         #: The child broke the protocol (or died): the next image gets a new one.
         self.broken = False
         self.process = self._start()
@@ -532,7 +531,7 @@ class ImageChecker:
         return ProcessRepository(self.process)
 
     def check(
-        self, k: int, variant: str, image: Image, allowed: tuple[int, ...], *,
+        self, k: int, variant: Variant, image: Image, allowed: tuple[int, ...], *,
         remember: bool = True,
     ) -> CrashFailure | None:  # fmt: skip
         """Reopen ``image`` -- the crash ``variant`` before operation ``k`` -- and judge it
@@ -551,7 +550,7 @@ class ImageChecker:
             raise
 
     def _check(
-        self, k: int, variant: str, image: Image, allowed: tuple[int, ...]
+        self, k: int, variant: Variant, image: Image, allowed: tuple[int, ...]
     ) -> CrashFailure | None:
         """Judge the reopened image with the one recovery checker
         (:func:`~scopecheck.crashsim.recovery.judge`, CRASH-FS-1..4, 6; an absent Session is
@@ -571,7 +570,7 @@ class ImageChecker:
         )  # fmt: skip
         if not isinstance(verdict, Broken):
             return None
-        broken = after_power_loss(verdict, variant, not process_crash(variant))
+        broken = after_power_loss(verdict, variant.name, variant.power_loss)
         if isinstance(broken.error, ProtocolError):
             self.broken = True  # the next image gets a new child
             broken = attrs.evolve(
@@ -583,7 +582,7 @@ class ImageChecker:
         recovered = broken.recovered
         return CrashFailure.of_image(
             SOURCE, broken.rule, broken.problem, seed=self.seed,
-            workload=rec.workload.to_json(), point=k, variant=variant,
+            workload=rec.workload.to_json(), point=k, variant=variant.name,
             evidence=Evidence(rec.ops, EMPTY, rec.acked_at),
             shown={
                 "op": ops[k].describe() if k < len(ops) else "(end of the run)",
@@ -669,9 +668,9 @@ FAULT_RUNS_PER_ROUND = 12
 #: The share of what is left of the budget that a round's crash states get (the rest: its
 #: fault and kill runs, then the next round).
 STATE_SHARE = 0.5
-#: The image families whose recovery is recorded and crashed (CRASH-FS-5): a torn write is
-#: what a recovery repairs; ``data-kept`` and ``strict`` leave the most to roll back.
-RECOVERED = frozenset({"torn", "data-kept", "strict"})
+#: The images whose recovery is recorded and crashed (CRASH-FS-5): a torn write is what a
+#: recovery repairs; ``data-kept`` and ``strict`` leave the most to roll back.
+RECOVERED = (Torn, DataKept, Strict)
 
 
 @attrs.define
@@ -693,7 +692,7 @@ class SyscallSource:
     first_seed: int = 0
 
     def target(
-        self, mode: str = "crash", history: Sequence[tuple[int, str]] = ()
+        self, mode: str = "crash", history: Sequence[tuple[int, Variant]] = ()
     ) -> dict[str, Any]:
         """What a replay of a failure needs: the backend command (portable), its working
         directory, the spec, the ``mode`` (``crash``, ``fault:<child>:<expression>``,
@@ -704,7 +703,7 @@ class SyscallSource:
             "command": _portable(self.command, self.cwd),
             "cwd": self.cwd,
             "mode": mode,
-            "history": [[k, variant] for k, variant in history],
+            "history": [[k, variant.name] for k, variant in history],
         }
 
     def explore(
@@ -818,17 +817,21 @@ class SyscallRound:
         #: What the recovery recorded last gave, uninterrupted.
         self._recovered: Snapshot | None = None
 
-    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+    def images(
+        self, volume: Volume, ops: Sequence[FileOp], k: int
+    ) -> Iterable[tuple[Variant, Image]]:
         return point_images(volume, ops, k, self.seed)
 
-    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | None:
         self.states += 1
         failure = self.checker.check(k, variant, image, self.recording.allowed(k))
         if failure is None or self.findings.full or self.findings.known(failure.key):
             return failure  # one of its kind is kept already: not worth a confirmation
         return self._confirmed(k, variant, image, failure)
 
-    def _confirmed(self, k: int, variant: str, image: Image, failure: CrashFailure) -> CrashFailure:
+    def _confirmed(
+        self, k: int, variant: Variant, image: Image, failure: CrashFailure
+    ) -> CrashFailure:
         """``failure`` checked again on a fresh checker child: one that does not fail there
         needed what the child had reopened before, and keeps that history for its replay."""
         history = self.checker.last_history
@@ -844,8 +847,8 @@ class SyscallRound:
         target = source.target(history=() if again is not None else history)
         return attrs.evolve(failure, problem=problem, target=target)
 
-    def recovers(self, variant: str, image: Image) -> bool:
-        return family(variant) in RECOVERED
+    def recovers(self, variant: Variant, image: Image) -> bool:
+        return isinstance(variant, RECOVERED)
 
     def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
         source = self.source
@@ -859,8 +862,8 @@ class SyscallRound:
         return rops
 
     def check_recovery(
-        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
-        image: Image,
+        self, k: int, variant: Variant, recovery_ops: Sequence[FileOp], j: int,
+        during: Variant, image: Image,
     ) -> CrashFailure | None:  # fmt: skip
         """The image of a crash (``during``) before operation ``j`` of the recovery of image
         ``(k, variant)`` must reopen to the state that uninterrupted recovery gave
@@ -877,8 +880,8 @@ class SyscallRound:
             found, rule="CRASH-FS-5",
             problem=f"a crash while a backend recovered that image ({during}, before recovery "
             f"operation {j}: {recovery_ops[j].describe()}): {found.rule} {found.problem}",
-            run="recovery", kind=crash_kind(variant, recovery), point=k, variant=variant,
-            recovery=recovery,
+            run="recovery", kind=crash_kind(variant, recovery), point=k, variant=variant.name,
+            recovery=(j, during.name),
             evidence=Evidence(rec.ops, EMPTY, rec.acked_at, tuple(recovery_ops)),
             target=self.source.target(),
             shown={
@@ -951,11 +954,11 @@ def explore(
     )  # fmt: skip
 
 
-def _tearing(rec: Recording, k: int, variant: str, checker: ImageChecker) -> str:
-    """For a failing torn write: the coarsest tearing under which it still fails (a user
-    whose disk writes whole 4 KiB blocks needs to know whether the finding is theirs,
+def _tearing(rec: Recording, k: int, variant: Variant, checker: ImageChecker) -> str:
+    """For a failing write torn at any byte: the coarsest tearing under which it still fails
+    (a user whose disk writes whole 4 KiB blocks needs to know whether the finding is theirs,
     CRASH-SYS-12)."""
-    if not variant.startswith("torn@1:"):
+    if not isinstance(variant, Torn) or variant.granularity != 1:
         return ""
     allowed = rec.allowed(k)
     for granularity, coarser, image in coarser_tears(rec.ops, k, variant):
@@ -1284,7 +1287,9 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
         command = _runnable([str(part) for part in target["command"]])
         recorded_cwd = str(target["cwd"])
         mode = str(target.get("mode", "crash"))
-        history = tuple((int(k), str(variant)) for k, variant in target.get("history", ()))
+        history = tuple(
+            (int(k), parse_variant(str(variant))) for k, variant in target.get("history", ())
+        )
     except BadReproducer as exc:
         raise UsageError("invalid_payload", str(exc)) from None
     except (KeyError, TypeError, ValueError) as exc:
@@ -1300,7 +1305,7 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
     evidence = failure.evidence
     if evidence is None or failure.point is None:
         raise UsageError("invalid_payload", "a crash reproducer without its recorded operations")
-    k, variant = failure.point, failure.variant
+    k, variant = failure.point, parse_variant(failure.variant)
     rec = Recording(wl, evidence.ops, evidence.acked_at, (), (), (), (0,), model_states(wl))
     try:
         image = power_image(evidence.ops, k, variant, failure.seed, start=evidence.base)

@@ -17,11 +17,11 @@ import sys
 import time
 from typing import Any
 
-from scopecheck import check_session_id, usage
 from scopecheck.examples.good_file_backend import FileRepository, FileStorage
 from scopecheck.examples.sqlite3_backend import SCHEMA, Sqlite3Repository, Sqlite3Storage, connect
 from scopecheck.impl.fs import OsFileSystem
-from scopecheck.models.errors import StorageIOError
+from scopecheck.impl.validation import check_session_id
+from scopecheck.models.errors import StorageIOError, usage
 from scopecheck.mutants import MutantResult, register_factories
 from scopecheck.mutants.fs_crash import (
     STARTUP_WRITES,
@@ -82,7 +82,7 @@ class _LeftoverBlocksCreate(Sqlite3Repository):
             self.sync_dir()
         except (OSError, sqlite3.Error) as exc:
             raise StorageIOError("io_error", f"create {session_id}: {exc}") from None
-        return self._handle(session_id, path)
+        return self.open(session_id)
 
 
 def create_leftover_blocks_create(clock: Any, *, root: str) -> Sqlite3Repository:

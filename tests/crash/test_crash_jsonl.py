@@ -42,6 +42,7 @@ from scopecheck.crashsim.jsonl_workloads import (
     workload_from_json,
 )
 from scopecheck.crashsim.persistence import Image, Volume
+from scopecheck.crashsim.points import EntriesKept, Only, ProcessCrash, Strict, Torn
 from scopecheck.crashsim.workload import make_workload
 from scopecheck.mutants import all_mutants
 
@@ -67,22 +68,22 @@ def test_strict_power_loss_drops_unsynced_data_and_undurable_entries() -> None:
         Op("rename", "/r/a.tmp", target="/r/a"),
     ]
     # neither the create nor the rename is durable yet
-    assert _volume(ops).power_image("strict").files == {}
+    assert _volume(ops).power_image(Strict()).files == {}
     ops.append(Op("fsync_dir", "/r"))
-    assert _volume(ops).power_image("strict").files == {"a": b"head\n"}
+    assert _volume(ops).power_image(Strict()).files == {"a": b"head\n"}
     ops.append(Op("append", "/r/a", b"line\n"))
-    assert _volume(ops).power_image("strict").files == {"a": b"head\n"}
+    assert _volume(ops).power_image(Strict()).files == {"a": b"head\n"}
     ops.append(Op("append", "/r/a", b"more\n"))
     volume = _volume(ops)
-    assert volume.power_image("entries-kept").files == {"a": b"head\n"}
-    assert volume.power_image("only:a").files == {"a": b"head\nline\nmore\n"}
+    assert volume.power_image(EntriesKept()).files == {"a": b"head\n"}
+    assert volume.power_image(Only("a")).files == {"a": b"head\nline\nmore\n"}
     # the second unsynced append torn after 3 bytes, the first one kept
-    assert volume.power_image("torn@1:a:1:3").files == {"a": b"head\nline\nmor"}
+    assert volume.power_image(Torn(1, "a", 1, 3)).files == {"a": b"head\nline\nmor"}
     assert volume.process_image().files == {"a": b"head\nline\nmore\n"}
     ops += [Op("truncate", "/r/a", size=10), Op("fsync", "/r/a")]
     volume = _volume(ops)
-    assert volume.power_image("strict").files == {"a": b"head\nline\n"}
-    assert volume.power_image("strict") == volume.process_image()
+    assert volume.power_image(Strict()).files == {"a": b"head\nline\n"}
+    assert volume.power_image(Strict()) == volume.process_image()
 
 
 @pytest.mark.rule("CRASH-8", "CRASH-9")
@@ -97,7 +98,7 @@ def test_a_durably_removed_directory_takes_its_entries_along() -> None:
         ],
         start,
     )
-    assert volume.power_image("strict") == Image({}, frozenset({"", "d"}))
+    assert volume.power_image(Strict()) == Image({}, frozenset({"", "d"}))
 
 
 @pytest.mark.rule("CRASH-3", "CRASH-6")
@@ -173,7 +174,9 @@ def test_leftover_temp_files_are_never_data() -> None:
         b'"scopeId":"op-Z"}\n'
     )
     files[f"{MAIN.removeprefix('/sessions/')}.tmp"] = b"garbage"
-    crash = CrashState(final.op_index, "temp", Image(files, final.state.dirs), final.allowed)
+    crash = CrashState(
+        final.op_index, ProcessCrash(), Image(files, final.state.dirs), final.allowed
+    )
     assert checker.check(crash) is None
     assert f"{SCOPES}/scope-op-Z.scope.tmp" not in checker.box.tree()
 

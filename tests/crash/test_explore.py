@@ -29,6 +29,7 @@ from scopecheck.crashsim.failure import (
     crash_kind,
 )
 from scopecheck.crashsim.persistence import FileOp, Image, Volume, power_image
+from scopecheck.crashsim.points import ProcessCrash, Variant
 
 #: A log file written, synced and acknowledged three times; the acknowledgements fall right
 #: after each sync.
@@ -62,37 +63,43 @@ class ToyRound:
         self.lose = lose
         self.recover_ops = recover_ops
         self.faults = faults
-        self.checked: list[tuple[int, str]] = []
+        self.checked: list[tuple[int, Variant]] = []
         self.fault_calls: list[tuple[int, int | None, int]] = []
 
-    def images(self, volume: Volume, ops: Sequence[FileOp], k: int) -> Iterable[tuple[str, Image]]:
+    def images(
+        self, volume: Volume, ops: Sequence[FileOp], k: int
+    ) -> Iterable[tuple[Variant, Image]]:
         return point_images(volume, ops, k, self.seed)
 
-    def _failure(self, k: int, variant: str, run: Any = "crash", **more: Any) -> CrashFailure:
+    def _failure(
+        self, k: int, variant: Variant, run: Any = "crash",
+        recovery: tuple[int, Variant] | None = None,
+    ) -> CrashFailure:  # fmt: skip
         return CrashFailure(
             source="toy", rule="CRASH-FS-6", problem="lost", run=run,
-            kind=crash_kind(variant, more.get("recovery")), seed=self.seed,
-            workload={"name": "toy"}, point=k, variant=variant,
-            evidence=Evidence(tuple(self.ops), self.base, tuple(self.acked_at)), **more,
+            kind=crash_kind(variant, recovery), seed=self.seed,
+            workload={"name": "toy"}, point=k, variant=variant.name,
+            recovery=None if recovery is None else (recovery[0], recovery[1].name),
+            evidence=Evidence(tuple(self.ops), self.base, tuple(self.acked_at)),
         )  # fmt: skip
 
-    def check(self, k: int, variant: str, image: Image) -> CrashFailure | None:
+    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | None:
         self.states += 1
         self.checked.append((k, variant))
         if self.lose and crash_kind(variant) == self.lose:
             return self._failure(k, variant)
         return None
 
-    def recovers(self, variant: str, image: Image) -> bool:
-        return self.recover_ops > 0 and variant == "process"
+    def recovers(self, variant: Variant, image: Image) -> bool:
+        return self.recover_ops > 0 and variant == ProcessCrash()
 
     def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
         opened = FileOp("open", "log", handle=7)
         return (opened, *(FileOp("write", "log", handle=7, data=b"r\n"),) * self.recover_ops)
 
     def check_recovery(
-        self, k: int, variant: str, recovery_ops: Sequence[FileOp], j: int, during: str,
-        image: Image,
+        self, k: int, variant: Variant, recovery_ops: Sequence[FileOp], j: int,
+        during: Variant, image: Image,
     ) -> CrashFailure | None:  # fmt: skip
         self.states += 1
         self.recovery_states += 1
@@ -182,7 +189,10 @@ def test_a_failure_is_its_own_versioned_reproducer_and_rebuilds_its_image() -> N
     volume = Volume(EMPTY)
     for op in OPS[: again.point]:
         volume.apply(op)
-    assert dict(point_images(volume, OPS, again.point, 0))[again.variant] == image
+    named = {v.name: shown for v, shown in point_images(volume, OPS, again.point, 0)}
+    assert named[again.variant] == image
+    assert again.crash_point is not None and again.crash_point.op == again.point
+    assert power_image(again.evidence.ops, again.point, again.crash_point.variant) == image
 
 
 @pytest.mark.rule("CRASH-COV-5")

@@ -19,6 +19,7 @@ from scopecheck.crashsim.faults import OneFault
 from scopecheck.crashsim.fs_recorder import Op, RecordingFs
 from scopecheck.crashsim.fs_source import OutsideRoot, acknowledged_at, file_ops
 from scopecheck.crashsim.persistence import FileOp, Image, Volume
+from scopecheck.crashsim.points import Strict
 from scopecheck.crashsim.strace import read_trace, strace_command, unavailable
 from scopecheck.crashsim.syscall_ops import extract
 from scopecheck.impl.fs import OsFileSystem
@@ -75,7 +76,7 @@ def test_each_call_becomes_the_system_calls_the_filesystem_makes_for_it() -> Non
     volume = volume_of(ops)
     assert volume.process_image().files == {"x": b""}
     # the root's fsync made the new x and the removal of d durable
-    assert volume.power_image("strict") == Image({"x": b""}, frozenset({""}))
+    assert volume.power_image(Strict()) == Image({"x": b""}, frozenset({""}))
 
 
 @pytest.mark.rule("CRASH-SYS-1")
@@ -113,7 +114,7 @@ def test_an_injected_fsync_failure_is_a_syncfail_whose_writes_a_retry_does_not_s
     assert "syncfail log" in kinds(ops)
     volume = volume_of(ops)
     assert volume.process_image().files == {"log": b"commit\n"}
-    assert volume.power_image("strict").files == {"log": b""}
+    assert volume.power_image(Strict()).files == {"log": b""}
     assert {image.files["log"] for _, image in volume.power_images(random.Random(0))} == {b""}
 
 

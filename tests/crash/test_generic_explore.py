@@ -92,7 +92,7 @@ def test_a_power_loss_during_a_repair_is_explored_and_replays() -> None:
     image from the recovery's own operations and replays; against the example's repair
     (truncate, then fsync) the same record replays as fixed."""
     factory = fs_recovery_truncate_unsynced
-    found = explore(factory, budget=2.0, max_failures=1)
+    found = explore(factory, budget=30.0, max_failures=1)
     (failure,) = found.failures
     assert failure.rule == "CRASH-FS-5" and failure.run == "recovery", failure
     assert failure.recovery is not None and failure.recovery[1] != "process"

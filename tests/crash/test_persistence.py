@@ -4,6 +4,7 @@ crash and what a power loss may leave, operation by operation."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 import pytest
 
@@ -15,8 +16,8 @@ from scopecheck.crashsim.persistence import (
     call_cuts,
     coarser_tears,
     power_image,
-    process_crash,
 )
+from scopecheck.crashsim.points import ProcessCrash, Strict, Torn, TornCall, Variant
 
 pytestmark = pytest.mark.rule("CRASH-SYS-1")
 
@@ -28,8 +29,13 @@ def run(*ops: FileOp) -> Volume:
     return volume
 
 
+def named(images: Iterable[tuple[Variant, Image]]) -> dict[str, Image]:
+    """Images by their variants' names."""
+    return {variant.name: image for variant, image in images}
+
+
 def power(volume: Volume) -> dict[str, Image]:
-    return dict(volume.power_images(random.Random(0)))
+    return named(volume.power_images(random.Random(0)))
 
 
 def open_(path: str, handle: int = 1, *flags: str) -> FileOp:
@@ -189,13 +195,13 @@ def test_before_the_retry_no_power_image_has_the_lost_write_and_later_writes_sta
 def test_a_write_tears_only_at_sector_or_block_boundaries_of_its_absolute_offset() -> None:
     volume = durable_root(write(b"x" * 2000, offset=100))
     sectors = {
-        name: image.files["a"]
-        for name, image in volume.power_images(random.Random(0), device=Device(tear=512))
-        if name.startswith("torn@")
+        variant.name: image.files["a"]
+        for variant, image in volume.power_images(random.Random(0), device=Device(tear=512))
+        if isinstance(variant, Torn)
     }
     assert sorted(sectors) == [f"torn@512:a:0:{cut}" for cut in ("1436", "1948", "412", "924")]
     assert sorted(len(data) for data in sectors.values()) == [512, 1024, 1536, 2048]
-    blocks = dict(volume.power_images(random.Random(0), device=Device(tear=4096)))
+    blocks = named(volume.power_images(random.Random(0), device=Device(tear=4096)))
     assert not [name for name in blocks if name.startswith("torn@")]  # no block boundary inside
 
 
@@ -203,11 +209,12 @@ def test_a_write_tears_only_at_sector_or_block_boundaries_of_its_absolute_offset
 def test_a_long_write_is_cut_at_no_more_than_eight_sampled_boundaries() -> None:
     volume = durable_root(write(b"x" * 100_000))
     torn = [
-        name
-        for name, _ in volume.power_images(random.Random(3), device=Device(tear=4096))
-        if name.startswith("torn@4096:a:0:")
+        variant
+        for variant, _ in volume.power_images(random.Random(3), device=Device(tear=4096))
+        if isinstance(variant, Torn)
     ]
-    assert len(torn) == 8 and all(int(name.rsplit(":", 1)[1]) % 4096 == 0 for name in torn)
+    assert {(t.granularity, t.path, t.change) for t in torn} == {(4096, "a", 0)}
+    assert len(torn) == 8 and all(t.cut % 4096 == 0 for t in torn)
 
 
 def test_a_device_tears_at_a_positive_number_of_bytes() -> None:
@@ -218,10 +225,10 @@ def test_a_device_tears_at_a_positive_number_of_bytes() -> None:
 @pytest.mark.rule("CRASH-SYS-12")
 def test_a_reordering_device_can_keep_a_later_write_to_one_file_and_lose_an_earlier_one() -> None:
     volume = durable_root(write(b"A", handle=1), write(b"B", handle=2))
-    images = dict(volume.power_images(random.Random(0)))
+    images = power(volume)
     assert images["only:b"].files == {"a": b"", "b": b"B"}
     assert images["only:a"].files == {"a": b"A", "b": b""}
-    ordered = dict(volume.power_images(random.Random(0), device=Device(reorder=False)))
+    ordered = named(volume.power_images(random.Random(0), device=Device(reorder=False)))
     assert {name for name in ordered if not name.startswith("torn@")} == {
         "strict",
         "data-kept",
@@ -234,9 +241,9 @@ def test_a_reordering_device_can_keep_a_later_write_to_one_file_and_lose_an_earl
 @pytest.mark.rule("CRASH-SYS-12")
 def test_without_reordering_a_torn_write_keeps_every_earlier_write_of_every_file() -> None:
     volume = durable_root(write(b"AAAA", handle=1), write(b"BBBB", handle=2))
-    ordered = dict(volume.power_images(random.Random(0), device=Device(reorder=False)))
+    ordered = named(volume.power_images(random.Random(0), device=Device(reorder=False)))
     assert ordered["torn@1:b:0:2"].files == {"a": b"AAAA", "b": b"BB"}
-    assert dict(volume.power_images(random.Random(0)))["torn@1:b:0:2"].files == {
+    assert power(volume)["torn@1:b:0:2"].files == {
         "a": b"",
         "b": b"BB",
     }
@@ -273,7 +280,9 @@ def test_every_power_image_is_rebuilt_exactly_from_its_variant_name(device: Devi
         assert len(images) <= 3 + 16 + 64
         for variant, image in images:
             assert power_image(OPS, k, variant, seed=123, device=device) == image, variant
-            seen.add(variant.split(":")[0])
+            assert power_image(OPS, k, variant.name, device=device) == image, variant
+            seen.add(variant.name.split(":")[0])
+        assert power_image(OPS, k, ProcessCrash()) == volume.process_image()
         assert power_image(OPS, k, "process") == volume.process_image()
         if op is not None:
             volume.apply(op)
@@ -293,8 +302,8 @@ def test_a_variant_the_device_cannot_produce_is_refused() -> None:
 @pytest.mark.rule("CRASH-SYS-12")
 def test_a_write_torn_at_one_byte_is_offered_again_at_block_then_sector_boundaries() -> None:
     ops = (open_("a", 1, "create"), FileOp("syncall"), write(b"x" * 10_000))
-    found = coarser_tears(ops, 3, "torn@1:a:0:5000")
-    assert [(g, name) for g, name, _ in found] == [
+    found = coarser_tears(ops, 3, Torn(1, "a", 0, 5000))
+    assert [(g, torn.name) for g, torn, _ in found] == [
         (4096, "torn@4096:a:0:4096"),
         (4096, "torn@4096:a:0:8192"),
         (512, "torn@512:a:0:4608"),
@@ -304,9 +313,9 @@ def test_a_write_torn_at_one_byte_is_offered_again_at_block_then_sector_boundari
     volume = Volume()
     for op in ops:
         volume.apply(op)
-    assert coarser_tears(volume, 3, "torn@1:a:0:5000") == found
+    assert coarser_tears(volume, 3, Torn(1, "a", 0, 5000)) == found
     small = (open_("a", 1, "create"), FileOp("syncall"), write(b"x" * 100, offset=10))
-    assert coarser_tears(small, 3, "torn@1:a:0:50") == []  # it cannot tear at a sector
+    assert coarser_tears(small, 3, Torn(1, "a", 0, 50)) == []  # it cannot tear at a sector
 
 
 # -- a write in flight at a process crash -------------------------------------------------------
@@ -319,17 +328,17 @@ def test_a_short_write_in_flight_at_a_process_crash_tears_at_every_byte() -> Non
     assert cuts == [1, 2, 3, 4]
     torn = dict(volume.torn_calls(ops[2], cuts))
     assert torn == {
-        f"torn-call:a:{cut}": Image({"a": b"old" + b"hello"[:cut]}) for cut in range(1, 5)
+        TornCall("a", cut): Image({"a": b"old" + b"hello"[:cut]}) for cut in range(1, 5)
     }
     # A process crash keeps everything else: unsynced data, unsynced names.
-    assert all(process_crash(variant) for variant in torn)
-    assert not process_crash("strict") and process_crash("process")
+    assert not any(variant.power_loss for variant in torn)
+    assert Strict().power_loss and not ProcessCrash().power_loss
 
 
 def test_a_write_in_flight_over_existing_bytes_keeps_the_rest_of_the_file() -> None:
     volume = run(open_("a", 1, "create"), write(b"0123456789"))
     op = write(b"ab", offset=3)
-    assert dict(volume.torn_calls(op, [1])) == {"torn-call:a:1": Image({"a": b"012a456789"})}
+    assert named(volume.torn_calls(op, [1])) == {"torn-call:a:1": Image({"a": b"012a456789"})}
     # A cut that leaves the file as it was is the process image, not offered again.
     same = write(b"34x", offset=3)
     assert list(volume.torn_calls(same, [1, 2])) == []
@@ -365,8 +374,9 @@ def test_every_torn_call_is_rebuilt_exactly_from_its_name() -> None:
     torn = list(volume.torn_calls(ops[5], call_cuts(ops[5].data, random.Random(0))))
     assert len(torn) == len(b"second line\n") - 1
     for variant, image in torn:
-        assert variant.startswith("torn-call:d/log2:")
+        assert variant.path == "d/log2"
         assert power_image(ops, 5, variant) == image
+        assert power_image(ops, 5, variant.name) == image
         assert power_image(ops, 5, variant, seed=99) == image
     for wrong in ("torn-call:d/log:3", "torn-call:d/log2:0", "torn-call:d/log2:12", "torn-call:x"):
         with pytest.raises(ValueError):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from scopecheck.crashsim.persistence import FileOp, Volume
+from scopecheck.crashsim.points import Strict
 from scopecheck.crashsim.strace import (
     Exit,
     Fd,
@@ -323,7 +324,7 @@ def test_hand_built_operations_and_a_real_trace_of_them_give_the_same_images(
         op.kind for op in HAND_BUILT if op.mutating
     ]
     assert images(timeline.ops) == images(HAND_BUILT)
-    assert volume_of(timeline.ops).power_image("strict").files == {"data": b"new contents"}
+    assert volume_of(timeline.ops).power_image(Strict()).files == {"data": b"new contents"}
 
 
 @pytest.mark.rule("CRASH-SYS-13")

@@ -14,6 +14,7 @@ import pytest
 from scopecheck.crashsim.explore import Images, point_images
 from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.persistence import FileOp, Image, Volume
+from scopecheck.crashsim.points import Variant
 from scopecheck.crashsim.sqlite_sweep import (
     crash_sweep,
     delete_crash_sweep,
@@ -226,7 +227,7 @@ def _by_hand() -> list[FileOp]:
     ]
 
 
-def _every_image(ops: Sequence[FileOp], base: Image) -> list[list[tuple[str, Image]]]:
+def _every_image(ops: Sequence[FileOp], base: Image) -> list[list[tuple[Variant, Image]]]:
     """The process crash and every power-loss image (sector tearing) at the end of ``ops``
     and before each of its last operations."""
     found = []
@@ -250,7 +251,7 @@ def test_the_vfs_trace_and_hand_built_file_ops_give_identical_images(tmp_path: P
     converted = file_ops(_record_through_the_vfs(tmp_path), str(tmp_path), base.files).ops
     assert all("shm" not in op.path for op in converted)
     assert _every_image(converted, base) == _every_image(_by_hand(), base)
-    images = dict(_every_image(converted, base)[-1])
+    images = {variant.name: image for variant, image in _every_image(converted, base)[-1]}
     assert images["process"].files == {
         "x.sqlite": b"A" * 256 + b"B" * 1024,
         "x.sqlite-wal": b"W" * 32,
