@@ -75,7 +75,7 @@ class FileOp:
     ``handle``; ``sync`` makes the handle's file (or directory) durable; ``syncfail`` is an
     fsync of the handle that failed with EIO, losing the writes it was to make durable
     (CRASH-SYS-11); ``rename``, ``link`` name ``target``; ``call`` is the index of the system
-    call it came from, ``step`` the workload step it ran in."""
+    call it came from, ``step`` the workload step it ran in, ``thread`` who made it."""
 
     kind: OpKind
     path: str = ""
@@ -87,6 +87,10 @@ class FileOp:
     flags: frozenset[str] = frozenset()
     call: int = -1
     step: int = -1
+    #: The thread (or process) that made the call, where the recorder knows it (the system-call
+    #: trace; ``-1`` elsewhere).  Not part of an operation's identity: a rerun's threads get
+    #: other ids, and a replay compares the operations without them.
+    thread: int = attrs.field(default=-1, eq=False)
 
     @property
     def mutating(self) -> bool:

@@ -174,7 +174,7 @@ class _Extractor:
             )
 
     def _emit(self, op: FileOp, name: str, pid: int) -> None:
-        self.ops.append(attrs.evolve(op, call=self.call))
+        self.ops.append(attrs.evolve(op, call=self.call, thread=pid))
         if op.mutating and self.last_mutating != self.call:  # a call is listed once
             self.last_mutating = self.call
             key = (pid, name)

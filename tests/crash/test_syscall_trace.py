@@ -55,7 +55,7 @@ LINES = [
     f'7 pwrite64({fd(5, "/r/db")}, "{hexed("Q")}", 1, 9) = 1',
     f"7 mmap(NULL, 32768, PROT_READ|PROT_WRITE, MAP_SHARED, {fd(5, '/r/db')}, 0) = 0x7f00",
     f'7 renameat2(AT_FDCWD<{hexed("/r")}>, "{hexed("db")}", AT_FDCWD<{hexed("/r")}>, "{hexed("db2")}", RENAME_NOREPLACE) = 0',  # noqa: E501
-    f'7 unlinkat(AT_FDCWD<{hexed("/r")}>, "{hexed("sub")}", AT_REMOVEDIR) = 0',
+    f'9 unlinkat(AT_FDCWD<{hexed("/r")}>, "{hexed("sub")}", AT_REMOVEDIR) = 0',
     f'7 openat(AT_FDCWD<{hexed("/r")}>, "{hexed("/tmp/elsewhere")}", O_WRONLY|O_CREAT, 0644) = {fd(6, "/tmp/elsewhere")}',  # noqa: E501
     "7 +++ killed by SIGKILL +++",
 ]
@@ -97,6 +97,8 @@ def test_the_extractor_follows_offsets_descriptors_and_acknowledgements() -> Non
     kinds = sorted(f.kind for f in timeline.findings)
     assert kinds == ["mmap", "outside"]
     assert timeline.killed_by == "SIGKILL"
+    # who made each call, as strace says (a thread's call is the trace's like any other)
+    assert [op.thread for op in timeline.ops] == [7] * 9 + [9]
     names = [(name, ordinal) for _, name, ordinal in timeline.mutating_calls]
     assert names[2:4] == [("fsync", 0), ("fsync", 1)]  # strace's when= counts both
 
