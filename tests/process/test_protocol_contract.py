@@ -318,7 +318,7 @@ def recorded(tmp_path: Path) -> Iterator[tuple[Path, Callable[[str], str]]]:
 def test_real_traffic_through_scopecheck_serve_validates_against_the_schema(
     recorded: tuple[Path, Callable[[str], str]], tmp_path: Path
 ) -> None:
-    """The machine for a few seconds and the page's script (which reaches every op but fork),
+    """Two examples of the machine and the page's script (which reaches every op but fork),
     then a fork of each scope, through ``scopecheck serve`` of a SQLite factory: every request
     the client sent and every response the server wrote is a line of the schema."""
     logs, spec = recorded
@@ -336,9 +336,10 @@ def test_real_traffic_through_scopecheck_serve_validates_against_the_schema(
         repo.delete("copy")
     finally:
         world.cleanup()
-    report = fuzz_backend(
+    report = fuzz_backend(  # one round of two examples: every world and restart is a process
         attrs.evolve(loaded.backend, crash=None),
-        budget=3,
+        budget=0.01,
+        examples_per_round=2,
         seed=0,
         settings=get_profile("ci"),
         failures_dir=tmp_path / "failures",
