@@ -14,7 +14,7 @@ storage mismatch.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from scopecheck.models.addresses import ListAddress, ValueAddress, value, value_list
 from scopecheck.models.errors import (
@@ -29,6 +29,7 @@ from scopecheck.models.errors import (
 from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
 from scopecheck.models.payload import encode_json
 from scopecheck.models.records import (
+    Committed,
     EntryRecord,
     ListElement,
     Snapshot,
@@ -87,6 +88,16 @@ def _field(data: object, where: str, name: str, kinds: tuple[type, ...]) -> Any:
         names = "/".join("null" if k is type(None) else k.__name__ for k in kinds)
         raise WireError(f"{where}.{name}", f"expected {names}, got {type(found).__name__}")
     return found
+
+
+def _only(data: object, where: str, names: tuple[str, ...]) -> None:
+    """Refuse a field the record does not have: a usage record carrying a ``timestamp`` is a
+    backend storing something the contract has no place for (WRITE-9), not a detail to drop
+    silently (PROC-1, PROC-2)."""
+    if isinstance(data, dict):
+        extra = sorted(set(data) - set(names))
+        if extra:
+            raise WireError(where, f"unexpected field(s) {extra} (the record has {list(names)})")
 
 
 # -- writes and addresses ----------------------------------------------------------------------
@@ -195,6 +206,11 @@ def write_from_json(data: object, where: str = "write") -> object:
 # -- records -----------------------------------------------------------------------------------
 
 
+def committed_to_json(committed: Committed) -> dict[str, Any]:
+    """One element of a commit's result: the write's seq and the commit's timestamp."""
+    return {"seq": committed.seq, "timestamp": committed.timestamp}
+
+
 def value_record_to_json(record: ValueRecord) -> dict[str, Any]:
     return {"seq": record.seq, "value": _text(record.value_json)}
 
@@ -241,13 +257,32 @@ def _int(data: object, where: str, name: str) -> int:
     return found
 
 
+#: The fields of each record on the wire, in the order the encoders above write them (the
+#: protocol's JSON Schema lists the same, PROC-5).
+VALUE_FIELDS: Final = ("seq", "value")
+ELEMENT_FIELDS: Final = ("seq", "value", "tag")
+ENTRY_FIELDS: Final = ("id", "parent_id", "type", "payload", "seq", "timestamp")
+USAGE_FIELDS: Final = ("id", "usage", "entry_id", "adjustment", "details", "seq")
+STATS_FIELDS: Final = ("message_count", "usage")
+SNAPSHOT_FIELDS: Final = ("entries", "usage", "values", "lists", "stats")
+COMMITTED_FIELDS: Final = ("seq", "timestamp")
+
+
+def committed_from_json(data: object, where: str = "committed") -> tuple[int, int]:
+    """One element of a commit's result: the write's ``(seq, timestamp)``."""
+    _only(data, where, COMMITTED_FIELDS)
+    return _int(data, where, "seq"), _int(data, where, "timestamp")
+
+
 def value_record_from_json(data: object, where: str = "value") -> ValueRecord:
+    _only(data, where, VALUE_FIELDS)
     return ValueRecord(
         _int(data, where, "seq"), _bytes(f"{where}.value", _field(data, where, "value", (str,)))
     )
 
 
 def element_from_json(data: object, where: str = "element") -> ListElement:
+    _only(data, where, ELEMENT_FIELDS)
     return ListElement(
         _int(data, where, "seq"),
         _bytes(f"{where}.value", _field(data, where, "value", (str,))),
@@ -256,6 +291,7 @@ def element_from_json(data: object, where: str = "element") -> ListElement:
 
 
 def entry_from_json(data: object, where: str = "entry") -> EntryRecord:
+    _only(data, where, ENTRY_FIELDS)
     return EntryRecord(
         _field(data, where, "id", (str,)),
         _field(data, where, "parent_id", (str, type(None))),
@@ -267,6 +303,7 @@ def entry_from_json(data: object, where: str = "entry") -> EntryRecord:
 
 
 def usage_from_json(data: object, where: str = "usage") -> UsageRecord:
+    _only(data, where, USAGE_FIELDS)
     details = _field(data, where, "details", (str, type(None)))
     return UsageRecord(
         _field(data, where, "id", (str,)),
@@ -279,7 +316,9 @@ def usage_from_json(data: object, where: str = "usage") -> UsageRecord:
 
 
 def stats_from_json(data: object, where: str = "stats") -> Stats:
+    _only(data, where, STATS_FIELDS)
     usage = _field(data, where, "usage", (dict,))
+    _only(usage, f"{where}.usage", (*_TOTALS, *_COSTS))
     sums: dict[str, Any] = {name: _field(usage, f"{where}.usage", name, (int,)) for name in _TOTALS}
     for name in _COSTS:
         sums[name] = float(_field(usage, f"{where}.usage", name, (int, float)))
@@ -298,6 +337,7 @@ def _keyed(row: object, where: str) -> tuple[tuple[str | None, str, str], Any]:
 
 
 def snapshot_from_json(data: object, where: str = "snapshot") -> Snapshot:
+    _only(data, where, SNAPSHOT_FIELDS)
     entries = _field(data, where, "entries", (list,))
     usage = _field(data, where, "usage", (list,))
     values = []

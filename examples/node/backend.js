@@ -280,9 +280,10 @@ const OPS = {
   commit: (r) => storage(r).commit(r.writes, r.now),
   get_value(r) { const a = r.address; return storage(r).open().values.get(slot(a.scope, a.namespace, a.key)) || null; },
   scan_values(r) {
+    const values = storage(r).open().values;  // closed first, then the names (the model's order)
     const ns = checkName("namespace", r.namespace), prefix = checkName("prefix", r.prefix);
     const rows = [];
-    for (const [k, v] of storage(r).open().values) {
+    for (const [k, v] of values) {
       const [scope, n, key] = JSON.parse(k);
       if (scope === r.scope && n === ns && key.startsWith(prefix)) rows.push([key, v]);
     }
@@ -305,9 +306,12 @@ const OPS = {
 };
 
 function answer(request) {
-  const op = OPS[request.op];
   try {
-    if (!op) refuse("invalid_payload", `no op ${request.op}`);
+    if (request === null || typeof request !== "object" || !Number.isInteger(request.id)) {
+      return { id: null, error: { code: "invalid_payload", message: "a request is one JSON object with an integer id", details: {} } };
+    }
+    if (!Object.hasOwn(OPS, request.op)) refuse("invalid_payload", `no op ${request.op}`);
+    const op = OPS[request.op];
     return { id: request.id, ok: op(request) };
   } catch (error) {
     if (error instanceof Refusal) return { id: request.id, error: { code: error.code, message: error.message, details: {} } };
@@ -315,10 +319,29 @@ function answer(request) {
   }
 }
 
+const pause = new Int32Array(new SharedArrayBuffer(4));
+function reply(message) {
+  const data = Buffer.from(JSON.stringify(message) + "\n");
+  // One write per response (the trace shows when it left, PROC-4).  A pipe takes at most what
+  // it has room for, so a large response may go in several writes: write the rest.  A
+  // non-blocking stdout (a parent such as tsx may leave it so) says EAGAIN when the pipe is
+  // full: wait a moment for the reader to drain it and write the rest.
+  for (let done = 0; done < data.length;) {
+    try { done += fs.writeSync(1, data, done); }
+    catch (error) {
+      if (error.code === "EAGAIN" || error.code === "EINTR") { Atomics.wait(pause, 0, 0, 1); continue; }
+      // stdout is the protocol's: nothing else may go there; say why on stderr and stop
+      fs.writeSync(2, `node-backend: cannot write a response to stdout: ${error.code}\n`);
+      process.exit(2);
+    }
+  }
+}
+
 const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
 lines.on("line", (line) => {
-  const reply = Buffer.from(JSON.stringify(answer(JSON.parse(line))) + "\n");
-  // One write per response (the trace shows when it left, PROC-4), more only if the pipe is full.
-  for (let done = 0; done < reply.length;) done += fs.writeSync(1, reply, done);
+  let request;
+  try { request = JSON.parse(line); }
+  catch (_) { request = null; }  // answered with id null and invalid_payload; then the next line
+  reply(answer(request));
 });
 lines.on("close", () => { if (repo) repo.close(); process.exit(0); });

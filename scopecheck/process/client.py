@@ -205,8 +205,8 @@ class ProcessStorage:
             if not isinstance(result, list) or len(result) != len(sent):
                 raise wire.WireError("commit", f"expected {len(sent)} committed writes")
             return tuple(
-                Committed(int(c["seq"]), int(c["timestamp"]), w)
-                for c, w in zip(result, items, strict=True)
+                Committed(*wire.committed_from_json(c, f"commit[{i}]"), w)
+                for i, (c, w) in enumerate(zip(result, items, strict=True))
             )
 
         return _shape("commit", decode)  # type: ignore[no-any-return]

@@ -18,11 +18,17 @@ protocol wrongly, never as a storage mismatch.
 The first request is always ``hello`` (``{"protocol": 1, "root": DIR}``); its result names the
 protocol version the backend speaks and what it offers (``{"protocol": 1, "name": ...,
 "fork": bool}``).  A backend that speaks another version is refused at once (PROC-1).
+
+Every line either way is described by a JSON Schema shipped with the package,
+``protocol-1.schema.json`` beside this module (:func:`schema`), so a backend in any language can
+check its own lines; the tests hold the encoders here and in :mod:`scopecheck.models.wire` to it
+(PROC-5).
 """
 
 from __future__ import annotations
 
 import json
+from importlib import resources
 from typing import Any, Final
 
 import orjson
@@ -31,6 +37,8 @@ from scopecheck.models.errors import ProtocolError, ScopecheckError
 from scopecheck.models.wire import WireError, error_from_json
 
 PROTOCOL_VERSION: Final = 1
+#: The JSON Schema of every request and response line of this version (package data).
+SCHEMA_FILE: Final = f"protocol-{PROTOCOL_VERSION}.schema.json"
 
 #: Repository requests (no handle) and storage requests (with ``handle``), with the fields
 #: each one carries besides ``id``, ``op`` and ``now``.
@@ -55,6 +63,14 @@ STORAGE_OPS: Final = {
     "close": (),
 }
 OPS: Final = {**REPOSITORY_OPS, **{op: ("handle", *f) for op, f in STORAGE_OPS.items()}}
+
+
+def schema() -> dict[str, Any]:
+    """The protocol's JSON Schema: ``#/$defs/request`` and ``#/$defs/response`` for a line,
+    ``#/$defs/result_<op>`` for the result of each op (PROC-5)."""
+    text = resources.files("scopecheck.process").joinpath(SCHEMA_FILE).read_bytes()
+    found: dict[str, Any] = orjson.loads(text)
+    return found
 
 
 def dumps_line(message: Any) -> bytes:

@@ -133,7 +133,7 @@ class Server:
     def op_commit(self, request: dict[str, Any]) -> Any:
         writes = [wire.write_from_json(w, f"writes[{i}]") for i, w in enumerate(request["writes"])]
         done: tuple[Committed, ...] = self._storage(request).commit(writes)
-        return [{"seq": c.seq, "timestamp": c.timestamp} for c in done]
+        return [wire.committed_to_json(c) for c in done]
 
     def op_get_value(self, request: dict[str, Any]) -> Any:
         found = self._storage(request).get_value(wire.value_address_from_json(request["address"]))

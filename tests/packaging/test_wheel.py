@@ -48,6 +48,7 @@ def test_the_wheel_carries_the_linked_folders_the_rules_and_the_data(wheel: Path
         "scopecheck/examples/node/backend-promises.js",
         "scopecheck/examples/go/backend.go",
         "scopecheck/examples/go/go.mod",
+        "scopecheck/process/protocol-1.schema.json",
         "scopecheck/conformance/test_fork_cases.py",
         "scopecheck/data/pi-sessions/large-session.jsonl",
         "scopecheck/data/pi-sessions/before-compaction.jsonl",
@@ -84,3 +85,14 @@ def test_the_installed_wheel_works_outside_a_checkout(
     assert verdict["passed"] and verdict["conformance_tests"] > 40
     # Only Hypothesis's own directory (the example database, $SCOPECHECK_DB to move it).
     assert {p.name for p in tmp_path.iterdir()} <= {".hypothesis"}
+
+
+@pytest.mark.rule("INSTALL-1", "PROC-5")
+def test_the_protocol_schema_loads_from_the_installed_wheel(
+    tmp_path: Path, installed: Path, wheel_env: dict[str, str]
+) -> None:
+    """The process protocol's JSON Schema is package data: an implementer reads it from an
+    installed scopecheck, outside any checkout."""
+    code = "from scopecheck.process.protocol import schema; print(schema()['x-protocol-version'])"
+    found = run(wheel_env, tmp_path, "-c", code)
+    assert found.returncode == 0 and found.stdout.strip() == "1", found.stderr
