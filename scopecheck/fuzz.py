@@ -155,17 +155,17 @@ def _round_size(
     sized: bool,
 ) -> int:
     """How many examples the next round runs (0: stop).  ``examples``: exactly that many over
-    all rounds; ``sized``: as many as fit before ``end`` at the pace so far (one to start);
+    all rounds; ``sized``: one to start, then as many as fit before ``end`` at the pace so far;
     else a full round while time is left."""
     if examples is not None:
         return min(per_round, examples - planned)
+    if sized and report.examples == 0:
+        return 1  # at least one example, then as many as fit
     left = end - time.perf_counter()
     if left <= 0:
         return 0
     if not sized:
         return per_round
-    if report.examples == 0:
-        return 1
     pace = (time.perf_counter() - started) / report.examples
     if left < pace / 2:
         return 0

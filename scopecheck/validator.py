@@ -26,10 +26,13 @@ reason (INSTALL-6):
 **The budget is the wall time of the whole run** (INSTALL-11), counted from the start of the
 process when the CLI runs it: the fixed work comes first -- loading the backend and the
 conformance suite, whose cases are a fixed set -- and what is left is divided:
-:data:`CRASH_SHARE` of it to crash exploration when it runs, :data:`FORK_SHARE` of the rest to
-the fork machine when the repository has ``fork()``, and the storage machine runs until the
-budget is spent.  The machines run in rounds sized to what is left, and shrinking a failure
-stops when the budget is spent: that failure is reported unshrunk, and says so.  With
+:data:`CRASH_SHARE` of it to crash exploration (last) when it runs, :data:`FORK_SHARE` of the
+rest to the fork machine when the repository has ``fork()``, and the storage machine the rest.
+The machines run in rounds sized to what is left (at least one example each, so a budget spent
+by the fixed work still runs the machine once), and shrinking a failure stops when the budget
+is spent: that failure is reported unshrunk, and says so.  Crash exploration checks a state
+after every acknowledged step of its first workload even past its share (CRASH-COV-2), so a
+backend whose states are slow to check can end a run later than the budget.  With
 ``examples`` each machine runs exactly that many examples in fixed rounds instead, so the same
 seed and examples do the same machine work every time (INSTALL-12).
 
@@ -106,14 +109,21 @@ Status = Literal["ran", "failed", "incomplete", "skipped", "pending", "running"]
 
 @attrs.frozen
 class PhaseReport:
-    """One phase of a verdict: its status, one human line, and its counts."""
+    """One phase of a verdict: its status, one human line, its counts, and the wall time it
+    took (how the budget was spent, INSTALL-11)."""
 
     status: Status = "pending"
     detail: str = ""
     counts: Mapping[str, int] = attrs.field(factory=dict)
+    seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
-        return {"status": self.status, "detail": self.detail, **self.counts}
+        return {
+            "status": self.status,
+            "detail": self.detail,
+            "seconds": round(self.seconds, 2),
+            **self.counts,
+        }
 
 
 @attrs.frozen
@@ -594,8 +604,15 @@ class _Run:
     progress: Progress
     phases: dict[str, PhaseReport] = attrs.field(factory=dict)
     failures: list[Failure] = attrs.field(factory=list)
+    began: dict[str, float] = attrs.field(factory=dict)
 
     def set(self, name: str, report: PhaseReport) -> None:
+        """A phase's new report; a final one (ran, failed, ...) gets the phase's wall time."""
+        now = time.perf_counter()
+        if report.status == "running":
+            self.began.setdefault(name, now)
+        elif name in self.began:
+            report = attrs.evolve(report, seconds=now - self.began[name])
         self.phases[name] = report
         self.progress.update(name, report)
 
@@ -733,14 +750,13 @@ def validate(
         # The fixed work first: the conformance suite is a fixed set of cases.
         fork_cases = _conformance_phase(loaded, run, spec)
 
-        # What is left: crash exploration's share, then the fork machine's, then the machine.
+        # What is left: the machines first (the fork machine's share, then the storage
+        # machine's), crash exploration's share at the end.
         left = max(0.0, deadline - time.perf_counter())
-        limits, coverage = _crash_phase(
-            loaded, run, max(1.0, left * CRASH_SHARE), seed, failures_dir, spec
-        )
-
+        crashes = crash_skip_reason(loaded.backend, capabilities.kind) is None
+        machines_end = deadline - (left * CRASH_SHARE if crashes else 0.0)
         if capabilities.fork:
-            share = FORK_SHARE * max(0.0, deadline - time.perf_counter())
+            share = FORK_SHARE * max(0.0, machines_end - time.perf_counter())
             forked = _run_machine(
                 loaded, "fork", run, "forks", seed=seed, failures_dir=failures_dir, spec=spec,
                 deadline=time.perf_counter() + share, examples=examples,
@@ -765,7 +781,7 @@ def validate(
 
         storage = _run_machine(
             loaded, "storage", run, "machine", seed=seed, failures_dir=failures_dir, spec=spec,
-            deadline=deadline, examples=examples,
+            deadline=machines_end, examples=examples,
         )  # fmt: skip
         machine_failures = _machine_failures(storage, "machine")
         run.failures.extend(machine_failures)
@@ -779,6 +795,10 @@ def validate(
                 f"{storage.steps:,} steps, {storage.examples:,} examples{unshrunk}",
                 {"steps": storage.steps, "examples": storage.examples},
             ),
+        )
+
+        limits, coverage = _crash_phase(
+            loaded, run, max(1.0, deadline - time.perf_counter()), seed, failures_dir, spec
         )
         run.set("restarts", _restarts(capabilities, loaded.counts))
     order = {name: index for index, name in enumerate(PHASES)}
