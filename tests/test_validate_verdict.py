@@ -256,10 +256,13 @@ def _shape(line: str) -> str:
 def test_the_readme_validate_samples_have_the_shape_of_real_runs(
     sample: tuple[str, list[str]], tmp_path: Path
 ) -> None:
-    """The sample's headline and phase lines, numbers aside, are the real run's."""
+    """The sample's headline and phase lines, numbers aside, are the real run's (a sample's
+    long ``--budget`` is cut to 8 seconds: the shape does not depend on it; a failing sample
+    keeps its budget, which ends when the machine fails)."""
     command, expected = sample
     args = shlex.split(command)[1:]
-    result = cli(*args, "--budget", "6", "--failures-dir", str(tmp_path))
+    shorter = ("--budget", "8") if "--budget" in args else ()
+    result = cli(*args, *shorter, "--failures-dir", str(tmp_path))
     real = [_shape(line) for line in result.stdout.splitlines()]
     shown = [line for line in expected if line.startswith(("PASSED", "FAILED", "  "))]
     for line in shown:
@@ -267,7 +270,7 @@ def test_the_readme_validate_samples_have_the_shape_of_real_runs(
             continue
         if line.startswith(("PASSED", "FAILED")):
             assert _shape(line).split(",")[0] == real[0].split(",")[0], (line, real[0])
-        elif re.match(r"  [a-z ]+: ", line):
+        elif line.split(":", 1)[0].strip() in PHASES:
             name = line.split(":", 1)[0]
             actual = next(x for x in real if x.startswith(name + ":"))
             assert actual == _shape(line), (line, result.stdout)
