@@ -106,7 +106,7 @@ def test_a_backend_with_fork_gets_the_fork_machine_and_the_fork_cases(tmp_path: 
     assert forks.status == "ran" and forks.counts["fork_machine_steps"] > 0
     assert "fork conformance cases passed" in forks.detail
 
-    leaky = validate(f"{FORKS}:make_leaky_fork", budget=3, failures_dir=tmp_path)
+    leaky = validate(f"{FORKS}:make_leaky_fork", budget=3, failures_dir=tmp_path, examples=40)
     assert not leaky.passed and leaky.phases["forks"].status == "failed"
     in_forks = [f for f in leaky.failures if f.phase == "forks"]
     assert any(f.reproducer.startswith("scopecheck replay") for f in in_forks)
