@@ -18,11 +18,11 @@ from scopecheck.models.protocols import Repository, Storage
 
 
 def selected_backends(config: pytest.Config) -> list[Backend]:
-    from scopecheck.adapters import load_backend
+    from scopecheck.pytest_plugin import loaded_backend
 
     specs = config.getoption("scopecheck_backend", default=None) or []
     if specs:
-        return [load_backend(spec) for spec in specs]
+        return [loaded_backend(config, spec).backend for spec in specs]
     return [BUNDLED[name] for name in sorted(BUNDLED)]
 
 
