@@ -417,7 +417,7 @@ class Checker:
                 repo.open(SESSION).close()
             close(repo)
         except SimulatedCrash:
-            pass
+            recorder.release()  # the crashed process's descriptors go with it
         except Exception as exc:
             return f"the interrupted recovery raised {error_text(exc)}"
         got = self._reopen()

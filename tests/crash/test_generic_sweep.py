@@ -15,13 +15,19 @@ from typing import Any
 import orjson
 import pytest
 
+from scopecheck.crashsim.fs_recorder import RecordingFs
 from scopecheck.crashsim.generic_sweep import (
+    ROOT,
+    SESSION,
+    Checker,
     jsonl_factory,
     replay_record,
     sweep,
+    trace,
     workload,
 )
 from scopecheck.crashsim.jsonl_workloads import BUNDLED, NAMED
+from scopecheck.crashsim.persistence import Image
 from scopecheck.examples import broken_file_backend
 from scopecheck.examples import good_file_backend as good
 from scopecheck.factory import takes_filesystem
@@ -183,6 +189,25 @@ def test_jsonl_named_crash_workloads_pass_the_generic_sweep(name: str) -> None:
     report = sweep(jsonl_factory, BUNDLED[name](), seed=1)
     assert not report.failures, str(report.failures[0])
     assert report.states > report.ops > 0 and report.fault_runs > 0
+
+
+@pytest.mark.rule("CRASH-FS-5")
+def test_a_crashed_recovery_leaves_no_descriptor_open() -> None:
+    """A crash kills the process and its descriptors with it: the checker crashes a recovery
+    while it holds the log open (before the fsync of the cut of a torn line) and the reused
+    sandbox keeps no open file from it; the next open still gives the uninterrupted state."""
+    checker = Checker(good.make_backend, trace(good.make_backend, workload(1, 3)), "unsynced")
+    image = Image({"s.log": b'{"t":1,"w":[]}\n{"t":2'})  # the log of Session "s", torn
+    checker.box.load(image)
+    recorder = RecordingFs(checker.box.fs)
+    repo = good.make_backend(checker.clock, fs=recorder, root=ROOT)
+    storage = repo.open(SESSION)
+    want = storage.snapshot()
+    storage.close()
+    crash_at = [op.kind for op in recorder.ops].index("fsync")  # the cut's handle is open
+    assert checker._crash_in_recovery(image, crash_at, 0, want) is None
+    open_files = checker.box.fake.open_files
+    assert not [fd for fd, files in enumerate(open_files) if fd > 2 and files]
 
 
 # -- planted bugs --------------------------------------------------------------------------------
