@@ -47,6 +47,7 @@ from typing import Any
 
 import attrs
 import orjson
+from pyfakefs.fake_file import FakeDirectory
 
 from scopecheck.crashsim.coverage import crash_points
 from scopecheck.crashsim.explore import (
@@ -314,12 +315,15 @@ class Checker:
         if verdict.state is not None and any(op.kind not in FSYNCS for op in recovery_ops):
             self.repaired = (crash.state, tuple(recovery_ops), verdict.state)
         if self.recovery and recovery_ops and verdict.state is not None:
+            reopened = [crash.state]  # the disks known to reopen to verdict.state
             for index, op in enumerate(recovery_ops[:RECOVERY_CRASHES]):
                 torn = len(op.data) // 2 if op.kind in ("write", "append") else 0
                 for partial in (0, torn) if torn else (0,):
                     self.states += 1
                     self.recovery_states += 1
-                    problem = self._crash_in_recovery(crash.state, index, partial, verdict.state)
+                    problem = self._crash_in_recovery(
+                        crash.state, index, partial, verdict.state, reopened
+                    )
                     if problem is not None:
                         where = f" after {partial} of its {len(op.data)} bytes" if partial else ""
                         return self._failure(
@@ -403,11 +407,42 @@ class Checker:
             },
         )  # fmt: skip
 
+    def _disk(self) -> Image:
+        """The sandbox's files and directories now, as an image: what :meth:`Sandbox.state`
+        gives, read off the fake tree's nodes in one walk."""
+        files: dict[str, bytes] = {}
+        dirs = {""}
+        stack = [("", self.box.fs._lookup(ROOT))]
+        while stack:
+            prefix, node = stack.pop()
+            for name, child in node.entries.items():
+                path = f"{prefix}{name}"
+                if isinstance(child, FakeDirectory):
+                    dirs.add(path)
+                    stack.append((f"{path}/", child))
+                else:
+                    contents = child.byte_contents
+                    files[path] = bytes(contents) if contents else b""
+        return Image(files, frozenset(dirs))
+
     def _crash_in_recovery(
-        self, state: Image, index: int, partial: int, want: Snapshot
+        self,
+        state: Image,
+        index: int,
+        partial: int,
+        want: Snapshot,
+        reopened: list[Image] | None = None,
     ) -> str | None:
         """Crash the recovery of ``state`` before its op ``index`` (after ``partial`` bytes of
-        it, for a write or append), then open again: the state must be ``want`` (CRASH-FS-5)."""
+        it, for a write or append), then open again: the state must be ``want`` (CRASH-FS-5).
+
+        ``reopened`` holds disks whose open gave ``want`` already (the crash image itself,
+        judged by :meth:`check`, and the disks earlier crashes of this recovery left): a crash
+        that leaves one of them -- before the recovery's first write, or at an fsync, which a
+        process crash does not undo -- leaves the same disk, whose open is the one already
+        made, so it is not made twice.  A disk is its files' names, kinds and bytes: all a
+        backend reads through its ``FileSystem``.  Each new disk that opens to ``want`` is
+        added."""
         self.box.load(state)
         recorder = RecordingFs(self.box.fs, crash_at=index, partial=partial)
         repo: Any = None
@@ -420,10 +455,15 @@ class Checker:
             recorder.release()  # the crashed process's descriptors go with it
         except Exception as exc:
             return f"the interrupted recovery raised {error_text(exc)}"
+        disk = None if reopened is None else self._disk()
+        if reopened is not None and disk in reopened:
+            return None
         got = self._reopen()
         if got != want:
             shown = got if isinstance(got, str) else orjson.dumps(describe(got)).decode()
             return f"the next open gives {shown}, not the state of the uninterrupted recovery"
+        if reopened is not None and disk is not None:
+            reopened.append(disk)
         return None
 
 

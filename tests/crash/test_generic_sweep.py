@@ -210,6 +210,35 @@ def test_a_crashed_recovery_leaves_no_descriptor_open() -> None:
     assert not [fd for fd, files in enumerate(open_files) if fd > 2 and files]
 
 
+@pytest.mark.rule("CRASH-FS-5")
+def test_a_crash_that_leaves_a_disk_already_opened_is_not_opened_twice() -> None:
+    """A crash of a recovery before its first write, or at an fsync, leaves a disk whose open
+    was made already (the crash image, or what an earlier crash left): the checker answers it
+    with that open, and every crash point gets the answer a fresh open gives."""
+    opens = []
+
+    def counting(clock: Any, *, fs: Any, root: str) -> Any:
+        opens.append(root)
+        return good.make_backend(clock, fs=fs, root=root)
+
+    checker = Checker(counting, trace(good.make_backend, workload(1, 3)), "unsynced")
+    image = Image({"s.log": b'{"t":1,"w":[]}\n{"t":2'})  # the log of Session "s", torn
+    checker.box.load(image)
+    recorder = RecordingFs(checker.box.fs)
+    repo = good.make_backend(checker.clock, fs=recorder, root=ROOT)
+    storage = repo.open(SESSION)
+    want = storage.snapshot()
+    storage.close()
+    points = range(len(recorder.ops) + 1)
+    fresh = [checker._crash_in_recovery(image, i, 0, want) for i in points]
+    fresh_opens, opens[:] = len(opens), []
+    reopened = [image]
+    shared = [checker._crash_in_recovery(image, i, 0, want, reopened) for i in points]
+    assert shared == fresh == [None] * len(fresh)
+    assert len(opens) < fresh_opens
+    assert len(reopened) == len({str(sorted(d.files.items())) for d in reopened})
+
+
 # -- planted bugs --------------------------------------------------------------------------------
 
 
