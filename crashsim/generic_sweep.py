@@ -240,6 +240,11 @@ def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot 
 # -- checking ----------------------------------------------------------------------------------
 
 
+def _image_key(image: Image) -> tuple[Any, ...]:
+    """``image`` as a dictionary key: equal keys, equal images."""
+    return (tuple(sorted(image.files.items())), image.dirs, image.links)
+
+
 def _power_loss(variant: str) -> bool:
     return not process_crash(variant)
 
@@ -268,6 +273,9 @@ class Checker:
         #: repair) -- the kind worth crashing the recovery of at power loss -- with that
         #: reopen's recorded calls and the Session it gave.
         self.repaired: tuple[Image, tuple[Op, ...], Snapshot] | None = None
+        #: The checks that passed, by image and the model states they allowed: the states
+        #: each counted and the repair it found, if any (see :meth:`check`).
+        self._passed: dict[Any, tuple[int, tuple[tuple[Op, ...], Snapshot] | None]] = {}
 
     def failure(
         self, k: int, variant: str, rule: str, problem: str, *,
@@ -282,7 +290,32 @@ class Checker:
     def check(self, crash: CrashState) -> CrashFailure | None:
         """Reopen the crash image with the user's factory and judge it with the one recovery
         checker (:func:`~scopecheck.crashsim.recovery.judge`, CRASH-FS-1..4, 6), then crash
-        the recovery it made at each of its first operations (CRASH-FS-5)."""
+        the recovery it made at each of its first operations (CRASH-FS-5).
+
+        Crash points often give an image an earlier point gave (a process crash before an
+        fsync and after it leave the same files), allowing the same model states: the check
+        of such an image is the one made already -- the same reopen of the same files judged
+        against the same states, and the same crashes of the same recovery -- so a passed
+        check is not made again; its states count again, and its repair is offered again
+        for a power loss during it.  A failed check is always made again (each crash point
+        reports its own)."""
+        key = (_image_key(crash.state), crash.allowed)
+        passed = self._passed.get(key)
+        if passed is not None:
+            self.states += passed[0]
+            self.recovery_states += passed[0] - 1
+            if passed[1] is not None:
+                self.repaired = (crash.state, *passed[1])
+            return None
+        counted = self.states
+        failure = self._check(crash)
+        if failure is None:
+            repaired = self.repaired
+            repair = repaired[1:] if repaired is not None and repaired[0] is crash.state else None
+            self._passed[key] = (self.states - counted, repair)
+        return failure
+
+    def _check(self, crash: CrashState) -> CrashFailure | None:
         self.states += 1
         box = self.box
         box.load(crash.state)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 
@@ -26,8 +27,9 @@ from scopecheck.crashsim.generic_sweep import (
     trace,
     workload,
 )
+from scopecheck.crashsim.jsonl_sweep import CrashState, allowed_for
 from scopecheck.crashsim.jsonl_workloads import BUNDLED, NAMED
-from scopecheck.crashsim.persistence import Image
+from scopecheck.crashsim.persistence import Image, Volume
 from scopecheck.examples import broken_file_backend
 from scopecheck.examples import good_file_backend as good
 from scopecheck.factory import takes_filesystem
@@ -237,6 +239,38 @@ def test_a_crash_that_leaves_a_disk_already_opened_is_not_opened_twice() -> None
     assert shared == fresh == [None] * len(fresh)
     assert len(opens) < fresh_opens
     assert len(reopened) == len({str(sorted(d.files.items())) for d in reopened})
+
+
+@pytest.mark.rule("CRASH-FS-2", "CRASH-FS-5")
+def test_an_image_checked_already_is_answered_by_that_check() -> None:
+    """A crash point giving the files an earlier point gave, allowing the same states, gets
+    the earlier check's answer without a reopen: the same states counted and the same repair
+    offered for a power loss during it.  A check that failed is made again."""
+    opens = []
+
+    def counting(clock: Any, *, fs: Any, root: str) -> Any:
+        opens.append(root)
+        return good.make_backend(clock, fs=fs, root=root)
+
+    tr = trace(good.make_backend, workload(1, 3))
+    checker = Checker(counting, tr, "unsynced")
+    volume = Volume(tr.initial)
+    for op in tr.file_ops:
+        volume.apply(op)
+    final = volume.process_image()
+    k, allowed = len(tr.file_ops), allowed_for(tr)(len(tr.file_ops))
+    torn = attrs.evolve(final, files={**final.files, "s.log": final.files["s.log"] + b'{"t":9'})
+    assert checker.check(CrashState(k, "process", torn, allowed)) is None
+    states, made = checker.states, len(opens)
+    assert checker.repaired is not None and states > 1  # the cut of the torn line, crashed
+    again = attrs.evolve(torn, files=dict(torn.files))
+    assert checker.check(CrashState(k, "process", again, allowed)) is None
+    assert len(opens) == made and checker.states == 2 * states
+    assert checker.repaired is not None and checker.repaired[0] is again
+    for _ in range(2):  # a state none of these allows: judged, and failed, each time
+        made = len(opens)
+        assert checker.check(CrashState(k, "process", torn, (0,))) is not None
+        assert len(opens) > made
 
 
 # -- planted bugs --------------------------------------------------------------------------------
