@@ -29,12 +29,13 @@ from scopecheck.crashsim.generic_sweep import (
 )
 from scopecheck.crashsim.jsonl_sweep import CrashState, allowed_for
 from scopecheck.crashsim.jsonl_workloads import BUNDLED, NAMED
-from scopecheck.crashsim.persistence import Image, Volume
+from scopecheck.crashsim.persistence import FileOp, Image, Volume
 from scopecheck.examples import broken_file_backend
 from scopecheck.examples import good_file_backend as good
 from scopecheck.factory import takes_filesystem
 from scopecheck.impl.validation import check_session_id
 from scopecheck.models.errors import usage
+from scopecheck.models.records import Snapshot
 from scopecheck.mutants.jsonl_crash import NEW as JSONL_CRASH_MUTANTS
 
 Factory = Callable[..., Any]
@@ -271,6 +272,31 @@ def test_an_image_checked_already_is_answered_by_that_check() -> None:
         made = len(opens)
         assert checker.check(CrashState(k, "process", torn, (0,))) is not None
         assert len(opens) > made
+
+
+@pytest.mark.rule("CRASH-FS-5")
+def test_a_power_loss_image_opened_already_in_a_recovery_is_not_opened_twice() -> None:
+    """Power loss during the recoveries of two crash points that gave the same image leaves
+    the same files: the second is answered by the first's open; a different Session wanted of
+    the same files is a new judgement (and here a failure)."""
+    opens = []
+
+    def counting(clock: Any, *, fs: Any, root: str) -> Any:
+        opens.append(root)
+        return good.make_backend(clock, fs=fs, root=root)
+
+    checker = Checker(counting, trace(good.make_backend, workload(1, 3)), "unsynced")
+    image = Image({"s.log": b'{"t":1,"w":[]}\n{"t":2'})  # the log of Session "s", torn
+    checker.box.load(image)
+    want = checker._reopen()
+    assert isinstance(want, Snapshot)
+    ops = [FileOp("sync", "s.log")]
+    assert checker.check_power_loss_in_recovery(3, "strict", ops, 0, "strict", image, want) is None
+    made = len(opens)
+    assert checker.check_power_loss_in_recovery(5, "strict", ops, 0, "strict", image, want) is None
+    assert len(opens) == made and checker.states == checker.recovery_states == 2
+    other = checker.check_power_loss_in_recovery(5, "strict", ops, 0, "strict", image, None)
+    assert other is not None and other.rule == "CRASH-FS-5" and len(opens) > made
 
 
 # -- planted bugs --------------------------------------------------------------------------------
