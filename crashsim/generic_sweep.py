@@ -88,6 +88,7 @@ from scopecheck.crashsim.recovery import (
     after_power_loss,
     close,
     error_text,
+    image_key,
     judge,
     read_again,
 )
@@ -240,11 +241,6 @@ def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot 
 # -- checking ----------------------------------------------------------------------------------
 
 
-def _image_key(image: Image) -> tuple[Any, ...]:
-    """``image`` as a dictionary key: equal keys, equal images."""
-    return (tuple(sorted(image.files.items())), image.dirs, image.links)
-
-
 def _power_loss(variant: str) -> bool:
     return not process_crash(variant)
 
@@ -302,7 +298,7 @@ class Checker:
         check is not made again; its states count again, and its repair is offered again
         for a power loss during it.  A failed check is always made again (each crash point
         reports its own)."""
-        key = (_image_key(crash.state), crash.allowed)
+        key = (image_key(crash.state), crash.allowed)
         passed = self._passed.get(key)
         if passed is not None:
             self.states += passed[0]
@@ -425,7 +421,7 @@ class Checker:
         image are the same)."""
         self.states += 1
         self.recovery_states += 1
-        key = _image_key(crashed)
+        key = image_key(crashed)
         if want in self._opened.get(key, ()):
             return None
         self.box.load(crashed)
