@@ -587,9 +587,9 @@ class SqliteRound:
         #: that recovery must still give.
         self._recovered: dict[tuple[int, str], Snapshot] = {}
         self._recorded = 0
-        #: What images judged a model state reopened as, by image and acknowledged commits
-        #: (see :meth:`check`); and the states power losses during recoveries left files
-        #: that reopened as, by image (see :meth:`check_recovery`).
+        #: What the images that passed reopened as, by image and acknowledged commits (see
+        #: :meth:`check`); and, by image, what files left by crashes of recoveries reopened
+        #: as (see :meth:`check_recovery`).
         self._passed: dict[tuple[Any, int], Snapshot | None] = {}
         self._opened: dict[Any, list[Snapshot]] = {}
 
@@ -619,13 +619,12 @@ class SqliteRound:
             self.box, image, allowed, self.invariants, prefixes, history=self.expected
         )
         self.states += 1
-        if problem is None:
-            self._passed[key] = snap
         if problem is not None:
             return self.origin.failure(
                 "CRASH-SQL-3", problem, "crash", crash_kind(variant), point=k, variant=variant,
                 evidence=self.rec.evidence(), acked=acked,
             )  # fmt: skip
+        self._passed[key] = snap
         if snap is not None:
             self._last = (k, variant, snap)
         return None
