@@ -5,10 +5,10 @@ every file operation through the fake ``os`` module, which resolves and validate
 at every step: the fake ``os.open`` path of a read is about 15 times slower than
 :func:`pyfakefs_reader`, and ``os.replace`` spends most of its time re-validating paths (the
 pyfakefs machine's commits are dominated by sidecar publishes).  ``OsFileSystem`` takes
-``reader=``, ``lister=``, ``renamer=`` and ``writer=`` hooks; these build them from the
-``FakeFilesystem`` itself and skip the fake ``os`` layer by reaching its file objects directly.
-They are pyfakefs tooling, not part of a backend, so they live beside the crash simulator and
-``impl/`` knows nothing of them (ARCH-1).
+``reader=``, ``lister=``, ``renamer=``, ``writer=`` and ``appender=`` hooks; these build them
+from the ``FakeFilesystem`` itself and skip the fake ``os`` layer by reaching its file objects
+directly.  They are pyfakefs tooling, not part of a backend, so they live beside the crash
+simulator and ``impl/`` knows nothing of them (ARCH-1).
 
 What each assumes (``tests/jsonl/test_fs.py`` compares each with the fake ``os`` path):
 
@@ -24,12 +24,22 @@ What each assumes (``tests/jsonl/test_fs.py`` compares each with the fake ``os``
 * :func:`pyfakefs_writer` -- only a *new* file under an existing directory, built and added as
   pyfakefs's own ``create_file`` does (mode ``0o644`` less the umask); an existing target, a
   missing parent or an unusual path returns ``False`` and goes through the fake ``os``.
+* :func:`pyfakefs_appender` -- only an existing regular file reached through directories
+  alone (no symlink on the way), by a caller allowed to write it; it opens the file exactly
+  as the fake ``os.open(O_WRONLY | O_APPEND)`` does (the same raw append wrapper, the next
+  free descriptor, and pyfakefs's ``chmod`` to ``0o777`` less the umask that follows every
+  fake ``os.open``).  Anything else returns ``None`` and goes through the fake ``os``, errors
+  included.  The fake ``os.open`` resolves the path four times (``exists``, ``resolve_path``,
+  ``get_object_from_normpath``, ``chmod``); a backend that reopens its log on every open
+  spends most of a crash check there.
 """
 
 from __future__ import annotations
 
 import errno as errno_mod
+import os
 import stat
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -137,3 +147,85 @@ def pyfakefs_writer(fake_filesystem: Any) -> Callable[[str, bytes], bool]:
         return True
 
     return write
+
+
+def _real_umask() -> int:
+    """The process umask, read the way pyfakefs's fake ``os.open`` reads it on a POSIX host."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def pyfakefs_appender(fake_filesystem: Any) -> Callable[[str], int | None]:
+    """Opening an existing file for appending over pyfakefs, as the fake
+    ``os.open(path, O_WRONLY | O_APPEND)`` does, without resolving the path four times: the
+    file object is reached by walking directory entries, and the descriptor is pyfakefs's own
+    raw append wrapper, registered as its ``FakeFileOpen`` registers it.  Returns the
+    descriptor, or ``None`` for anything but the common case -- a Windows or macOS flavoured
+    fake filesystem, an unusual path, a missing or symlinked component, a target that is not a
+    regular file, or permissions pyfakefs would check for a non-root caller that are not the
+    owner's -- which then goes through the fake ``os`` (errors included)."""
+    from pyfakefs import helpers
+    from pyfakefs.fake_file import FakeBinaryFileWrapper
+    from pyfakefs.helpers import _OpenModes
+
+    modes = _OpenModes(
+        must_exist=True,
+        can_read=False,
+        can_write=True,
+        truncate=False,
+        append=True,
+        must_not_exist=False,
+    )
+    reachable = helpers.PERM_READ | helpers.PERM_EXE
+
+    def open_append(path: str) -> int | None:
+        fs = fake_filesystem
+        if fs.is_windows_fs or fs.is_macos or sys.platform == "win32":
+            return None
+        if _plain_parts(path) is None or path == fs.dev_null.name:
+            return None
+        root = helpers.is_root()
+        uid = helpers.get_uid()
+        node = fs.root
+        for part in path[1:].split("/"):
+            if not stat.S_ISDIR(node.st_mode):
+                return None
+            if not root and (node.st_uid != uid or node.st_mode & reachable != reachable):
+                return None
+            node = node.entries.get(part)
+            if node is None:
+                return None
+        mode = node.st_mode
+        if not stat.S_ISREG(mode) or node is fs.dev_null:
+            return None
+        writable = helpers.PERM_READ | helpers.PERM_WRITE
+        if not root and (node.st_uid != uid or mode & writable != writable):
+            return None
+        node.opened_as = path
+        wrapper = FakeBinaryFileWrapper(
+            node,
+            path,
+            open_modes=modes,
+            allow_update=True,
+            delete_on_close=False,
+            filesystem=fs,
+            newline=None,
+            binary=True,
+            closefd=True,
+            encoding=None,
+            errors=None,
+            buffering=-1,
+            raw_io=True,
+            opened_as_fd=False,
+        )
+        wrapper.filedes = fs.add_open_file(wrapper)
+        # The fake os.open chmods every file it opens to its mode argument (here the default,
+        # 0o777 less the umask), an existing one included.
+        permissions = 0o777 & ~_real_umask()
+        node.st_mode = (mode & ~helpers.PERM_ALL) | (permissions & helpers.PERM_ALL)
+        node.st_ctime = helpers.now()  # type: ignore[no-untyped-call]
+        fd: int = wrapper.filedes
+        return fd
+
+    return open_append

@@ -12,6 +12,7 @@ by (CRASH-SYS-1) -- builds the process-crash and power-loss images.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import attrs
 
 from scopecheck.impl.fs import AppendFile, DirEntry, FileSystem, Lines, fs_error
+from scopecheck.models.errors import StorageIOError
 
 #: The calls that make data or directory entries durable.
 FSYNCS = frozenset({"fsync", "fsync_file", "fsync_dir"})
@@ -83,6 +85,8 @@ class RecordingFs:
         self.fault = fault
         #: Mutating calls attempted so far (recorded or failed): the fault hook's index.
         self.calls = 0
+        #: Handles opened through this recorder and not closed through it, by ``id``.
+        self._open: dict[int, AppendFile] = {}
 
     def _before(self, op: Op) -> int | None:
         """Crash or fail here if asked; returns the byte count of a partial append fault."""
@@ -135,10 +139,24 @@ class RecordingFs:
         return self.inner.is_dir(path)
 
     def open_append(self, path: str) -> AppendFile:
-        return self.inner.open_append(path)
+        handle = self.inner.open_append(path)
+        self._open[id(handle)] = handle
+        return handle
 
     def close(self, handle: AppendFile) -> None:
+        self._open.pop(id(handle), None)
         self.inner.close(handle)
+
+    def release(self) -> None:
+        """Close every handle opened through this recorder and still open, as the kernel does
+        when the process holding them dies (after a :class:`SimulatedCrash`).  Closing writes
+        nothing: every append already reached the file, so the files are what the crash left;
+        a descriptor left open would outlive its process on the reused sandbox.  A close that
+        fails is left as it is (there is no process left to tell)."""
+        handles, self._open = list(self._open.values()), {}
+        for handle in handles:
+            with contextlib.suppress(StorageIOError):
+                self.inner.close(handle)
 
     # mutating calls: recorded *before* they run (a crash at index k means op k never ran)
     def write_file(self, path: str, data: bytes) -> None:

@@ -47,6 +47,7 @@ from typing import Any
 
 import attrs
 import orjson
+from pyfakefs.fake_file import FakeDirectory
 
 from scopecheck.crashsim.coverage import crash_points
 from scopecheck.crashsim.explore import (
@@ -89,6 +90,7 @@ from scopecheck.crashsim.recovery import (
     after_power_loss,
     close,
     error_text,
+    image_key,
     judge,
     read_again,
 )
@@ -265,6 +267,12 @@ class Checker:
         #: repair) -- the kind worth crashing the recovery of at power loss -- with that
         #: reopen's recorded calls and the Session it gave.
         self.repaired: tuple[Image, tuple[Op, ...], Snapshot] | None = None
+        #: The checks that passed, by image and the model states they allowed: the states
+        #: each counted and the repair it found, if any (see :meth:`check`).
+        self._passed: dict[Any, tuple[int, tuple[tuple[Op, ...], Snapshot] | None]] = {}
+        #: The Sessions power-loss images of recoveries opened to, by image (see
+        #: :meth:`check_power_loss_in_recovery`).
+        self._opened: dict[Any, list[Snapshot | None]] = {}
 
     def failure(
         self, k: int, variant: str, rule: str, problem: str, *,
@@ -279,7 +287,32 @@ class Checker:
     def check(self, crash: CrashState) -> CrashFailure | None:
         """Reopen the crash image with the user's factory and judge it with the one recovery
         checker (:func:`~scopecheck.crashsim.recovery.judge`, CRASH-FS-1..4, 6), then crash
-        the recovery it made at each of its first operations (CRASH-FS-5)."""
+        the recovery it made at each of its first operations (CRASH-FS-5).
+
+        Crash points often give an image an earlier point gave (a process crash before an
+        fsync and after it leave the same files), allowing the same model states: the check
+        of such an image is the one made already -- the same reopen of the same files judged
+        against the same states, and the same crashes of the same recovery -- so a passed
+        check is not made again; its states count again, and its repair is offered again
+        for a power loss during it.  A failed check is always made again (each crash point
+        reports its own)."""
+        key = (image_key(crash.state), crash.allowed)
+        passed = self._passed.get(key)
+        if passed is not None:
+            self.states += passed[0]
+            self.recovery_states += passed[0] - 1
+            if passed[1] is not None:
+                self.repaired = (crash.state, *passed[1])
+            return None
+        counted = self.states
+        failure = self._check(crash)
+        if failure is None:
+            repaired = self.repaired
+            repair = repaired[1:] if repaired is not None and repaired[0] is crash.state else None
+            self._passed[key] = (self.states - counted, repair)
+        return failure
+
+    def _check(self, crash: CrashState) -> CrashFailure | None:
         self.states += 1
         box = self.box
         box.load(crash.state)
@@ -312,12 +345,15 @@ class Checker:
         if verdict.state is not None and any(op.kind not in FSYNCS for op in recovery_ops):
             self.repaired = (crash.state, tuple(recovery_ops), verdict.state)
         if self.recovery and recovery_ops and verdict.state is not None:
+            reopened = [crash.state]  # the disks known to reopen to verdict.state
             for index, op in enumerate(recovery_ops[:RECOVERY_CRASHES]):
                 torn = len(op.data) // 2 if op.kind in ("write", "append") else 0
                 for partial in (0, torn) if torn else (0,):
                     self.states += 1
                     self.recovery_states += 1
-                    problem = self._crash_in_recovery(crash.state, index, partial, verdict.state)
+                    problem = self._crash_in_recovery(
+                        crash.state, index, partial, verdict.state, reopened
+                    )
                     if problem is not None:
                         where = f" after {partial} of its {len(op.data)} bytes" if partial else ""
                         return self._failure(
@@ -377,12 +413,19 @@ class Checker:
         """Power loss (``during``) before operation ``j`` of the recovery of image ``(k,
         variant)``, leaving ``crashed``: the next open must give ``want``, the state the
         uninterrupted recovery gave (CRASH-FS-5) -- a repair made durable in the wrong order
-        (a rename before the data it names) shows only here."""
+        (a rename before the data it names) shows only here.  Files an earlier power loss
+        of this kind left, whose open gave ``want`` already, are answered by that open (the
+        same reopen of the same files: the recoveries of two crash points that gave the same
+        image are the same)."""
         self.states += 1
         self.recovery_states += 1
+        key = image_key(crashed)
+        if want in self._opened.get(key, ()):
+            return None
         self.box.load(crashed)
         got = self._reopen()
         if got == want:
+            self._opened.setdefault(key, []).append(want)
             return None
         shown = got if isinstance(got, str) else orjson.dumps(describe(got)).decode()
         op = recovery_ops[j].describe()
@@ -401,11 +444,42 @@ class Checker:
             },
         )  # fmt: skip
 
+    def _disk(self) -> Image:
+        """The sandbox's files and directories now, as an image: what :meth:`Sandbox.state`
+        gives, read off the fake tree's nodes in one walk."""
+        files: dict[str, bytes] = {}
+        dirs = {""}
+        stack = [("", self.box.fs._lookup(ROOT))]
+        while stack:
+            prefix, node = stack.pop()
+            for name, child in node.entries.items():
+                path = f"{prefix}{name}"
+                if isinstance(child, FakeDirectory):
+                    dirs.add(path)
+                    stack.append((f"{path}/", child))
+                else:
+                    contents = child.byte_contents
+                    files[path] = bytes(contents) if contents else b""
+        return Image(files, frozenset(dirs))
+
     def _crash_in_recovery(
-        self, state: Image, index: int, partial: int, want: Snapshot
+        self,
+        state: Image,
+        index: int,
+        partial: int,
+        want: Snapshot,
+        reopened: list[Image] | None = None,
     ) -> str | None:
         """Crash the recovery of ``state`` before its op ``index`` (after ``partial`` bytes of
-        it, for a write or append), then open again: the state must be ``want`` (CRASH-FS-5)."""
+        it, for a write or append), then open again: the state must be ``want`` (CRASH-FS-5).
+
+        ``reopened`` holds disks whose open gave ``want`` already (the crash image itself,
+        judged by :meth:`check`, and the disks earlier crashes of this recovery left): a crash
+        that leaves one of them -- before the recovery's first write, or at an fsync, which a
+        process crash does not undo -- leaves the same disk, whose open is the one already
+        made, so it is not made twice.  A disk is its files' names, kinds and bytes: all a
+        backend reads through its ``FileSystem``.  Each new disk that opens to ``want`` is
+        added."""
         self.box.load(state)
         recorder = RecordingFs(self.box.fs, crash_at=index, partial=partial)
         repo: Any = None
@@ -415,13 +489,18 @@ class Checker:
                 repo.open(SESSION).close()
             close(repo)
         except SimulatedCrash:
-            pass
+            recorder.release()  # the crashed process's descriptors go with it
         except Exception as exc:
             return f"the interrupted recovery raised {error_text(exc)}"
+        disk = None if reopened is None else self._disk()
+        if reopened is not None and disk in reopened:
+            return None
         got = self._reopen()
         if got != want:
             shown = got if isinstance(got, str) else orjson.dumps(describe(got)).decode()
             return f"the next open gives {shown}, not the state of the uninterrupted recovery"
+        if reopened is not None and disk is not None:
+            reopened.append(disk)
         return None
 
 

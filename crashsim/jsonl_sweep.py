@@ -128,14 +128,18 @@ class FakeFs(OsFileSystem):
 
     Through the fake ``os`` module every call normalises and resolves its path (≈0.2 ms); our
     paths are already absolute and normal, so reads, ``exists``/``is_dir``/``file_size``,
-    ``list_dir`` and an already-present ``create_dir`` skip that.  Every mutating call still
+    ``list_dir`` and an already-present ``create_dir`` skip that, and ``open_append`` takes
+    :func:`~scopecheck.crashsim.fake_disk.pyfakefs_appender`.  Every mutating call still
     goes through the fake ``os`` module unchanged.
     """
 
     def __init__(self, fake: Any) -> None:
         from pyfakefs.fake_os import FakeOsModule
 
-        super().__init__(FakeOsModule(fake), sync=False, reader=self._read)
+        from scopecheck.crashsim.fake_disk import pyfakefs_appender
+
+        appender = pyfakefs_appender(fake)
+        super().__init__(FakeOsModule(fake), sync=False, reader=self._read, appender=appender)
         self.fake = fake
 
     def _lookup(self, path: str) -> Any:

@@ -23,12 +23,15 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.records import Snapshot
+
+if TYPE_CHECKING:
+    from scopecheck.crashsim.persistence import Image
 
 
 @attrs.frozen
@@ -252,6 +255,13 @@ def judge(
         if broken is not None:
             return broken
     return Recovered(got, matched)
+
+
+def image_key(image: Image) -> tuple[Any, ...]:
+    """``image`` as a dictionary key (equal keys, equal images): a checker that meets an image
+    it reopened already, judged against the same states, answers with that reopen instead of
+    making it again -- the same reopen of the same files gives the same Session."""
+    return (tuple(sorted(image.files.items())), image.dirs, image.links)
 
 
 def read_again(

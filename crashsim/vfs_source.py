@@ -121,8 +121,17 @@ def read_image(root: str) -> Image:
 
 def materialise(image: Image, directory: str) -> None:
     """Write ``image`` -- SQLite's files, all directly under the root -- as the only files
-    under ``directory`` (an existing directory: whatever it held is removed first)."""
+    under ``directory`` (an existing directory: whatever it held is removed first, so every
+    file is a new one).  Every crash check of the SQLite source writes its image here, so the
+    writes are plain ``os`` calls (``open(..., "wb")``'s flags and mode, without its buffered
+    file object)."""
     for name in os.listdir(directory):
         os.unlink(os.path.join(directory, name))
     for name, data in image.files.items():
-        Path(directory, name).write_bytes(data)
+        fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)

@@ -182,6 +182,7 @@ class OsFileSystem:
         lister: Callable[[str], list[DirEntry]] | None = None,
         renamer: Callable[[str, str], bool] | None = None,
         writer: Callable[[str, bytes], bool] | None = None,
+        appender: Callable[[str], int | None] | None = None,
     ) -> None:
         """``sync=False`` turns ``fsync``/``fsync_file``/``fsync_dir`` into no-ops at the OS
         level, for filesystems with no durability model (pyfakefs: fsync does nothing there
@@ -193,8 +194,10 @@ class OsFileSystem:
         nothing); ``lister`` likewise replaces :meth:`list_dir` (read-only too).
         ``renamer(source, target)`` may perform the common case of :meth:`rename` itself and
         return ``True``, or return ``False`` to leave it to ``os.replace`` (which then also
-        reports every error); ``writer(path, data)`` likewise for :meth:`write_file`.  An
-        ``OSError`` a hook raises is reported as the operation's failure.
+        reports every error); ``writer(path, data)`` likewise for :meth:`write_file`, and
+        ``appender(path)`` for :meth:`open_append` (a descriptor of ``os_module``, or ``None``
+        to leave it to ``os.open``).  An ``OSError`` a hook raises is reported as the
+        operation's failure.
         """
         self.os = os_module
         self.sync = sync
@@ -202,6 +205,7 @@ class OsFileSystem:
         self.lister = lister
         self.renamer = renamer
         self.writer = writer
+        self.appender = appender
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -294,6 +298,10 @@ class OsFileSystem:
     def open_append(self, path: str) -> AppendFile:
         o = self.os
         try:
+            if self.appender is not None:
+                fd = self.appender(path)
+                if fd is not None:
+                    return AppendFile(path, fd)
             return AppendFile(path, o.open(path, o.O_WRONLY | o.O_APPEND))
         except OSError as exc:
             raise fs_error("open_append", path, exc) from exc

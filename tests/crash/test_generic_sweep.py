@@ -12,21 +12,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 
+from scopecheck.crashsim.fs_recorder import RecordingFs
 from scopecheck.crashsim.generic_sweep import (
+    ROOT,
+    SESSION,
+    Checker,
     jsonl_factory,
     replay_record,
     sweep,
+    trace,
     workload,
 )
+from scopecheck.crashsim.jsonl_sweep import CrashState, allowed_for
 from scopecheck.crashsim.jsonl_workloads import BUNDLED, NAMED
+from scopecheck.crashsim.persistence import FileOp, Image, Volume
+from scopecheck.crashsim.points import ProcessCrash
 from scopecheck.examples import broken_file_backend
 from scopecheck.examples import good_file_backend as good
 from scopecheck.factory import takes_filesystem
 from scopecheck.impl.validation import check_session_id
 from scopecheck.models.errors import usage
+from scopecheck.models.records import Snapshot
 from scopecheck.mutants.jsonl_crash import NEW as JSONL_CRASH_MUTANTS
 
 Factory = Callable[..., Any]
@@ -183,6 +193,111 @@ def test_jsonl_named_crash_workloads_pass_the_generic_sweep(name: str) -> None:
     report = sweep(jsonl_factory, BUNDLED[name](), seed=1)
     assert not report.failures, str(report.failures[0])
     assert report.states > report.ops > 0 and report.fault_runs > 0
+
+
+@pytest.mark.rule("CRASH-FS-5")
+def test_a_crashed_recovery_leaves_no_descriptor_open() -> None:
+    """A crash kills the process and its descriptors with it: the checker crashes a recovery
+    while it holds the log open (before the fsync of the cut of a torn line) and the reused
+    sandbox keeps no open file from it; the next open still gives the uninterrupted state."""
+    checker = Checker(good.make_backend, trace(good.make_backend, workload(1, 3)), "unsynced")
+    image = Image({"s.log": b'{"t":1,"w":[]}\n{"t":2'})  # the log of Session "s", torn
+    checker.box.load(image)
+    recorder = RecordingFs(checker.box.fs)
+    repo = good.make_backend(checker.clock, fs=recorder, root=ROOT)
+    storage = repo.open(SESSION)
+    want = storage.snapshot()
+    storage.close()
+    crash_at = [op.kind for op in recorder.ops].index("fsync")  # the cut's handle is open
+    assert checker._crash_in_recovery(image, crash_at, 0, want) is None
+    open_files = checker.box.fake.open_files
+    assert not [fd for fd, files in enumerate(open_files) if fd > 2 and files]
+
+
+@pytest.mark.rule("CRASH-FS-5")
+def test_a_crash_that_leaves_a_disk_already_opened_is_not_opened_twice() -> None:
+    """A crash of a recovery before its first write, or at an fsync, leaves a disk whose open
+    was made already (the crash image, or what an earlier crash left): the checker answers it
+    with that open, and every crash point gets the answer a fresh open gives."""
+    opens = []
+
+    def counting(clock: Any, *, fs: Any, root: str) -> Any:
+        opens.append(root)
+        return good.make_backend(clock, fs=fs, root=root)
+
+    checker = Checker(counting, trace(good.make_backend, workload(1, 3)), "unsynced")
+    image = Image({"s.log": b'{"t":1,"w":[]}\n{"t":2'})  # the log of Session "s", torn
+    checker.box.load(image)
+    recorder = RecordingFs(checker.box.fs)
+    repo = good.make_backend(checker.clock, fs=recorder, root=ROOT)
+    storage = repo.open(SESSION)
+    want = storage.snapshot()
+    storage.close()
+    points = range(len(recorder.ops) + 1)
+    fresh = [checker._crash_in_recovery(image, i, 0, want) for i in points]
+    fresh_opens, opens[:] = len(opens), []
+    reopened = [image]
+    shared = [checker._crash_in_recovery(image, i, 0, want, reopened) for i in points]
+    assert shared == fresh == [None] * len(fresh)
+    assert len(opens) < fresh_opens
+    assert len(reopened) == len({str(sorted(d.files.items())) for d in reopened})
+
+
+@pytest.mark.rule("CRASH-FS-2", "CRASH-FS-5")
+def test_an_image_checked_already_is_answered_by_that_check() -> None:
+    """A crash point giving the files an earlier point gave, allowing the same states, gets
+    the earlier check's answer without a reopen: the same states counted and the same repair
+    offered for a power loss during it.  A check that failed is made again."""
+    opens = []
+
+    def counting(clock: Any, *, fs: Any, root: str) -> Any:
+        opens.append(root)
+        return good.make_backend(clock, fs=fs, root=root)
+
+    tr = trace(good.make_backend, workload(1, 3))
+    checker = Checker(counting, tr, "unsynced")
+    volume = Volume(tr.initial)
+    for op in tr.file_ops:
+        volume.apply(op)
+    final = volume.process_image()
+    k, allowed = len(tr.file_ops), allowed_for(tr)(len(tr.file_ops))
+    torn = attrs.evolve(final, files={**final.files, "s.log": final.files["s.log"] + b'{"t":9'})
+    assert checker.check(CrashState(k, ProcessCrash(), torn, allowed)) is None
+    states, made = checker.states, len(opens)
+    assert checker.repaired is not None and states > 1  # the cut of the torn line, crashed
+    again = attrs.evolve(torn, files=dict(torn.files))
+    assert checker.check(CrashState(k, ProcessCrash(), again, allowed)) is None
+    assert len(opens) == made and checker.states == 2 * states
+    assert checker.repaired is not None and checker.repaired[0] is again
+    for _ in range(2):  # a state none of these allows: judged, and failed, each time
+        made = len(opens)
+        assert checker.check(CrashState(k, ProcessCrash(), torn, (0,))) is not None
+        assert len(opens) > made
+
+
+@pytest.mark.rule("CRASH-FS-5")
+def test_a_power_loss_image_opened_already_in_a_recovery_is_not_opened_twice() -> None:
+    """Power loss during the recoveries of two crash points that gave the same image leaves
+    the same files: the second is answered by the first's open; a different Session wanted of
+    the same files is a new judgement (and here a failure)."""
+    opens = []
+
+    def counting(clock: Any, *, fs: Any, root: str) -> Any:
+        opens.append(root)
+        return good.make_backend(clock, fs=fs, root=root)
+
+    checker = Checker(counting, trace(good.make_backend, workload(1, 3)), "unsynced")
+    image = Image({"s.log": b'{"t":1,"w":[]}\n{"t":2'})  # the log of Session "s", torn
+    checker.box.load(image)
+    want = checker._reopen()
+    assert isinstance(want, Snapshot)
+    ops = [FileOp("sync", "s.log")]
+    assert checker.check_power_loss_in_recovery(3, "strict", ops, 0, "strict", image, want) is None
+    made = len(opens)
+    assert checker.check_power_loss_in_recovery(5, "strict", ops, 0, "strict", image, want) is None
+    assert len(opens) == made and checker.states == checker.recovery_states == 2
+    other = checker.check_power_loss_in_recovery(5, "strict", ops, 0, "strict", image, None)
+    assert other is not None and other.rule == "CRASH-FS-5" and len(opens) > made
 
 
 # -- planted bugs --------------------------------------------------------------------------------

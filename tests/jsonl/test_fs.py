@@ -14,6 +14,7 @@ from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.fake_os import FakeOsModule
 
 from scopecheck.crashsim.fake_disk import (
+    pyfakefs_appender,
     pyfakefs_lister,
     pyfakefs_reader,
     pyfakefs_renamer,
@@ -269,6 +270,71 @@ def test_fast_pyfakefs_writer_takes_the_common_case_itself() -> None:
     assert fake.get_object("/r/d/new").byte_contents == b"x"
     for odd in ("/r/d/", "/r/./d/y", "/r//d/y", "/r/d/.hidden"):
         assert write(odd, b"y") is False
+
+
+def test_pyfakefs_appender_opens_like_the_fake_os() -> None:
+    """The fast pyfakefs append-open gives the same descriptor, bytes, mode and open-file
+    table as the fake ``os.open(O_WRONLY | O_APPEND)``, and leaves every unusual case (and its
+    error) to the fake ``os``: a missing file or parent, a directory, a file used as a
+    directory, a symlinked file and a path through a symlinked directory."""
+    results = []
+    for fast in (False, True):
+        fake = FakeFilesystem()
+        fake.create_dir("/r/d")
+        fake.create_file("/r/f", contents="x\n")
+        fake.create_file("/r/d/g", contents="")
+        fake.create_symlink("/r/l", "/r/f")
+        fake.create_symlink("/r/ld", "/r/d")
+        fake.chmod("/r/d/g", 0o600)
+        fake_os = FakeOsModule(fake)
+        appender = pyfakefs_appender(fake) if fast else None
+        fs = OsFileSystem(fake_os, appender=appender)
+        first = fs.open_append("/r/f")
+        second = fs.open_append("/r/d/g")
+        fs.append(first, b"yy\n")
+        fs.append(second, b"z")
+        fs.truncate(first, 4)
+        fs.append(first, b"w\n")
+        fs.close(second)
+        third = fs.open_append("/r/d/g")  # takes the descriptor second gave back
+        fs.append(third, b"more")
+        via_links = [fs.open_append(p) for p in ("/r/l", "/r/ld/g")]
+        for handle in via_links:
+            fs.append(handle, b"!")
+            fs.close(handle)
+        codes = []
+        for path in ("/r/missing", "/r/none/x", "/r/d", "/r/f/x"):
+            try:
+                fs.open_append(path)
+                codes.append("ok")
+            except StorageIOError as exc:
+                codes.append(str(fs_code(exc)))
+        fds = [first.fd, second.fd, third.fd, *(h.fd for h in via_links)]
+        fs.close(first)
+        fs.close(third)
+        contents = [fs.read_bytes(p) for p in ("/r/f", "/r/d/g")]
+        modes = [fake_os.stat(p).st_mode for p in ("/r/f", "/r/d/g")]
+        still_open = [fd for fd, files in enumerate(fake.open_files) if fd > 2 and files]
+        results.append((contents, modes, codes, fds, still_open))
+    assert results[0] == results[1]
+    assert results[1][0] == [b"x\nyyw\n!", b"zmore!"]
+    # pyfakefs answers a path through a regular file with ENOENT; what counts is agreement.
+    assert results[1][2] == ["not_found", "not_found", "is_directory", "not_found"]
+
+
+def test_fast_pyfakefs_appender_takes_the_common_case_itself() -> None:
+    """The fast append-open is only worth having if it opens an existing regular file at a
+    plain absolute path itself (a descriptor); a missing file, a directory, a symlink on the
+    way or an unusual path give ``None`` (the fake ``os`` then opens it, or fails)."""
+    fake = FakeFilesystem()
+    fake.create_dir("/r/d")
+    fake.create_file("/r/d/f", contents="x")
+    fake.create_symlink("/r/l", "/r/d")
+    open_append = pyfakefs_appender(fake)
+    fd = open_append("/r/d/f")
+    assert isinstance(fd, int) and fake.get_open_file(fd).get_object() is fake.get_object("/r/d/f")
+    for odd in ("/r/d/missing", "/r/d", "/r/l/f", "/r/./d/f", "/r//d/f", "/r/d/f/", "/r/x/f"):
+        assert open_append(odd) is None
 
 
 def test_a_failing_fast_writer_is_reported_as_a_write_error() -> None:
