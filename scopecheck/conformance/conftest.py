@@ -9,6 +9,7 @@ profile themselves (INSTALL-2).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -16,20 +17,45 @@ from scopecheck.backends import BUNDLED, Backend, World
 from scopecheck.conformance.helpers import Clock
 from scopecheck.models.protocols import Repository, Storage
 
+#: The backends of one run, loaded once: a backend process's children serve every case.
+_LOADED = pytest.StashKey[list[Backend]]()
+
 
 def selected_backends(config: pytest.Config) -> list[Backend]:
     from scopecheck.adapters import load_backend
 
+    if _LOADED in config.stash:
+        return config.stash[_LOADED]
     specs = config.getoption("scopecheck_backend", default=None) or []
-    if specs:
-        return [load_backend(spec) for spec in specs]
-    return [BUNDLED[name] for name in sorted(BUNDLED)]
+    found = (
+        [load_backend(spec) for spec in specs]
+        if specs
+        else [BUNDLED[name] for name in sorted(BUNDLED)]
+    )
+    config.stash[_LOADED] = found
+    return found
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         chosen = selected_backends(metafunc.config)
         metafunc.parametrize("backend", chosen, ids=[b.name for b in chosen])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A case whose backend process broke the protocol fails with that protocol error, once,
+    whichever thread met it and whatever the case asserted after it (PROC-2)."""
+    from scopecheck.process.client import ProtocolFailure
+
+    outcome: Any = yield
+    world = getattr(item, "funcargs", {}).get("world")
+    failure = getattr(world, "protocol_failure", None)
+    if failure is None and outcome.excinfo is not None:
+        raised = outcome.excinfo[1]
+        failure = raised.error if isinstance(raised, ProtocolFailure) else None
+    if failure is not None:
+        outcome.force_exception(failure)
 
 
 @pytest.fixture
