@@ -575,6 +575,7 @@ class ImageChecker:
             self.broken = True  # the next image gets a new child
             broken = attrs.evolve(
                 broken,
+                rule="PROC-2",  # the backend's wire, not its recovery
                 problem=f"{broken.problem.split(' raised ', 1)[0]} broke the backend process: "
                 f"{broken.error.message}",
             )

@@ -245,11 +245,13 @@ def run_conformance(
                 [],
             )
         data = orjson.loads(out.read_bytes())
-    failures = []
+    failures: list[dict[str, Any]] = []
     for test in data["failed"]:
         rerun = rerun_command(spec, suite, test["nodeid"])
         if "ProtocolError" in test["error"]:  # the backend spoke the protocol wrongly
             test["rules"] = ["PROC-2"]
+            if any(f["rule"] == "PROC-2" for f in failures):  # reported once (PROC-2)
+                continue
         failures.append(
             {
                 "phase": "conformance",
@@ -284,7 +286,7 @@ def _machine_failures(report: BackendReport, phase: str) -> list[dict[str, Any]]
             rules = rules_of_program(record.get("program", ""), table)
             first = str(record.get("error", "")).splitlines()[0:1] or [""]
             if first[0].startswith("ProtocolError"):  # the backend spoke the protocol wrongly
-                rules = ("PROC-2",)
+                rules = tuple(record.get("rules") or ("PROC-2",))
             found.append(
                 {
                     "phase": phase,
@@ -309,6 +311,16 @@ def _machine_failures(report: BackendReport, phase: str) -> list[dict[str, Any]]
                 }
             )
     return found
+
+
+def protocol_stop(failures: list[dict[str, Any]]) -> str | None:
+    """Why the phases after one where the backend broke the protocol do not run (PROC-2):
+    what it answers can no longer be compared, and each would report the same failure."""
+    for failure in failures:
+        if failure.get("rule") in ("PROC-2", "PROC-8"):
+            where, rule = failure["phase"], failure["rule"]
+            return f"not run: the backend broke the protocol in the {where} ({rule})"
+    return None
 
 
 def _run_machine(
@@ -397,6 +409,7 @@ def validate(
         verdict.machine_steps = storage.steps
         failures = _machine_failures(storage, "machine")
         verdict.failures.extend(failures)
+        stopped = protocol_stop(verdict.failures)
         phases["machine"] = PhaseReport(
             "failed" if failures else "ran",
             f"{storage.steps:,} steps, {storage.examples:,} examples",
@@ -404,23 +417,24 @@ def validate(
         )
         progress.update("machine", phases["machine"])
 
-        if capabilities.fork:
+        if capabilities.fork and stopped is None:
             forked = _run_machine(
                 loaded, "fork", fork_budget, seed, failures_dir, spec, "forks", verdict, progress
             )
             fork_failures = _machine_failures(forked, "forks")
             verdict.failures.extend(fork_failures)
+            stopped = protocol_stop(verdict.failures)
             phases["forks"] = PhaseReport(
                 "failed" if fork_failures else "running",
                 f"fork machine: {forked.steps:,} steps; fork conformance cases with the suite",
                 {"fork_machine_steps": forked.steps},
             )
         else:
-            phases["forks"] = PhaseReport("skipped", "the repository has no fork()")
+            phases["forks"] = PhaseReport("skipped", stopped or "the repository has no fork()")
         progress.update("forks", phases["forks"])
 
         why = explorer.unavailable if explorer is not None else None
-        if explorer is not None and why is None:
+        if explorer is not None and why is None and stopped is None:
             verdict.crash_exploration = "ran"
             phases["crash exploration"] = PhaseReport("running", "crash states and I/O faults")
             progress.update("crash exploration", phases["crash exploration"])
@@ -466,8 +480,10 @@ def validate(
             verdict.crash_exploration = status
             verdict.limits = limits
         else:
-            reason = why or CRASH_SKIPPED.get(
-                capabilities.kind, "the backend has no crash explorer"
+            reason = (
+                stopped
+                or why
+                or CRASH_SKIPPED.get(capabilities.kind, "the backend has no crash explorer")
             )
             verdict.crash_exploration = f"skipped ({reason})"
             phases["crash exploration"] = PhaseReport("skipped", reason)
@@ -480,8 +496,10 @@ def validate(
             phases["conformance"].detail = f"{ran} cases, {failed} failed"
             progress.update("conformance", phases["conformance"])
 
-        ran, conformance_failures, skipped = run_conformance(
-            spec, forks=capabilities.fork, on_progress=conformance_progress
+        ran, conformance_failures, skipped = (
+            run_conformance(spec, forks=capabilities.fork, on_progress=conformance_progress)
+            if stopped is None
+            else (0, [], [])
         )
         verdict.conformance_tests = ran
         verdict.failures.extend(conformance_failures)
@@ -491,8 +509,10 @@ def validate(
             f"{ran} cases, {len(conformance_failures)} failed, {len(skipped)} skipped",
             {"cases": ran, "failed": len(conformance_failures), "skipped": len(skipped)},
         )
+        if stopped is not None:
+            phases["conformance"] = PhaseReport("skipped", stopped)
         progress.update("conformance", phases["conformance"])
-        if capabilities.fork:
+        if capabilities.fork and stopped is None:
             for failure in fork_cases:
                 failure["phase"] = "forks"
             forks = phases["forks"]
@@ -506,6 +526,10 @@ def validate(
             progress.update("forks", forks)
 
         phases["restarts"] = _restarts(capabilities, loaded.counts)
+        if stopped is not None and phases["restarts"].status == "skipped":
+            phases["restarts"] = PhaseReport("skipped", stopped)
+        if loaded.backend.close is not None:
+            loaded.backend.close()
         progress.update("restarts", phases["restarts"])
     verdict.passed = not verdict.failures and verdict.complete
     verdict.seconds = time.perf_counter() - started
