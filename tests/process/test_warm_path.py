@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -260,3 +261,22 @@ def test_an_uncoded_exception_on_a_racing_thread_is_raised_as_itself() -> None:
             machine.race("s1", 2, False)
     finally:
         machine.teardown()
+
+
+@pytest.mark.rule("CRASH-SYS-4")
+def test_a_wrapper_that_writes_outside_the_root_is_explained_once(tmp_path: Path) -> None:
+    """A command that is a wrapper (here a shell writing its own files, as a toolchain does
+    before it runs the backend) is traced with the backend: its files outside the root give
+    one limit that says so and what to run instead, not a limit per file."""
+    from scopecheck.syscall_crash import explore
+
+    assert shutil.which("node") is not None, "the Node.js example needs node on PATH"
+    script = (
+        f"for n in 1 2 3 4 5 6; do echo built > {tmp_path}/cache-$n; done; "
+        f"exec node {ROOT}/examples/node/backend.js"
+    )
+    found = explore("wrapper", ["sh", "-c", script], str(ROOT), budget=4, seed=0, faults=False)
+    limits = found.findings.limits
+    wrapper = [f for f in limits if "looks like a wrapper or a toolchain" in f]
+    assert len(wrapper) == 1 and f"{tmp_path}/cache-" in wrapper[0], limits
+    assert not [f for f in limits if f.startswith("outside:") and f not in wrapper], limits
