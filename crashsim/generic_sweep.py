@@ -51,6 +51,7 @@ import orjson
 from scopecheck.crashsim.coverage import crash_points
 from scopecheck.crashsim.explore import (
     MAX_FAILURES,
+    OVERRUN,
     Exploration,
     Findings,
     Images,
@@ -580,7 +581,7 @@ def explore(
     transactions: int = 6,
     mode: Mode = "unsynced",
     max_failures: int = MAX_FAILURES,
-    overrun: float = 30.0,
+    overrun: float = OVERRUN,
 ) -> Exploration:
     """Crash exploration of a factory taking ``fs`` and ``root`` for about ``budget`` seconds:
     fresh seeded workloads, one per round, through the exploration loop

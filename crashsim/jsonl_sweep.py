@@ -57,9 +57,11 @@ from pyfakefs.fake_file import FakeDirectory, FakeFile
 from scopecheck.crashsim.coverage import crash_points
 from scopecheck.crashsim.explore import (
     MAX_FAILURES,
+    OVERRUN,
     Exploration,
     Findings,
     Images,
+    Plan,
     check_passes,
     point_images,
 )
@@ -1116,13 +1118,16 @@ def explore_with_faults(
     repo_class: type[JsonlRepository] = JsonlRepository,
     mode: Mode = "unsynced",
     max_failures: int = MAX_FAILURES,
+    overrun: float = OVERRUN,
 ) -> Exploration:
     """Crash exploration of fresh generated workloads for about ``budget`` seconds (the JSONL
     half of ``scopecheck fuzz``), through the exploration loop: crash states in coverage
-    order, single I/O faults (CRASH-10..12) with their share, distinct failures kept."""
+    order (the first pass at most ``overrun`` seconds past the budget, CRASH-COV-2), single
+    I/O faults (CRASH-10..12) with their share, distinct failures kept."""
     return explore_rounds(
-        JsonlSource(repo_class, mode), budget=budget, seed=seed, max_failures=max_failures
-    )
+        JsonlSource(repo_class, mode), budget=budget, seed=seed, max_failures=max_failures,
+        plan=Plan(overrun=overrun),
+    )  # fmt: skip
 
 
 # -- replay ----------------------------------------------------------------------------------

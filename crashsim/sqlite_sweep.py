@@ -49,6 +49,7 @@ import attrs
 from scopecheck.crashsim.coverage import CrashCoverage, bit_reversed, crash_points, ordered_passes
 from scopecheck.crashsim.explore import (
     MAX_FAILURES,
+    OVERRUN,
     Exploration,
     Findings,
     Images,
@@ -1180,7 +1181,7 @@ def explore(
     seed: int = 0,
     repository_class: RepositoryFactory | None = None,
     max_failures: int = MAX_FAILURES,
-    overrun: float = 30.0,
+    overrun: float = OVERRUN,
 ) -> Exploration:
     """Crash states and single I/O faults over fresh random workloads until ``budget``
     seconds are spent: the SQLite half of ``scopecheck fuzz``'s crash injection, through the

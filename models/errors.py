@@ -41,6 +41,9 @@ CODES: frozenset[str] = frozenset(
         "invalid_layout",  # a JSONL repository layout that is not one scopecheck knows (JSONL-26)
         "invalid_journal_mode",  # a SQLite journal_mode SQLite does not name (SQLITE-17)
         "invalid_synchronous",  # a SQLite synchronous level SQLite does not name (SQLITE-17)
+        "not_a_repository",  # a backend factory that returned no repository (INSTALL-14)
+        "command_not_found",  # an --exec command that does not exist (INSTALL-14)
+        "command_not_executable",  # an --exec command that may not be run (INSTALL-14)
     }
 )
 

@@ -273,15 +273,29 @@ class LoadedBackend:
     counts: RunCounts
 
 
+#: What a factory's return value must have to be checked at all (``Repository``).
+REPOSITORY_METHODS = ("create", "open", "list", "delete", "close")
+
+
 def probe(factory: Any, spec: str) -> Capabilities:
     """Call ``factory`` once, in its own world, and see what its repository offers; a factory
-    that raises is a one-line ``UsageError`` (``invalid_payload``)."""
+    that raises is a one-line ``UsageError`` (``invalid_payload``), one that returns no
+    repository another (``not_a_repository``): one line, not a failure of every rule."""
     kind = factory_kind(factory)
     try:
         world = world_for(factory, kind, lambda: 0, RunCounts())
     except Exception as exc:
         raise UsageError("invalid_payload", f"factory {spec} raised {exc!r}") from None
     inner = world._repo.inner
+    missing = [name for name in REPOSITORY_METHODS if not callable(getattr(inner, name, None))]
+    if missing:
+        with contextlib.suppress(Exception):
+            world.cleanup()
+        raise UsageError(
+            "not_a_repository",
+            f"factory {spec} returned {type(inner).__name__}, not a repository: it has no "
+            f"{', '.join(name + '()' for name in missing)} (INSTALL-14)",
+        )
     found = Capabilities(
         kind,
         reopen=callable(getattr(inner, "reopen", None)),
@@ -301,6 +315,22 @@ EXEC_CWD_ENV = "SCOPECHECK_EXEC_CWD"
 #: How a restart of a backend process gets its new child (``new`` or ``other``, PROC-3;
 #: :data:`scopecheck.process.client.RestartPolicy`).
 RESTART_ENV = "SCOPECHECK_PROCESS_RESTART"
+
+
+def runnable(program: str, cwd: str) -> None:
+    """A ``UsageError`` when the command's ``program`` cannot be started from ``cwd``: missing
+    (``command_not_found``) or not executable (``command_not_executable``), INSTALL-14."""
+    if os.sep in program:
+        path = os.path.join(cwd, program)
+        if not os.path.exists(path):
+            raise UsageError("command_not_found", f"--exec: no program at {program}")
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise UsageError(
+                "command_not_executable", f"--exec: {program} is not an executable file"
+            )
+        return
+    if shutil.which(program) is None:
+        raise UsageError("command_not_found", f"--exec: no program {program!r} on PATH")
 
 
 def load_process(spec: str) -> LoadedBackend:
@@ -323,6 +353,7 @@ def load_process(spec: str) -> LoadedBackend:
         raise UsageError("invalid_payload", "exec: needs a command, e.g. exec:'node backend.js'")
     counts = RunCounts()
     cwd = os.environ.get(EXEC_CWD_ENV) or os.getcwd()
+    runnable(command[0], cwd)
     policy = os.environ.get(RESTART_ENV) or "new"
     if policy not in ("new", "other"):
         raise UsageError("invalid_payload", f"${RESTART_ENV} is 'new' or 'other', not {policy!r}")

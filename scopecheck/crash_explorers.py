@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import attrs
 
 from scopecheck.crashsim.coverage import CrashCoverage
-from scopecheck.crashsim.explore import Exploration
+from scopecheck.crashsim.explore import OVERRUN, Exploration
 from scopecheck.crashsim.failure import CrashFailure
 
 
@@ -39,8 +39,9 @@ class CrashExplorer:
         """Why this explorer cannot run on this machine (``None``: it can)."""
         return None
 
-    def source_run(self, budget: float, seed: int) -> Exploration:
-        """Run the explorer's source through the exploration loop."""
+    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
+        """Run the explorer's source through the exploration loop; its first pass may run
+        ``overrun`` seconds past ``budget`` (CRASH-COV-2)."""
         raise NotImplementedError
 
     def record(self, failure: CrashFailure) -> dict[str, Any]:
@@ -53,12 +54,14 @@ class CrashExplorer:
         return states, records
 
     def explore_with_faults(
-        self, budget: float, seed: int
+        self, budget: float, seed: int, *, overrun: float = OVERRUN
     ) -> tuple[int, int, list[dict[str, Any]]]:
         """``(crash states, fault and kill runs, reproducer records)``: one record per
-        distinct failure (CRASH-COV-4)."""
+        distinct failure (CRASH-COV-4).  The first pass over the states after every
+        acknowledgement may run ``overrun`` seconds past ``budget``; one that would run
+        longer leaves the phase incomplete (CRASH-COV-2)."""
         self.limits, self.kill_runs, self.coverage = [], 0, None  # this run's, not the last
-        found = self.source_run(budget, seed)
+        found = self.source_run(budget, seed, overrun)
         self.coverage = found.coverage
         self.limits.extend(text for text in found.findings.limits if text not in self.limits)
         return found.states, found.fault_runs, [self.record(f) for f in found.failures]
@@ -83,10 +86,12 @@ class JsonlCrashExplorer(CrashExplorer):
 
         return JsonlRepository
 
-    def source_run(self, budget: float, seed: int) -> Exploration:
+    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
         from scopecheck.crashsim.jsonl_sweep import explore_with_faults
 
-        return explore_with_faults(budget=budget, seed=seed, repo_class=self._repo())
+        return explore_with_faults(
+            budget=budget, seed=seed, repo_class=self._repo(), overrun=overrun
+        )
 
     def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
         from scopecheck.crashsim.jsonl_sweep import replay_record
@@ -106,7 +111,7 @@ class SqliteCrashExplorer(CrashExplorer):
     repository: Any = None
     backend: str = "sqlite"
 
-    def source_run(self, budget: float, seed: int) -> Exploration:
+    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
         from scopecheck.crashsim.sqlite_sweep import explore
 
         return explore(
@@ -114,6 +119,7 @@ class SqliteCrashExplorer(CrashExplorer):
             budget=budget,
             seed=seed,
             repository_class=self.repository,
+            overrun=overrun,
         )
 
     def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
@@ -135,10 +141,10 @@ class GenericCrashExplorer(CrashExplorer):
     backend: str
     spec: str | None = None
 
-    def source_run(self, budget: float, seed: int) -> Exploration:
+    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
         from scopecheck.crashsim.generic_sweep import explore
 
-        return explore(self.factory, budget=budget, seed=seed)
+        return explore(self.factory, budget=budget, seed=seed, overrun=overrun)
 
     def record(self, failure: CrashFailure) -> dict[str, Any]:
         target = {**failure.target, "spec": self.spec}
@@ -172,11 +178,11 @@ class SyscallCrashExplorer(CrashExplorer):
 
         return unavailable()
 
-    def source_run(self, budget: float, seed: int) -> Exploration:
+    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
         from scopecheck.syscall_crash import SyscallSource
 
         source = SyscallSource(self.spec, self.command, self.cwd)
-        found = source.explore(budget, seed)
+        found = source.explore(budget, seed, overrun=overrun)
         self.kill_runs += source.kill_runs
         return found
 

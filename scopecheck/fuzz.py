@@ -1,17 +1,19 @@
 """Time-boxed fuzzing of one or more backends: rounds of the machine under fixed seeds.
 
-A run is a sequence of rounds; round ``i`` uses seed ``seed + i`` and ``examples_per_round``
-examples, so any failing round is reproducible from the seed alone, and the saved reproducer
-holds Hypothesis's exact choice sequence (``@reproduce_failure`` blob) besides.
+A run is a sequence of rounds; round ``i`` uses seed ``seed + i`` and the number of examples
+its reproducer records (``examples_per_round``), so any failing round is reproducible from the
+seed alone, and the saved reproducer holds Hypothesis's exact choice sequence
+(``@reproduce_failure`` blob) besides.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +21,7 @@ import attrs
 import orjson
 from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
+from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends import Backend
@@ -130,6 +133,65 @@ def protocol_record(
     }
 
 
+class _ShrinkUntil:
+    """Hypothesis stops shrinking at ``perf_counter() + MAX_SHRINKING_SECONDS``, computed when
+    shrinking starts; as that module constant, this value makes the sum the reading ``at``, so
+    shrinking ends at the run's deadline however late the failure was found (INSTALL-11)."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def __radd__(self, now: float) -> float:
+        return max(now, self.at)
+
+
+@contextlib.contextmanager
+def shrinking_until(at: float | None) -> Iterator[None]:
+    """Hypothesis's shrinking ends at the ``time.perf_counter()`` reading ``at`` (``None``:
+    its own limit) while the block runs."""
+    from hypothesis.internal.conjecture import engine
+
+    saved = engine.MAX_SHRINKING_SECONDS
+    if at is not None:
+        engine.MAX_SHRINKING_SECONDS = _ShrinkUntil(at)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = saved
+
+
+#: What Hypothesis reports when it stopped shrinking at its time limit.
+SHRINK_STOPPED = "stopped because it is making very slow progress"
+
+
+def _round_size(
+    report: BackendReport,
+    *,
+    planned: int,
+    examples: int | None,
+    per_round: int,
+    started: float,
+    end: float,
+    sized: bool,
+) -> int:
+    """How many examples the next round runs (0: stop).  ``examples``: exactly that many over
+    all rounds; ``sized``: one to start, then as many as fit before ``end`` at the pace so far;
+    else a full round while time is left."""
+    if examples is not None:
+        return min(per_round, examples - planned)
+    if sized and report.examples == 0:
+        return 1  # at least one example, then as many as fit
+    left = end - time.perf_counter()
+    if left <= 0:
+        return 0
+    if not sized:
+        return per_round
+    pace = (time.perf_counter() - started) / report.examples
+    if left < pace / 2:
+        return 0
+    return max(1, min(per_round, int(left / pace)))
+
+
 def fuzz_backend(
     backend: Backend,
     *,
@@ -142,25 +204,43 @@ def fuzz_backend(
     on_progress: Callable[[BackendReport], None] | None = None,
     spec: str | None = None,
     machine_kind: MachineKind = "storage",
+    examples: int | None = None,
+    deadline: float | None = None,
+    shrink_deadline: float | None = None,
 ) -> BackendReport:
     """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails;
     a backend with a crash explorer (``Backend.crash``) spends :data:`CRASH_SHARE` of the
     budget on crash states after the machine, filling ``crash_states``.  ``machine_kind``
-    picks the storage machine or the fork machine (:func:`machine_for`)."""
+    picks the storage machine or the fork machine (:func:`machine_for`).
+
+    ``examples`` runs exactly that many examples instead, in rounds of
+    ``examples_per_round``: the same seed does the same work every time (INSTALL-12).
+    ``deadline`` (a ``time.perf_counter()`` reading) ends the machine there instead of after
+    ``budget``, each round sized to what is left at the pace so far (INSTALL-11), and
+    ``shrink_deadline`` ends Hypothesis's shrinking there: the failure is then saved as
+    found, with ``"shrunk": false``.  What Hypothesis reports while it runs goes into the
+    reproducer (``"reports"``), never to stdout."""
     report = BackendReport()
     machine_budget = budget * (1 - CRASH_SHARE) if backend.crash is not None else budget
     machine = machine_for(backend, machine_kind)
-    round_settings = Settings(settings, max_examples=examples_per_round)
     started = time.perf_counter()
-    round_index = 0
-    while time.perf_counter() - started < machine_budget:
+    end = deadline if deadline is not None else started + machine_budget
+    round_index = planned = 0
+    while size := _round_size(
+        report, planned=planned, examples=examples, per_round=examples_per_round,
+        started=started, end=end, sized=deadline is not None,
+    ):  # fmt: skip
         round_seed = seed + round_index
         round_index += 1
+        planned += size
         machine.examples_run = machine.steps_run = 0
+        reports: list[object] = []
         try:
-            run_state_machine_as_test(  # type: ignore[no-untyped-call]
-                hypothesis_seed(round_seed)(machine), settings=round_settings
-            )
+            with shrinking_until(shrink_deadline), with_reporter(reports.append):
+                run_state_machine_as_test(  # type: ignore[no-untyped-call]
+                    hypothesis_seed(round_seed)(machine),
+                    settings=Settings(settings, max_examples=size),
+                )
         except Exception as exc:
             report.failures += 1
             program = failure_program(exc)
@@ -171,10 +251,12 @@ def fuzz_backend(
                 "spec": spec,
                 "seed": round_seed,
                 "profile": profile,
-                "examples_per_round": examples_per_round,
+                "examples_per_round": size,
                 "error": f"{type(exc).__name__}: {exc}",
                 "program": program,
                 "reproduce": reproduce_blob(program),
+                "shrunk": not any(SHRINK_STOPPED in str(text) for text in reports),
+                "reports": [str(text) for text in reports],
             }
             report.reproducers.append(str(save_reproducer(failures_dir, record)))
             break

@@ -9,15 +9,26 @@ conformance suite; it never loads or registers a Hypothesis profile and never to
 user's settings.  The conformance suite passes scopecheck's profile to the runs it makes
 (``$SCOPECHECK_PROFILE``, default ``dev``) instead of changing the default.
 
-When the factory takes ``fs`` and ``root`` (its file I/O goes through ``scopecheck.FileSystem``),
-``scopecheck/conformance/test_crash.py`` also runs the generic crash sweep against it; otherwise
-that test is reported *skipped* ("crash exploration: skipped (backend does not take a
-FileSystem)"), never passed (CRASH-FS-8).
+The suite runs the phases ``scopecheck validate`` runs, decided by the same functions
+(INSTALL-15): ``test_machine.py`` the machine, ``test_scoped_storage.py`` and
+``test_storage_cases.py`` the conformance cases, ``test_fork_cases.py`` the fork cases, and
+``test_crash.py`` crash exploration -- the generic crash sweep for a factory taking ``fs`` and
+``root``, the system-call exploration for a factory taking ``root`` (where strace can run), and
+otherwise *skipped* with the reason ``validate`` gives, never passed (CRASH-FS-8).  At the end
+the plugin prints the run as a :class:`~scopecheck.validator.Verdict`, rendered by the same
+:func:`~scopecheck.validator.summary_lines` as ``validate``'s summary (INSTALL-10).
 """
 
 from __future__ import annotations
 
+import shlex
+from typing import TYPE_CHECKING, Any
+
 import pytest
+
+if TYPE_CHECKING:
+    from scopecheck.adapters import LoadedBackend
+    from scopecheck.validator import Verdict
 
 #: The markers scopecheck's suites use; declared so ``--strict-markers`` accepts them.
 MARKERS = (
@@ -44,11 +55,111 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", marker)
     specs = config.getoption("scopecheck_backend") or []
     if specs:
-        from scopecheck.adapters import load_backend
         from scopecheck.models.errors import ScopecheckError
 
         for spec in specs:
             try:
-                load_backend(spec)
+                loaded_backend(config, spec)
             except ScopecheckError as exc:
                 raise pytest.UsageError(f"--scopecheck-backend: {exc}") from None
+        config.pluginmanager.register(VerdictCollector(config, specs), "scopecheck-verdict")
+
+
+#: The phase each conformance module checks (``validate``'s phases, INSTALL-15).
+PHASE_OF = {
+    "test_machine.py": "machine",
+    "test_scoped_storage.py": "conformance",
+    "test_storage_cases.py": "conformance",
+    "test_fork_cases.py": "forks",
+    "test_crash.py": "crash exploration",
+}
+
+_loaded = pytest.StashKey[dict[str, "LoadedBackend"]]()
+
+
+def loaded_backend(config: pytest.Config, spec: str) -> LoadedBackend:
+    """``spec`` loaded once per run: every module's tests use the same backend, and its
+    counts (restarts) add up over the run."""
+    from scopecheck.adapters import load
+
+    cache = config.stash.setdefault(_loaded, {})
+    if spec not in cache:
+        cache[spec] = load(spec)
+    return cache[spec]
+
+
+class VerdictCollector:
+    """Registered when ``--scopecheck-backend`` is given: keeps each test's outcome by phase
+    and prints the run as a verdict at the end."""
+
+    def __init__(self, config: pytest.Config, specs: list[str]) -> None:
+        self.config = config
+        self.specs = specs
+        self.rules: dict[str, tuple[str, ...]] = {}
+        self.outcomes: list[tuple[str, pytest.TestReport]] = []
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            self.rules[item.nodeid] = tuple(r for m in item.iter_markers("rule") for r in m.args)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        module = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+        if module in PHASE_OF and (report.when == "call" or report.outcome != "passed"):
+            self.outcomes.append((PHASE_OF[module], report))
+
+    def verdict(self, spec: str) -> Verdict:
+        """What this pytest run checked of ``spec``, phase by phase: a phase whose tests all
+        ran is ``ran``, one with a failing test ``failed``, one whose tests were all skipped
+        ``skipped`` with their reason, one not in the run ``skipped`` too; restarts are judged
+        by the function ``validate`` uses."""
+        from scopecheck.validate_report import _explanation
+        from scopecheck.validator import (
+            PHASES,
+            PhaseReport,
+            Verdict,
+            _restarts,
+            conformance_failure,
+        )
+
+        loaded = loaded_backend(self.config, spec)
+        name = loaded.backend.name
+        phases: dict[str, PhaseReport] = {}
+        failures = []
+        for phase in PHASES[:-1]:
+            seen = [r for p, r in self.outcomes if p == phase and name in r.nodeid.rsplit("[")[-1]]
+            failed = [report for report in seen if report.failed]
+            skipped = [report for report in seen if report.skipped]
+            passed = len(seen) - len(failed) - len(skipped)
+            for report in failed:
+                error, message = _explanation(report)
+                test = {"nodeid": report.nodeid, "rules": self.rules.get(report.nodeid, ()),
+                        "error": error, "message": message}  # fmt: skip
+                rerun = shlex.join(["python", "-m", "pytest", "-p", "scopecheck.pytest_plugin",
+                                    f"--scopecheck-backend={spec}", report.nodeid])  # fmt: skip
+                failures.append(conformance_failure(test, rerun, phase))
+            counts = {"passed": passed, "failed": len(failed), "skipped": len(skipped)}
+            if not seen:
+                phases[phase] = PhaseReport("skipped", "not in this pytest run")
+            elif failed:
+                detail = f"{len(failed)} of {len(seen)} tests failed"
+                phases[phase] = PhaseReport("failed", detail, counts)
+            elif not passed:
+                longrepr = skipped[0].longrepr
+                reason = str(longrepr[2]) if isinstance(longrepr, tuple) else ""
+                phases[phase] = PhaseReport("skipped", reason.removeprefix("Skipped: "), counts)
+            else:
+                phases[phase] = PhaseReport("ran", f"{passed} tests passed", counts)
+        phases["restarts"] = _restarts(loaded.capabilities, loaded.counts)
+        return Verdict(name, phases, tuple(failures))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.outcomes:
+            return
+        from scopecheck.validator import headline, phase_line
+
+        for spec in self.specs:
+            verdict = self.verdict(spec)
+            terminalreporter.section(f"scopecheck verdict: {spec}")
+            terminalreporter.write_line(headline(verdict).rsplit(" (", 1)[0])
+            for name, phase in verdict.phases.items():
+                terminalreporter.write_line(phase_line(name, phase))

@@ -58,6 +58,7 @@ import attrs
 from scopecheck.crashsim.coverage import crash_points, ordered_passes
 from scopecheck.crashsim.explore import (
     MAX_FAILURES,
+    OVERRUN,
     Exploration,
     Findings,
     Plan,
@@ -715,7 +716,7 @@ class SyscallSource:
         faults: bool = True,
         on_progress: Callable[[Exploration], None] | None = None,
         max_failures: int = MAX_FAILURES,
-        overrun: float = 30.0,
+        overrun: float = OVERRUN,
     ) -> Exploration:
         """The exploration loop over this source's rounds (crash states in coverage order, the
         first round's states after every acknowledgement even past the budget by at most
@@ -961,7 +962,7 @@ def explore(
     faults: bool = True,
     on_progress: Callable[[Exploration], None] | None = None,
     max_failures: int = MAX_FAILURES,
-    overrun: float = 30.0,
+    overrun: float = OVERRUN,
 ) -> Exploration:
     """Crash exploration of the backend process ``command`` for about ``budget`` seconds:
     :meth:`SyscallSource.explore` over fresh seeded workloads.  A failure does not end it;

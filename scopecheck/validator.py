@@ -1,19 +1,20 @@
 """``scopecheck validate PATH_OR_MODULE:FACTORY``: every check scopecheck has, against a backend
-that lives outside this project, with a report that says what ran and what could not.
+that lives outside this project, with one verdict that says what ran and what could not.
 
-Phases, in order, each reported as ``ran``, ``failed`` or ``skipped`` with the reason
-(INSTALL-6):
+Phases, reported in this order, each ``ran``, ``failed``, ``incomplete`` or ``skipped`` with the
+reason (INSTALL-6):
 
 ``machine``
-    the storage machine against the model, in-process, for most of the budget (its failure is
-    saved as a reproducer file that ``scopecheck replay`` reruns);
+    the storage machine against the model, in-process (its failure is saved as a reproducer
+    file that ``scopecheck replay`` reruns);
 ``forks``
-    when the repository has ``fork()``: the fork machine for a share of the budget, and the
-    fork conformance cases; otherwise skipped;
+    when the repository has ``fork()``: the fork machine and the fork conformance cases;
+    otherwise skipped;
 ``crash exploration``
-    when the factory takes ``fs`` and ``root``: :data:`CRASH_SHARE` of the budget on the
-    generic crash sweep (crash states, then single I/O faults -- CRASH-FS-*); otherwise skipped,
-    never passed (CRASH-FS-8);
+    when the backend has a crash explorer that can run here (a factory taking ``fs`` and
+    ``root``: the generic crash sweep; a factory taking ``root`` or a backend process: its
+    system calls): crash states, then single I/O faults (CRASH-FS-*, CRASH-SYS-*); otherwise
+    skipped with the reason, never passed (CRASH-FS-8);
 ``conformance``
     the shared conformance suite in a pytest subprocess with the plugin; each failing case is
     reported with the rules it checks, the assertion's message and diff, and the command that
@@ -21,6 +22,25 @@ Phases, in order, each reported as ``ran``, ``failed`` or ``skipped`` with the r
 ``restarts``
     whether the machine's restarts really restarted the backend (a factory taking ``root`` is
     called again over its directory; a repository's ``reopen()``), and how many ran.
+
+**The budget is the wall time of the whole run** (INSTALL-11), counted from the start of the
+process when the CLI runs it: the fixed work comes first -- loading the backend and the
+conformance suite, whose cases are a fixed set -- and what is left is divided:
+:data:`CRASH_SHARE` of it to crash exploration (last) when it runs, :data:`FORK_SHARE` of the
+rest to the fork machine when the repository has ``fork()``, and the storage machine the rest.
+The machines run in rounds sized to what is left (at least one example each, so a budget spent
+by the fixed work still runs the machine once), and shrinking a failure stops when the budget
+is spent: that failure is reported unshrunk, and says so.  Crash exploration checks a state
+after every acknowledged step of its first workload even past its share, by at most
+:func:`crash_overrun` of the budget (a tenth, at least 2 s); a first pass that needs longer
+leaves the phase ``incomplete``, saying what to raise (CRASH-COV-2).  With
+``examples`` each machine runs exactly that many examples in fixed rounds instead, so the same
+seed and examples do the same machine work every time (INSTALL-12).
+
+Every renderer -- the CLI's summary, ``--json`` (:data:`VERSION`, ``docs/validate-json.md``,
+``scopecheck/schemas/verdict.schema.json``) and the pytest plugin's summary -- reads one
+:class:`Verdict`, whose top-level figures are computed from its phases, so the two cannot
+disagree (INSTALL-10).
 
 The whole run happens inside one scratch directory that is removed at the end: every world's
 directory, every temp file of scopecheck's and of the conformance subprocess, so a run leaves
@@ -37,7 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -52,16 +72,29 @@ from scopecheck.adapters import (
     anchored,
     load,
 )
+from scopecheck.backends import Backend
 from scopecheck.fuzz import BackendReport, MachineKind, fuzz_backend, save_reproducer
 from scopecheck.machine import rules_of_program
+from scopecheck.models.errors import UsageError
 from scopecheck.validate_report import REPORT_ENV
 
-#: Share of the budget spent on crash exploration when the backend takes a FileSystem.
+#: The version of the verdict's JSON (``"version"``); a change to its fields changes it and
+#: ``scopecheck/schemas/verdict.schema.json`` (INSTALL-10).
+VERSION = 1
+#: Share of what is left of the budget after the fixed work that crash exploration gets.
 CRASH_SHARE = 0.3
-#: Share of the machine budget given to the fork machine when the repository has ``fork()``.
+#: Share of the machines' time given to the fork machine when the repository has ``fork()``.
 FORK_SHARE = 0.3
 #: The phases of a verdict, in report order.
 PHASES = ("machine", "forks", "crash exploration", "conformance", "restarts")
+#: The names ``--require`` takes, and the phase each one names (INSTALL-13).
+REQUIRABLE = {
+    "machine": "machine",
+    "forks": "forks",
+    "crash": "crash exploration",
+    "conformance": "conformance",
+    "restarts": "restarts",
+}
 #: The conformance modules every backend runs, and the one that needs ``fork()``.
 CONFORMANCE = ("test_scoped_storage.py", "test_storage_cases.py")
 FORK_CONFORMANCE = "test_fork_cases.py"
@@ -75,62 +108,254 @@ CRASH_SKIPPED = {
 Status = Literal["ran", "failed", "incomplete", "skipped", "pending", "running"]
 
 
-@attrs.define
+@attrs.frozen
 class PhaseReport:
-    """One phase of a verdict: its status, one human line, and its counts."""
+    """One phase of a verdict: its status, one human line, its counts, and the wall time it
+    took (how the budget was spent, INSTALL-11)."""
 
     status: Status = "pending"
     detail: str = ""
-    counts: dict[str, int] = attrs.field(factory=dict)
+    counts: Mapping[str, int] = attrs.field(factory=dict)
+    seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
-        return {"status": self.status, "detail": self.detail, **self.counts}
+        return {
+            "status": self.status,
+            "detail": self.detail,
+            "seconds": round(self.seconds, 2),
+            **self.counts,
+        }
 
 
-@attrs.define
+@attrs.frozen
+class Failure:
+    """One failing check: its phase, the rules it broke (the first is ``rule``; ``None`` when
+    none can be named), one line of error, the command that reruns it, and where it has them
+    the conformance case (``test``), the explanation and diff (``message``), the machine's
+    shrunk program (``program``) -- ``shrunk`` is false when shrinking stopped because the
+    budget was spent (INSTALL-11)."""
+
+    phase: str
+    rule: str | None
+    error: str
+    reproducer: str
+    rules: tuple[str, ...] = ()
+    test: str = ""
+    message: str = ""
+    program: str = ""
+    shrunk: bool = True
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "rule": self.rule,
+            "rules": list(self.rules),
+            "error": self.error,
+            "test": self.test,
+            "message": self.message,
+            "program": self.program,
+            "shrunk": self.shrunk,
+            "reproducer": self.reproducer,
+        }
+
+
+def _phases(value: Mapping[str, PhaseReport]) -> Mapping[str, PhaseReport]:
+    """Every phase of :data:`PHASES`, in report order; one not given is ``pending``."""
+    unknown = set(value) - set(PHASES)
+    if unknown:
+        raise ValueError(f"unknown phases {sorted(unknown)}")
+    return {name: value.get(name, PhaseReport()) for name in PHASES}
+
+
+@attrs.frozen
 class Verdict:
-    """What ``validate`` found.  ``failures`` are dicts with ``phase``, ``rule`` (or
-    ``None``), ``error`` (one line), ``reproducer`` (a command), and for conformance cases
-    ``test`` and ``message`` (the assertion's explanation and diff)."""
+    """What a validation found: the one value every renderer reads (INSTALL-10).
+
+    The phases and the failures are what was observed; every other figure -- ``passed``,
+    ``machine_steps``, ``crash_exploration``, ``crash_states``, ... -- is computed from them,
+    so no renderer can show a top-level figure that disagrees with a phase.  ``required``
+    names the phases that must run (``--require``): one of them skipped or incomplete is
+    ``unmet`` and fails the verdict (INSTALL-13)."""
 
     backend: str
-    passed: bool = True
-    failures: list[dict[str, Any]] = attrs.field(factory=list)
-    phases: dict[str, PhaseReport] = attrs.field(factory=lambda: {p: PhaseReport() for p in PHASES})
-    machine_steps: int = 0
-    conformance_tests: int = 0
-    #: ``"ran"`` or ``"skipped (...why...)"`` (CRASH-FS-8).
-    crash_exploration: str = "skipped"
-    crash_states: int = 0
-    #: Single-I/O-fault runs of the generic sweep (CRASH-FS-9..11).
-    crash_fault_runs: int = 0
+    phases: Mapping[str, PhaseReport] = attrs.field(factory=dict, converter=_phases)
+    failures: tuple[Failure, ...] = ()
     #: What crash exploration could not see or should not have seen (CRASH-SYS-4, CRASH-SYS-8).
-    limits: list[str] = attrs.field(factory=list)
+    limits: tuple[str, ...] = ()
     #: What crash exploration covered, where its explorer measures it (CRASH-COV-2).
-    crash_coverage: dict[str, Any] | None = None
+    crash_coverage: Mapping[str, Any] | None = None
+    required: tuple[str, ...] = ()
+    #: The wall-time budget in seconds, and the fixed number of machine examples if one was
+    #: asked for (INSTALL-11, INSTALL-12).
+    budget: float | None = None
+    examples: int | None = None
+    seed: int = 0
     seconds: float = 0.0
+
+    def _count(self, phase: str, name: str) -> int:
+        return int(self.phases[phase].counts.get(name, 0))
 
     @property
     def complete(self) -> bool:
         """No phase stopped short of the ground it claims (an incomplete phase is no pass)."""
         return all(phase.status != "incomplete" for phase in self.phases.values())
 
+    @property
+    def unmet(self) -> tuple[str, ...]:
+        """The required phases that were skipped or incomplete (INSTALL-13)."""
+        return tuple(
+            name for name in self.required if self.phases[name].status in ("skipped", "incomplete")
+        )
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and self.complete and not self.unmet
+
+    @property
+    def outcome(self) -> Literal["passed", "failed", "incomplete"]:
+        """``failed`` with a failing check or an unmet requirement; ``incomplete`` when a
+        phase did not cover its ground; else ``passed``."""
+        if self.failures or self.unmet:
+            return "failed"
+        return "passed" if self.complete else "incomplete"
+
+    @property
+    def machine_steps(self) -> int:
+        return self._count("machine", "steps")
+
+    @property
+    def conformance_tests(self) -> int:
+        return self._count("conformance", "cases")
+
+    @property
+    def crash_exploration(self) -> str:
+        """The crash phase's status, with its reason when skipped (CRASH-FS-8)."""
+        phase = self.phases["crash exploration"]
+        return f"skipped ({phase.detail})" if phase.status == "skipped" else phase.status
+
+    @property
+    def crash_states(self) -> int:
+        return self._count("crash exploration", "crash_states")
+
+    @property
+    def crash_fault_runs(self) -> int:
+        """Single-I/O-fault runs (CRASH-FS-9..11); kill runs are ``kill_runs``."""
+        return self._count("crash exploration", "crash_fault_runs")
+
+    @property
+    def kill_runs(self) -> int:
+        return self._count("crash exploration", "kill_runs")
+
     def as_json(self) -> dict[str, Any]:
+        """The ``--json`` object, version :data:`VERSION` (``docs/validate-json.md``)."""
         return {
+            "version": VERSION,
             "backend": self.backend,
+            "outcome": self.outcome,
             "passed": self.passed,
+            "complete": self.complete,
             "phases": {name: phase.as_json() for name, phase in self.phases.items()},
-            "failures": self.failures,
+            "failures": [failure.as_json() for failure in self.failures],
+            "required": [_requirement_name(name) for name in self.required],
+            "unmet": [_requirement_name(name) for name in self.unmet],
             "machine_steps": self.machine_steps,
             "conformance_tests": self.conformance_tests,
             "crash_exploration": self.crash_exploration,
             "crash_states": self.crash_states,
             "crash_fault_runs": self.crash_fault_runs,
-            "complete": self.complete,
-            "crash_coverage": self.crash_coverage,
-            "limits": self.limits,
+            "kill_runs": self.kill_runs,
+            "crash_coverage": dict(self.crash_coverage) if self.crash_coverage else None,
+            "limits": list(self.limits),
+            "budget": self.budget,
+            "examples": self.examples,
+            "seed": self.seed,
             "seconds": round(self.seconds, 2),
         }
+
+
+def _requirement_name(phase: str) -> str:
+    return next(key for key, value in REQUIRABLE.items() if value == phase)
+
+
+def parse_required(text: str) -> tuple[str, ...]:
+    """``"crash,forks"`` → the phases they name, in report order; an unknown name is a
+    ``UsageError`` naming the choices (INSTALL-13)."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in REQUIRABLE]
+    if unknown:
+        raise UsageError(
+            "invalid_query",
+            f"--require: unknown phase {unknown[0]!r}; choose from {', '.join(REQUIRABLE)}",
+        )
+    chosen = {REQUIRABLE[name] for name in names}
+    return tuple(phase for phase in PHASES if phase in chosen)
+
+
+# -- rendering -------------------------------------------------------------------------------
+
+#: Printed program lines that are invariants or teardown, not the steps that found the bug.
+_BOOKKEEPING = frozenset({"state.same_state()", "state.same_sources()", "state.teardown()"})
+
+STATUS_WORDS = {
+    "ran": "ran",
+    "failed": "FAILED",
+    "incomplete": "INCOMPLETE",
+    "skipped": "skipped",
+    "running": "running",
+    "pending": "pending",
+}
+
+
+def headline(verdict: Verdict) -> str:
+    """``PASSED name (12.3s)``, ``FAILED name, N failing checks (…)``, or ``INCOMPLETE …``."""
+    took = f"({verdict.seconds:.1f}s)"
+    if verdict.outcome == "failed":
+        parts = []
+        if verdict.failures:
+            parts.append(f"{len(verdict.failures)} failing checks")
+        if verdict.unmet:
+            parts.append(f"{len(verdict.unmet)} required phases did not run")
+        return f"FAILED {verdict.backend}, {', '.join(parts)} {took}"
+    if verdict.outcome == "incomplete":
+        return f"INCOMPLETE {verdict.backend}, a phase did not cover its ground {took}"
+    return f"PASSED {verdict.backend} {took}"
+
+
+def phase_line(name: str, phase: PhaseReport) -> str:
+    return f"  {name + ':':<19}{STATUS_WORDS.get(phase.status, phase.status)} {phase.detail}"
+
+
+def summary_lines(verdict: Verdict) -> list[str]:
+    """The human summary: the headline, one line per phase, a line per unmet requirement,
+    then each failure with its rules, error, explanation, steps and rerun command."""
+    lines = [headline(verdict)]
+    lines += [phase_line(name, phase) for name, phase in verdict.phases.items()]
+    for name in verdict.unmet:
+        phase = verdict.phases[name]
+        lines.append(
+            f"REQUIRED {name} was {phase.status} ({phase.detail}): "
+            f"--require {_requirement_name(name)} makes that a failure"
+        )
+    for failure in verdict.failures:
+        rules = ", ".join(failure.rules) or failure.rule or "(no rule)"
+        lines += ["", f"{rules} ({failure.phase}): {failure.error}"]
+        if failure.test:
+            lines.append(f"  case: {failure.test}")
+        lines += [f"    {line}" for line in failure.message.splitlines()]
+        steps = [
+            line
+            for line in failure.program.splitlines()
+            if line.startswith("state.") and line not in _BOOKKEEPING
+        ]
+        if steps:
+            lines.append("  steps (not shrunk: the budget was spent):" if not failure.shrunk
+                         else "  steps:")  # fmt: skip
+            lines += [f"    {line}" for line in steps]
+        lines.append(f"  rerun: {failure.reproducer}")
+    return lines
+
+
+# -- running ---------------------------------------------------------------------------------
 
 
 class Progress(Protocol):
@@ -185,9 +410,26 @@ def rerun_command(spec: str, suite: Path, nodeid: str) -> str:
     )
 
 
+def conformance_failure(test: Mapping[str, Any], reproducer: str, phase: str) -> Failure:
+    """A failed conformance case (``validate_report``'s record) as a :class:`Failure`: a
+    protocol error is PROC-2 whatever the case checks."""
+    rules = tuple(test.get("rules") or ())
+    if "ProtocolError" in str(test.get("error", "")):  # the backend spoke the protocol wrongly
+        rules = ("PROC-2",)
+    return Failure(
+        phase=phase,
+        rule=rules[0] if rules else None,
+        rules=rules,
+        test=str(test["nodeid"]),
+        error=str(test.get("error", "")),
+        message=str(test.get("message", "")),
+        reproducer=reproducer,
+    )
+
+
 def run_conformance(
     spec: str, *, forks: bool, on_progress: Any = None
-) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[int, list[Failure], list[dict[str, Any]]]:
     """Run the conformance modules (not the machine) against ``spec`` in a pytest subprocess;
     ``(tests run, failures, skipped)``.  ``on_progress(ran, failed)`` is called while it runs."""
     import scopecheck.conformance
@@ -232,37 +474,20 @@ def run_conformance(
         output = log.read_text(encoding="utf-8", errors="replace")
         if not out.exists() or not orjson.loads(out.read_bytes()).get("done"):
             tail = " | ".join(output.strip().splitlines()[-3:]) or "no output"
-            return (
-                0,
-                [
-                    {
-                        "phase": "conformance",
-                        "rule": None,
-                        "error": f"the conformance run did not finish: {tail}",
-                        "reproducer": shlex.join(command),
-                    }
-                ],
-                [],
+            unfinished = Failure(
+                phase="conformance",
+                rule=None,
+                error=f"the conformance run did not finish: {tail}",
+                reproducer=shlex.join(command),
             )
+            return 0, [unfinished], []
         data = orjson.loads(out.read_bytes())
-    failures: list[dict[str, Any]] = []
-    for test in data["failed"]:
-        rerun = rerun_command(spec, suite, test["nodeid"])
-        if "ProtocolError" in test["error"]:  # the backend spoke the protocol wrongly
-            test["rules"] = ["PROC-2"]
-            if any(f["rule"] == "PROC-2" for f in failures):  # reported once (PROC-2)
-                continue
-        failures.append(
-            {
-                "phase": "conformance",
-                "rule": (test["rules"] or [None])[0],
-                "rules": test["rules"],
-                "test": test["nodeid"],
-                "error": test["error"],
-                "message": test["message"],
-                "reproducer": rerun,
-            }
-        )
+    failures = [
+        conformance_failure(test, rerun_command(spec, suite, test["nodeid"]), "conformance")
+        for test in data["failed"]
+    ]
+    first = next((f for f in failures if f.rule == "PROC-2"), None)
+    failures = [f for f in failures if f.rule != "PROC-2" or f is first]  # reported once
     return int(data["ran"]), failures, list(data["skipped"])
 
 
@@ -274,7 +499,7 @@ def _cut(rest: list[str], keep: int = 40) -> str:
     return "\n".join(lines)
 
 
-def _machine_failures(report: BackendReport, phase: str) -> list[dict[str, Any]]:
+def _machine_failures(report: BackendReport, phase: str) -> list[Failure]:
     """Failures of a machine run (and of crash exploration), one per saved reproducer."""
     from scopecheck.fork_machine import FORK_STEP_RULES
 
@@ -288,73 +513,55 @@ def _machine_failures(report: BackendReport, phase: str) -> list[dict[str, Any]]
             if first[0].startswith("ProtocolError"):  # the backend spoke the protocol wrongly
                 rules = tuple(record.get("rules") or ("PROC-2",))
             found.append(
-                {
-                    "phase": phase,
-                    "rule": rules[0] if rules else None,
-                    "rules": list(rules),
-                    "error": first[0],
-                    "message": _cut(str(record.get("error", "")).split("\n", 1)[1:]),
-                    "program": record.get("program", ""),
-                    "reproducer": f"scopecheck replay {path}",
-                }
+                Failure(
+                    phase=phase,
+                    rule=rules[0] if rules else None,
+                    rules=tuple(rules),
+                    error=first[0],
+                    message=_cut(str(record.get("error", "")).split("\n", 1)[1:]),
+                    program=str(record.get("program", "")),
+                    shrunk=bool(record.get("shrunk", True)),
+                    reproducer=f"scopecheck replay {path}",
+                )
             )
         else:
             rule = record.get("rule")
             message = str(record.get("error", "")).removeprefix(f"{rule}: ")
             found.append(
-                {
-                    "phase": phase,
-                    "rule": rule,
-                    "rules": [rule] if rule else [],
-                    "error": message,
-                    "reproducer": f"scopecheck replay {path}",
-                }
+                Failure(
+                    phase=phase,
+                    rule=rule,
+                    rules=(rule,) if rule else (),
+                    error=message,
+                    reproducer=f"scopecheck replay {path}",
+                )
             )
     return found
 
 
-def protocol_stop(failures: list[dict[str, Any]]) -> str | None:
+def protocol_stop(failures: list[Failure]) -> str | None:
     """Why the phases after one where the backend broke the protocol do not run (PROC-2):
     what it answers can no longer be compared, and each would report the same failure."""
     for failure in failures:
-        if failure.get("rule") in ("PROC-2", "PROC-8"):
-            where, rule = failure["phase"], failure["rule"]
-            return f"not run: the backend broke the protocol in the {where} ({rule})"
+        if failure.rule in ("PROC-2", "PROC-8"):
+            return (
+                f"not run: the backend broke the protocol in the {failure.phase} ({failure.rule})"
+            )
     return None
 
 
-def _run_machine(
-    loaded: LoadedBackend,
-    kind: MachineKind,
-    budget: float,
-    seed: int,
-    failures_dir: Path,
-    spec: str,
-    phase: str,
-    verdict: Verdict,
-    progress: Progress,
-) -> BackendReport:
+def machine_settings() -> Any:
+    """The machines' settings under ``validate``: scopecheck's ``ci`` profile without the
+    example database (a saved example replayed first would make two runs of the same seed
+    differ, INSTALL-12) and without Hypothesis's explain phase (extra runs after shrinking
+    that the budget cannot bound, INSTALL-11)."""
+    from hypothesis import Phase
+    from hypothesis import settings as Settings
+
     from scopecheck.profiles import get_profile
 
-    report_of = verdict.phases[phase]
-    report_of.status = "running"
-
-    def on_progress(report: BackendReport) -> None:
-        report_of.detail = f"{kind} machine: {report.steps:,} steps, {report.examples:,} examples"
-        progress.update(phase, report_of)
-
-    progress.update(phase, report_of)
-    return fuzz_backend(
-        attrs.evolve(loaded.backend, crash=None),
-        budget=budget,
-        seed=seed,
-        settings=get_profile("ci"),
-        failures_dir=failures_dir,
-        profile="ci",
-        spec=spec,
-        machine_kind=kind,
-        on_progress=on_progress,
-    )
+    phases = [Phase.explicit, Phase.generate, Phase.target, Phase.shrink]
+    return Settings(get_profile("ci"), database=None, phases=phases)
 
 
 def _restarts(capabilities: Capabilities, counts: RunCounts) -> PhaseReport:
@@ -375,10 +582,166 @@ def _restarts(capabilities: Capabilities, counts: RunCounts) -> PhaseReport:
             tallies,
         )
     if counts.restarts == 0:
-        return PhaseReport(
-            "skipped", "the machine reached no restart step (raise --budget)", tallies
-        )
+        return PhaseReport("skipped", "the machine reached no restart step", tallies)
     return PhaseReport("ran", f"{counts.restarts:,} restarts ({how})", tallies)
+
+
+def crash_skip_reason(backend: Backend, kind: str) -> str | None:
+    """Why crash exploration cannot run for ``backend`` here (``None``: it can).  ``validate``
+    and the pytest plugin's crash tests ask this one function, so they skip the same
+    backends for the same reason (INSTALL-15, CRASH-FS-8)."""
+    explorer = backend.crash
+    if explorer is None:
+        return CRASH_SKIPPED.get(kind, "the backend has no crash explorer")
+    return explorer.unavailable
+
+
+def process_started() -> float:
+    """``time.perf_counter()``'s reading when this process started (its start counts
+    against the budget, INSTALL-11); now where the system does not say."""
+    now = time.perf_counter()
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as uptime:
+            up = float(uptime.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return now
+    age = up - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return now - max(0.0, age)
+
+
+@attrs.define
+class _Run:
+    """The phases of a run in progress: each update goes to the live display at once."""
+
+    progress: Progress
+    phases: dict[str, PhaseReport] = attrs.field(factory=dict)
+    failures: list[Failure] = attrs.field(factory=list)
+    began: dict[str, float] = attrs.field(factory=dict)
+
+    def set(self, name: str, report: PhaseReport) -> None:
+        """A phase's new report; a final one (ran, failed, ...) gets the phase's wall time."""
+        now = time.perf_counter()
+        if report.status == "running":
+            self.began.setdefault(name, now)
+        elif name in self.began:
+            report = attrs.evolve(report, seconds=now - self.began[name])
+        self.phases[name] = report
+        self.progress.update(name, report)
+
+
+def _run_machine(
+    loaded: LoadedBackend,
+    kind: MachineKind,
+    run: _Run,
+    phase: str,
+    *,
+    seed: int,
+    failures_dir: Path,
+    spec: str,
+    deadline: float,
+    examples: int | None,
+) -> BackendReport:
+    run.set(phase, PhaseReport("running", f"{kind} machine"))
+
+    def on_progress(report: BackendReport) -> None:
+        detail = f"{kind} machine: {report.steps:,} steps, {report.examples:,} examples"
+        run.set(phase, PhaseReport("running", detail))
+
+    return fuzz_backend(
+        attrs.evolve(loaded.backend, crash=None),
+        budget=max(0.0, deadline - time.perf_counter()),
+        seed=seed,
+        settings=machine_settings(),
+        failures_dir=failures_dir,
+        profile="ci",
+        spec=spec,
+        machine_kind=kind,
+        on_progress=on_progress,
+        examples=examples,
+        deadline=None if examples is not None else deadline,
+        shrink_deadline=deadline,
+    )
+
+
+def crash_overrun(budget: float) -> float:
+    """How far past the wall budget crash exploration's first pass over the states after
+    every acknowledgement may run (CRASH-COV-2): a tenth of the budget, at least 2 s, so the
+    whole run keeps to the budget within about 10% and a short run still covers them."""
+    return max(2.0, 0.1 * budget)
+
+
+def _crash_phase(
+    loaded: LoadedBackend, run: _Run, budget: float, seed: int, failures_dir: Path, spec: str,
+    overrun: float,
+) -> tuple[tuple[str, ...], Mapping[str, Any] | None]:  # fmt: skip
+    """Run crash exploration (or say why it cannot run), its first pass at most ``overrun``
+    seconds past ``budget``; ``(limits, coverage)``."""
+    name = "crash exploration"
+    why = crash_skip_reason(loaded.backend, loaded.capabilities.kind)
+    explorer = loaded.backend.crash
+    if explorer is None or why is not None:
+        run.set(name, PhaseReport("skipped", why or "the backend has no crash explorer"))
+        return (), None
+    run.set(name, PhaseReport("running", "crash states and I/O faults"))
+    states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun)
+    kills = explorer.kill_runs
+    saved = BackendReport()
+    for record in records:
+        record["spec"] = spec
+        saved.reproducers.append(str(save_reproducer(failures_dir, record)))
+    failures = _machine_failures(saved, name)
+    run.failures.extend(failures)
+    detail = f"{states:,} crash states, {runs - kills:,} I/O-fault runs"
+    if kills:
+        detail += f", {kills:,} kill runs"
+    detail += f" ({explorer.how})"
+    status: Status = "failed" if failures else "ran"
+    counts = {"crash_states": states, "crash_fault_runs": runs - kills, "kill_runs": kills}
+    coverage = explorer.coverage
+    if coverage is not None:
+        detail += f"; {coverage.describe()}"
+        counts.update(
+            acked_covered=coverage.acked_covered,
+            acked_total=coverage.acked_total,
+            points_checked=coverage.points_checked,
+            points_total=coverage.points_total,
+        )
+        if not coverage.complete and not failures:
+            status = "incomplete"
+            detail += (
+                f" -- INCOMPLETE: {coverage.acked_total - coverage.acked_covered} "
+                "acknowledged steps had no crash state checked after them; raise --budget"
+            )
+    limits = tuple(explorer.limits)
+    detail += "".join(f"; limit: {limit}" for limit in limits)
+    run.set(name, PhaseReport(status, detail, counts))
+    return limits, None if coverage is None else coverage.to_json()
+
+
+def _conformance_phase(loaded: LoadedBackend, run: _Run, spec: str) -> list[Failure]:
+    """Run the conformance suite; its fork cases' failures are returned for the forks phase."""
+    run.set("conformance", PhaseReport("running", "starting pytest"))
+
+    def on_progress(ran: int, failed: int) -> None:
+        run.set("conformance", PhaseReport("running", f"{ran} cases, {failed} failed"))
+
+    ran, failures, skipped = run_conformance(
+        spec, forks=loaded.capabilities.fork, on_progress=on_progress
+    )
+    fork_cases = [attrs.evolve(f, phase="forks") for f in failures if FORK_CONFORMANCE in f.test]
+    run.failures.extend(f for f in failures if FORK_CONFORMANCE not in f.test)
+    run.failures.extend(fork_cases)
+    run.set(
+        "conformance",
+        PhaseReport(
+            "failed" if failures else "ran",
+            f"{ran} cases, {len(failures)} failed, {len(skipped)} skipped",
+            {"cases": ran, "failed": len(failures), "skipped": len(skipped)},
+        ),
+    )
+    return fork_cases
 
 
 def validate(
@@ -387,150 +750,105 @@ def validate(
     failures_dir: Path | str = ".scopecheck/failures",
     seed: int = 0,
     progress: Progress | None = None,
+    *,
+    examples: int | None = None,
+    require: Sequence[str] = (),
+    started: float | None = None,
 ) -> Verdict:
-    """Check the backend ``PATH_OR_MODULE:FACTORY`` with every phase it can take (see the
-    module docstring); a ``UsageError`` when ``spec`` cannot be loaded."""
-    started = time.perf_counter()
-    progress = _Quiet() if progress is None else progress
+    """Check the backend ``PATH_OR_MODULE:FACTORY`` (or ``exec:COMMAND``) with every phase it
+    can take (see the module docstring) within ``budget`` seconds of wall time counted from
+    ``started`` (a ``time.perf_counter()`` reading; default now); ``examples`` fixes the
+    machines' work instead (INSTALL-12); ``require`` names phases (:data:`PHASES`) whose
+    skip fails the verdict (INSTALL-13).  A ``UsageError`` when ``spec`` cannot be loaded."""
+    started = time.perf_counter() if started is None else started
+    deadline = started + budget
+    run = _Run(_Quiet() if progress is None else progress)
     failures_dir = Path(failures_dir).resolve()
     with scratch_directory():
         loaded = load(spec)
         capabilities = loaded.capabilities
-        verdict = Verdict(loaded.backend.name)
-        explorer = loaded.backend.crash
-        phases = verdict.phases
-        machine_budget = budget * (1 - CRASH_SHARE) if explorer is not None else budget
-        fork_budget = machine_budget * FORK_SHARE if capabilities.fork else 0.0
+        for name in PHASES:
+            run.set(name, PhaseReport())
 
-        storage = _run_machine(
-            loaded, "storage", machine_budget - fork_budget, seed, failures_dir, spec,
-            "machine", verdict, progress,
-        )  # fmt: skip
-        verdict.machine_steps = storage.steps
-        failures = _machine_failures(storage, "machine")
-        verdict.failures.extend(failures)
-        stopped = protocol_stop(verdict.failures)
-        phases["machine"] = PhaseReport(
-            "failed" if failures else "ran",
-            f"{storage.steps:,} steps, {storage.examples:,} examples",
-            {"steps": storage.steps, "examples": storage.examples},
-        )
-        progress.update("machine", phases["machine"])
+        # The fixed work first: the conformance suite is a fixed set of cases.
+        fork_cases = _conformance_phase(loaded, run, spec)
+        stopped = protocol_stop(run.failures)
 
+        # What is left: the machines first (the fork machine's share, then the storage
+        # machine's), crash exploration's share at the end.
+        left = max(0.0, deadline - time.perf_counter())
+        crashes = crash_skip_reason(loaded.backend, capabilities.kind) is None
+        machines_end = deadline - (left * CRASH_SHARE if crashes else 0.0)
         if capabilities.fork and stopped is None:
+            share = FORK_SHARE * max(0.0, machines_end - time.perf_counter())
             forked = _run_machine(
-                loaded, "fork", fork_budget, seed, failures_dir, spec, "forks", verdict, progress
-            )
+                loaded, "fork", run, "forks", seed=seed, failures_dir=failures_dir, spec=spec,
+                deadline=time.perf_counter() + share, examples=examples,
+            )  # fmt: skip
             fork_failures = _machine_failures(forked, "forks")
-            verdict.failures.extend(fork_failures)
-            stopped = protocol_stop(verdict.failures)
-            phases["forks"] = PhaseReport(
-                "failed" if fork_failures else "running",
-                f"fork machine: {forked.steps:,} steps; fork conformance cases with the suite",
-                {"fork_machine_steps": forked.steps},
-            )
-        else:
-            phases["forks"] = PhaseReport("skipped", stopped or "the repository has no fork()")
-        progress.update("forks", phases["forks"])
-
-        why = explorer.unavailable if explorer is not None else None
-        if explorer is not None and why is None and stopped is None:
-            verdict.crash_exploration = "ran"
-            phases["crash exploration"] = PhaseReport("running", "crash states and I/O faults")
-            progress.update("crash exploration", phases["crash exploration"])
-            crash = BackendReport()
-            states, faults, records = explorer.explore_with_faults(budget * CRASH_SHARE, seed)
-            kills = explorer.kill_runs
-            verdict.crash_states, verdict.crash_fault_runs = states, faults - kills
-            for record in records:
-                record["spec"] = spec
-                crash.reproducers.append(str(save_reproducer(failures_dir, record)))
-            crash_failures = _machine_failures(crash, "crash exploration")
-            verdict.failures.extend(crash_failures)
-            how = explorer.how
-            detail = f"{states:,} crash states, {faults - kills:,} I/O-fault runs"
-            if kills:
-                detail += f", {kills:,} kill runs"
-            limits = list(explorer.limits)
-            detail += f" ({how})"
-            status: Status = "failed" if crash_failures else "ran"
-            coverage = explorer.coverage
-            counts = {
-                "crash_states": states,
-                "crash_fault_runs": faults - kills,
-                "kill_runs": kills,
-            }
-            if coverage is not None:
-                detail += f"; {coverage.describe()}"
-                counts.update(
-                    acked_covered=coverage.acked_covered,
-                    acked_total=coverage.acked_total,
-                    points_checked=coverage.points_checked,
-                    points_total=coverage.points_total,
-                )
-                verdict.crash_coverage = coverage.to_json()
-                if not coverage.complete and not crash_failures:
-                    status = "incomplete"
-                    detail += (
-                        f" -- INCOMPLETE: {coverage.acked_total - coverage.acked_covered} "
-                        "acknowledged steps had no crash state checked after them; raise --budget"
-                    )
-            detail += "".join(f"; limit: {limit}" for limit in limits)
-            phases["crash exploration"] = PhaseReport(status, detail, counts)
-            verdict.crash_exploration = status
-            verdict.limits = limits
-        else:
-            reason = (
-                stopped
-                or why
-                or CRASH_SKIPPED.get(capabilities.kind, "the backend has no crash explorer")
-            )
-            verdict.crash_exploration = f"skipped ({reason})"
-            phases["crash exploration"] = PhaseReport("skipped", reason)
-        progress.update("crash exploration", phases["crash exploration"])
-
-        phases["conformance"] = PhaseReport("running", "starting pytest")
-        progress.update("conformance", phases["conformance"])
-
-        def conformance_progress(ran: int, failed: int) -> None:
-            phases["conformance"].detail = f"{ran} cases, {failed} failed"
-            progress.update("conformance", phases["conformance"])
-
-        ran, conformance_failures, skipped = (
-            run_conformance(spec, forks=capabilities.fork, on_progress=conformance_progress)
-            if stopped is None
-            else (0, [], [])
-        )
-        verdict.conformance_tests = ran
-        verdict.failures.extend(conformance_failures)
-        fork_cases = [f for f in conformance_failures if FORK_CONFORMANCE in f.get("test", "")]
-        phases["conformance"] = PhaseReport(
-            "failed" if conformance_failures else "ran",
-            f"{ran} cases, {len(conformance_failures)} failed, {len(skipped)} skipped",
-            {"cases": ran, "failed": len(conformance_failures), "skipped": len(skipped)},
-        )
-        if stopped is not None:
-            phases["conformance"] = PhaseReport("skipped", stopped)
-        progress.update("conformance", phases["conformance"])
-        if capabilities.fork and stopped is None:
-            for failure in fork_cases:
-                failure["phase"] = "forks"
-            forks = phases["forks"]
-            forks.status = "failed" if fork_cases or forks.status == "failed" else "ran"
-            forks.detail = forks.detail.replace(
-                "fork conformance cases with the suite",
+            run.failures.extend(fork_failures)
+            stopped = protocol_stop(run.failures)
+            cases = (
                 f"{len(fork_cases)} fork conformance cases failed"
                 if fork_cases
-                else "fork conformance cases passed",
+                else "fork conformance cases passed"
             )
-            progress.update("forks", forks)
+            run.set(
+                "forks",
+                PhaseReport(
+                    "failed" if fork_failures or fork_cases else "ran",
+                    f"fork machine: {forked.steps:,} steps, {forked.examples:,} examples; {cases}",
+                    {"fork_machine_steps": forked.steps, "fork_machine_examples": forked.examples},
+                ),
+            )
+        else:
+            run.set("forks", PhaseReport("skipped", stopped or "the repository has no fork()"))
 
-        phases["restarts"] = _restarts(capabilities, loaded.counts)
-        if stopped is not None and phases["restarts"].status == "skipped":
-            phases["restarts"] = PhaseReport("skipped", stopped)
+        skip_machine = stopped
+        storage = BackendReport() if stopped is not None else _run_machine(
+            loaded, "storage", run, "machine", seed=seed, failures_dir=failures_dir, spec=spec,
+            deadline=machines_end, examples=examples,
+        )  # fmt: skip
+        machine_failures = _machine_failures(storage, "machine")
+        run.failures.extend(machine_failures)
+        stopped = stopped or protocol_stop(run.failures)
+        unshrunk = " (not shrunk: the budget was spent)" if any(
+            not f.shrunk for f in machine_failures
+        ) else ""  # fmt: skip
+        run.set(
+            "machine",
+            PhaseReport(
+                "failed" if machine_failures else "ran",
+                f"{storage.steps:,} steps, {storage.examples:,} examples{unshrunk}",
+                {"steps": storage.steps, "examples": storage.examples},
+            ),
+        )
+
+        limits: tuple[str, ...] = ()
+        coverage: Mapping[str, Any] | None = None
+        if stopped is None:
+            limits, coverage = _crash_phase(
+                loaded, run, max(1.0, deadline - time.perf_counter()), seed, failures_dir, spec,
+                crash_overrun(budget),
+            )  # fmt: skip
+        run.set("restarts", _restarts(capabilities, loaded.counts))
+        if stopped is not None:
+            for name, report in list(run.phases.items()):
+                later = report.status == "pending" or name == "restarts"
+                if later or (name == "machine" and skip_machine is not None):
+                    run.set(name, PhaseReport("skipped", stopped))
         if loaded.backend.close is not None:
             loaded.backend.close()
-        progress.update("restarts", phases["restarts"])
-    verdict.passed = not verdict.failures and verdict.complete
-    verdict.seconds = time.perf_counter() - started
-    return verdict
+    order = {name: index for index, name in enumerate(PHASES)}
+    return Verdict(
+        backend=loaded.backend.name,
+        phases=run.phases,
+        failures=tuple(sorted(run.failures, key=lambda f: order[f.phase])),
+        limits=limits,
+        crash_coverage=coverage,
+        required=tuple(phase for phase in PHASES if phase in set(require)),
+        budget=budget,
+        examples=examples,
+        seed=seed,
+        seconds=time.perf_counter() - started,
+    )

@@ -237,21 +237,23 @@ def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: 
     )
 
 
-@pytest.mark.rule("CRASH-FS-8")
+@pytest.mark.rule("CRASH-FS-8", "INSTALL-15", "INSTALL-10")
 @pytest.mark.parametrize(
-    ("example", "status", "outcome"),
+    ("example", "status", "outcome", "crash"),
     [
-        ("good_file_backend", 0, "4 passed"),
-        ("broken_file_backend", 1, "4 failed"),
-        ("good_backend", 0, "4 skipped"),
+        ("good_file_backend", 0, "4 passed", "ran"),
+        ("broken_file_backend", 1, "4 failed", "FAILED"),
+        ("sqlite3_backend", 0, "4 passed", "ran"),
+        ("good_backend", 0, "4 skipped", "skipped"),
     ],
 )
-def test_pytest_plugin_runs_crash_exploration_or_skips_it(
-    example: str, status: int, outcome: str
+def test_pytest_plugin_runs_crash_exploration_as_validate_does_or_skips_it(
+    example: str, status: int, outcome: str, crash: str
 ) -> None:
-    """``pytest --scopecheck-backend=...`` runs the crash and I/O-fault conformance tests for a
-    backend that takes a FileSystem and reports them *skipped* (not passed) for one that does
-    not."""
+    """``pytest --scopecheck-backend=...`` runs the crash and I/O-fault tests for a backend
+    that takes a FileSystem (the generic sweep) or only ``root`` (its system calls), as
+    ``validate`` does, and reports them *skipped* (not passed) with ``validate``'s reason for
+    one that takes neither; its closing verdict says the same."""
     result = subprocess.run(
         [
             sys.executable,
@@ -276,11 +278,15 @@ def test_pytest_plugin_runs_crash_exploration_or_skips_it(
     )
     assert result.returncode == status, result.stdout + result.stderr
     assert outcome in result.stdout, result.stdout
+    assert f"  crash exploration: {crash} " in result.stdout, result.stdout
     if status == 1:
         # no fsync: power loss after a crash, and power loss right after a failed commit
         assert "CRASH-FS-6" in result.stdout and "CRASH-FS-9" in result.stdout
-    if "skipped" in outcome:
-        assert "crash exploration: skipped (backend does not take a FileSystem)" in result.stdout
+    if crash == "skipped":
+        from scopecheck.validator import CRASH_SKIPPED
+
+        reason = f"crash exploration: skipped ({CRASH_SKIPPED['plain']})"
+        assert reason in result.stdout, result.stdout
 
 
 @pytest.mark.rule("ARCH-2")

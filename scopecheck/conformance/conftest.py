@@ -17,23 +17,14 @@ from scopecheck.backends import BUNDLED, Backend, World
 from scopecheck.conformance.helpers import Clock
 from scopecheck.models.protocols import Repository, Storage
 
-#: The backends of one run, loaded once: a backend process's children serve every case.
-_LOADED = pytest.StashKey[list[Backend]]()
-
 
 def selected_backends(config: pytest.Config) -> list[Backend]:
-    from scopecheck.adapters import load_backend
+    from scopecheck.pytest_plugin import loaded_backend
 
-    if _LOADED in config.stash:
-        return config.stash[_LOADED]
     specs = config.getoption("scopecheck_backend", default=None) or []
-    found = (
-        [load_backend(spec) for spec in specs]
-        if specs
-        else [BUNDLED[name] for name in sorted(BUNDLED)]
-    )
-    config.stash[_LOADED] = found
-    return found
+    if specs:
+        return [loaded_backend(config, spec).backend for spec in specs]
+    return [BUNDLED[name] for name in sorted(BUNDLED)]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,81 +1,132 @@
-"""Crash exploration of the backend under test, when its factory takes ``fs`` and ``root``.
+"""Crash exploration of the backend under test, as ``scopecheck validate`` runs it.
 
-With ``--scopecheck-backend=SPEC`` the test runs the generic crash sweep
-(``scopecheck.crashsim.generic_sweep``) against that backend, or is *skipped* — never passed — when
-its factory does not take a FileSystem (CRASH-FS-8); a second test runs the workload once per
-single I/O fault (CRASH-FS-9..11).  Without the option it runs against our JSONL
-backend through the same generic sweep (no false alarms on a backend known to recover).
+With ``--scopecheck-backend=SPEC`` these tests run the crash exploration ``validate`` gives
+that backend, and skip it for the reason ``validate`` gives -- one function decides both
+(:func:`scopecheck.validator.crash_skip_reason`, INSTALL-15), never passed (CRASH-FS-8):
+
+* a factory taking ``fs`` and ``root``: the generic crash sweep
+  (``scopecheck.crashsim.generic_sweep``) over seeded workloads, crash states in one test and
+  one run per single I/O fault in the other (CRASH-FS-1..11);
+* a factory taking ``root``, or a backend process: its system calls under strace
+  (``scopecheck.syscall_crash``), one exploration per seed of :data:`SYSCALL_BUDGET` seconds
+  whose crash states the first test judges and whose fault and kill runs the second
+  (CRASH-SYS-*); skipped with the reason when strace cannot run here (CRASH-SYS-5).
+
+Without the option they run against our JSONL backend through the generic sweep (no false
+alarms on a backend known to recover).
 """
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from scopecheck.crash_explorers import GenericCrashExplorer
-from scopecheck.crashsim.generic_sweep import SKIPPED, Factory, jsonl_factory, sweep, workload
+from scopecheck.crash_explorers import CrashExplorer, GenericCrashExplorer
+from scopecheck.crashsim.generic_sweep import jsonl_factory, sweep, workload
 
 #: Workload seeds: 0 is creates, commits and restarts; 1 adds a delete and a new create.
 SEEDS = (0, 1)
 TRANSACTIONS = 4
+#: Seconds of system-call exploration per seed (crash states, then fault and kill runs).
+SYSCALL_BUDGET = 6.0
 
 
-def _targets(config: pytest.Config) -> list[tuple[str, Factory | None]]:
-    """``(name, factory)`` per backend under test; ``factory`` is ``None`` when the backend's
-    factory does not take ``fs`` and ``root``."""
-    from scopecheck.adapters import load_backend
+@attrs.frozen
+class CrashTarget:
+    """One backend under test: its explorer, or why crash exploration cannot run for it."""
 
+    name: str
+    explorer: CrashExplorer | None
+    skipped: str | None = None
+
+
+@attrs.frozen
+class Explored:
+    """What one system-call exploration found: counts and one line per failure."""
+
+    states: int
+    fault_runs: int
+    failures: tuple[str, ...]
+    complete: bool
+
+
+def _targets(config: pytest.Config) -> list[CrashTarget]:
     specs = config.getoption("scopecheck_backend", default=None) or []
     if not specs:
-        return [("jsonl", jsonl_factory)]
+        return [CrashTarget("jsonl", GenericCrashExplorer(jsonl_factory, "jsonl"))]
+    from scopecheck.pytest_plugin import loaded_backend
+    from scopecheck.validator import crash_skip_reason
+
     chosen = []
     for spec in specs:
-        backend = load_backend(spec)
-        explorer = backend.crash
-        factory = explorer.factory if isinstance(explorer, GenericCrashExplorer) else None
-        chosen.append((backend.name, factory))
+        loaded = loaded_backend(config, spec)
+        why = crash_skip_reason(loaded.backend, loaded.capabilities.kind)
+        explorer = None if why is not None else loaded.backend.crash
+        chosen.append(CrashTarget(loaded.backend.name, explorer, why))
     return chosen
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "crash_target" in metafunc.fixturenames:
         chosen = _targets(metafunc.config)
-        metafunc.parametrize("crash_target", chosen, ids=[name for name, _ in chosen])
+        metafunc.parametrize("crash_target", chosen, ids=[t.name for t in chosen])
+
+
+_EXPLORED: dict[tuple[str, int], Explored] = {}
+
+
+def _explored(target: CrashTarget, explorer: CrashExplorer, seed: int) -> Explored:
+    """One exploration per backend and seed, shared by the two tests."""
+    if (target.name, seed) not in _EXPLORED:
+        states, runs, records = explorer.explore_with_faults(SYSCALL_BUDGET, seed)
+        lines = tuple(f"{r.get('rule')}: {r.get('error')}" for r in records)
+        coverage = explorer.coverage
+        complete = coverage is None or coverage.complete
+        _EXPLORED[target.name, seed] = Explored(states, runs, lines, complete)
+    return _EXPLORED[target.name, seed]
+
+
+REPLAY = "(`scopecheck validate SPEC` saves a reproducer that `scopecheck replay` reruns)"
 
 
 @pytest.mark.rule(
     "CRASH-FS-1", "CRASH-FS-2", "CRASH-FS-3", "CRASH-FS-4", "CRASH-FS-5", "CRASH-FS-6",
-    "CRASH-FS-7", "CRASH-FS-8",
+    "CRASH-FS-7", "CRASH-FS-8", "INSTALL-15",
 )  # fmt: skip
 @pytest.mark.parametrize("seed", SEEDS)
-def test_every_crash_state_recovers(crash_target: tuple[str, Factory | None], seed: int) -> None:
+def test_every_crash_state_recovers(crash_target: CrashTarget, seed: int) -> None:
     """Every process-crash and power-loss state of a seeded workload reopens to an allowed
     model state, commits above every acknowledged seq, reopens idempotently and survives a
     crash during its own recovery."""
-    _, factory = crash_target
-    if factory is None:
-        pytest.skip(f"crash exploration: {SKIPPED}")
-    report = sweep(factory, workload(seed, TRANSACTIONS), seed=seed, faults=False)
-    assert not report.failures, (
-        f"{report.failures[0].details()}\n(`scopecheck validate SPEC` saves a reproducer "
-        "that `scopecheck replay` reruns)"
-    )
-    assert report.states > report.ops > 0
+    explorer = crash_target.explorer
+    if explorer is None:
+        pytest.skip(f"crash exploration: skipped ({crash_target.skipped})")
+    if isinstance(explorer, GenericCrashExplorer):
+        report = sweep(explorer.factory, workload(seed, TRANSACTIONS), seed=seed, faults=False)
+        assert not report.failures, f"{report.failures[0].details()}\n{REPLAY}"
+        assert report.states > report.ops > 0
+        return
+    found = _explored(crash_target, explorer, seed)
+    assert not found.failures, "\n".join([*found.failures, REPLAY])
+    assert found.states > 0 and found.complete
 
 
-@pytest.mark.rule("CRASH-FS-7", "CRASH-FS-8", "CRASH-FS-9", "CRASH-FS-10", "CRASH-FS-11")
+@pytest.mark.rule(
+    "CRASH-FS-7", "CRASH-FS-8", "CRASH-FS-9", "CRASH-FS-10", "CRASH-FS-11", "INSTALL-15"
+)
 @pytest.mark.parametrize("seed", SEEDS)
-def test_every_single_io_fault_is_handled(
-    crash_target: tuple[str, Factory | None], seed: int
-) -> None:
-    """Every mutating fs call of a seeded workload fails once (EACCES, ENOSPC, EIO, a partial
+def test_every_single_io_fault_is_handled(crash_target: CrashTarget, seed: int) -> None:
+    """Every mutating call of a seeded workload fails once (EACCES, ENOSPC, EIO, a partial
     append): the operation fails with a stable code or copes durably, nothing failed becomes
     visible, nothing acknowledged is lost, and the handle, a restart and a retry still work."""
-    _, factory = crash_target
-    if factory is None:
-        pytest.skip(f"I/O-fault runs: {SKIPPED}")
-    report = sweep(factory, workload(seed, TRANSACTIONS), seed=seed, crashes=False)
-    assert not report.failures, (
-        f"{report.failures[0].details()}\n"
-        "(`scopecheck validate SPEC` saves a reproducer that `scopecheck replay` reruns)"
-    )
-    assert report.fault_runs > 0
+    explorer = crash_target.explorer
+    if explorer is None:
+        pytest.skip(f"I/O-fault runs: skipped ({crash_target.skipped})")
+    if isinstance(explorer, GenericCrashExplorer):
+        report = sweep(explorer.factory, workload(seed, TRANSACTIONS), seed=seed, crashes=False)
+        assert not report.failures, f"{report.failures[0].details()}\n{REPLAY}"
+        assert report.fault_runs > 0
+        return
+    found = _explored(crash_target, explorer, seed)
+    assert not found.failures, "\n".join([*found.failures, REPLAY])
+    assert found.fault_runs > 0
