@@ -312,6 +312,9 @@ def probe(factory: Any, spec: str) -> Capabilities:
 EXEC_PREFIX = "exec:"
 #: The directory an ``exec:`` command runs in when the caller is elsewhere (a subprocess).
 EXEC_CWD_ENV = "SCOPECHECK_EXEC_CWD"
+#: How a restart of a backend process gets its new child (``new`` or ``other``, PROC-3;
+#: :data:`scopecheck.process.client.RestartPolicy`).
+RESTART_ENV = "SCOPECHECK_PROCESS_RESTART"
 
 
 def runnable(program: str, cwd: str) -> None:
@@ -332,12 +335,14 @@ def runnable(program: str, cwd: str) -> None:
 
 def load_process(spec: str) -> LoadedBackend:
     """``exec:COMMAND`` → a backend in a child process (``docs/protocol.md``).  The command is
-    split like a shell would and runs in the current directory; each world starts it over a
-    fresh root, and a restart starts it again over the same root (PROC-3)."""
+    split like a shell would and runs in the current directory.  One pool of children serves
+    every world of the backend, the probe's included: a world gets a fresh root and a child
+    moved there by ``hello`` (PROC-8), a restart a child that has served no root (PROC-3);
+    ``Backend.close`` stops the pool's children."""
     import shlex
 
     from scopecheck.models.errors import ProtocolError
-    from scopecheck.process.client import ProcessWorld
+    from scopecheck.process.client import ProcessPool, ProcessWorld
 
     text = spec.removeprefix(EXEC_PREFIX).strip()
     try:
@@ -349,21 +354,26 @@ def load_process(spec: str) -> LoadedBackend:
     counts = RunCounts()
     cwd = os.environ.get(EXEC_CWD_ENV) or os.getcwd()
     runnable(command[0], cwd)
+    policy = os.environ.get(RESTART_ENV) or "new"
+    if policy not in ("new", "other"):
+        raise UsageError("invalid_payload", f"${RESTART_ENV} is 'new' or 'other', not {policy!r}")
+    pool = ProcessPool(command, cwd, restart=policy)  # type: ignore[arg-type]
     try:
-        trial = ProcessWorld(command, lambda: 0, cwd=cwd)
+        trial = ProcessWorld(command, lambda: 0, cwd=cwd, pool=pool)
     except ProtocolError as exc:
+        pool.close()
         raise UsageError("invalid_payload", f"backend command {text!r}: {exc.message}") from None
     name = trial.repository().process.name
     fork = trial.repository().process.fork
     trial.cleanup()
 
     def new_world(clock: Clock) -> ProcessWorld:
-        return ProcessWorld(command, clock, counts, cwd)
+        return ProcessWorld(command, clock, counts, cwd, pool=pool, escalate=True)
 
     from scopecheck.crash_explorers import SyscallCrashExplorer
 
     explorer = SyscallCrashExplorer(tuple(command), cwd, name, spec)
-    backend = Backend(name, new_world, f"backend process: {text}", crash=explorer)
+    backend = Backend(name, new_world, f"backend process: {text}", crash=explorer, close=pool.close)
     capabilities = Capabilities("root", reopen=False, fork=fork, process=True)
     return LoadedBackend(backend, capabilities, counts)
 

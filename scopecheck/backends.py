@@ -52,6 +52,9 @@ class Backend:
     #: Whether the world's Sessions start as legacy files (``legacy_files``): the fork machine
     #: then opens every example with a fork of a not-yet-upgraded source (LEGACY-13).
     starts_legacy: bool = False
+    #: Releases what the worlds share once no world is needed any more (a backend process's
+    #: pool of children, PROC-8); ``None`` when they share nothing.
+    close: Callable[[], None] | None = None
 
 
 #: ``make(clock, registry)``: a Memory repository over a registry of Session states.

@@ -27,6 +27,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from scopecheck.backends import Backend
 from scopecheck.machine import StorageMachine, make_machine
 from scopecheck.mutants import failure_program
+from scopecheck.process.client import ProtocolFailure
 
 
 @attrs.define
@@ -111,6 +112,25 @@ def report_file_name(name: str) -> str:
     if safe != name:
         safe += "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{safe}.json"
+
+
+def protocol_record(
+    broke: ProtocolFailure, backend: str, spec: str | None, seed: int, profile: str
+) -> dict[str, Any]:
+    """The reproducer of a world stopped by the backend breaking the protocol: no shrunk
+    program (nothing about it is the model's), the rule, and the error with what was sent,
+    what came back and the end of the backend's stderr (PROC-2); a replay reruns the seed."""
+    return {
+        "kind": "machine",
+        "backend": backend,
+        "spec": spec,
+        "seed": seed,
+        "profile": profile,
+        "error": f"ProtocolError: {broke.error.message}",
+        "rules": [broke.rule],
+        "program": "",
+        "reproduce": None,
+    }
 
 
 class _ShrinkUntil:
@@ -238,6 +258,12 @@ def fuzz_backend(
                 "shrunk": not any(SHRINK_STOPPED in str(text) for text in reports),
                 "reports": [str(text) for text in reports],
             }
+            report.reproducers.append(str(save_reproducer(failures_dir, record)))
+            break
+        except ProtocolFailure as broke:  # the backend broke the protocol: reported once (PROC-2)
+            report.failures += 1
+            record = protocol_record(broke, backend.name, spec, round_seed, profile)
+            record.update(machine=machine_kind, examples_per_round=examples_per_round)
             report.reproducers.append(str(save_reproducer(failures_dir, record)))
             break
         finally:

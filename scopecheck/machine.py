@@ -591,11 +591,18 @@ class StorageMachine(SessionPairMachine):
         store = self.stores[sid]
         batches = [race_writes(self.now, i) for i in range(count)]
         results: list[Outcome | None] = [None] * count
+        #: What a thread raised that is not a coded storage error, raised again here once the
+        #: threads are joined: the backend's own exception (or a ProtocolFailure), not an
+        #: assertion about a missing answer.
+        raised: list[BaseException] = []
         start = threading.Barrier(count + 1)
 
         def writer(index: int) -> None:
             start.wait()
-            results[index] = outcome(lambda: store.commit(batches[index]))
+            try:
+                results[index] = outcome(lambda: store.commit(batches[index]))
+            except BaseException as exc:  # raised again on the machine's thread
+                raised.append(exc)
 
         threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(count)]
         for thread in threads:
@@ -607,10 +614,13 @@ class StorageMachine(SessionPairMachine):
         done: list[Outcome] = []
 
         def racer() -> None:
-            if fork:
-                done.append(outcome(lambda: self.repo.fork(sid, TreeFork(id=dest))))
-            else:
-                done.append(outcome(store.close))
+            try:
+                if fork:
+                    done.append(outcome(lambda: self.repo.fork(sid, TreeFork(id=dest))))
+                else:
+                    done.append(outcome(store.close))
+            except BaseException as exc:  # raised again on the machine's thread
+                raised.append(exc)
 
         racing = threading.Thread(target=racer, daemon=True)
         try:
@@ -622,6 +632,10 @@ class StorageMachine(SessionPairMachine):
             gate.release.set()
         racing.join(RACE_TIMEOUT)
         self.gate = None
+        if raised:
+            for thread in threads:
+                thread.join(RACE_TIMEOUT)
+            raise raised[0]
         if racing.is_alive():
             raise MismatchError(f"{op}() racing commits on {sid} did not return within "
                                 f"{RACE_TIMEOUT} s")  # fmt: skip
@@ -643,6 +657,8 @@ class StorageMachine(SessionPairMachine):
             if thread.is_alive():
                 raise MismatchError(f"a commit racing {op}() on {sid} did not return within "
                                     f"{RACE_TIMEOUT} s")  # fmt: skip
+        if raised:
+            raise raised[0]
         #: Whether this race held a commit inside its clock read (LIFE-4 was checked).
         self.race_held = gate.holder is not None
         if gate.holder is not None:

@@ -54,10 +54,17 @@ def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
     if record.get("reproduce"):
         version, blob = record["reproduce"]
         target = reproduce_failure(version, ast.literal_eval(blob))(target)
+    from scopecheck.process.client import ProtocolFailure
+
     try:
         run_state_machine_as_test(target, settings=settings)  # type: ignore[no-untyped-call]
     except Exception as exc:
         return True, failure_program(exc) + f"\n{type(exc).__name__}: {exc}"
+    except ProtocolFailure as broke:  # the backend still breaks the protocol (PROC-2)
+        return True, f"ProtocolError: {broke.error.message}"
+    finally:
+        if backend.close is not None:
+            backend.close()
     return False, "the recorded steps now pass"
 
 

@@ -576,6 +576,7 @@ class ImageChecker:
             self.broken = True  # the next image gets a new child
             broken = attrs.evolve(
                 broken,
+                rule="PROC-2",  # the backend's wire, not its recovery
                 problem=f"{broken.problem.split(' raised ', 1)[0]} broke the backend process: "
                 f"{broken.error.message}",
             )
@@ -768,8 +769,20 @@ class SyscallSource:
         finally:
             shutil.rmtree(traces, ignore_errors=True)
             shutil.rmtree(root, ignore_errors=True)
+        outside = [f for f in rec.findings if f.kind == "outside"]
         for finding in rec.findings:
-            findings.limited(f"{finding.kind}: {finding.text}")
+            if len(outside) <= WRAPPER_OUTSIDE or finding.kind != "outside":
+                findings.limited(f"{finding.kind}: {finding.text}")
+        if len(outside) > WRAPPER_OUTSIDE and not any(
+            limit.startswith(WRAPPER_LIMIT) for limit in findings.limits
+        ):
+            example = outside[0].text.split(", outside the root", 1)[0]
+            findings.limited(
+                f"{WRAPPER_LIMIT} ({len(outside)} files in one workload, e.g. {example}): the "
+                "command looks like a wrapper or a toolchain (go run, npx, a shell script) whose "
+                "own files are traced with the backend's; run the built backend itself, e.g. "
+                "go build -o backend . and --exec ./backend (CRASH-SYS-4)"
+            )
         bad = [(i, o) for i, o in enumerate(rec.outcomes) if o != "ok"]
         if not bad:
             return rec
@@ -786,6 +799,12 @@ class SyscallSource:
             )
         )  # fmt: skip
         return None
+
+
+#: More files changed outside the root than this in one workload is a wrapper's or a
+#: toolchain's doing, said once instead of file by file (CRASH-SYS-4).
+WRAPPER_OUTSIDE = 3
+WRAPPER_LIMIT = "outside: many files changed outside the root"
 
 
 class SyscallRound:

@@ -486,6 +486,8 @@ def run_conformance(
         conformance_failure(test, rerun_command(spec, suite, test["nodeid"]), "conformance")
         for test in data["failed"]
     ]
+    first = next((f for f in failures if f.rule == "PROC-2"), None)
+    failures = [f for f in failures if f.rule != "PROC-2" or f is first]  # reported once
     return int(data["ran"]), failures, list(data["skipped"])
 
 
@@ -509,7 +511,7 @@ def _machine_failures(report: BackendReport, phase: str) -> list[Failure]:
             rules = rules_of_program(record.get("program", ""), table)
             first = str(record.get("error", "")).splitlines()[0:1] or [""]
             if first[0].startswith("ProtocolError"):  # the backend spoke the protocol wrongly
-                rules = ("PROC-2",)
+                rules = tuple(record.get("rules") or ("PROC-2",))
             found.append(
                 Failure(
                     phase=phase,
@@ -535,6 +537,17 @@ def _machine_failures(report: BackendReport, phase: str) -> list[Failure]:
                 )
             )
     return found
+
+
+def protocol_stop(failures: list[Failure]) -> str | None:
+    """Why the phases after one where the backend broke the protocol do not run (PROC-2):
+    what it answers can no longer be compared, and each would report the same failure."""
+    for failure in failures:
+        if failure.rule in ("PROC-2", "PROC-8"):
+            return (
+                f"not run: the backend broke the protocol in the {failure.phase} ({failure.rule})"
+            )
+    return None
 
 
 def machine_settings() -> Any:
@@ -759,13 +772,14 @@ def validate(
 
         # The fixed work first: the conformance suite is a fixed set of cases.
         fork_cases = _conformance_phase(loaded, run, spec)
+        stopped = protocol_stop(run.failures)
 
         # What is left: the machines first (the fork machine's share, then the storage
         # machine's), crash exploration's share at the end.
         left = max(0.0, deadline - time.perf_counter())
         crashes = crash_skip_reason(loaded.backend, capabilities.kind) is None
         machines_end = deadline - (left * CRASH_SHARE if crashes else 0.0)
-        if capabilities.fork:
+        if capabilities.fork and stopped is None:
             share = FORK_SHARE * max(0.0, machines_end - time.perf_counter())
             forked = _run_machine(
                 loaded, "fork", run, "forks", seed=seed, failures_dir=failures_dir, spec=spec,
@@ -773,6 +787,7 @@ def validate(
             )  # fmt: skip
             fork_failures = _machine_failures(forked, "forks")
             run.failures.extend(fork_failures)
+            stopped = protocol_stop(run.failures)
             cases = (
                 f"{len(fork_cases)} fork conformance cases failed"
                 if fork_cases
@@ -787,14 +802,16 @@ def validate(
                 ),
             )
         else:
-            run.set("forks", PhaseReport("skipped", "the repository has no fork()"))
+            run.set("forks", PhaseReport("skipped", stopped or "the repository has no fork()"))
 
-        storage = _run_machine(
+        skip_machine = stopped
+        storage = BackendReport() if stopped is not None else _run_machine(
             loaded, "storage", run, "machine", seed=seed, failures_dir=failures_dir, spec=spec,
             deadline=machines_end, examples=examples,
         )  # fmt: skip
         machine_failures = _machine_failures(storage, "machine")
         run.failures.extend(machine_failures)
+        stopped = stopped or protocol_stop(run.failures)
         unshrunk = " (not shrunk: the budget was spent)" if any(
             not f.shrunk for f in machine_failures
         ) else ""  # fmt: skip
@@ -807,11 +824,21 @@ def validate(
             ),
         )
 
-        limits, coverage = _crash_phase(
-            loaded, run, max(1.0, deadline - time.perf_counter()), seed, failures_dir, spec,
-            crash_overrun(budget),
-        )  # fmt: skip
+        limits: tuple[str, ...] = ()
+        coverage: Mapping[str, Any] | None = None
+        if stopped is None:
+            limits, coverage = _crash_phase(
+                loaded, run, max(1.0, deadline - time.perf_counter()), seed, failures_dir, spec,
+                crash_overrun(budget),
+            )  # fmt: skip
         run.set("restarts", _restarts(capabilities, loaded.counts))
+        if stopped is not None:
+            for name, report in list(run.phases.items()):
+                later = report.status == "pending" or name == "restarts"
+                if later or (name == "machine" and skip_machine is not None):
+                    run.set(name, PhaseReport("skipped", stopped))
+        if loaded.backend.close is not None:
+            loaded.backend.close()
     order = {name: index for index, name in enumerate(PHASES)}
     return Verdict(
         backend=loaded.backend.name,

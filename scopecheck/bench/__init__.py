@@ -99,6 +99,14 @@ def bench_syscall_figures(runs: int) -> dict[str, Any]:
     return {"benchmark": "syscall", "environment": environment(), **bench_syscall(runs)}
 
 
+def bench_process_figures(runs: int) -> dict[str, Any]:
+    """The storage machine through the process protocol next to in-process (steps/s, process
+    starts/s, wall time ÷ budget), for the bundled examples."""
+    from scopecheck.bench.process import bench_process
+
+    return bench_process(runs)
+
+
 BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "machine": bench_machine,
     "jsonl": bench_jsonl_figures,
@@ -106,6 +114,7 @@ BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "legacy": bench_legacy_figures,
     "fork": bench_fork_figures,
     "syscall": bench_syscall_figures,
+    "process": bench_process_figures,
 }
 
 
@@ -124,6 +133,10 @@ def render(which: str, result: dict[str, Any]) -> None:
         _render_jsonl(console, result)
     elif which == "syscall" and "skipped" not in result:
         _render_syscall(console, result)
+    elif which == "process":
+        from scopecheck.bench.process import render as render_process
+
+        render_process(console, result)
     elif which in ("machine", "lifecycle"):
         table = Table(title=f"{which} machine steps/s (median of {result['runs']})")
         for column in ("machine", "steps/s", "ratio to trivial", "runs"):

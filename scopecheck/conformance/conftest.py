@@ -9,6 +9,7 @@ profile themselves (INSTALL-2).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         chosen = selected_backends(metafunc.config)
         metafunc.parametrize("backend", chosen, ids=[b.name for b in chosen])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A case whose backend process broke the protocol fails with that protocol error, once,
+    whichever thread met it and whatever the case asserted after it (PROC-2)."""
+    from scopecheck.process.client import ProtocolFailure
+
+    outcome: Any = yield
+    world = getattr(item, "funcargs", {}).get("world")
+    failure = getattr(world, "protocol_failure", None)
+    if failure is None and outcome.excinfo is not None:
+        raised = outcome.excinfo[1]
+        failure = raised.error if isinstance(raised, ProtocolFailure) else None
+    if failure is not None:
+        outcome.force_exception(failure)
 
 
 @pytest.fixture

@@ -1,11 +1,25 @@
 """The client side of the process protocol: a backend in a child process, seen as a Repository.
 
-:class:`BackendProcess` starts the command, says hello with the root directory, and sends one
+:class:`BackendProcess` starts the command, says hello with a root directory, and sends one
 request at a time, waiting for its answer (with a timeout: a backend that hangs is a protocol
 error, PROC-2).  :class:`ProcessRepository` and :class:`ProcessStorage` implement the
 ``Repository`` and ``Storage`` protocols over it, so every machine, the conformance suite and
-``validate`` run unchanged.  :class:`ProcessWorld` owns a directory and the child: a restart
-stops the child and starts a new one over the same directory (PROC-3) -- a real restart.
+``validate`` run unchanged.
+
+:class:`ProcessWorld` owns a fresh directory and the child serving it; a :class:`ProcessPool`
+owns the children of one command.  One child serves many worlds one after the other: at the end
+of a world it closes the repository and goes back to the pool, and the next world tells it
+``hello`` over its own fresh root (PROC-8).  A child that served a root before must hold no
+Session there, so it is asked ``list`` first: state kept across ``hello`` is the backend's
+finding, never hidden.  A restart never reuses a child: the old one is stopped and one that has
+served no root starts over the same directory (PROC-3) -- the pool keeps one such spare started
+ahead of need, so its start-up overlaps the world's work.
+
+A protocol error is the backend's, once: the first one a child raises names what was sent, what
+came back and the end of the child's stderr, marks the child broken (it is killed, never reused)
+and, in a world made for the machines and the conformance suite (``escalate``), is raised as a
+:class:`ProtocolFailure` -- a ``BaseException`` no check catches as a storage error, so
+Hypothesis neither shrinks nor replays it and no model rule is blamed for it (PROC-2).
 """
 
 from __future__ import annotations
@@ -19,8 +33,11 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, Any, Literal
+
+import attrs
 
 from scopecheck.models import wire
 from scopecheck.models.errors import ProtocolError
@@ -42,15 +59,60 @@ from scopecheck.process.protocol import PROTOCOL_VERSION, decode_response, encod
 REQUEST_TIMEOUT = 60.0
 #: Seconds a backend may take to exit after its stdin closes, before it is killed.
 EXIT_TIMEOUT = 10.0
+#: Lines of a backend's stderr a protocol error shows.
+STDERR_LINES = 20
+#: Characters of a request or a response a protocol error shows.
+SHOWN = 600
+
+
+class ProtocolFailure(BaseException):
+    """A backend process broke the protocol inside a world (PROC-2): ``error`` says how.
+
+    A ``BaseException`` on purpose: raised where the machines and the conformance cases call
+    the backend, it passes every ``except Exception`` (a check that expects a storage error, a
+    racing writer, Hypothesis's failure handling), so the world stops at the first protocol
+    error and it is reported once, as itself."""
+
+    def __init__(self, error: ProtocolError, rule: str = "PROC-2") -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.rule = rule
+
+    def __str__(self) -> str:
+        return self.error.message
+
+
+@attrs.define
+class StartCount:
+    """Backend processes started by this Python process (``scopecheck bench process``)."""
+
+    count: int = 0
+
+
+STARTS = StartCount()
+
+
+def _indent(text: str, lines: int = STDERR_LINES) -> str:
+    return "\n".join(f"    {line}" for line in text.rstrip("\n").splitlines()[-lines:])
+
+
+def _shown(data: bytes | None) -> str:
+    if data is None:
+        return "(nothing)"
+    text = data.rstrip(b"\n").decode("utf-8", "replace")
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text):,} characters)"
 
 
 class BackendProcess:
-    """One running backend: ``request(op, **fields)`` returns the result or raises."""
+    """One running backend: ``request(op, **fields)`` returns the result or raises.
+
+    With a ``root`` it says hello there at once (how every caller but the pool starts one);
+    without, it is a spare that has served nothing yet, told :meth:`hello` when needed."""
 
     def __init__(
         self,
         command: Sequence[str],
-        root: str,
+        root: str | None,
         clock: Any,
         *,
         env: dict[str, str] | None = None,
@@ -60,13 +122,25 @@ class BackendProcess:
     ) -> None:
         self.command = list(command)
         self.root = root
-        self._clock = clock
+        self.clock = clock
         self._timeout = timeout
         self._next_id = 0
         self._lock = threading.Lock()
         self._owns_stderr = stderr is None
         self._stderr = stderr if stderr is not None else tempfile.TemporaryFile()  # noqa: SIM115
         self._buffer = b""
+        self._sent: bytes | None = None
+        self._answer: bytes | None = None
+        #: The first protocol error this child raised: it is broken from then on.
+        self.failure: ProtocolError | None = None
+        #: Raise :class:`ProtocolFailure` instead of the :class:`ProtocolError` (see the module).
+        self.escalate = False
+        #: How many roots it was told ``hello`` over.
+        self.hellos = 0
+        #: Every root it was told ``hello`` over.
+        self.served: set[str] = set()
+        self.name = os.path.basename(self.command[-1]) if self.command else "backend"
+        self.fork = False
         try:
             self._child = subprocess.Popen(
                 self.command,
@@ -78,13 +152,23 @@ class BackendProcess:
             )
         except OSError as exc:
             raise ProtocolError(f"cannot start {shlex.join(self.command)}: {exc}") from None
+        STARTS.count += 1
+        if root is not None:
+            self.hello(root)
+
+    def hello(self, root: str) -> None:
+        """Move the child to ``root`` (PROC-1, PROC-8): its first hello, or a later one."""
         hello = self.request("hello", protocol=PROTOCOL_VERSION, root=root)
         if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL_VERSION:
-            self.stop()
-            raise ProtocolError(
+            self.kill()
+            raise self.fail(
                 f"{shlex.join(self.command)} answered hello with {hello!r}: scopecheck speaks "
-                f"protocol {PROTOCOL_VERSION} (PROC-1)"
+                f"protocol {PROTOCOL_VERSION} (PROC-1)",
+                "hello",
             )
+        self.root = root
+        self.hellos += 1
+        self.served.add(root)
         self.name = str(hello.get("name") or os.path.basename(self.command[-1]))
         self.fork = bool(hello.get("fork", False))
 
@@ -93,26 +177,51 @@ class BackendProcess:
         return self._child.pid
 
     @property
+    def exited(self) -> bool:
+        """Whether the child has exited."""
+        return self._child.poll() is not None
+
+    @property
     def last_request_id(self) -> int:
         """The id of the last request sent (ids count up from 1 in each process)."""
         return self._next_id
 
     def stderr_tail(self, limit: int = 2000) -> str:
         with contextlib.suppress(OSError, ValueError):
-            self._stderr.seek(0)
-            return self._stderr.read()[-limit:].decode("utf-8", "replace")
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - limit))
+            return self._stderr.read().decode("utf-8", "replace")
         return ""
+
+    def stderr_lines(self, count: int = STDERR_LINES) -> list[str]:
+        """The last ``count`` lines the child wrote to its stderr."""
+        return self.stderr_tail(limit=200 * count).rstrip("\n").splitlines()[-count:]
+
+    def fail(self, message: str, op: str, *, rule: str = "PROC-2") -> ProtocolError:
+        """The protocol error ``message`` with what was last sent and answered and the end of
+        the child's stderr (PROC-2); the first one marks the child broken.  Returned, or raised
+        as a :class:`ProtocolFailure` when the child ``escalate``s."""
+        lines = self.stderr_lines()
+        said = _indent("\n".join(lines)) if lines else "    (nothing)"
+        error = ProtocolError(
+            f"{message}\n  sent:   {_shown(self._sent)}\n  answer: {_shown(self._answer)}\n"
+            f"  stderr of {shlex.join(self.command)} ends:\n{said}",
+            op=op,
+            rule=rule,
+        )
+        if self.failure is None:
+            self.failure = error
+        if self.escalate:
+            raise ProtocolFailure(error, rule)
+        return error
 
     def _died(self, op: str) -> ProtocolError:
         try:  # its stdout closed: it is exiting, give it a moment to be reaped
             status: int | None = self._child.wait(timeout=2)
         except subprocess.TimeoutExpired:
             status = None
-        tail = self.stderr_tail().strip()
-        said = f"; its stderr ends: {tail}" if tail else ""
-        return ProtocolError(
-            f"the backend process exited (status {status}) during {op}{said}", op=op
-        )
+        return ProtocolError(f"the backend process exited (status {status}) during {op}", op=op)
 
     def _read_line(self, op: str) -> bytes:
         stdout = self._child.stdout
@@ -137,17 +246,26 @@ class BackendProcess:
 
     def request(self, op: str, **fields: Any) -> Any:
         with self._lock:
+            if self.failure is not None:  # nothing it says can be trusted now
+                raise self.fail(f"the backend process broke the protocol before {op}", op)
             self._next_id += 1
             request_id = self._next_id
-            line = encode_request(request_id, op, self._clock(), **fields)
+            line = encode_request(request_id, op, self.clock(), **fields)
+            self._sent, self._answer = line, None
             stdin = self._child.stdin
             assert stdin is not None
             try:
-                stdin.write(line)
-                stdin.flush()
-            except (BrokenPipeError, ValueError):
-                raise self._died(op) from None
-            return decode_response(self._read_line(op), request_id, op)
+                try:
+                    stdin.write(line)
+                    stdin.flush()
+                except (BrokenPipeError, ValueError):
+                    raise self._died(op) from None
+                self._answer = self._read_line(op)
+                return decode_response(self._answer, request_id, op)
+            except ProtocolError as exc:
+                trace = exc.details.get("traceback")
+                raised = f"\n  traceback:\n{_indent(str(trace))}" if trace else ""
+                raise self.fail(exc.message + raised, op) from None
 
     def stop(self) -> int | None:
         """Close stdin (the backend's cue to exit), wait, kill if it lingers; its status."""
@@ -172,12 +290,13 @@ class BackendProcess:
         self.stop()
 
 
-def _shape(op: str, call: Any) -> Any:
-    """Run a result decoder; a :class:`~scopecheck.models.wire.WireError` is the backend's."""
+def _shape(process: BackendProcess, op: str, call: Any) -> Any:
+    """Run a result decoder; a :class:`~scopecheck.models.wire.WireError` is the backend's
+    protocol error (PROC-2), with the exchange that carried it."""
     try:
         return call()
-    except (wire.WireError, TypeError, KeyError, AttributeError) as exc:
-        raise ProtocolError(f"the result of {op} has the wrong shape: {exc}", op=op) from None
+    except (wire.WireError, TypeError, KeyError, AttributeError, ValueError) as exc:
+        raise process.fail(f"the result of {op} has the wrong shape: {exc}", op) from None
 
 
 class ProcessStorage:
@@ -186,8 +305,10 @@ class ProcessStorage:
     def __init__(self, process: BackendProcess, session_id: str, opened: Any) -> None:
         self._process = process
         self._session_id = session_id
-        self._handle = _shape("open", lambda: int(opened["handle"]))
-        self.parent_session_id: str | None = opened.get("parent_session_id")
+        self._handle = _shape(process, "open", lambda: int(opened["handle"]))
+        self.parent_session_id: str | None = _shape(
+            process, "open", lambda: opened.get("parent_session_id")
+        )
 
     @property
     def session_id(self) -> str:
@@ -209,14 +330,14 @@ class ProcessStorage:
                 for i, (c, w) in enumerate(zip(result, items, strict=True))
             )
 
-        return _shape("commit", decode)  # type: ignore[no-any-return]
+        return _shape(self._process, "commit", decode)  # type: ignore[no-any-return]
 
     def get_value(self, address: Any) -> ValueRecord | None:
         found = self._ask("get_value", address=wire.address_to_json(address))
         return (
             None
             if found is None
-            else _shape("get_value", lambda: wire.value_record_from_json(found))
+            else _shape(self._process, "get_value", lambda: wire.value_record_from_json(found))
         )
 
     def scan_values(
@@ -226,6 +347,7 @@ class ProcessStorage:
             "scan_values", namespace=namespace, prefix=prefix, scope=wire.scope_to_json(scope)
         )
         return _shape(  # type: ignore[no-any-return]
+            self._process,
             "scan_values",
             lambda: tuple((str(k), wire.value_record_from_json(r)) for k, r in rows),
         )
@@ -248,24 +370,32 @@ class ProcessStorage:
             stop_at_tag=stop_at_tag,
         )
         return _shape(  # type: ignore[no-any-return]
-            "read_list", lambda: tuple(wire.element_from_json(e) for e in page)
+            self._process, "read_list", lambda: tuple(wire.element_from_json(e) for e in page)
         )
 
     def get_entry(self, entry_id: str) -> EntryRecord | None:
         found = self._ask("get_entry", entry_id=entry_id)
-        return None if found is None else _shape("get_entry", lambda: wire.entry_from_json(found))
+        return (
+            None
+            if found is None
+            else _shape(self._process, "get_entry", lambda: wire.entry_from_json(found))
+        )
 
     def get_usage(self, usage_id: str) -> UsageRecord | None:
         found = self._ask("get_usage", usage_id=usage_id)
-        return None if found is None else _shape("get_usage", lambda: wire.usage_from_json(found))
+        return (
+            None
+            if found is None
+            else _shape(self._process, "get_usage", lambda: wire.usage_from_json(found))
+        )
 
     def stats(self) -> Stats:
         found = self._ask("stats")
-        return _shape("stats", lambda: wire.stats_from_json(found))  # type: ignore[no-any-return]
+        return _shape(self._process, "stats", lambda: wire.stats_from_json(found))  # type: ignore[no-any-return]
 
     def snapshot(self) -> Snapshot:
         found = self._ask("snapshot")
-        return _shape("snapshot", lambda: wire.snapshot_from_json(found))  # type: ignore[no-any-return]
+        return _shape(self._process, "snapshot", lambda: wire.snapshot_from_json(found))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self._ask("close")
@@ -294,7 +424,7 @@ class ProcessRepository:
 
     def list(self) -> list[str]:
         found = self.process.request("list")
-        return _shape("list", lambda: [str(s) for s in found])  # type: ignore[no-any-return]
+        return _shape(self.process, "list", lambda: [str(s) for s in found])  # type: ignore[no-any-return]
 
     def delete(self, session_id: str) -> None:
         self.process.request("delete", session=session_id)
@@ -304,63 +434,272 @@ class ProcessRepository:
             "fork", source=source_id, options=wire.fork_options_to_json(options)
         )
         if not isinstance(found, str):
-            raise ProtocolError(f"the result of fork is {found!r}, not a Session id", op="fork")
+            raise self.process.fail(f"the result of fork is {found!r}, not a Session id", "fork")
         return found
 
     def close(self) -> None:
         self.process.request("close_repository")
 
 
+def _no_clock() -> int:
+    return 0
+
+
+#: How a restart gets its new child (PROC-3): ``"new"`` a process started for it (a spare
+#: started ahead when one is ready); ``"other"`` an idle child other than the one that served
+#: the root until now -- one that has never served it if there is one -- else a new one, the
+#: old child going back to the pool.  Either way what the old child acknowledged is read back
+#: by a process that did not write it; only ``"new"`` also restarts the program.
+RestartPolicy = Literal["new", "other"]
+
+
+class ProcessPool:
+    """The children of one backend command: idle ones that served a world and closed their
+    repository, and spares started ahead of need that have served no root yet.
+
+    :meth:`take` gives a world a child: an idle one told ``hello`` over the world's fresh root
+    (then asked ``list``, which must be empty: PROC-8), else a fresh one.  :meth:`for_restart`
+    gives a restart its child over the world's root: one that has never served that root
+    (PROC-3), by ``restart`` policy.  :meth:`fresh` gives a child that has served no root: a
+    spare if one is ready, starting the next at once so its start-up runs while the world
+    works.  :meth:`give_back` keeps a healthy child for a later world; a broken or exited one
+    is stopped.  ``keep`` idle children at most, ``spares`` started ahead.  :meth:`close` stops
+    them all; it also runs when the pool is collected or the Python process exits."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        cwd: str | None = None,
+        *,
+        keep: int = 4,
+        spares: int = 1,
+        restart: RestartPolicy = "new",
+    ) -> None:
+        self.command = list(command)
+        self.cwd = cwd
+        self.keep = keep
+        self.spares = spares
+        self.restart = restart
+        self._idle: list[BackendProcess] = []
+        self._spare: list[BackendProcess] = []
+        self._lock = threading.Lock()
+        self.closed = False
+        #: Worlds served by a child that had served another root before.
+        self.reused = 0
+        self._finalizer = weakref.finalize(self, _stop_all, self._idle, self._spare, self._lock)
+
+    def _spawn(self) -> BackendProcess:
+        return BackendProcess(self.command, None, _no_clock, cwd=self.cwd)
+
+    def fresh(self, root: str, clock: Any, *, escalate: bool = False) -> BackendProcess:
+        """A child that has served no root, told ``hello`` over ``root``."""
+        with self._lock:
+            process = self._spare.pop(0) if self._spare else None
+        if process is None or process.exited:
+            if process is not None:
+                process.stop()
+            process = self._spawn()
+        self._top_up()
+        process.clock = clock
+        process.escalate = escalate
+        try:
+            process.hello(root)
+        except BaseException:
+            process.kill()
+            raise
+        return process
+
+    def _top_up(self) -> None:
+        with self._lock:
+            wanted = 0 if self.closed else self.spares - len(self._spare)
+        for _ in range(wanted):
+            try:
+                spare = self._spawn()
+            except ProtocolError:  # it cannot even start: the next fresh() says so
+                return
+            with self._lock:
+                if self.closed:
+                    spare.stop()
+                    return
+                self._spare.append(spare)
+
+    def _idle_child(self, root: str, old: BackendProcess | None = None) -> BackendProcess | None:
+        """An idle child other than ``old``, one that has never served ``root`` first (one
+        that exited meanwhile, as it may after ``close_repository``, is stopped and passed
+        over)."""
+        while True:
+            with self._lock:
+                others = [p for p in reversed(self._idle) if p is not old]
+                found = next((p for p in others if root not in p.served), None)
+                if found is None and others:
+                    found = others[0]
+                if found is not None:
+                    self._idle.remove(found)
+            if found is None or not found.exited:
+                return found
+            found.stop()
+
+    def take(self, root: str, clock: Any, *, escalate: bool = False) -> BackendProcess:
+        """A child for a new world over the fresh, empty ``root``: an idle one moved there by
+        ``hello`` (PROC-8), else a fresh one."""
+        process = self._idle_child(root)
+        if process is None:
+            return self.fresh(root, clock, escalate=escalate)
+        process.clock = clock
+        process.escalate = escalate
+        try:
+            process.hello(root)
+            found = process.request("list")
+            if found != []:
+                raise process.fail(
+                    f"after hello over a fresh, empty root the backend lists {found!r}: it "
+                    "kept state of an earlier root across hello -- a later hello must close "
+                    "every handle and the repository and start over at the new root (PROC-8)",
+                    "list",
+                    rule="PROC-8",
+                )
+        except BaseException:
+            process.kill()
+            raise
+        self.reused += 1
+        return process
+
+    def for_restart(
+        self, old: BackendProcess, root: str, clock: Any, *, escalate: bool = False
+    ) -> BackendProcess:
+        """The child a restart of the world over ``root`` continues with, ``old`` having
+        closed its repository: by the ``restart`` policy, ``old`` is stopped and a new child
+        starts (``"new"``), or ``old`` goes back to the pool and another idle child is moved
+        there (``"other"``) -- either way a process without the old one's memory reads back
+        what it wrote (PROC-3)."""
+        if self.restart == "new":
+            old.stop()
+            return self.fresh(root, clock, escalate=escalate)
+        self.give_back(old)
+        process = self._idle_child(root, old)
+        if process is None:
+            return self.fresh(root, clock, escalate=escalate)
+        process.clock = clock
+        process.escalate = escalate
+        try:
+            process.hello(root)
+        except BaseException:
+            process.kill()
+            raise
+        return process
+
+    def give_back(self, process: BackendProcess) -> None:
+        """Keep ``process`` for a later world, or stop it (broken, exited or one too many)."""
+        process.escalate = False
+        process.clock = _no_clock
+        with self._lock:
+            keep = (
+                not self.closed
+                and process.failure is None
+                and len(self._idle) < self.keep
+                and not process.exited
+            )
+            if keep:
+                self._idle.append(process)
+        if not keep:
+            if process.failure is not None:
+                process.kill()
+            else:
+                process.stop()
+
+    def close(self) -> None:
+        """Stop every idle child and spare; later children given back are stopped too."""
+        with self._lock:
+            self.closed = True
+        self._finalizer()
+
+
+def _stop_all(
+    idle: list[BackendProcess], spare: list[BackendProcess], lock: threading.Lock
+) -> None:
+    """Stop the children in ``idle`` and ``spare`` (a pool's finalizer: no reference to it)."""
+    with lock:
+        children = [*idle, *spare]
+        idle.clear()
+        spare.clear()
+    for process in children:
+        with contextlib.suppress(OSError):
+            process.stop()
+
+
 class ProcessWorld:
     """A world over a backend command: a fresh directory (under ``$SCOPECHECK_SCRATCH`` if
     set), one child at a time over it (run in ``cwd``, the directory the command was given
-    in, so relative paths in it mean what the user typed), a restart that stops the child and starts
-    a new one, and a cleanup that stops the child and removes the directory."""
+    in, so relative paths in it mean what the user typed), a restart that stops the child and
+    starts one that has served no root over the same directory (PROC-3), and a cleanup that
+    closes the repository, gives the child back to its pool and removes the directory.
+
+    Without a ``pool`` the world has its own, which keeps nothing: its child is stopped at the
+    cleanup.  ``escalate``: protocol errors are raised as :class:`ProtocolFailure` (the
+    machines' and the conformance suite's worlds)."""
 
     def __init__(
-        self, command: Sequence[str], clock: Any, counts: Any = None, cwd: str | None = None
+        self,
+        command: Sequence[str],
+        clock: Any,
+        counts: Any = None,
+        cwd: str | None = None,
+        *,
+        pool: ProcessPool | None = None,
+        escalate: bool = False,
     ) -> None:
-        self._command = list(command)
-        self._cwd = cwd
         self._clock = clock
+        self._own_pool = pool is None
+        self._pool = ProcessPool(command, cwd, keep=0, spares=0) if pool is None else pool
+        self._escalate = escalate
         self.counts = counts
         if counts is not None:
             counts.worlds += 1
         scratch = os.environ.get("SCOPECHECK_SCRATCH") or None
         self.root = tempfile.mkdtemp(prefix="scopecheck-process-", dir=scratch)
         try:
-            self._repo = self._start()
+            process = self._pool.take(self.root, clock, escalate=escalate)
         except BaseException:
             shutil.rmtree(self.root, ignore_errors=True)
             raise
+        self._repo = ProcessRepository(process)
 
     @property
     def disk_root(self) -> str:
         """The directory the child keeps its files in: HYGIENE checks."""
         return self.root
 
-    def _start(self) -> ProcessRepository:
-        return ProcessRepository(
-            BackendProcess(self._command, self.root, self._clock, cwd=self._cwd)
-        )
+    @property
+    def protocol_failure(self) -> ProtocolError | None:
+        """The first protocol error the world's child raised, on any thread (PROC-2)."""
+        return self._repo.process.failure
 
     def repository(self) -> ProcessRepository:
         return self._repo
 
     def restart(self) -> ProcessRepository:
-        """Stop the child (its open handles die with it) and start a new one (PROC-3)."""
-        with contextlib.suppress(ProtocolError):
-            self._repo.close()
-        self._repo.process.stop()
+        """Close the repository, stop the child (its open handles die with it) and start one
+        that has served no root over the same directory (PROC-3)."""
+        process = self._repo.process
+        self._repo.close()
         if self.counts is not None:
             self.counts.restarts += 1
-        self._repo = self._start()
+        self._repo = ProcessRepository(
+            self._pool.for_restart(process, self.root, self._clock, escalate=self._escalate)
+        )
         return self._repo
 
     def cleanup(self) -> None:
+        """Close the repository and give the child back (a broken one is killed), then
+        remove the directory."""
+        process = self._repo.process
         try:
-            with contextlib.suppress(ProtocolError):
-                self._repo.close()
-            self._repo.process.stop()
+            if process.failure is None:
+                with contextlib.suppress(ProtocolError):
+                    process.escalate = False  # the world is over: a failure now is the next's
+                    self._repo.close()
+            self._pool.give_back(process)
         finally:
+            if self._own_pool:
+                self._pool.close()
             shutil.rmtree(self.root, ignore_errors=True)

@@ -205,14 +205,17 @@ def test_an_error_object_keeps_its_class_through_the_schema() -> None:
 
 
 def _exchanges(log_dir: Path) -> list[list[tuple[bytes, bytes]]]:
-    """Each recorded process's (request, response) line pairs, in start order."""
+    """Each recorded process's (request, response) line pairs, in the order of their first
+    request's ``now`` (spares start ahead of need, so start order is not use order); a
+    spare that was never used has none and is left out."""
     out = []
     for sent in sorted(log_dir.glob("*.in")):
         requests = sent.read_bytes().splitlines()
         responses = sent.with_suffix(".out").read_bytes().splitlines()
         assert len(responses) == len(requests), sent.name
-        out.append(list(zip(requests, responses, strict=True)))
-    return out
+        if requests:
+            out.append(list(zip(requests, responses, strict=True)))
+    return sorted(out, key=lambda pairs: loads_line(pairs[0][0])["now"])
 
 
 def check_traffic(log_dir: Path) -> set[str]:
