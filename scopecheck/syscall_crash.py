@@ -97,7 +97,14 @@ from scopecheck.crashsim.persistence import (
     power_image,
 )
 from scopecheck.crashsim.points import DataKept, Strict, Torn, Variant, parse_variant
-from scopecheck.crashsim.recovery import Broken, Expected, after_power_loss, judge, read_again
+from scopecheck.crashsim.recovery import (
+    Broken,
+    Expected,
+    after_power_loss,
+    image_key,
+    judge,
+    read_again,
+)
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.models.addresses import value
@@ -493,6 +500,10 @@ class ImageChecker:
         self.last_history: tuple[tuple[int, Variant], ...] = ()
         #: The child broke the protocol (or died): the next image gets a new one.
         self.broken = False
+        #: Images that passed, by their files and the states allowed: one met again is
+        #: answered by that check, not reopened again (counted in ``reused``).
+        self._passed: set[tuple[Any, tuple[int, ...]]] = set()
+        self.reused = 0
         self.process = self._start()
 
     def _start(self) -> BackendProcess:
@@ -538,17 +549,28 @@ class ImageChecker:
         """Reopen ``image`` -- the crash ``variant`` before operation ``k`` -- and judge it
         against the model states ``allowed``.  ``remember``: the image is one of the
         recording's, rebuilt by name in a replay, so it joins ``history`` (a crash during a
-        recovery does not)."""
+        recovery does not).  Crash points often leave files an earlier one left (a crash
+        before and after a sync): an image that passed against the same states is answered by
+        that check -- the same reopen of the same files gives the same Session
+        (:func:`~scopecheck.crashsim.recovery.image_key`); a failed one is always judged
+        again, so each crash point reports its own."""
+        key = (image_key(image), allowed)
+        if key in self._passed:
+            self.reused += 1
+            return None
         if self.broken or len(self.history) >= CHECKER_LIFETIME:
             self.fresh()
         self.last_history = tuple(self.history)
         if remember:
             self.history.append((k, variant))
         try:
-            return self._check(k, variant, image, allowed)
+            found = self._check(k, variant, image, allowed)
         except ProtocolError:
             self.broken = True
             raise
+        if found is None:
+            self._passed.add(key)
+        return found
 
     def _check(
         self, k: int, variant: Variant, image: Image, allowed: tuple[int, ...]

@@ -13,7 +13,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from scopecheck.crashsim.explore import Findings
 from scopecheck.crashsim.failure import CrashFailure
+from scopecheck.crashsim.persistence import power_image
+from scopecheck.crashsim.points import ProcessCrash
 from scopecheck.crashsim.strace import unavailable
 from scopecheck.syscall_crash import SyscallSource, explore, replay
 
@@ -272,3 +275,27 @@ def test_faults_through_strace_alone_say_no_write_was_left_partial(
     assert any("no write was left partial" in text for text in found.findings.limits), (
         found.findings.limits
     )
+
+
+@pytest.mark.rule("CRASH-SYS-3")
+def test_an_image_met_again_is_answered_by_its_passed_check_and_a_failed_one_judged_again(
+    tmp_path: Path,
+) -> None:
+    """Crash points often leave the files an earlier one left: the checker answers such an
+    image by the check it passed (no request to the child), but judges a failed one again."""
+    _node()
+    source = SyscallSource("node", tuple(NODE_BACKEND), str(ROOT), base=str(tmp_path))
+    with source.round(3, Findings()) as rnd:
+        assert rnd is not None
+        rec, checker = rnd.recording, rnd.checker
+        end = len(rec.ops)
+        assert end > 0
+        image = power_image(rec.ops, end, ProcessCrash())
+        assert checker.check(end, ProcessCrash(), image, rec.allowed(end)) is None
+        checked = checker.checked
+        assert checker.check(end - 1, ProcessCrash(), image, rec.allowed(end)) is None
+        assert (checker.checked, checker.reused) == (checked, 1)
+        wrong = (0,)  # no Session yet: the final image holds one
+        assert checker.check(end, ProcessCrash(), image, wrong) is not None
+        assert checker.check(end, ProcessCrash(), image, wrong) is not None
+        assert (checker.checked, checker.reused) == (checked + 2, 1)
