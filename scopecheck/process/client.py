@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, Literal
 
 import attrs
@@ -453,6 +453,40 @@ def _no_clock() -> int:
 RestartPolicy = Literal["new", "other"]
 
 
+def _lists_nothing(process: BackendProcess) -> None:
+    """A reused child lists no Session on its fresh, empty root (PROC-8)."""
+    found = process.request("list")
+    if found != []:
+        raise process.fail(
+            f"after hello over a fresh, empty root the backend lists {found!r}: it kept state "
+            "of an earlier root across hello -- a later hello must close every handle and the "
+            "repository and start over at the new root (PROC-8)",
+            "list",
+            rule="PROC-8",
+        )
+
+
+def _moved(
+    process: BackendProcess,
+    root: str,
+    clock: Any,
+    escalate: bool,
+    check: Callable[[BackendProcess], None] | None = None,
+) -> BackendProcess:
+    """``process`` handed to a world over ``root``: its clock and error mode set, told
+    ``hello`` there (and ``check``-ed); a child that fails any of it is killed, never reused."""
+    process.clock = clock
+    process.escalate = escalate
+    try:
+        process.hello(root)
+        if check is not None:
+            check(process)
+    except BaseException:
+        process.kill()
+        raise
+    return process
+
+
 class ProcessPool:
     """The children of one backend command: idle ones that served a world and closed their
     repository, and spares started ahead of need that have served no root yet.
@@ -500,14 +534,7 @@ class ProcessPool:
                 process.stop()
             process = self._spawn()
         self._top_up()
-        process.clock = clock
-        process.escalate = escalate
-        try:
-            process.hello(root)
-        except BaseException:
-            process.kill()
-            raise
-        return process
+        return _moved(process, root, clock, escalate)
 
     def _top_up(self) -> None:
         with self._lock:
@@ -545,22 +572,7 @@ class ProcessPool:
         process = self._idle_child(root)
         if process is None:
             return self.fresh(root, clock, escalate=escalate)
-        process.clock = clock
-        process.escalate = escalate
-        try:
-            process.hello(root)
-            found = process.request("list")
-            if found != []:
-                raise process.fail(
-                    f"after hello over a fresh, empty root the backend lists {found!r}: it "
-                    "kept state of an earlier root across hello -- a later hello must close "
-                    "every handle and the repository and start over at the new root (PROC-8)",
-                    "list",
-                    rule="PROC-8",
-                )
-        except BaseException:
-            process.kill()
-            raise
+        _moved(process, root, clock, escalate, check=_lists_nothing)
         self.reused += 1
         return process
 
@@ -579,14 +591,7 @@ class ProcessPool:
         process = self._idle_child(root, old)
         if process is None:
             return self.fresh(root, clock, escalate=escalate)
-        process.clock = clock
-        process.escalate = escalate
-        try:
-            process.hello(root)
-        except BaseException:
-            process.kill()
-            raise
-        return process
+        return _moved(process, root, clock, escalate)
 
     def give_back(self, process: BackendProcess) -> None:
         """Keep ``process`` for a later world, or stop it (broken, exited or one too many)."""
