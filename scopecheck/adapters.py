@@ -22,19 +22,16 @@ worlds of one backend did, so a report can say how many restarts really ran.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import os
 import shutil
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from scopecheck.backends import Backend
-from scopecheck.factory import FactoryKind, factory_kind
+from scopecheck.factory import FactoryKind, factory_kind, load_factory
 from scopecheck.models.errors import UsageError
 from scopecheck.models.fork import ForkOptions
 from scopecheck.models.protocols import Clock, Repository, Storage
@@ -206,31 +203,6 @@ def world_for(factory: Any, kind: FactoryKind, clock: Clock, counts: RunCounts) 
     return DirectoryAdapterWorld(factory, clock, counts, fs=kind == "fs")
 
 
-def _import_target(target: str) -> Any:
-    if target.endswith(".py") or "/" in target or "\\" in target:
-        path = Path(target)
-        if not path.is_file():
-            raise UsageError("not_found", f"no Python file at {target}")
-        name = f"scopecheck_user_{abs(hash(str(path.resolve())))}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise UsageError("not_found", f"cannot import {target}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        sys.path.insert(0, str(path.resolve().parent))
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            raise UsageError("invalid_payload", f"importing {target} failed: {exc!r}") from None
-        return module
-    try:
-        return importlib.import_module(target)
-    except ImportError as exc:
-        raise UsageError("not_found", f"cannot import module {target!r}: {exc}") from None
-    except Exception as exc:
-        raise UsageError("invalid_payload", f"importing {target} failed: {exc!r}") from None
-
-
 def anchored(spec: str, cwd: str) -> str:
     """``spec`` with a relative file path made absolute against ``cwd``: the ``--workers``
     processes run elsewhere, but ``examples/x.py:make_backend`` means the file the user
@@ -244,23 +216,6 @@ def anchored(spec: str, cwd: str) -> str:
     if target.endswith(".py") or "/" in target or "\\" in target:
         return f"{os.path.join(cwd, target)}:{attribute}"
     return spec
-
-
-def load_factory(spec: str) -> tuple[str, Any]:
-    """``PATH_OR_MODULE:FACTORY`` → ``(name, attribute)``; a ``UsageError`` says what is wrong."""
-    target, sep, attribute = spec.rpartition(":")
-    if not sep or not target or not attribute or len(target) == 1:  # "C:" is a drive, not a split
-        raise UsageError(
-            "invalid_payload",
-            f"backend must look like PATH_OR_MODULE:FACTORY (got {spec!r}), "
-            "e.g. examples/good_backend.py:make_backend",
-        )
-    module = _import_target(target)
-    factory = getattr(module, attribute, None)
-    if factory is None:
-        raise UsageError("not_found", f"{target} has no attribute {attribute!r}")
-    name = Path(target).stem if target.endswith(".py") else target.rsplit(".", 1)[-1]
-    return name, factory
 
 
 @attrs.frozen

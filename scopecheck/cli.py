@@ -446,7 +446,7 @@ def serve(factory: str) -> None:
     The child a process backend runs as: `scopecheck validate --exec 'scopecheck serve
     my_backend.py:make_backend'` checks the factory in a separate process, with real
     restarts.  See docs/protocol.md."""
-    from scopecheck.adapters import load_factory
+    from scopecheck.factory import load_factory
     from scopecheck.process.server import main as serve_main
 
     serve_main(factory, load_factory)

@@ -14,14 +14,23 @@ backend needs from a run, and scopecheck reads it from the signature alone (a fa
     as above, with every file operation through ``fs`` (a
     :class:`~scopecheck.impl.fs.FileSystem`), which lets the crash simulator record, fail and
     cut short each one (CRASH-FS-*).
+
+:func:`load_factory` finds a factory from ``PATH_OR_MODULE:FACTORY``.  It lives here, apart
+from the worlds that run a factory (:mod:`scopecheck.adapters`), so ``scopecheck serve`` --
+started again at every restart of a served backend -- imports no more than it serves.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
+import sys
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from scopecheck.impl.fs import FileSystem
+from scopecheck.models.errors import UsageError
 from scopecheck.models.protocols import Clock, Repository
 
 FactoryKind = Literal["plain", "root", "fs"]
@@ -68,3 +77,45 @@ def factory_kind(factory: Any) -> FactoryKind:
 def takes_filesystem(factory: Any) -> bool:
     """Whether ``factory`` accepts the keyword arguments ``fs`` and ``root`` (CRASH-FS-8)."""
     return factory_kind(factory) == "fs"
+
+
+def _import_target(target: str) -> Any:
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target)
+        if not path.is_file():
+            raise UsageError("not_found", f"no Python file at {target}")
+        name = f"scopecheck_user_{abs(hash(str(path.resolve())))}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise UsageError("not_found", f"cannot import {target}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise UsageError("invalid_payload", f"importing {target} failed: {exc!r}") from None
+        return module
+    try:
+        return importlib.import_module(target)
+    except ImportError as exc:
+        raise UsageError("not_found", f"cannot import module {target!r}: {exc}") from None
+    except Exception as exc:
+        raise UsageError("invalid_payload", f"importing {target} failed: {exc!r}") from None
+
+
+def load_factory(spec: str) -> tuple[str, Any]:
+    """``PATH_OR_MODULE:FACTORY`` → ``(name, attribute)``; a ``UsageError`` says what is wrong."""
+    target, sep, attribute = spec.rpartition(":")
+    if not sep or not target or not attribute or len(target) == 1:  # "C:" is a drive, not a split
+        raise UsageError(
+            "invalid_payload",
+            f"backend must look like PATH_OR_MODULE:FACTORY (got {spec!r}), "
+            "e.g. examples/good_backend.py:make_backend",
+        )
+    module = _import_target(target)
+    factory = getattr(module, attribute, None)
+    if factory is None:
+        raise UsageError("not_found", f"{target} has no attribute {attribute!r}")
+    name = Path(target).stem if target.endswith(".py") else target.rsplit(".", 1)[-1]
+    return name, factory

@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import scopecheck.hygiene as hygiene
 import scopecheck.strategies as sx
@@ -432,19 +432,15 @@ class ForkMachine(SessionPairMachine):
         check_destination(self.model, self.repo, dest, sid)
         return key
 
+    @precondition(lambda self: self.may_restart())
     @rule()
     def restart(self) -> None:
         """Forks of closed-then-reopened sources read what reached the disk."""
-        for sid in SESSION_IDS:
-            self.model.close_session(sid)
-        self.repo = self.world.restart()
-        for sid in SESSION_IDS:
-            self.models[sid] = self.model.open(sid)
-            self.stores[sid] = self.repo.open(sid)
+        self.restart_world()
 
     @invariant()
     def same_state(self) -> None:
-        type(self).steps_run += 1
+        self.count_step()
         for sid in SESSION_IDS:
             expected = self.models[sid].snapshot()
             actual = self.stores[sid].snapshot()

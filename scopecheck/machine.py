@@ -24,6 +24,7 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
+    precondition,
     rule,
 )
 
@@ -72,6 +73,13 @@ def outcome(call: Callable[[], Any]) -> Outcome:
         raise
     except ScopecheckError as exc:
         return ("error", exc.code)
+
+
+def restart_spacing(world: World) -> int:
+    """The steps a world needs between two restart steps: its ``restart_spacing`` if it has
+    one (a backend in a child process, whose every restart starts a new process: PROC-9), else
+    0 -- an in-process restart may come at any step."""
+    return int(getattr(world, "restart_spacing", 0))
 
 
 class MismatchError(AssertionError):
@@ -235,6 +243,10 @@ class SessionPairMachine(RuleBasedStateMachine):
         self.gate: AdmissionGate | None = None
         self.race_held = False
         self.world: World = self.backend.new_world(self.clock)
+        #: Steps since the world started or last restarted, and how many a restart step needs
+        #: (PROC-9: a restart that starts a process comes at most once per that many steps).
+        self.since_restart = 0
+        self.restart_spacing = restart_spacing(self.world)
         self.repo: Repository = self.world.repository()
         self.model = ReferenceRepository()
         self.stores: dict[str, Storage] = {}
@@ -251,6 +263,26 @@ class SessionPairMachine(RuleBasedStateMachine):
             else:
                 self.models[sid] = self.model.create(sid)
                 self.stores[sid] = self.repo.create(sid)
+
+    def may_restart(self) -> bool:
+        """Whether a restart step may come now (PROC-9)."""
+        return self.since_restart >= self.restart_spacing
+
+    def restart_world(self) -> None:
+        """Process restart: every handle closed, a new repository over the same location,
+        both Sessions opened again on the model and the backend."""
+        self.since_restart = 0
+        for sid in SESSION_IDS:
+            self.model.close_session(sid)
+        self.repo = self.world.restart()
+        for sid in SESSION_IDS:
+            self.models[sid] = self.model.open(sid)
+            self.stores[sid] = self.repo.open(sid)
+
+    def count_step(self) -> None:
+        """One more step run (the invariant's first act: it runs after every step)."""
+        type(self).steps_run += 1
+        self.since_restart += 1
 
     def clock(self) -> int:
         gate = self.gate
@@ -728,15 +760,11 @@ class StorageMachine(SessionPairMachine):
         same(f"delete({dest!r})", outcome(lambda: self.model.delete(dest)),
              outcome(lambda: self.repo.delete(dest)))  # fmt: skip
 
+    @precondition(lambda self: self.may_restart())
     @rule()
     def restart(self) -> None:
         """Process restart: every handle closed, a new repository over the same location."""
-        for sid in SESSION_IDS:
-            self.model.close_session(sid)
-        self.repo = self.world.restart()
-        for sid in SESSION_IDS:
-            self.models[sid] = self.model.open(sid)
-            self.stores[sid] = self.repo.open(sid)
+        self.restart_world()
 
     @rule(sid=SIDS, op=st.sampled_from(("create", "open", "delete")))
     def repository_misuse(self, sid: str, op: str) -> None:
@@ -751,7 +779,7 @@ class StorageMachine(SessionPairMachine):
     @invariant()
     def same_state(self) -> None:
         """After every step each Session's complete logical state equals the model's."""
-        type(self).steps_run += 1
+        self.count_step()
         for sid in SESSION_IDS:
             expected = self.models[sid].snapshot()
             actual = self.stores[sid].snapshot()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import selectors
+import select
 import shlex
 import shutil
 import subprocess
@@ -35,7 +35,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import IO, Any, Literal
+from typing import IO, Any, ClassVar, Literal
 
 import attrs
 
@@ -153,6 +153,10 @@ class BackendProcess:
         except OSError as exc:
             raise ProtocolError(f"cannot start {shlex.join(self.command)}: {exc}") from None
         STARTS.count += 1
+        assert self._child.stdout is not None
+        self._stdout_fd = self._child.stdout.fileno()
+        self._poller = select.poll()  # one for the child's life: a request is a write and a read
+        self._poller.register(self._stdout_fd, select.POLLIN)
         if root is not None:
             self.hello(root)
 
@@ -224,23 +228,19 @@ class BackendProcess:
         return ProtocolError(f"the backend process exited (status {status}) during {op}", op=op)
 
     def _read_line(self, op: str) -> bytes:
-        stdout = self._child.stdout
-        assert stdout is not None
         deadline = time.monotonic() + self._timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(stdout, selectors.EVENT_READ)
-            while b"\n" not in self._buffer:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ProtocolError(
-                        f"the backend did not answer {op} within {self._timeout:g}s", op=op
-                    )
-                if not selector.select(left):
-                    continue
-                chunk = os.read(stdout.fileno(), 1 << 16)
-                if not chunk:
-                    raise self._died(op)
-                self._buffer += chunk
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ProtocolError(
+                    f"the backend did not answer {op} within {self._timeout:g}s", op=op
+                )
+            if not self._poller.poll(left * 1000):
+                continue
+            chunk = os.read(self._stdout_fd, 1 << 16)
+            if not chunk:
+                raise self._died(op)
+            self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
@@ -288,6 +288,12 @@ class BackendProcess:
         with contextlib.suppress(ProcessLookupError):
             self._child.kill()
         self.stop()
+
+    def stop_behind(self) -> None:
+        """:meth:`stop` on a thread of its own: the caller goes on while the child exits.  A
+        restart does not wait for the old child's exit (for ``scopecheck serve`` an
+        interpreter's teardown, tens of ms): it has closed its repository (PROC-3)."""
+        threading.Thread(target=self.stop, name=f"stop {self.pid}", daemon=True).start()
 
 
 def _shape(process: BackendProcess, op: str, call: Any) -> Any:
@@ -585,7 +591,7 @@ class ProcessPool:
         there (``"other"``) -- either way a process without the old one's memory reads back
         what it wrote (PROC-3)."""
         if self.restart == "new":
-            old.stop()
+            old.stop_behind()
             return self.fresh(root, clock, escalate=escalate)
         self.give_back(old)
         process = self._idle_child(root, old)
@@ -632,6 +638,14 @@ def _stop_all(
             process.stop()
 
 
+#: Machine steps a process world runs between two restart steps (PROC-9).  Every restart
+#: of a process backend starts a process: 10 ms for a Go binary, about 100 ms for Node and
+#: 200 ms for ``scopecheck serve``, where an in-process restart costs a few file reads; at the
+#: storage machine's in-process share of restart steps (about 28%) process starts would take
+#: most of the run.  One restart per 32 steps keeps a restart in most long examples.
+RESTART_SPACING = 32
+
+
 class ProcessWorld:
     """A world over a backend command: a fresh directory (under ``$SCOPECHECK_SCRATCH`` if
     set), one child at a time over it (run in ``cwd``, the directory the command was given
@@ -641,7 +655,10 @@ class ProcessWorld:
 
     Without a ``pool`` the world has its own, which keeps nothing: its child is stopped at the
     cleanup.  ``escalate``: protocol errors are raised as :class:`ProtocolFailure` (the
-    machines' and the conformance suite's worlds)."""
+    machines' and the conformance suite's worlds).  A machine takes a restart step at most
+    once per :attr:`restart_spacing` steps (PROC-9)."""
+
+    restart_spacing: ClassVar[int] = RESTART_SPACING
 
     def __init__(
         self,

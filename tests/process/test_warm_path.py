@@ -89,6 +89,7 @@ def test_a_restart_is_read_back_by_a_process_that_did_not_write(
             assert repo.process is not first and repo.process.pid != first.pid
             if policy == "new":
                 assert repo.process.hellos == 1  # it served no root before this one
+                first.stop()  # it was told to stop, and exits on its own
                 assert first.exited
             assert repo.open("s").get_value(value("app", "k")) is not None
         finally:
@@ -282,3 +283,42 @@ def test_a_wrapper_that_writes_outside_the_root_is_explained_once(tmp_path: Path
     wrapper = [f for f in limits if "looks like a wrapper or a toolchain" in f]
     assert len(wrapper) == 1 and f"{tmp_path}/cache-" in wrapper[0], limits
     assert not [f for f in limits if f.startswith("outside:") and f not in wrapper], limits
+
+
+@pytest.mark.rule("PROC-9")
+def test_a_process_world_takes_a_restart_step_once_per_spacing() -> None:
+    """A process world's machine may take its restart step only after
+    ``ProcessWorld.restart_spacing`` steps since the world started or last restarted; an
+    in-process world's at any step.  Restarts still run, as real processes (PROC-3)."""
+    from hypothesis.stateful import RULE_MARKER
+
+    from scopecheck.machine import restart_spacing
+    from scopecheck.process.client import RESTART_SPACING
+
+    loaded = load(_exec(SERVE))
+    try:
+        machine_class = make_machine(loaded.backend)
+        rule = getattr(machine_class.restart, RULE_MARKER)  # the rule Hypothesis draws
+        machine = machine_class()
+        try:
+            assert restart_spacing(machine.world) == RESTART_SPACING > 0
+            for _ in range(RESTART_SPACING - 1):
+                machine.count_step()
+            assert not machine.may_restart() and not all(p(machine) for p in rule.preconditions)
+            machine.count_step()
+            assert machine.may_restart() and all(p(machine) for p in rule.preconditions)
+            pid = machine.repo.process.pid  # type: ignore[attr-defined]
+            machine.restart()
+            assert machine.repo.process.pid != pid  # type: ignore[attr-defined]
+            assert not machine.may_restart()
+        finally:
+            machine.teardown()
+    finally:
+        assert loaded.backend.close is not None
+        loaded.backend.close()
+    inside = load(f"{ROOT}/examples/good_file_backend.py:make_backend")
+    world: Any = inside.backend.new_world(lambda: 1_700_000_000_000)
+    try:
+        assert restart_spacing(world) == 0
+    finally:
+        world.cleanup()
