@@ -112,11 +112,30 @@ class CrashCoverage:
     acked_covered: int = 0
     acked_total: int = 0
     recovery_states: int = 0
+    #: The fault (and kill) runs the first round makes right after its priority passes, and
+    #: how many of them it owed: fewer than owed when the wall budget ran out (CRASH-COV-4).
+    early_runs_made: int = 0
+    early_runs_owed: int = 0
 
     @property
     def complete(self) -> bool:
-        """Every acknowledged step had a crash state after it checked (CRASH-COV-2)."""
-        return self.acked_total > 0 and self.acked_covered >= self.acked_total
+        """Every acknowledged step had a crash state after it checked (CRASH-COV-2), and the
+        first round made the fault runs it owed (CRASH-COV-4)."""
+        covered = self.acked_total > 0 and self.acked_covered >= self.acked_total
+        return covered and self.early_runs_made >= self.early_runs_owed
+
+    def shortfall(self) -> list[str]:
+        """What an incomplete phase did not cover, one phrase each."""
+        short = []
+        if not (self.acked_total > 0 and self.acked_covered >= self.acked_total):
+            left = self.acked_total - self.acked_covered
+            short.append(f"{left} acknowledged steps had no crash state checked after them")
+        if self.early_runs_made < self.early_runs_owed:
+            short.append(
+                f"{self.early_runs_made} of the first round's {self.early_runs_owed} early "
+                "I/O-fault and kill runs were made"
+            )
+        return short
 
     def __add__(self, other: CrashCoverage) -> CrashCoverage:
         return CrashCoverage(

@@ -370,6 +370,7 @@ def explore(
     not do without (CRASH-COV-2)."""
     started = time.perf_counter()
     deadline = started + budget
+    hard_stop = deadline + plan.overrun
     found = Exploration(Findings(max_failures))
     round_seed = seed
     while not found.findings.full and (round_seed == seed or time.perf_counter() < deadline):
@@ -382,26 +383,46 @@ def explore(
             share = plan.state_share if plan.faults else 1.0
             states_before = rnd.states
 
-            def runs(start: int, limit: int | None, at_least: int, rnd: Round = rnd) -> None:
-                if plan.faults and not found.findings.full:
-                    found.fault_runs += rnd.fault_runs(
-                        found.findings, deadline, start=start, limit=limit, at_least=at_least
-                    )
+            def runs(start: int, limit: int | None, at_least: int, rnd: Round = rnd) -> int:
+                if not plan.faults or found.findings.full:
+                    return 0
+                made = rnd.fault_runs(
+                    found.findings, deadline, start=start, limit=limit, at_least=at_least
+                )
+                found.fault_runs += made
+                return made
 
             def early(first: bool = first) -> None:
-                if plan.early_faults:
-                    runs(0, plan.early_faults, plan.early_faults if first else 0)
+                if not plan.early_faults:
+                    return
+                if not first:
+                    runs(0, plan.early_faults, 0)
+                    return
+                # The first round owes its early runs however small the budget, one at a time
+                # until the hard stop: a run cut off there leaves the phase incomplete.
+                made, owed = 0, plan.early_faults if plan.faults else 0
+                while made < owed and not found.findings.full:
+                    if time.perf_counter() >= hard_stop:
+                        break
+                    if runs(made, 1, 1) == 0:  # the round has no more runs to make
+                        owed = made
+                        break
+                    made += 1
+                if found.findings.full:  # a failure ends the search: nothing more is owed
+                    owed = made
+                found.coverage += CrashCoverage(early_runs_made=made, early_runs_owed=owed)
 
             def progress(rnd: Round = rnd) -> None:
                 if on_progress is not None and rnd.states % 50 == 0:
                     found.seconds = time.perf_counter() - started
                     on_progress(found)
 
-            found.coverage += check_passes(
+            checked = check_passes(  # which calls early(), adding to found.coverage
                 rnd, found.findings, until=now + (deadline - now) * share, first=first,
                 overrun=plan.overrun, recovery_share=plan.recovery_share, after_priority=early,
                 on_state=progress,
             )  # fmt: skip
+            found.coverage += checked
             found.states += rnd.states - states_before
             runs(plan.early_faults, None, 0 if plan.early_faults or not first else 2)
         round_seed += 1

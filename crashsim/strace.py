@@ -191,8 +191,19 @@ def read_trace(path: str) -> list[Syscall | Exit]:
 # -- arguments ----------------------------------------------------------------------------------
 
 
+#: A ``-xx`` string body that is hex escapes only (what strace prints for every byte).
+_ALL_HEX = re.compile(r"(?:\\x[0-9a-fA-F]{2})*")
+#: A quoted string argument, escapes included.
+_QUOTED = re.compile(r'"((?:[^"\\]+|\\.)*)"')
+_KEY = re.compile(r"([a-z_][a-z_0-9]*)=")
+_FD = re.compile(r"(-?\d+|AT_FDCWD)<([^>]*)>")
+_WORD = re.compile(r"[^,\]} ]+")
+
+
 def _unhex(text: str) -> bytes:
     """The bytes of a ``-xx`` string body (every byte ``\\xNN``; a few escapes otherwise)."""
+    if _ALL_HEX.fullmatch(text):  # the common case, in C: a large write's data is long
+        return bytes.fromhex(text.replace("\\x", ""))
     out = bytearray()
     i = 0
     while i < len(text):
@@ -241,13 +252,13 @@ class _Args:
     def _value(self) -> Any:
         text, i = self.text, self.i
         if text.startswith('"', i):
-            end = i + 1
-            while text[end] != '"':
-                end += 2 if text[end] == "\\" else 1
-            self.i = end + 1
+            quoted = _QUOTED.match(text, i)
+            if quoted is None:
+                raise ValueError(f"an unterminated string in {text!r}")
+            self.i = quoted.end()
             if text.startswith("...", self.i):
                 self.i += 3
-            return _unhex(text[i + 1 : end])
+            return _unhex(quoted[1])
         if text.startswith("[", i) or text.startswith("{", i):
             close = "]" if text[i] == "[" else "}"
             self.i += 1
@@ -258,7 +269,7 @@ class _Args:
                 if text.startswith(close, self.i):
                     self.i += 1
                     break
-                key = re.match(r"([a-z_][a-z_0-9]*)=", text[self.i :])
+                key = _KEY.match(text, self.i)
                 if key:
                     self.i += len(key[0])
                     named[key[1]] = self._value()
@@ -268,12 +279,12 @@ class _Args:
                 if text.startswith(",", self.i):
                     self.i += 1
             return named if close == "}" and named else items
-        fd = re.match(r"(-?\d+|AT_FDCWD)<([^>]*)>", text[i:])
+        fd = _FD.match(text, i)
         if fd:  # a descriptor and what it names (a hex path, or ``pipe:[N]``)
             self.i += len(fd[0])
             number = -100 if fd[1] == "AT_FDCWD" else int(fd[1])
             return Fd(number, _unhex(fd[2]).decode("utf-8", "surrogateescape"))
-        match = re.match(r"[^,\]} ]+", text[i:])
+        match = _WORD.match(text, i)
         token = match[0] if match else text[i]
         self.i += len(token)
         if re.fullmatch(r"-?\d+", token):

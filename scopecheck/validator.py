@@ -710,10 +710,7 @@ def _crash_phase(
         )
         if not coverage.complete and not failures:
             status = "incomplete"
-            detail += (
-                f" -- INCOMPLETE: {coverage.acked_total - coverage.acked_covered} "
-                "acknowledged steps had no crash state checked after them; raise --budget"
-            )
+            detail += f" -- INCOMPLETE: {'; '.join(coverage.shortfall())}; raise --budget"
     limits = tuple(explorer.limits)
     detail += "".join(f"; limit: {limit}" for limit in limits)
     run.set(name, PhaseReport(status, detail, counts))

@@ -272,21 +272,27 @@ class BackendProcess:
         with contextlib.suppress(OSError, ValueError):
             if self._child.stdin is not None:
                 self._child.stdin.close()
+        # A blocking wait, woken by the exit itself (``wait(timeout=)`` polls with sleeps of up
+        # to 50 ms), and a timer that kills a child still there after EXIT_TIMEOUT.
+        lingering = threading.Timer(EXIT_TIMEOUT, self._kill_quietly)
+        lingering.daemon = True
+        lingering.start()
         try:
-            return self._child.wait(timeout=EXIT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self._child.kill()
             return self._child.wait()
         finally:
+            lingering.cancel()
             with contextlib.suppress(OSError, ValueError):
                 if self._child.stdout is not None:
                     self._child.stdout.close()
                 if self._owns_stderr:
                     self._stderr.close()
 
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
+    def _kill_quietly(self) -> None:
+        with contextlib.suppress(ProcessLookupError, OSError):
             self._child.kill()
+
+    def kill(self) -> None:
+        self._kill_quietly()
         self.stop()
 
     def stop_behind(self) -> None:

@@ -170,9 +170,30 @@ def test_fault_runs_get_their_turn_after_the_priority_passes_and_at_the_end() ->
     source = type("Toy", (), {"round": staticmethod(round)})()
     found = explore(source, budget=0.0, seed=4, plan=Plan(early_faults=3))
     assert [r.seed for r in rounds] == [4]  # the first round runs whatever the budget
-    assert rounds[0].fault_calls[0] == (0, 3, 3)  # early runs, at least 3 in the first round
-    assert rounds[0].fault_calls[1][0] == 3  # then the rest, from where they stopped
+    # the early runs, one at a time, owed by the first round however small the budget
+    assert rounds[0].fault_calls[:3] == [(0, 1, 1), (1, 1, 1), (2, 1, 1)]
+    assert rounds[0].fault_calls[3][0] == 3  # then the rest, from where they stopped
     assert found.fault_runs == 8 and found.coverage.complete
+    assert (found.coverage.early_runs_made, found.coverage.early_runs_owed) == (3, 3)
+
+
+@pytest.mark.rule("CRASH-COV-4")
+def test_early_runs_stop_at_the_hard_stop_and_leave_the_phase_incomplete() -> None:
+    """Past the budget and its overrun no early run starts: the phase says how many of the
+    runs it owed were made, instead of running on past the wall budget."""
+    rounds: list[ToyRound] = []
+
+    @contextlib.contextmanager
+    def round(seed: int, findings: Findings) -> Iterator[ToyRound]:
+        rounds.append(ToyRound(seed, faults=5))
+        yield rounds[-1]
+
+    source = type("Toy", (), {"round": staticmethod(round)})()
+    found = explore(source, budget=0.0, seed=4, plan=Plan(early_faults=3, overrun=-1.0))
+    assert rounds[0].fault_calls == [(3, None, 0)]  # no early run: only the rest, none made
+    assert not found.coverage.complete
+    assert (found.coverage.early_runs_made, found.coverage.early_runs_owed) == (0, 3)
+    assert "0 of the first round's 3 early" in " ".join(found.coverage.shortfall())
 
 
 @pytest.mark.rule("CRASH-COV-5")
