@@ -79,7 +79,7 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
 
         return replay(record)  # an older format (``engine``) is refused there, saying why
     if record.get("source") == "fs":
-        from scopecheck.adapters import load_factory
+        from scopecheck.factory import load_factory
         from scopecheck.crashsim.generic_sweep import replay_record
         from scopecheck.factory import takes_filesystem
 
