@@ -25,6 +25,7 @@ to reopen an image and judge it; everything else is here, once:
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -54,6 +55,8 @@ RECOVERY_POINTS = 16
 OVERRUN = 30.0
 #: Fault runs made right after the priority passes of a round (the first round always).
 EARLY_FAULT_RUNS = 3
+#: Recoveries crashed by a fixed amount of work (``explore`` with an infinite budget).
+FIXED_RECOVERIES = 8
 
 
 # -- the images of one crash point ----------------------------------------------------------
@@ -199,6 +202,7 @@ def check_passes(
     after_priority: Callable[[], None] | None = None,
     on_state: Callable[[], None] | None = None,
     passes: Sequence[Sequence[int]] | None = None,
+    fixed: bool = False,
 ) -> CrashCoverage:
     """Check ``rnd``'s crash points pass by pass (:func:`ordered_passes`, CRASH-COV-1) until
     ``until``; after the priority passes (after, before and around acknowledgements and
@@ -206,7 +210,8 @@ def check_passes(
     then call ``after_priority``.  The first round's first pass runs to its end however small
     the budget, unless it takes ``overrun`` seconds more (then the phase is incomplete,
     CRASH-COV-2).  A later round that did not finish its first pass counts its states only:
-    its acknowledged steps are not claimed either way.  What was covered."""
+    its acknowledged steps are not claimed either way.  ``fixed``: the priority passes and
+    :data:`FIXED_RECOVERIES` recoveries, whatever the clock says.  What was covered."""
     points = crash_points(rnd.ops)
     after_ack = acknowledgement_points(points, rnd.acked_at)
     if passes is None:
@@ -217,11 +222,13 @@ def check_passes(
     candidates: list[tuple[int, Variant, Image]] = []
     stopped = priority_done = False
     for number, pass_points in enumerate(passes):
+        if fixed and number > recover_after:
+            break
         stop_at = until + overrun if first and number == 0 else until
         volume = Volume(rnd.base)
         done = 0
         for k in pass_points:
-            if findings.full or time.perf_counter() >= stop_at:
+            if findings.full or (not fixed and time.perf_counter() >= stop_at):
                 stopped = True
                 break
             while done < k:
@@ -245,8 +252,8 @@ def check_passes(
             if candidates:
                 now = time.perf_counter()
                 crash_recoveries(
-                    rnd, candidates, findings,
-                    until=now + max(0.0, until - now) * recovery_share,
+                    rnd, candidates[:FIXED_RECOVERIES] if fixed else candidates, findings,
+                    until=math.inf if fixed else now + max(0.0, until - now) * recovery_share,
                     at_least=1 if first else 0, seed=rnd.seed,
                 )  # fmt: skip
             if after_priority is not None:
@@ -367,13 +374,21 @@ def explore(
     ``max_failures`` distinct failures are kept), and crash each: its crash states in coverage
     order with a few fault runs after the priority passes, then its other fault runs.  The
     first round always runs: its states after every acknowledgement are what a verdict may
-    not do without (CRASH-COV-2)."""
+    not do without (CRASH-COV-2).  Nothing starts after the budget and ``plan.overrun``.
+
+    A budget of ``math.inf`` is a fixed amount of work, the same on every run of the same
+    ``seed`` (INSTALL-12): the first round only, its priority passes (after, before and
+    around every acknowledgement and sync), :data:`FIXED_RECOVERIES` recoveries and every
+    fault and kill run of its workload."""
     started = time.perf_counter()
     deadline = started + budget
     hard_stop = deadline + plan.overrun
+    fixed = not math.isfinite(budget)
     found = Exploration(Findings(max_failures))
     round_seed = seed
-    while not found.findings.full and (round_seed == seed or time.perf_counter() < deadline):
+    while not found.findings.full and (
+        round_seed == seed or (not fixed and time.perf_counter() < deadline)
+    ):
         first = round_seed == seed
         with source.round(round_seed, found.findings) as rnd:
             if rnd is None:
@@ -420,7 +435,7 @@ def explore(
             checked = check_passes(  # which calls early(), adding to found.coverage
                 rnd, found.findings, until=now + (deadline - now) * share, first=first,
                 overrun=plan.overrun, recovery_share=plan.recovery_share, after_priority=early,
-                on_state=progress,
+                on_state=progress, fixed=fixed,
             )  # fmt: skip
             found.coverage += checked
             found.states += rnd.states - states_before

@@ -79,9 +79,8 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
 
         return replay(record)  # an older format (``engine``) is refused there, saying why
     if record.get("source") == "fs":
-        from scopecheck.factory import load_factory
         from scopecheck.crashsim.generic_sweep import replay_record
-        from scopecheck.factory import takes_filesystem
+        from scopecheck.factory import load_factory, takes_filesystem
 
         target = record.get("target")
         spec = target.get("spec") if isinstance(target, dict) else None

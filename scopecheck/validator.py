@@ -26,8 +26,9 @@ reason (INSTALL-6):
 **The budget is the wall time of the whole run** (INSTALL-11), counted from the start of the
 process when the CLI runs it: the fixed work comes first -- loading the backend and the
 conformance suite, whose cases are a fixed set -- and what is left is divided:
-:data:`CRASH_SHARE` of it to crash exploration (last) when it runs, :data:`FORK_SHARE` of the
-rest to the fork machine when the repository has ``fork()``, and the storage machine the rest.
+:data:`CRASH_SHARE` of it to crash exploration when it runs (next, since its first round is
+owed whatever the budget), then :data:`FORK_SHARE` of what is left after it to the fork
+machine when the repository has ``fork()``, and the storage machine the rest.
 The machines run in rounds sized to what is left (at least one example each, so a budget spent
 by the fixed work still runs the machine once), and shrinking a failure stops when the budget
 is spent: that failure is reported unshrunk, and says so.  Crash exploration checks a state
@@ -35,7 +36,8 @@ after every acknowledged step of its first workload even past its share, by at m
 :func:`crash_overrun` of the budget (a tenth, at least 2 s); a first pass that needs longer
 leaves the phase ``incomplete``, saying what to raise (CRASH-COV-2).  With
 ``examples`` each machine runs exactly that many examples in fixed rounds instead, so the same
-seed and examples do the same machine work every time (INSTALL-12).
+seed and examples do the same work every time (INSTALL-12): crash exploration then makes
+one round's fixed work (``explore`` with an infinite budget) instead of filling its share.
 
 Every renderer -- the CLI's summary, ``--json`` (:data:`VERSION`, ``docs/validate-json.md``,
 ``scopecheck/schemas/verdict.schema.json``) and the pytest plugin's summary -- reads one
@@ -50,6 +52,7 @@ nothing behind in the temporary directory (INSTALL-5).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shlex
 import shutil
@@ -771,11 +774,21 @@ def validate(
         fork_cases = _conformance_phase(loaded, run, spec)
         stopped = protocol_stop(run.failures)
 
-        # What is left: the machines first (the fork machine's share, then the storage
-        # machine's), crash exploration's share at the end.
-        left = max(0.0, deadline - time.perf_counter())
-        crashes = crash_skip_reason(loaded.backend, capabilities.kind) is None
-        machines_end = deadline - (left * CRASH_SHARE if crashes else 0.0)
+        # Then crash exploration, whose first round is owed however small the budget: its
+        # share of what is left (one round's fixed work with ``examples``).  The machines come
+        # last and take what is left after it, so they absorb its overrun.
+        limits: tuple[str, ...] = ()
+        coverage: Mapping[str, Any] | None = None
+        if stopped is None:
+            left = max(0.0, deadline - time.perf_counter())
+            crash_budget = math.inf if examples is not None else max(1.0, left * CRASH_SHARE)
+            limits, coverage = _crash_phase(
+                loaded, run, crash_budget, seed, failures_dir, spec, crash_overrun(budget)
+            )
+            stopped = protocol_stop(run.failures)
+
+        # What is left: the fork machine's share, then the storage machine's.
+        machines_end = deadline
         if capabilities.fork and stopped is None:
             share = FORK_SHARE * max(0.0, machines_end - time.perf_counter())
             forked = _run_machine(
@@ -821,13 +834,6 @@ def validate(
             ),
         )
 
-        limits: tuple[str, ...] = ()
-        coverage: Mapping[str, Any] | None = None
-        if stopped is None:
-            limits, coverage = _crash_phase(
-                loaded, run, max(1.0, deadline - time.perf_counter()), seed, failures_dir, spec,
-                crash_overrun(budget),
-            )  # fmt: skip
         run.set("restarts", _restarts(capabilities, loaded.counts))
         if stopped is not None:
             for name, report in list(run.phases.items()):
