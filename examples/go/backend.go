@@ -1223,10 +1223,10 @@ func dispatch(req *Object) any {
 func answer(line []byte) (out []byte) {
 	parsed, err := parseJSON(line)
 	req, ok := parsed.(*Object)
-	if err != nil || !ok {
-		return encode(O{{"id", nil}, {"error", O{{"code", "invalid_payload"}, {"message", "a request is one JSON object"}, {"details", O{}}}}})
-	}
 	id, _ := req.Get("id")
+	if _, isID := isInt(id); err != nil || !ok || !isID { // true, "1", 1.0 and a missing id included
+		return encode(O{{"id", nil}, {"error", O{{"code", "invalid_payload"}, {"message", "a request is one JSON object with an integer id"}, {"details", O{}}}}})
+	}
 	defer func() {
 		if caught := recover(); caught != nil {
 			code, message := "protocol_error", fmt.Sprintf("the backend panicked: %v\n%s", caught, debug.Stack())

@@ -382,6 +382,14 @@ def _lines(command: list[str], lines: list[bytes]) -> list[Any]:
     return answers
 
 
+def backend_command(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> list[str]:
+    """The argv of an example backend, or of ``scopecheck serve`` of a SQLite factory."""
+    if name == "serve":
+        (tmp_path / "factory.py").write_text(SQLITE_FACTORY)
+        return [sys.executable, "-m", "scopecheck", "serve", f"{tmp_path}/factory.py:make_backend"]
+    return shlex.split(example_command(request, name))
+
+
 @pytest.mark.rule("PROC-6", "LIFE-2", "TX-5")
 @pytest.mark.parametrize("name", [*NODE_BACKENDS, "go", "serve"])
 def test_what_is_not_a_request_an_unknown_op_or_handle_and_a_closed_handle_answer(
@@ -390,17 +398,7 @@ def test_what_is_not_a_request_an_unknown_op_or_handle_and_a_closed_handle_answe
     """A line that is not a request is answered with id null and ``invalid_payload`` and the
     backend reads on; an unknown op or handle is ``invalid_payload``; a closed handle answers
     ``closed`` before any check of what the request carries; TX-5's first check is the items'."""
-    if name == "serve":
-        (tmp_path / "factory.py").write_text(SQLITE_FACTORY)
-        command = [
-            sys.executable,
-            "-m",
-            "scopecheck",
-            "serve",
-            f"{tmp_path}/factory.py:make_backend",
-        ]
-    else:
-        command = shlex.split(example_command(request, name))
+    command = backend_command(request, name, tmp_path)
     hello = {"id": 1, "op": "hello", "now": 0, "protocol": 1, "root": str(tmp_path / "root")}
     mixed = [{"kind": "retire", "scope": "a"}, {"kind": "entry", "id": "e", "parent_id": "no",
              "type": "m", "payload": "{}"}, {"kind": "not_a_write", "repr": "3"}]  # fmt: skip
@@ -425,6 +423,57 @@ def test_what_is_not_a_request_an_unknown_op_or_handle_and_a_closed_handle_answe
         (4, "ok"), (5, "invalid_transaction"), (6, "ok"), (7, "closed"), (8, "closed"),
         (9, "closed"), (10, "ok"),
     ]  # fmt: skip
+
+
+@pytest.mark.rule("PROC-6")
+@pytest.mark.parametrize("name", [*NODE_BACKENDS, "go", "serve"])
+def test_an_id_or_handle_that_is_not_a_json_integer_is_not_one(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """``true`` is not the id 1 (Python counts a bool as an int), nor is ``"1"``, ``1.5`` or a
+    missing id: each such line is answered with id null and ``invalid_payload``, and the backend
+    reads on; a handle ``true`` is not the handle 1 either.  ``1.0`` and ``1e0`` are floats
+    to Python and Go; JavaScript's ``JSON.parse`` reads them as 1 and cannot tell, so the Node
+    examples are not asked (the page says so, and scopecheck never sends one)."""
+    command = backend_command(request, name, tmp_path)
+    root = str(tmp_path / "root")
+    hello = {"op": "hello", "now": 0, "protocol": 1, "root": root}
+    floats = name not in NODE_BACKENDS  # 1.0 and 1e0: not integers where a parser can tell
+    float_ids = [b'{"id":2.0,"op":"list","now":0}', b'{"id":2e0,"op":"list","now":0}']
+    sent = [
+        orjson.dumps({"id": True, **hello}),
+        orjson.dumps({"id": 1, **hello}),
+        b'{"id":true,"op":"list","now":0}',
+        b'{"id":false,"op":"list","now":0}',
+        b'{"id":"2","op":"list","now":0}',
+        b'{"id":2.5,"op":"list","now":0}',
+        b'{"op":"list","now":0}',
+        b'{"id":null,"op":"list","now":0}',
+        b'{"id":[2],"op":"list","now":0}',
+        *(float_ids if floats else []),
+        b'{"id":2,"op":"create","now":0,"session":"s"}',
+        b'{"id":3,"op":"list","now":0}',
+        b'{"id":4,"op":"stats","now":0,"handle":true}',
+        *([b'{"id":5,"op":"stats","now":0,"handle":1.0}'] if floats else []),
+        b'{"id":6,"op":"stats","now":0,"handle":"1"}',
+        b'{"id":7,"op":"close","now":0,"handle":1}',
+    ]
+    answers = _lines(command, sent)
+    codes = [(a["id"], a["error"]["code"] if "error" in a else "ok") for a in answers]
+    bad_ids = 8 + 2 * floats
+    assert codes == [
+        (None, "invalid_payload"),
+        (1, "ok"),
+        *[(None, "invalid_payload")] * (bad_ids - 1),
+        (2, "ok"),
+        (3, "ok"),
+        (4, "invalid_payload"),
+        *([(5, "invalid_payload")] if floats else []),
+        (6, "invalid_payload"),
+        (7, "ok"),
+    ]
+    assert answers[bad_ids + 2]["ok"] == ["s"]  # read on: the lines refused changed nothing
+    assert all(type(a["id"]) is int for a in answers if a["id"] is not None)
 
 
 # -- the page -------------------------------------------------------------------------------------
