@@ -828,12 +828,14 @@ func (h *Handle) open() *State {
 func (h *Handle) commit(raw any, now int64) []any {
 	state := h.open()
 	writes := checkShape(raw)
+	// unusable after the one-scope rule and before ids, an empty commit included, as
+	// scopecheck's JSONL backend (docs/protocol.md)
+	if h.unusable != "" {
+		refuse("unusable", "refusing writes until the Session is opened again: %s", h.unusable)
+	}
 	checkReferences(writes, state)
 	if len(writes) == 0 {
 		return []any{}
-	}
-	if h.unusable != "" {
-		refuse("unusable", "refusing writes until the Session is opened again: %s", h.unusable)
 	}
 	first := state.nextSeq
 	items := make([]any, len(writes))

@@ -29,6 +29,7 @@ import pytest
 
 import scopecheck
 from scopecheck.adapters import load
+from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan, unavailable
 from scopecheck.fuzz import fuzz_backend
 from scopecheck.models import records, wire
 from scopecheck.models.errors import CODES, ClosedError, CorruptError, UsageError
@@ -51,6 +52,13 @@ from scopecheck.impl.sqlite.repository import SqliteRepository
 
 def make_backend(clock, *, root):
     return SqliteRepository(root, clock)
+"""
+JSONL_FACTORY = """
+from scopecheck.impl.jsonl import JsonlRepository
+
+
+def make_backend(clock, *, fs, root):
+    return JsonlRepository(root, fs, clock, cwd="/scopecheck")
 """
 
 # -- the schema and a validator that reads integers as the client does ----------------------------
@@ -474,6 +482,104 @@ def test_an_id_or_handle_that_is_not_a_json_integer_is_not_one(
     ]
     assert answers[bad_ids + 2]["ok"] == ["s"]  # read on: the lines refused changed nothing
     assert all(type(a["id"]) is int for a in answers if a["id"] is not None)
+
+
+# -- where a backend's own `unusable` sits among a commit's checks --------------------------------
+
+#: The codes of the commit checks on the page, row by row, in their order.
+COMMIT_CHECKS = ["invalid_transaction", "invalid_transaction", "unusable",
+                 "duplicate_id unknown_reference", ""]  # fmt: skip
+
+
+def commit_check_codes() -> list[str]:
+    """The backticked codes of each ``commit`` row of the page's table of checks."""
+    section = PAGE.read_text(encoding="utf-8").split("## What a backend checks itself", 1)[1]
+    rows: list[str] = []
+    inside = False
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != 3:
+            continue
+        if cells[0]:
+            inside = cells[0] == "`commit`"
+        if inside:
+            rows.append(" ".join(re.findall(r"`([a-z_]+)`", cells[2])))
+    return rows
+
+
+@pytest.mark.rule("PROC-6", "TX-5")
+def test_the_page_places_unusable_after_the_one_scope_rule_and_before_ids() -> None:
+    assert commit_check_codes() == COMMIT_CHECKS
+
+
+@pytest.mark.rule("PROC-6", "TX-5", "JSONL-12", "CRASH-FS-10")
+@pytest.mark.parametrize("name", [*NODE_BACKENDS, "go", "jsonl"])
+def test_unusable_is_checked_where_the_page_says(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A handle whose commit's fsync failed (a FUSE mount fails it with EIO) refuses writes as
+    ``unusable``, in the commit's order of checks that ``docs/protocol.md`` gives: after
+    ``closed`` and the item and one-scope checks (TX-1..TX-3), before ids and references and
+    before an empty commit's ``[]``.  The Node and Go examples answer as scopecheck's JSONL
+    backend (through ``scopecheck serve``) does; a Session opened again works, and the failed
+    commit consumed no seq."""
+    why = unavailable()
+    assert why is None, f"this test needs FUSE ({why}); .ci/run installs fuse3"
+    if name == "jsonl":
+        (tmp_path / "factory.py").write_text(JSONL_FACTORY)
+        command = [
+            sys.executable,
+            "-m",
+            "scopecheck",
+            "serve",
+            f"{tmp_path}/factory.py:make_backend",
+        ]
+        # published through a temp file: the first fsync of the log is the first commit's
+        log, second_commit = "s.jsonl", 2
+    else:
+        command = backend_command(request, name, tmp_path)
+        log, second_commit = "s.log", 3  # create fsyncs the new file once
+    backing, mountpoint = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    mountpoint.mkdir()
+    entry = {"kind": "entry", "id": "e1", "parent_id": None, "type": "message", "payload": "{}"}
+    value = {"kind": "set", "scope": None, "namespace": "app", "key": "k", "value": "1"}
+    mixed = [{"kind": "retire", "scope": "op-1"}, {**value, "scope": "op-1"}]
+    not_a_write = [value, {"kind": "not_a_write", "repr": "3"}]
+    unknown_parent = [{**entry, "id": "e2", "parent_id": "nope"}]
+    script: list[tuple[str, dict[str, Any], str]] = [
+        ("hello", {"protocol": 1, "root": str(mountpoint)}, "ok"),
+        ("create", {"session": "s"}, "ok"),
+        ("commit", {"handle": 1, "writes": [entry]}, "ok"),
+        ("commit", {"handle": 1, "writes": [value]}, "io_error"),  # its fsync fails
+        ("commit", {"handle": 1, "writes": mixed}, "invalid_transaction"),  # TX-2 first
+        ("commit", {"handle": 1, "writes": not_a_write}, "invalid_transaction"),  # TX-1 first
+        ("commit", {"handle": 1, "writes": [entry]}, "unusable"),  # before duplicate_id
+        ("commit", {"handle": 1, "writes": unknown_parent}, "unusable"),  # before the reference
+        ("commit", {"handle": 1, "writes": []}, "unusable"),  # before the empty commit's []
+        ("commit", {"handle": 1, "writes": [value]}, "unusable"),
+        ("get_entry", {"handle": 1, "entry_id": "e1"}, "ok"),  # reads go on
+        ("close", {"handle": 1}, "ok"),
+        ("commit", {"handle": 1, "writes": [entry]}, "closed"),  # closed before unusable
+        ("open", {"session": "s"}, "ok"),
+        ("commit", {"handle": 2, "writes": [entry]}, "duplicate_id"),
+        ("commit", {"handle": 2, "writes": [value]}, "ok"),
+        ("close", {"handle": 2}, "ok"),
+    ]
+    now = 1_700_000_000_000
+    sent = [orjson.dumps({"id": n, "op": op, "now": now, **fields})
+            for n, (op, fields, _) in enumerate(script, 1)]  # fmt: skip
+    mount = FaultMount(backing, mountpoint, FaultPlan("fsync", log, second_commit, "EIO"))
+    with mount:
+        answers = _lines(command, sent)
+    fired = mount.fired
+    mount.cleanup()
+    codes = [a["error"]["code"] if "error" in a else "ok" for a in answers]
+    assert list(zip(range(1, len(script) + 1), codes, strict=True)) == [
+        (n, code) for n, (_, _, code) in enumerate(script, 1)
+    ], [a.get("error", {}).get("message") for a in answers]
+    assert fired is not None and fired.ordinal == second_commit
+    assert answers[-2]["ok"] == [{"seq": 2, "timestamp": now}]
 
 
 # -- the page -------------------------------------------------------------------------------------
