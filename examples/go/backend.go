@@ -828,12 +828,14 @@ func (h *Handle) open() *State {
 func (h *Handle) commit(raw any, now int64) []any {
 	state := h.open()
 	writes := checkShape(raw)
+	// unusable after the one-scope rule and before ids, an empty commit included, as
+	// scopecheck's JSONL backend (docs/protocol.md)
+	if h.unusable != "" {
+		refuse("unusable", "refusing writes until the Session is opened again: %s", h.unusable)
+	}
 	checkReferences(writes, state)
 	if len(writes) == 0 {
 		return []any{}
-	}
-	if h.unusable != "" {
-		refuse("unusable", "refusing writes until the Session is opened again: %s", h.unusable)
 	}
 	first := state.nextSeq
 	items := make([]any, len(writes))
@@ -1223,10 +1225,10 @@ func dispatch(req *Object) any {
 func answer(line []byte) (out []byte) {
 	parsed, err := parseJSON(line)
 	req, ok := parsed.(*Object)
-	if err != nil || !ok {
-		return encode(O{{"id", nil}, {"error", O{{"code", "invalid_payload"}, {"message", "a request is one JSON object"}, {"details", O{}}}}})
-	}
 	id, _ := req.Get("id")
+	if _, isID := isInt(id); err != nil || !ok || !isID { // true, "1", 1.0 and a missing id included
+		return encode(O{{"id", nil}, {"error", O{{"code", "invalid_payload"}, {"message", "a request is one JSON object with an integer id"}, {"details", O{}}}}})
+	}
 	defer func() {
 		if caught := recover(); caught != nil {
 			code, message := "protocol_error", fmt.Sprintf("the backend panicked: %v\n%s", caught, debug.Stack())

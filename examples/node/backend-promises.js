@@ -166,9 +166,11 @@ class Handle {
   async commit(writes, now) {
     const state = this.open();
     checkShape(writes);
+    // unusable after the one-scope rule and before ids, an empty commit included, as
+    // scopecheck's JSONL backend (docs/protocol.md)
+    if (this.unusable) refuse("unusable", `refusing writes until the Session is opened again: ${this.unusable}`);
     checkReferences(writes, (id) => state.entries.has(id) || state.usage.has(id), (id) => state.entries.has(id));
     if (writes.length === 0) return [];
-    if (this.unusable) refuse("unusable", `refusing writes until the Session is opened again: ${this.unusable}`);
     const first = state.nextSeq;
     const line = Buffer.from(JSON.stringify({ s: first, t: now, w: writes }) + "\n");
     try {

@@ -18,7 +18,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 import orjson
 
@@ -44,13 +44,19 @@ class Server:
         return self._now
 
     def respond(self, request: object) -> bytes:
-        if not isinstance(request, dict) or not isinstance(request.get("id"), int):
-            return encode_response(None, error=_error("invalid_payload", "request without id"))
+        """The response line to one request (PROC-6): a line without an integer ``id`` is
+        answered with id null and ``invalid_payload``, and so is ``true``, which Python
+        counts as an int (and ``1.0``, which orjson reads as a float)."""
+        if not isinstance(request, dict) or not is_integer(request.get("id")):
+            return encode_response(
+                None,
+                error=_error("invalid_payload", "a request is one JSON object with an integer id"),
+            )
         request_id = request["id"]
         op = request.get("op")
         if op not in OPS:
             return encode_response(request_id, error=_error("invalid_payload", f"no op {op!r}"))
-        if isinstance(request.get("now"), int):
+        if is_integer(request.get("now")):
             self._now = request["now"]
         try:
             result = getattr(self, f"op_{op}")(request)
@@ -125,7 +131,9 @@ class Server:
     # -- storage -------------------------------------------------------------------------
 
     def _storage(self, request: dict[str, Any]) -> Any:
-        storage = self._handles.get(request.get("handle"))  # type: ignore[arg-type]
+        handle = request.get("handle")
+        # ``true`` and ``1.0`` are equal to 1 as dict keys, but are not the handle 1 (PROC-6)
+        storage = self._handles.get(handle) if is_integer(handle) else None
         if storage is None:
             raise UsageError("invalid_payload", f"no handle {request.get('handle')!r}")
         return storage
@@ -174,6 +182,12 @@ class Server:
 
     def op_close(self, request: dict[str, Any]) -> Any:
         self._storage(request).close()
+
+
+def is_integer(value: object) -> TypeGuard[int]:
+    """A JSON integer as the protocol reads one: an int, and not a bool (Python's ``True`` is
+    the int 1) -- orjson reads ``1.0`` and ``1e0`` as floats, so those are not ints either."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

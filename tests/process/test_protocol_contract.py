@@ -29,6 +29,7 @@ import pytest
 
 import scopecheck
 from scopecheck.adapters import load
+from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan, unavailable
 from scopecheck.fuzz import fuzz_backend
 from scopecheck.models import records, wire
 from scopecheck.models.errors import CODES, ClosedError, CorruptError, UsageError
@@ -51,6 +52,13 @@ from scopecheck.impl.sqlite.repository import SqliteRepository
 
 def make_backend(clock, *, root):
     return SqliteRepository(root, clock)
+"""
+JSONL_FACTORY = """
+from scopecheck.impl.jsonl import JsonlRepository
+
+
+def make_backend(clock, *, fs, root):
+    return JsonlRepository(root, fs, clock, cwd="/scopecheck")
 """
 
 # -- the schema and a validator that reads integers as the client does ----------------------------
@@ -382,6 +390,14 @@ def _lines(command: list[str], lines: list[bytes]) -> list[Any]:
     return answers
 
 
+def backend_command(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> list[str]:
+    """The argv of an example backend, or of ``scopecheck serve`` of a SQLite factory."""
+    if name == "serve":
+        (tmp_path / "factory.py").write_text(SQLITE_FACTORY)
+        return [sys.executable, "-m", "scopecheck", "serve", f"{tmp_path}/factory.py:make_backend"]
+    return shlex.split(example_command(request, name))
+
+
 @pytest.mark.rule("PROC-6", "LIFE-2", "TX-5")
 @pytest.mark.parametrize("name", [*NODE_BACKENDS, "go", "serve"])
 def test_what_is_not_a_request_an_unknown_op_or_handle_and_a_closed_handle_answer(
@@ -390,17 +406,7 @@ def test_what_is_not_a_request_an_unknown_op_or_handle_and_a_closed_handle_answe
     """A line that is not a request is answered with id null and ``invalid_payload`` and the
     backend reads on; an unknown op or handle is ``invalid_payload``; a closed handle answers
     ``closed`` before any check of what the request carries; TX-5's first check is the items'."""
-    if name == "serve":
-        (tmp_path / "factory.py").write_text(SQLITE_FACTORY)
-        command = [
-            sys.executable,
-            "-m",
-            "scopecheck",
-            "serve",
-            f"{tmp_path}/factory.py:make_backend",
-        ]
-    else:
-        command = shlex.split(example_command(request, name))
+    command = backend_command(request, name, tmp_path)
     hello = {"id": 1, "op": "hello", "now": 0, "protocol": 1, "root": str(tmp_path / "root")}
     mixed = [{"kind": "retire", "scope": "a"}, {"kind": "entry", "id": "e", "parent_id": "no",
              "type": "m", "payload": "{}"}, {"kind": "not_a_write", "repr": "3"}]  # fmt: skip
@@ -425,6 +431,155 @@ def test_what_is_not_a_request_an_unknown_op_or_handle_and_a_closed_handle_answe
         (4, "ok"), (5, "invalid_transaction"), (6, "ok"), (7, "closed"), (8, "closed"),
         (9, "closed"), (10, "ok"),
     ]  # fmt: skip
+
+
+@pytest.mark.rule("PROC-6")
+@pytest.mark.parametrize("name", [*NODE_BACKENDS, "go", "serve"])
+def test_an_id_or_handle_that_is_not_a_json_integer_is_not_one(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """``true`` is not the id 1 (Python counts a bool as an int), nor is ``"1"``, ``1.5`` or a
+    missing id: each such line is answered with id null and ``invalid_payload``, and the backend
+    reads on; a handle ``true`` is not the handle 1 either.  ``1.0`` and ``1e0`` are floats
+    to Python and Go; JavaScript's ``JSON.parse`` reads them as 1 and cannot tell, so the Node
+    examples are not asked (the page says so, and scopecheck never sends one)."""
+    command = backend_command(request, name, tmp_path)
+    root = str(tmp_path / "root")
+    hello = {"op": "hello", "now": 0, "protocol": 1, "root": root}
+    floats = name not in NODE_BACKENDS  # 1.0 and 1e0: not integers where a parser can tell
+    float_ids = [b'{"id":2.0,"op":"list","now":0}', b'{"id":2e0,"op":"list","now":0}']
+    sent = [
+        orjson.dumps({"id": True, **hello}),
+        orjson.dumps({"id": 1, **hello}),
+        b'{"id":true,"op":"list","now":0}',
+        b'{"id":false,"op":"list","now":0}',
+        b'{"id":"2","op":"list","now":0}',
+        b'{"id":2.5,"op":"list","now":0}',
+        b'{"op":"list","now":0}',
+        b'{"id":null,"op":"list","now":0}',
+        b'{"id":[2],"op":"list","now":0}',
+        *(float_ids if floats else []),
+        b'{"id":2,"op":"create","now":0,"session":"s"}',
+        b'{"id":3,"op":"list","now":0}',
+        b'{"id":4,"op":"stats","now":0,"handle":true}',
+        *([b'{"id":5,"op":"stats","now":0,"handle":1.0}'] if floats else []),
+        b'{"id":6,"op":"stats","now":0,"handle":"1"}',
+        b'{"id":7,"op":"close","now":0,"handle":1}',
+    ]
+    answers = _lines(command, sent)
+    codes = [(a["id"], a["error"]["code"] if "error" in a else "ok") for a in answers]
+    bad_ids = 8 + 2 * floats
+    assert codes == [
+        (None, "invalid_payload"),
+        (1, "ok"),
+        *[(None, "invalid_payload")] * (bad_ids - 1),
+        (2, "ok"),
+        (3, "ok"),
+        (4, "invalid_payload"),
+        *([(5, "invalid_payload")] if floats else []),
+        (6, "invalid_payload"),
+        (7, "ok"),
+    ]
+    assert answers[bad_ids + 2]["ok"] == ["s"]  # read on: the lines refused changed nothing
+    assert all(type(a["id"]) is int for a in answers if a["id"] is not None)
+
+
+# -- where a backend's own `unusable` sits among a commit's checks --------------------------------
+
+#: The codes of the commit checks on the page, row by row, in their order.
+COMMIT_CHECKS = ["invalid_transaction", "invalid_transaction", "unusable",
+                 "duplicate_id unknown_reference", ""]  # fmt: skip
+
+
+def commit_check_codes() -> list[str]:
+    """The backticked codes of each ``commit`` row of the page's table of checks."""
+    section = PAGE.read_text(encoding="utf-8").split("## What a backend checks itself", 1)[1]
+    rows: list[str] = []
+    inside = False
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != 3:
+            continue
+        if cells[0]:
+            inside = cells[0] == "`commit`"
+        if inside:
+            rows.append(" ".join(re.findall(r"`([a-z_]+)`", cells[2])))
+    return rows
+
+
+@pytest.mark.rule("PROC-6", "TX-5")
+def test_the_page_places_unusable_after_the_one_scope_rule_and_before_ids() -> None:
+    assert commit_check_codes() == COMMIT_CHECKS
+
+
+@pytest.mark.rule("PROC-6", "TX-5", "JSONL-12", "CRASH-FS-10")
+@pytest.mark.parametrize("name", [*NODE_BACKENDS, "go", "jsonl"])
+def test_unusable_is_checked_where_the_page_says(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A handle whose commit's fsync failed (a FUSE mount fails it with EIO) refuses writes as
+    ``unusable``, in the commit's order of checks that ``docs/protocol.md`` gives: after
+    ``closed`` and the item and one-scope checks (TX-1..TX-3), before ids and references and
+    before an empty commit's ``[]``.  The Node and Go examples answer as scopecheck's JSONL
+    backend (through ``scopecheck serve``) does; a Session opened again works, and the failed
+    commit consumed no seq."""
+    why = unavailable()
+    assert why is None, f"this test needs FUSE ({why}); .ci/run installs fuse3"
+    if name == "jsonl":
+        (tmp_path / "factory.py").write_text(JSONL_FACTORY)
+        command = [
+            sys.executable,
+            "-m",
+            "scopecheck",
+            "serve",
+            f"{tmp_path}/factory.py:make_backend",
+        ]
+        # published through a temp file: the first fsync of the log is the first commit's
+        log, second_commit = "s.jsonl", 2
+    else:
+        command = backend_command(request, name, tmp_path)
+        log, second_commit = "s.log", 3  # create fsyncs the new file once
+    backing, mountpoint = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    mountpoint.mkdir()
+    entry = {"kind": "entry", "id": "e1", "parent_id": None, "type": "message", "payload": "{}"}
+    value = {"kind": "set", "scope": None, "namespace": "app", "key": "k", "value": "1"}
+    mixed = [{"kind": "retire", "scope": "op-1"}, {**value, "scope": "op-1"}]
+    not_a_write = [value, {"kind": "not_a_write", "repr": "3"}]
+    unknown_parent = [{**entry, "id": "e2", "parent_id": "nope"}]
+    script: list[tuple[str, dict[str, Any], str]] = [
+        ("hello", {"protocol": 1, "root": str(mountpoint)}, "ok"),
+        ("create", {"session": "s"}, "ok"),
+        ("commit", {"handle": 1, "writes": [entry]}, "ok"),
+        ("commit", {"handle": 1, "writes": [value]}, "io_error"),  # its fsync fails
+        ("commit", {"handle": 1, "writes": mixed}, "invalid_transaction"),  # TX-2 first
+        ("commit", {"handle": 1, "writes": not_a_write}, "invalid_transaction"),  # TX-1 first
+        ("commit", {"handle": 1, "writes": [entry]}, "unusable"),  # before duplicate_id
+        ("commit", {"handle": 1, "writes": unknown_parent}, "unusable"),  # before the reference
+        ("commit", {"handle": 1, "writes": []}, "unusable"),  # before the empty commit's []
+        ("commit", {"handle": 1, "writes": [value]}, "unusable"),
+        ("get_entry", {"handle": 1, "entry_id": "e1"}, "ok"),  # reads go on
+        ("close", {"handle": 1}, "ok"),
+        ("commit", {"handle": 1, "writes": [entry]}, "closed"),  # closed before unusable
+        ("open", {"session": "s"}, "ok"),
+        ("commit", {"handle": 2, "writes": [entry]}, "duplicate_id"),
+        ("commit", {"handle": 2, "writes": [value]}, "ok"),
+        ("close", {"handle": 2}, "ok"),
+    ]
+    now = 1_700_000_000_000
+    sent = [orjson.dumps({"id": n, "op": op, "now": now, **fields})
+            for n, (op, fields, _) in enumerate(script, 1)]  # fmt: skip
+    mount = FaultMount(backing, mountpoint, FaultPlan("fsync", log, second_commit, "EIO"))
+    with mount:
+        answers = _lines(command, sent)
+    fired = mount.fired
+    mount.cleanup()
+    codes = [a["error"]["code"] if "error" in a else "ok" for a in answers]
+    assert list(zip(range(1, len(script) + 1), codes, strict=True)) == [
+        (n, code) for n, (_, _, code) in enumerate(script, 1)
+    ], [a.get("error", {}).get("message") for a in answers]
+    assert fired is not None and fired.ordinal == second_commit
+    assert answers[-2]["ok"] == [{"seq": 2, "timestamp": now}]
 
 
 # -- the page -------------------------------------------------------------------------------------
