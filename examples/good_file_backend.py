@@ -76,9 +76,9 @@ class FileStorage(DictStorage):
     def commit(self, writes: Any) -> Any:
         with self.io_lock:
             data = self._open()
+            checked = check_shape(writes)  # the items and the one scope, then unusable
             if self.unusable:
                 raise StorageIOError("unusable", f"{self.unusable}; close and reopen the Session")
-            checked = check_shape(writes)
             check_references(checked.writes, data["ids"].__contains__, data["entries"].__contains__)
             if not checked.writes:
                 return ()

@@ -53,8 +53,9 @@ class Journal(Protocol):
     """What makes a resident Session's commits durable before they are acknowledged."""
 
     def check_writable(self) -> None:
-        """Raise if this handle can take no more commits (JSONL-12); runs first, under the
-        queue, so an empty commit is refused too."""
+        """Raise if this handle can take no more commits (JSONL-12); runs under the queue
+        after the item and one-scope checks and before ids and references, so an empty
+        commit is refused too (the order docs/protocol.md gives)."""
         ...
 
     def before_first_write(self) -> None:
