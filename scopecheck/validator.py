@@ -44,7 +44,9 @@ disagree (INSTALL-10).
 
 The whole run happens inside one scratch directory that is removed at the end: every world's
 directory, every temp file of scopecheck's and of the conformance subprocess, so a run leaves
-nothing behind in the temporary directory (INSTALL-5).
+nothing behind in the temporary directory (INSTALL-5).  A crash failure or a limit naming a
+file under a crash image's directory names it relative to that root, as ``<root>/...``, and
+each limit is listed once (INSTALL-18).
 """
 
 from __future__ import annotations
@@ -167,6 +169,12 @@ def _phases(value: Mapping[str, PhaseReport]) -> Mapping[str, PhaseReport]:
     return {name: value.get(name, PhaseReport()) for name in PHASES}
 
 
+def _once(limits: Sequence[str]) -> tuple[str, ...]:
+    """Each limit once, in the order first said: a round's limit repeated by the next round
+    (every round has a fresh root, shown as ``<root>``) is one limit."""
+    return tuple(dict.fromkeys(limits))
+
+
 @attrs.frozen
 class Verdict:
     """What a validation found: the one value every renderer reads (INSTALL-10).
@@ -180,8 +188,9 @@ class Verdict:
     backend: str
     phases: Mapping[str, PhaseReport] = attrs.field(factory=dict, converter=_phases)
     failures: tuple[Failure, ...] = ()
-    #: What crash exploration could not see or should not have seen (CRASH-SYS-4, CRASH-SYS-8).
-    limits: tuple[str, ...] = ()
+    #: What crash exploration could not see or should not have seen (CRASH-SYS-4, CRASH-SYS-8),
+    #: each once.
+    limits: tuple[str, ...] = attrs.field(default=(), converter=_once)
     #: What crash exploration covered, where its explorer measures it (CRASH-COV-2).
     crash_coverage: Mapping[str, Any] | None = None
     required: tuple[str, ...] = ()

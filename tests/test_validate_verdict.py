@@ -274,3 +274,13 @@ def test_the_readme_validate_samples_have_the_shape_of_real_runs(
             name = line.split(":", 1)[0]
             actual = next(x for x in real if x.startswith(name + ":"))
             assert actual == _shape(line), (line, result.stdout)
+
+
+@pytest.mark.rule("INSTALL-18", "INSTALL-10")
+def test_the_verdict_lists_each_limit_once() -> None:
+    """A limit said by every round of crash exploration is one limit, in the JSON and the
+    crash phase's figures alike."""
+    said = "mmap: <root>/s.db-shm is mapped shared and writable"
+    verdict = _verdict(PhaseReport("ran", "7 crash states"), limits=(said, "fault: x", said))
+    assert verdict.limits == (said, "fault: x")
+    assert verdict.as_json()["limits"] == [said, "fault: x"]
