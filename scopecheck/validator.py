@@ -5,8 +5,9 @@ Phases, reported in this order, each ``ran``, ``failed``, ``incomplete`` or ``sk
 reason (INSTALL-6):
 
 ``machine``
-    the storage machine against the model, in-process (its failure is saved as a reproducer
-    file that ``scopecheck replay`` reruns);
+    the storage machine against the model, in-process (each distinct failure is saved as a
+    reproducer file holding its own choice sequence, which ``scopecheck replay`` reruns
+    exactly, INSTALL-17);
 ``forks``
     when the repository has ``fork()``: the fork machine and the fork conformance cases;
     otherwise skipped;
@@ -44,9 +45,9 @@ disagree (INSTALL-10).
 
 The whole run happens inside one scratch directory that is removed at the end: every world's
 directory, every temp file of scopecheck's and of the conformance subprocess, so a run leaves
-nothing behind in the temporary directory (INSTALL-5).  A crash failure or a limit naming a
-file under a crash image's directory names it relative to that root, as ``<root>/...``, and
-each limit is listed once (INSTALL-18).
+nothing behind in the temporary directory (INSTALL-5).  A failure or a limit naming a file
+under a world's or a crash image's directory names it relative to that root, as
+``<root>/...``, and each limit is listed once (INSTALL-18).
 """
 
 from __future__ import annotations
