@@ -8,11 +8,16 @@ the validator, ``scopecheck fuzz`` and ``scopecheck replay`` see only that type:
 
 What differs between sources is only how a failure is rerun: a process command, a factory
 spec, a SQLite layout.  That is :attr:`CrashFailure.target`, a small mapping the source
-writes and reads back; nothing in it is an absolute path of the run.
+writes and reads back; nothing in it is an absolute path of the run.  A message naming a file
+under the directory a backend was given names it relative to that root, as
+``<root>/sessions/a.jsonl`` (:func:`relative_to_root`): the directory differs from run to run,
+the message does not.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -248,6 +253,22 @@ class CrashFailure:
             if isinstance(exc, BadReproducer):
                 raise
             raise BadReproducer(f"not a crash reproducer: {exc!r}") from None
+
+
+#: How a message shows the root directory a backend was given.
+ROOT_SHOWN = "<root>"
+
+
+def relative_to_root(text: str, root: str | None) -> str:
+    """``text`` with ``root`` (and the path it resolves to) shown as :data:`ROOT_SHOWN`, so a
+    file under it reads ``<root>/sessions/a.jsonl`` and the root itself ``<root>``; a longer
+    name that merely starts with the root's (a sibling directory) is left alone."""
+    if not root or root == "/":
+        return text
+    for form in dict.fromkeys((root.rstrip("/"), os.path.realpath(root))):
+        if form in text:
+            text = re.sub(re.escape(form) + r"(?![\w.-])", ROOT_SHOWN, text)
+    return text
 
 
 def crash_kind(variant: Variant, recovery: tuple[int, Variant] | None = None) -> str:

@@ -15,7 +15,9 @@ repository over it.  What the reopened Session must then be is the same for ever
 * a second reopen gives the state after that commit (CRASH-FS-4).
 
 A source adds its own checks after these (``extra``: the JSONL sidecars, the lifecycle
-invariants), never a second copy of them.
+invariants), never a second copy of them.  An error that names a file of the image names it
+relative to the directory the image was reopened from (``root``: ``<root>/s.db``), so the
+same failure reads the same in every run.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from scopecheck.crashsim.failure import relative_to_root
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.records import Snapshot
 
@@ -134,9 +137,12 @@ def ours(exc: BaseException) -> bool:
     )
 
 
-def error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException, root: str | None = None) -> str:
+    """``Type(code): message`` of a backend's error, a path under ``root`` shown as
+    ``<root>/...``."""
     code = getattr(exc, "code", None)
-    return f"{type(exc).__name__}({code}): {exc}" if code else f"{type(exc).__name__}: {exc}"
+    text = f"{type(exc).__name__}({code}): {exc}" if code else f"{type(exc).__name__}: {exc}"
+    return relative_to_root(text, root)
 
 
 def close(thing: Any) -> None:
@@ -162,6 +168,7 @@ def judge(
     extra: Extra = Extra(),
     rules: Mapping[str, str] = FS_RULES,
     errors: tuple[type[Exception], ...] = (Exception,),
+    root: str | None = None,
 ) -> Broken | Recovered:
     """Reopen through ``reopen()`` and judge the Session ``session`` (see the module
     docstring); ``probe`` is the write of the first commit after recovery (``None``: a source
@@ -171,7 +178,8 @@ def judge(
     ``extra`` holds the
     source's own checks; ``rules`` names the rule of each check; ``errors`` are the exceptions
     that are the backend's answer (a source whose backend must answer with coded errors only
-    narrows them) -- any other, and any raised by our own tooling (:func:`ours`), propagates."""
+    narrows them) -- any other, and any raised by our own tooling (:func:`ours`), propagates.
+    ``root`` is the directory ``reopen()`` opens, for the errors' text (:func:`error_text`)."""
     allowed = expected.states
     repo: Any = None
     storage: Any = None
@@ -185,7 +193,7 @@ def judge(
         if ours(exc):
             raise
         _quietly(storage, repo)
-        problem = f"reopen after the crash raised {error_text(exc)}"
+        problem = f"reopen after the crash raised {error_text(exc, root)}"
         return Broken(rules["reopen"], problem, error=exc)
     if not present:
         if None not in allowed:
@@ -195,7 +203,7 @@ def judge(
         if recreate is None:
             _quietly(repo)
             return Recovered(None, 0)
-        return _recreated(repo, session, recreate, rules, errors)
+        return _recreated(repo, session, recreate, rules, errors, root)
     if got not in allowed:
         more = "" if extra.mismatched is None else extra.mismatched(storage, got)
         _quietly(storage, repo)
@@ -217,7 +225,7 @@ def judge(
         if ours(exc):
             raise
         _quietly(storage, repo)
-        problem = f"the first commit after recovery raised {error_text(exc)}"
+        problem = f"the first commit after recovery raised {error_text(exc, root)}"
         return Broken(rules["seq"], problem, got, error=exc)
     try:
         storage.close()
@@ -225,7 +233,9 @@ def judge(
     except errors as exc:
         if ours(exc):
             raise
-        problem = f"closing the recovered Session after its first commit raised {error_text(exc)}"
+        problem = (
+            f"closing the recovered Session after its first commit raised {error_text(exc, root)}"
+        )
         return Broken(rules["again"], problem, got, error=exc)
     floor = expected.next_seqs[matched]
     if not done or done[0].seq < floor:
@@ -241,7 +251,7 @@ def judge(
         broken = extra.committed(done, got)
         if broken is not None:
             return broken
-    again, error = read_again(reopen, session, errors)
+    again, error = read_again(reopen, session, errors, root)
     if again != after:
         return Broken(
             rules["again"],
@@ -265,10 +275,13 @@ def image_key(image: Image) -> tuple[Any, ...]:
 
 
 def read_again(
-    reopen: Callable[[], Any], session: str, errors: tuple[type[Exception], ...] = (Exception,)
+    reopen: Callable[[], Any],
+    session: str,
+    errors: tuple[type[Exception], ...] = (Exception,),
+    root: str | None = None,
 ) -> tuple[Snapshot | str | None, BaseException | None]:
     """The Session's state after another reopen (``None``: absent), or why it could not be
-    read and the exception."""
+    read (a path under ``root`` shown as ``<root>/...``) and the exception."""
     repo: Any = None
     try:
         repo = reopen()
@@ -281,7 +294,7 @@ def read_again(
     except errors as exc:
         if ours(exc):
             raise
-        return f"reopen raised {error_text(exc)}", exc
+        return f"reopen raised {error_text(exc, root)}", exc
     finally:
         with contextlib.suppress(Exception):
             close(repo)
@@ -293,6 +306,7 @@ def _recreated(
     empty: Snapshot,
     rules: Mapping[str, str],
     errors: tuple[type[Exception], ...],
+    root: str | None,
 ) -> Broken | Recovered:
     storage: Any = None
     try:
@@ -302,7 +316,7 @@ def _recreated(
         if ours(exc):
             raise
         _quietly(storage, repo)
-        problem = f"creating the absent Session raised {error_text(exc)}"
+        problem = f"creating the absent Session raised {error_text(exc, root)}"
         return Broken(rules["recreate-raised"], problem, error=exc)
     _quietly(storage, repo)
     if got != empty:

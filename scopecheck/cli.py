@@ -209,7 +209,9 @@ def _failure_text(record: dict[str, Any]) -> str:
 @cli.command()
 @click.argument("file")
 def replay(file: str) -> None:
-    """Re-run a saved failure exactly; exit 1 while it still fails, 0 once fixed."""
+    """Re-run a saved failure exactly; exit 1 while it still fails, 3 when a machine failure
+    (or a timing-dependent crash run) could not be reproduced, 0 once a crash state recovers."""
+    from scopecheck.crash_cli import NOT_REPRODUCED
     from scopecheck.replay import load_reproducer, replay_machine
 
     record = load_reproducer(file)
@@ -220,10 +222,13 @@ def replay(file: str) -> None:
     if record["kind"] != "machine":
         fail(f"{file}: unknown reproducer kind {record['kind']!r}")
     click.echo(f"Replaying {record['backend']} (seed {record['seed']}):")
-    still, text = replay_machine(record)
-    click.echo(text)
-    click.echo("Still failing." if still else "Fixed: the recorded steps pass.")
-    sys.exit(1 if still else 0)
+    replayed = replay_machine(record)
+    click.echo(replayed.text)
+    if replayed.reproduced:
+        click.echo("Still failing.")
+        sys.exit(1)
+    click.echo("Not reproduced: neither confirmed nor fixed.")
+    sys.exit(NOT_REPRODUCED)
 
 
 # -- crash ----------------------------------------------------------------------------------

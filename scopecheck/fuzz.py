@@ -2,8 +2,11 @@
 
 A run is a sequence of rounds; round ``i`` uses seed ``seed + i`` and the number of examples
 its reproducer records (``examples_per_round``), so any failing round is reproducible from the
-seed alone, and the saved reproducer holds Hypothesis's exact choice sequence
-(``@reproduce_failure`` blob) besides.
+seed alone.  Each distinct failure Hypothesis found in a round is saved as its own reproducer
+holding that failure's exact choice sequence (its ``@reproduce_failure`` blob, ``"reproduce"``),
+which ``scopecheck replay`` runs as it is, without generating or shrinking anything.  A path
+under a world's root directory is shown as ``<root>/...`` in what a reproducer says
+(:class:`WorldRoots`), so the same failure reads the same in every run.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ from hypothesis import settings as Settings
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from scopecheck.backends import Backend
+from scopecheck.backends import Backend, World
+from scopecheck.crashsim.failure import relative_to_root
+from scopecheck.hygiene import disk_root
 from scopecheck.machine import StorageMachine, make_machine
-from scopecheck.mutants import failure_program
+from scopecheck.models.protocols import Clock
+from scopecheck.mutants import distinct_failures, failure_program
 from scopecheck.process.client import ProtocolFailure
 
 
@@ -86,6 +92,55 @@ def reproduce_blob(program: str) -> tuple[str, str] | None:
     inner = program[start + len(marker) : program.index(")", start)]
     version, blob = (part.strip() for part in inner.split(",", 1))
     return version.strip("'\""), blob
+
+
+@attrs.define
+class WorldRoots:
+    """The root directories of the worlds a machine made (``disk_root``, HYGIENE-1..3), so a
+    message naming one -- a hygiene check's, a backend's error about one of its files -- can
+    show it as ``<root>`` (:func:`~scopecheck.crashsim.failure.relative_to_root`): every
+    example's world has a fresh directory, and the same failure must read the same."""
+
+    roots: set[str] = attrs.field(factory=set)
+
+    def watch(self, backend: Backend) -> Backend:
+        """``backend`` with every new world's root noted here."""
+        make = backend.new_world
+
+        def new_world(clock: Clock) -> World:
+            world = make(clock)
+            root = disk_root(world)
+            if root is not None:
+                self.roots.add(root)
+            return world
+
+        return attrs.evolve(backend, new_world=new_world)
+
+    def shown(self, text: str) -> str:
+        """``text`` with each noted root shown as ``<root>``."""
+        for root in self.roots:
+            text = relative_to_root(text, root)
+        return text
+
+
+def machine_record(
+    failure: BaseException, roots: WorldRoots, reports: list[str], **fields: Any
+) -> dict[str, Any]:
+    """The reproducer of one distinct failure (:func:`~scopecheck.mutants.distinct_failures`):
+    ``fields`` (machine, backend, seed, ...), then its own error, its shrunk program and its
+    exact choice sequence (``reproduce``: ``[version, blob]``, ``None`` when Hypothesis printed
+    none), whether shrinking ran to its end, and what Hypothesis reported; paths under a
+    world's root are shown as ``<root>``."""
+    program = roots.shown(failure_program(failure))
+    return {
+        "kind": "machine",
+        **fields,
+        "error": roots.shown(f"{type(failure).__name__}: {failure}"),
+        "program": program,
+        "reproduce": reproduce_blob(program),
+        "shrunk": not any(SHRINK_STOPPED in text for text in reports),
+        "reports": reports,
+    }
 
 
 def save_reproducer(directory: Path, record: dict[str, Any]) -> Path:
@@ -208,7 +263,8 @@ def fuzz_backend(
     deadline: float | None = None,
     shrink_deadline: float | None = None,
 ) -> BackendReport:
-    """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails;
+    """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails,
+    saving a reproducer for each distinct failure of that round (:func:`machine_record`);
     a backend with a crash explorer (``Backend.crash``) spends :data:`CRASH_SHARE` of the
     budget on crash states after the machine, filling ``crash_states``.  ``machine_kind``
     picks the storage machine or the fork machine (:func:`machine_for`).
@@ -222,7 +278,8 @@ def fuzz_backend(
     reproducer (``"reports"``), never to stdout."""
     report = BackendReport()
     machine_budget = budget * (1 - CRASH_SHARE) if backend.crash is not None else budget
-    machine = machine_for(backend, machine_kind)
+    roots = WorldRoots()
+    machine = machine_for(roots.watch(backend), machine_kind)
     started = time.perf_counter()
     end = deadline if deadline is not None else started + machine_budget
     round_index = planned = 0
@@ -234,31 +291,30 @@ def fuzz_backend(
         round_index += 1
         planned += size
         machine.examples_run = machine.steps_run = 0
+        roots.roots.clear()
         reports: list[object] = []
         try:
             with shrinking_until(shrink_deadline), with_reporter(reports.append):
                 run_state_machine_as_test(  # type: ignore[no-untyped-call]
                     hypothesis_seed(round_seed)(machine),
-                    settings=Settings(settings, max_examples=size),
+                    settings=Settings(settings, max_examples=size, print_blob=True),
                 )
         except Exception as exc:
-            report.failures += 1
-            program = failure_program(exc)
-            record = {
-                "kind": "machine",
-                "machine": machine_kind,
-                "backend": backend.name,
-                "spec": spec,
-                "seed": round_seed,
-                "profile": profile,
-                "examples_per_round": size,
-                "error": f"{type(exc).__name__}: {exc}",
-                "program": program,
-                "reproduce": reproduce_blob(program),
-                "shrunk": not any(SHRINK_STOPPED in str(text) for text in reports),
-                "reports": [str(text) for text in reports],
-            }
-            report.reproducers.append(str(save_reproducer(failures_dir, record)))
+            shown = [roots.shown(str(text)) for text in reports]
+            for failure in distinct_failures(exc):  # each with its own choice sequence
+                report.failures += 1
+                record = machine_record(
+                    failure,
+                    roots,
+                    shown,
+                    machine=machine_kind,
+                    backend=backend.name,
+                    spec=spec,
+                    seed=round_seed,
+                    profile=profile,
+                    examples_per_round=size,
+                )
+                report.reproducers.append(str(save_reproducer(failures_dir, record)))
             break
         except ProtocolFailure as broke:  # the backend broke the protocol: reported once (PROC-2)
             report.failures += 1

@@ -15,8 +15,8 @@ The suite runs the phases ``scopecheck validate`` runs, decided by the same func
 ``test_crash.py`` crash exploration -- the generic crash sweep for a factory taking ``fs`` and
 ``root``, the system-call exploration for a factory taking ``root`` (where strace can run), and
 otherwise *skipped* with the reason ``validate`` gives, never passed (CRASH-FS-8).  At the end
-the plugin prints the run as a :class:`~scopecheck.validator.Verdict`, rendered by the same
-:func:`~scopecheck.validator.summary_lines` as ``validate``'s summary (INSTALL-10).
+the plugin prints the run as a :class:`~scopecheck.validator.Verdict` with ``validate``'s
+headline and phase lines (INSTALL-10), the machine's with the steps and examples it ran.
 """
 
 from __future__ import annotations
@@ -88,6 +88,30 @@ def loaded_backend(config: pytest.Config, spec: str) -> LoadedBackend:
     return cache[spec]
 
 
+#: The name of the ``user_properties`` entry in which ``test_machine.py`` leaves the steps and
+#: examples its machine ran: the machine phase reports them, as ``validate`` does.
+MACHINE_COUNTS = "scopecheck_machine"
+
+
+def machine_counts(reports: list[pytest.TestReport]) -> dict[str, int] | None:
+    """The steps and examples the machine tests among ``reports`` ran, summed (``None``: no
+    report carries them)."""
+    found = [
+        value
+        for report in reports
+        for name, value in report.user_properties
+        if name == MACHINE_COUNTS and isinstance(value, dict)
+    ]
+    if not found:
+        return None
+    return {key: sum(int(value.get(key, 0)) for value in found) for key in ("steps", "examples")}
+
+
+def machine_detail(counts: dict[str, int]) -> str:
+    """The machine phase's line, as ``validate`` words it."""
+    return f"{counts['steps']:,} steps, {counts['examples']:,} examples"
+
+
 class VerdictCollector:
     """Registered when ``--scopecheck-backend`` is given: keeps each test's outcome by phase
     and prints the run as a verdict at the end."""
@@ -96,14 +120,20 @@ class VerdictCollector:
         self.config = config
         self.specs = specs
         self.rules: dict[str, tuple[str, ...]] = {}
+        self.modules: dict[str, str] = {}
         self.outcomes: list[tuple[str, pytest.TestReport]] = []
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             self.rules[item.nodeid] = tuple(r for m in item.iter_markers("rule") for r in m.args)
+            self.modules[item.nodeid] = item.path.name
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        module = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+        # A test's module by its path: run from outside the package (an installed wheel,
+        # ``--pyargs``), a node id holds no file name.
+        module = self.modules.get(report.nodeid)
+        if module is None:
+            module = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
         if module in PHASE_OF and (report.when == "call" or report.outcome != "passed"):
             self.outcomes.append((PHASE_OF[module], report))
 
@@ -111,7 +141,9 @@ class VerdictCollector:
         """What this pytest run checked of ``spec``, phase by phase: a phase whose tests all
         ran is ``ran``, one with a failing test ``failed``, one whose tests were all skipped
         ``skipped`` with their reason, one not in the run ``skipped`` too; restarts are judged
-        by the function ``validate`` uses."""
+        by the function ``validate`` uses.  The machine phase counts its steps and examples
+        (what ``test_machine.py`` puts in its ``user_properties``) and says them as
+        ``validate`` does."""
         from scopecheck.validate_report import _explanation
         from scopecheck.validator import (
             PHASES,
@@ -138,15 +170,22 @@ class VerdictCollector:
                                     f"--scopecheck-backend={spec}", report.nodeid])  # fmt: skip
                 failures.append(conformance_failure(test, rerun, phase))
             counts = {"passed": passed, "failed": len(failed), "skipped": len(skipped)}
+            machine = machine_counts(seen) if phase == "machine" else None
+            if machine is not None:
+                counts.update(machine)
             if not seen:
                 phases[phase] = PhaseReport("skipped", "not in this pytest run")
             elif failed:
                 detail = f"{len(failed)} of {len(seen)} tests failed"
+                if machine is not None:
+                    detail = f"{machine_detail(machine)}; {detail}"
                 phases[phase] = PhaseReport("failed", detail, counts)
             elif not passed:
                 longrepr = skipped[0].longrepr
                 reason = str(longrepr[2]) if isinstance(longrepr, tuple) else ""
                 phases[phase] = PhaseReport("skipped", reason.removeprefix("Skipped: "), counts)
+            elif machine is not None:
+                phases[phase] = PhaseReport("ran", machine_detail(machine), counts)
             else:
                 phases[phase] = PhaseReport("ran", f"{passed} tests passed", counts)
         phases["restarts"] = _restarts(loaded.capabilities, loaded.counts)

@@ -1,8 +1,14 @@
 """Replay a saved failure exactly (``scopecheck replay FILE``).
 
-A machine reproducer holds Hypothesis's choice sequence (the ``@reproduce_failure`` blob), so
-the replay runs the very same steps; exit status 1 means the bug is still there, 0 that it is
-gone.  Crash reproducers (crash point, fault) are replayed by ``crashsim``.
+A machine reproducer holds the exact choice sequence of one distinct failure (Hypothesis's
+``@reproduce_failure`` blob, ``"reproduce"``): the replay runs that one example as it is --
+nothing is generated and nothing is shrunk -- up to :data:`REPLAY_TRIES` times, until it fails
+again.  It says the failure was reproduced (exit 1) or that it could not be reproduced (exit 3);
+it never calls the bug fixed, since steps that race threads or talk to a backend process may
+pass on one run and fail on the next (as a fault or kill replay, CRASH-COV-5).  A reproducer
+without a choice sequence (a protocol failure, or one written by another Hypothesis version)
+reruns its seed, without shrinking.  Crash reproducers (crash point, fault) are replayed by
+``crashsim``.
 """
 
 from __future__ import annotations
@@ -11,17 +17,30 @@ import ast
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
-from hypothesis import reproduce_failure
+from hypothesis import Phase, reproduce_failure
+from hypothesis import __version__ as hypothesis_version
 from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
+from hypothesis.errors import DidNotReproduce
+from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends import Backend, resolve_backend
-from scopecheck.fuzz import machine_for
+from scopecheck.fuzz import WorldRoots, machine_for
 from scopecheck.models.errors import UsageError
 from scopecheck.mutants import failure_program
 from scopecheck.profiles import get_profile
+
+#: How often a machine replay runs the recorded example before it says it could not
+#: reproduce it.
+REPLAY_TRIES = 3
+#: The phases of an exact replay: the recorded example alone (``@reproduce_failure`` runs it
+#: whatever the phases say; with these, nothing else could run either).
+EXACT_PHASES = (Phase.explicit,)
+#: The phases of a replay by seed: the seed's examples, never shrunk.
+SEEDED_PHASES = (Phase.explicit, Phase.generate)
 
 
 def load_reproducer(path: str) -> dict[str, Any]:
@@ -36,36 +55,89 @@ def load_reproducer(path: str) -> dict[str, Any]:
     return record
 
 
-def replay_machine(record: dict[str, Any]) -> tuple[bool, str]:
-    """Re-run a machine failure; returns ``(still_failing, program_or_message)``."""
+@attrs.frozen
+class MachineReplay:
+    """What a machine replay found: whether the failure happened again (``reproduced``) and
+    the report; whether the recorded choice sequence ran as it is (``exact``) or the seed was
+    rerun (no choice sequence usable), with the ``phases`` Hypothesis was given; how many
+    ``tries`` it took and the ``examples`` the machine ran over them (an exact replay runs one
+    example per try)."""
+
+    reproduced: bool
+    text: str
+    exact: bool
+    phases: tuple[Phase, ...]
+    tries: int
+    examples: int
+
+
+def _machine_backend(record: dict[str, Any]) -> Backend:
     if record.get("spec"):
         from scopecheck.adapters import load_backend
 
-        backend: Backend = load_backend(record["spec"])
+        return load_backend(record["spec"])
+    return resolve_backend(record["backend"])
+
+
+def replay_machine(record: dict[str, Any], *, tries: int = REPLAY_TRIES) -> MachineReplay:
+    """Run a machine reproducer's recorded example again, up to ``tries`` times until it
+    fails (see the module docstring); paths under a world's root are shown as ``<root>``."""
+    from scopecheck.process.client import ProtocolFailure
+
+    backend = _machine_backend(record)
+    roots = WorldRoots()
+    machine = machine_for(roots.watch(backend), record.get("machine", "storage"))
+    version, blob = record.get("reproduce") or (None, None)
+    exact = version == hypothesis_version
+    if exact:
+        how = "the recorded choice sequence, as it is"
+    elif version is not None:
+        how = (
+            f"seed {record['seed']}, unshrunk: the choice sequence was recorded by Hypothesis "
+            f"{version}, and this is {hypothesis_version}"
+        )
     else:
-        backend = resolve_backend(record["backend"])
-    machine = machine_for(backend, record.get("machine", "storage"))
+        how = f"seed {record['seed']}, unshrunk: no choice sequence was recorded"
+    phases = EXACT_PHASES if exact else SEEDED_PHASES
     settings = Settings(
         get_profile(record.get("profile", "dev")),
         max_examples=record.get("examples_per_round", 10),
         database=None,
+        phases=phases,
     )
     target: Any = hypothesis_seed(record["seed"])(machine)
-    if record.get("reproduce"):
-        version, blob = record["reproduce"]
-        target = reproduce_failure(version, ast.literal_eval(blob))(target)
-    from scopecheck.process.client import ProtocolFailure
-
+    if exact:
+        target = reproduce_failure(str(version), ast.literal_eval(str(blob)))(target)
+    missed = "the steps passed"
     try:
-        run_state_machine_as_test(target, settings=settings)  # type: ignore[no-untyped-call]
-    except Exception as exc:
-        return True, failure_program(exc) + f"\n{type(exc).__name__}: {exc}"
-    except ProtocolFailure as broke:  # the backend still breaks the protocol (PROC-2)
-        return True, f"ProtocolError: {broke.error.message}"
+        for attempt in range(1, tries + 1):
+            shown: list[object] = []
+            try:
+                with with_reporter(shown.append):
+                    run_state_machine_as_test(target, settings=settings)  # type: ignore[no-untyped-call]
+            except DidNotReproduce as exc:  # it passed, or it now draws other choices
+                missed = str(exc)
+                continue
+            except Exception as exc:
+                program = failure_program(exc) or "\n".join(map(str, shown)).strip()
+                text = roots.shown(f"{program}\n{type(exc).__name__}: {exc}")
+                return MachineReplay(True, f"ran {how}\n{text}", exact, phases, attempt,
+                                     machine.examples_run)  # fmt: skip
+            except ProtocolFailure as broke:  # the backend still breaks the protocol (PROC-2)
+                text = roots.shown(f"ProtocolError: {broke.error.message}")
+                return MachineReplay(True, f"ran {how}\n{text}", exact, phases, attempt,
+                                     machine.examples_run)  # fmt: skip
     finally:
         if backend.close is not None:
             backend.close()
-    return False, "the recorded steps now pass"
+    return MachineReplay(
+        False,
+        f"ran {how}\ncould not reproduce in {tries} tries: {missed}",
+        exact,
+        phases,
+        tries,
+        machine.examples_run,
+    )
 
 
 def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:

@@ -70,6 +70,7 @@ from scopecheck.crashsim.failure import (
     CrashFailure,
     Evidence,
     crash_kind,
+    relative_to_root,
 )
 from scopecheck.crashsim.fault_check import (
     FaultImage,
@@ -534,7 +535,7 @@ class ImageChecker:
         """The Session a reopen of ``image`` gives (``None``: none or unreadable)."""
         directory = os.path.join(self.base, "read")
         write_image(image, directory)
-        got, _ = read_again(lambda: self.reopen(directory), SESSION, (ScopecheckError,))
+        got, _ = read_again(lambda: self.reopen(directory), SESSION, (ScopecheckError,), directory)
         return got if isinstance(got, Snapshot) else None
 
     def reopen(self, directory: str) -> ProcessRepository:
@@ -589,7 +590,7 @@ class ImageChecker:
         verdict = judge(
             lambda: self.reopen(directory), expected, session=SESSION,
             probe=set_value(_PROBE, self.checked), recreate=EMPTY_SESSION,
-            errors=(ScopecheckError,),
+            errors=(ScopecheckError,), root=directory,
         )  # fmt: skip
         if not isinstance(verdict, Broken):
             return None
@@ -600,7 +601,7 @@ class ImageChecker:
                 broken,
                 rule="PROC-2",  # the backend's wire, not its recovery
                 problem=f"{broken.problem.split(' raised ', 1)[0]} broke the backend process: "
-                f"{broken.error.message}",
+                f"{relative_to_root(broken.error.message, directory)}",
             )
         ops = rec.ops
         recovered = broken.recovered
@@ -792,9 +793,9 @@ class SyscallSource:
             shutil.rmtree(traces, ignore_errors=True)
             shutil.rmtree(root, ignore_errors=True)
         outside = [f for f in rec.findings if f.kind == "outside"]
-        for finding in rec.findings:
+        for finding in rec.findings:  # the root is new each round: said once as <root>
             if len(outside) <= WRAPPER_OUTSIDE or finding.kind != "outside":
-                findings.limited(f"{finding.kind}: {finding.text}")
+                findings.limited(relative_to_root(f"{finding.kind}: {finding.text}", root))
         if len(outside) > WRAPPER_OUTSIDE and not any(
             limit.startswith(WRAPPER_LIMIT) for limit in findings.limits
         ):
@@ -810,7 +811,7 @@ class SyscallSource:
             return rec
         index, outcome = bad[0]
         tail = next((t.strip() for t in reversed(rec.stderr) if t.strip()), "")
-        said = f"; the backend's stderr ends: {tail[-400:]}" if tail else ""
+        said = f"; the backend's stderr ends: {relative_to_root(tail[-400:], root)}" if tail else ""
         findings.add(
             CrashFailure(
                 source=SOURCE, rule="CRASH-FS-7",
@@ -1302,7 +1303,7 @@ def _check_fault_run(
         reopen, images, allowed_after(run, kill), KILL_RULES if kill else FAULT_RULES,
         f"the run with {expression}", hint=hint, errors=(ScopecheckError,),
     )  # fmt: skip
-    return None if found is None else (found.rule, found.problem)
+    return None if found is None else (found.rule, relative_to_root(found.problem, directory))
 
 
 # -- replay ---------------------------------------------------------------------------------

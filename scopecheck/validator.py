@@ -5,8 +5,9 @@ Phases, reported in this order, each ``ran``, ``failed``, ``incomplete`` or ``sk
 reason (INSTALL-6):
 
 ``machine``
-    the storage machine against the model, in-process (its failure is saved as a reproducer
-    file that ``scopecheck replay`` reruns);
+    the storage machine against the model, in-process (each distinct failure is saved as a
+    reproducer file holding its own choice sequence, which ``scopecheck replay`` reruns
+    exactly, INSTALL-17);
 ``forks``
     when the repository has ``fork()``: the fork machine and the fork conformance cases;
     otherwise skipped;
@@ -46,7 +47,9 @@ disagree (INSTALL-10).
 
 The whole run happens inside one scratch directory that is removed at the end: every world's
 directory, every temp file of scopecheck's and of the conformance subprocess, so a run leaves
-nothing behind in the temporary directory (INSTALL-5).
+nothing behind in the temporary directory (INSTALL-5).  A failure or a limit naming a file
+under a world's or a crash image's directory names it relative to that root, as
+``<root>/...``, and each limit is listed once (INSTALL-18).
 """
 
 from __future__ import annotations
@@ -170,6 +173,12 @@ def _phases(value: Mapping[str, PhaseReport]) -> Mapping[str, PhaseReport]:
     return {name: value.get(name, PhaseReport()) for name in PHASES}
 
 
+def _once(limits: Sequence[str]) -> tuple[str, ...]:
+    """Each limit once, in the order first said: a round's limit repeated by the next round
+    (every round has a fresh root, shown as ``<root>``) is one limit."""
+    return tuple(dict.fromkeys(limits))
+
+
 @attrs.frozen
 class Verdict:
     """What a validation found: the one value every renderer reads (INSTALL-10).
@@ -183,8 +192,9 @@ class Verdict:
     backend: str
     phases: Mapping[str, PhaseReport] = attrs.field(factory=dict, converter=_phases)
     failures: tuple[Failure, ...] = ()
-    #: What crash exploration could not see or should not have seen (CRASH-SYS-4, CRASH-SYS-8).
-    limits: tuple[str, ...] = ()
+    #: What crash exploration could not see or should not have seen (CRASH-SYS-4, CRASH-SYS-8),
+    #: each once.
+    limits: tuple[str, ...] = attrs.field(default=(), converter=_once)
     #: What crash exploration covered, where its explorer measures it (CRASH-COV-2).
     crash_coverage: Mapping[str, Any] | None = None
     required: tuple[str, ...] = ()

@@ -31,6 +31,7 @@ from scopecheck.validator import (
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = f"{ROOT}/examples/good_backend.py:make_backend"
 BROKEN = f"{ROOT}/examples/broken_backend.py:make_backend"
+TWO_BUGS = f"{ROOT}/tests/data/two_bugs_backend.py:make_backend"
 SCHEMA = ROOT / "scopecheck" / "schemas" / "verdict.schema.json"
 
 
@@ -273,3 +274,105 @@ def test_the_readme_validate_samples_have_the_shape_of_real_runs(
             name = line.split(":", 1)[0]
             actual = next(x for x in real if x.startswith(name + ":"))
             assert actual == _shape(line), (line, result.stdout)
+
+
+def _records(paths: list[str]) -> list[dict[str, Any]]:
+    return [orjson.loads(Path(path).read_bytes()) for path in paths]
+
+
+@pytest.mark.rule("INSTALL-17", "INSTALL-7")
+def test_each_distinct_machine_failure_is_a_reproducer_that_replays_exactly(
+    tmp_path: Path,
+) -> None:
+    """Two independent bugs make two distinct failures: each is its own reproducer with its
+    own error, program and choice sequence, listed as its own failure, and its replay runs that
+    sequence alone -- one example on the first try, nothing generated, nothing shrunk -- and
+    fails the same way."""
+    from hypothesis import Phase
+
+    from scopecheck.adapters import load_backend
+    from scopecheck.fuzz import fuzz_backend
+    from scopecheck.replay import replay_machine
+    from scopecheck.validator import _machine_failures, machine_settings
+
+    report = fuzz_backend(
+        load_backend(TWO_BUGS), budget=120, seed=0, settings=machine_settings(),
+        failures_dir=tmp_path, profile="ci", spec=TWO_BUGS, examples=100,
+    )  # fmt: skip
+    records = _records(report.reproducers)
+    errors = {record["error"].split(":", 1)[0] for record in records}
+    assert {"LookupError", "MismatchError"} <= errors, [r["error"] for r in records]
+    assert report.failures == len(records) == len(set(report.reproducers))
+    assert len({tuple(record["reproduce"]) for record in records}) == len(records)
+    failures = _machine_failures(report, "machine")
+    assert [f.reproducer for f in failures] == [
+        f"scopecheck replay {path}" for path in report.reproducers
+    ]
+    for record in records:
+        assert record["reproduce"] is not None and "state." in record["program"], record
+        assert "distinct failures" not in record["error"]
+        replayed = replay_machine(record)
+        assert replayed.reproduced and replayed.exact, replayed.text
+        assert replayed.phases == (Phase.explicit,)
+        assert (replayed.tries, replayed.examples) == (1, 1), replayed
+        assert record["error"].splitlines()[0] in replayed.text
+
+
+@pytest.mark.rule("INSTALL-17")
+def test_a_replay_that_does_not_fail_could_not_reproduce_and_is_never_fixed(
+    tmp_path: Path,
+) -> None:
+    """The recorded choice sequence run against the good example: it cannot fail there, so
+    ``scopecheck replay`` says it could not reproduce it in its tries (exit 3), never that the
+    bug is fixed; each try ran the recorded example alone."""
+    from scopecheck.adapters import load_backend
+    from scopecheck.fuzz import fuzz_backend
+    from scopecheck.replay import REPLAY_TRIES, replay_machine
+    from scopecheck.validator import machine_settings
+
+    report = fuzz_backend(
+        load_backend(BROKEN), budget=60, seed=0, settings=machine_settings(),
+        failures_dir=tmp_path, profile="ci", spec=BROKEN, examples=100,
+    )  # fmt: skip
+    record = _records(report.reproducers)[0]
+    moved = tmp_path / "against-good.json"
+    moved.write_bytes(orjson.dumps({**record, "spec": GOOD}))
+    replayed = replay_machine({**record, "spec": GOOD})
+    assert not replayed.reproduced and replayed.exact
+    assert replayed.tries == replayed.examples == REPLAY_TRIES
+    result = cli("replay", str(moved))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert f"could not reproduce in {REPLAY_TRIES} tries" in result.stdout
+    assert "Not reproduced" in result.stdout and "Fixed" not in result.stdout
+
+
+@pytest.mark.rule("INSTALL-18")
+def test_a_message_names_a_file_under_the_root_relative_to_it(tmp_path: Path) -> None:
+    """A planted bug that leaves a temp file (HYGIENE-1): every example's world has a fresh
+    directory, yet two runs of the same failure save the same message, naming the root as
+    ``<root>``."""
+    from scopecheck.fuzz import fuzz_backend
+    from scopecheck.mutants import all_mutants
+    from scopecheck.validator import machine_settings
+
+    (mutant,) = [m for m in all_mutants() if m.name == "jsonl-publish-leaves-temp"]
+    errors = []
+    for run in ("first", "second"):
+        report = fuzz_backend(
+            mutant.make(), budget=60, seed=0, settings=machine_settings(),
+            failures_dir=tmp_path / run, profile="ci", examples=50,
+        )  # fmt: skip
+        errors.append([record["error"] for record in _records(report.reproducers)])
+    assert errors[0] == errors[1] and errors[0], errors
+    assert any("HYGIENE-1" in error and "under <root> " in error for error in errors[0])
+    assert not any("scopecheck-jsonl-" in error for error in errors[0]), errors
+
+
+@pytest.mark.rule("INSTALL-18", "INSTALL-10")
+def test_the_verdict_lists_each_limit_once() -> None:
+    """A limit said by every round of crash exploration is one limit, in the JSON and the
+    crash phase's figures alike."""
+    said = "mmap: <root>/s.db-shm is mapped shared and writable"
+    verdict = _verdict(PhaseReport("ran", "7 crash states"), limits=(said, "fault: x", said))
+    assert verdict.limits == (said, "fault: x")
+    assert verdict.as_json()["limits"] == [said, "fault: x"]

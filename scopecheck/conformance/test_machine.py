@@ -8,6 +8,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from scopecheck.backends import Backend
 from scopecheck.machine import make_machine
 from scopecheck.profiles import get_profile
+from scopecheck.pytest_plugin import MACHINE_COUNTS
 
 MACHINE_RULES = (
     "SCOPE-1",
@@ -32,9 +33,15 @@ MACHINE_RULES = (
 
 
 @pytest.mark.rule(*MACHINE_RULES)
-def test_machine_agrees_with_the_model(backend: Backend) -> None:
+def test_machine_agrees_with_the_model(backend: Backend, request: pytest.FixtureRequest) -> None:
     """Every result, error code and the complete logical state equal the model's, every step,
     across close/reopen and restarts (scopecheck's profile, ``$SCOPECHECK_PROFILE``, sets the
-    budget; the user's own Hypothesis settings are left alone)."""
+    budget; the user's own Hypothesis settings are left alone).  The steps and examples run,
+    passing or not, go into the test's ``user_properties`` for the plugin's verdict
+    (:data:`~scopecheck.pytest_plugin.MACHINE_COUNTS`)."""
     machine = make_machine(backend)
-    run_state_machine_as_test(machine, settings=get_profile())  # type: ignore[no-untyped-call]
+    try:
+        run_state_machine_as_test(machine, settings=get_profile())  # type: ignore[no-untyped-call]
+    finally:
+        counts = {"steps": machine.steps_run, "examples": machine.examples_run}
+        request.node.user_properties.append((MACHINE_COUNTS, counts))

@@ -145,13 +145,20 @@ def _program_of(notes: list[str]) -> str:
     )
 
 
-def failure_programs(exc: BaseException) -> list[str]:
-    """One falsifying program per distinct failure Hypothesis found (an exception group holds
-    several, each shrunk on its own)."""
+def distinct_failures(exc: BaseException) -> list[BaseException]:
+    """Each distinct failure Hypothesis reported in ``exc``: the exception that carries its
+    falsifying program in its notes, or, when Hypothesis found several, each member of the
+    group it raised (each shrunk on its own, with its own program and ``@reproduce_failure``
+    blob).  A group the test itself raised carries the notes, so it stays one failure."""
     subs = getattr(exc, "exceptions", None)
-    if subs:
-        return [program for sub in subs for program in failure_programs(sub)]
-    return [_program_of(list(getattr(exc, "__notes__", [])))]
+    if subs and not _program_of(list(getattr(exc, "__notes__", []))):
+        return [failure for sub in subs for failure in distinct_failures(sub)]
+    return [exc]
+
+
+def failure_programs(exc: BaseException) -> list[str]:
+    """One falsifying program per distinct failure Hypothesis found (:func:`distinct_failures`)."""
+    return [_program_of(list(getattr(f, "__notes__", []))) for f in distinct_failures(exc)]
 
 
 def failure_program(exc: BaseException) -> str:

@@ -27,6 +27,7 @@ from scopecheck.crashsim.failure import (
     CrashFailure,
     Evidence,
     crash_kind,
+    relative_to_root,
 )
 from scopecheck.crashsim.persistence import FileOp, Image, Volume, power_image
 from scopecheck.crashsim.points import ProcessCrash, Variant
@@ -232,3 +233,25 @@ def test_an_unreadable_reproducer_says_why(change: dict[str, Any], says: str) ->
     )  # fmt: skip
     with pytest.raises(BadReproducer, match=says):
         CrashFailure.from_json({**failure.to_json(), **change})
+
+
+@pytest.mark.rule("INSTALL-18")
+def test_a_path_under_the_root_is_named_relative_to_it(tmp_path: Any) -> None:
+    """``<root>`` for the root a backend was given, ``<root>/...`` for a file under it, in the
+    text the recovery checker gives (a reopen that raised naming a file of the image); a
+    sibling whose name merely starts with the root's, and a path outside, keep theirs."""
+    from scopecheck.crashsim.recovery import Broken, Expected, judge
+
+    root = str(tmp_path / "root-ab12")
+    text = f"{root}/s.db and {root} and {root}x/s.db and /etc/passwd"
+    shown = "<root>/s.db and <root> and " + f"{root}x/s.db and /etc/passwd"
+    assert relative_to_root(text, root) == shown
+    assert relative_to_root(text, None) == text
+
+    def reopen() -> Any:
+        raise FileNotFoundError(2, "No such file or directory", f"{root}/sessions/s.jsonl")
+
+    expected = Expected([None], [1], [], (0,))
+    found = judge(reopen, expected, session="s", probe=None, root=root)
+    assert isinstance(found, Broken) and found.rule == "CRASH-FS-1"
+    assert "'<root>/sessions/s.jsonl'" in found.problem and root not in found.problem

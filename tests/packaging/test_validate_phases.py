@@ -145,3 +145,24 @@ def test_a_crash_failure_without_a_rule_keeps_the_rest_of_the_verdict(tmp_path: 
     (failure,) = _machine_failures(BackendReport(reproducers=[str(saved)]), "crash exploration")
     assert failure.rule is None and failure.error == "no rule here"
     assert failure.reproducer == f"scopecheck replay {saved}"
+
+
+@pytest.mark.rule("INSTALL-10", "INSTALL-15")
+def test_the_plugins_machine_phase_counts_steps_and_examples_as_validate_does(
+    tmp_path: Path,
+) -> None:
+    """``pytest --scopecheck-backend=...`` run from a user's directory (no file name of the
+    suite in its node ids) ends with the verdict, whose machine line gives the steps and
+    examples the machine ran, worded as ``validate`` words them."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "scopecheck.pytest_plugin",
+         "-p", "no:cacheprovider", f"--scopecheck-backend={GOOD}",
+         "--pyargs", "scopecheck.conformance.test_machine"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("  machine:")]
+    found = re.fullmatch(r"  machine: +ran ([\d,]+) steps, ([\d,]+) examples", line)
+    assert found is not None, line
+    steps, examples = (int(group.replace(",", "")) for group in found.groups())
+    assert steps >= examples > 0, line
