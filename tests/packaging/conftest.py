@@ -20,14 +20,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What a source copy leaves out: local state, caches and earlier builds.
-SKIP = {".git", ".venv", "build", "dist", ".hypothesis", ".scopecheck", "mutants", "__pycache__"}
+SKIP = {".git", ".venv", "build", "dist", ".hypothesis", ".scopecheck", "__pycache__"}
+#: Left out at the top only: mutmut's work folder (docs/mutation.md), not the planted-bug
+#: catalogue scopecheck/mutants/.
+SKIP_TOP = {"mutants"}
 
 
 def _source_copy(dest: Path) -> Path:
     def ignore(directory: str, names: list[str]) -> set[str]:
-        return {n for n in names if n in SKIP or n.endswith((".egg-info", "_cache"))}
+        top = SKIP_TOP if Path(directory) == ROOT else set()
+        return {n for n in names if n in SKIP | top or n.endswith((".egg-info", "_cache"))}
 
-    shutil.copytree(ROOT, dest, symlinks=True, ignore=ignore)
+    shutil.copytree(ROOT, dest, ignore=ignore)
     return dest
 
 
