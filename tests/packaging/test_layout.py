@@ -1,7 +1,7 @@
 """One home and one name for every module (INSTALL-1): the top-level folders (``models/``,
 ``impl/``, ``crashsim/``, ``examples/``, ``spec/``) install as ``scopecheck.<folder>`` through
 pyproject's package-dir, with no link anywhere in the repository, and the editable install,
-mypy and the wheel all see each file once, under its ``scopecheck.`` name
+mypy, the sdist and the wheel all see each file once, under its ``scopecheck.`` name
 (docs/contributing.md, "Layout and imports")."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import json
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -134,6 +136,22 @@ def test_mypy_checks_each_module_once_under_its_installed_name() -> None:
     assert sorted(set(expected) - set(checked)) == [], REINSTALL
     assert sorted(set(checked) - set(expected)) == [], REINSTALL
     assert checked == expected
+
+
+@pytest.mark.rule("INSTALL-1")
+def test_the_sdist_holds_no_links_and_the_wheel_built_from_it_holds_every_folder(
+    sdist: Path, wheel: Path
+) -> None:
+    """The wheel is built from the sdist (``conftest.dists``), so what it holds the sdist
+    carried; every tracked file of a mapped folder is in it under ``scopecheck/<folder>/``,
+    except the spec's mutation triage (docs/mutation.md), which is not package data."""
+    with tarfile.open(sdist) as archive:
+        assert [m.name for m in archive.getmembers() if m.issym() or m.islnk()] == []
+    with zipfile.ZipFile(wheel) as archive:
+        inside = set(archive.namelist())
+    expected = {f"scopecheck/{path}" for path in tracked(*MAPPED)
+                if not path.startswith("spec/mutation/")}  # fmt: skip
+    assert sorted(expected - inside) == []
 
 
 @pytest.mark.rule("INSTALL-1")
