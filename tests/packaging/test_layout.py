@@ -25,8 +25,8 @@ MAPPED = {folder: name for name, folder in SETUPTOOLS["package-dir"].items()}
 #: The folders whose Python files mypy checks (spec/ holds none).
 CODE = ("scopecheck", "models", "impl", "crashsim", "examples")
 REINSTALL = (
-    'rerun `pip install -e ".[test]" --config-settings editable_mode=strict` after adding, '
-    "moving or deleting a file in a mapped folder"
+    'install the checkout with `pip install -e ".[test]" --config-settings editable_mode=strict`, '
+    "and again after adding, moving or deleting a file in a mapped folder (docs/contributing.md)"
 )
 
 
