@@ -15,7 +15,17 @@ Hypothesis and pytest, so it is loaded on first use.
 
 from __future__ import annotations
 
+import os as _os
+import pkgutil as _pkgutil
 from typing import TYPE_CHECKING, Any
+
+if not _os.path.isdir(_os.path.join(__path__[0], "models")):
+    # A source checkout: this folder holds the product surface alone, and the top-level folders
+    # (models/, impl/, ...) come in as scopecheck.models, scopecheck.impl, ... through the
+    # editable install's tree (docs/contributing.md).  When the checkout itself is on sys.path
+    # (``python -m pytest`` run there) this folder is found first; add the installed tree.
+    __path__ = _pkgutil.extend_path(__path__, __name__)
+del _os, _pkgutil
 
 from scopecheck.factory import (
     BackendFactory,

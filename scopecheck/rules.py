@@ -37,8 +37,12 @@ OPTIONAL_KEYS: Final = ("gap",)
 #: Environment variable that names the repository root (the directory holding ``spec/``).
 ROOT_ENV: Final = "SCOPECHECK_ROOT"
 RULES_DIR: Final = Path("spec") / "rules"
-#: The rules installed with the package (a link to the checkout's ``spec/`` in a checkout).
+#: This package's folder.
 PACKAGE_ROOT: Final = Path(__file__).resolve().parent
+#: Where the installed rules are (``INSTALLED_ROOT / RULES_DIR``): the package in a wheel
+#: (``scopecheck/spec/rules``); in a source checkout, whose ``spec/`` installs as
+#: ``scopecheck.spec`` (pyproject's package-dir), the checkout beside the package.
+INSTALLED_ROOT: Final = PACKAGE_ROOT if (PACKAGE_ROOT / RULES_DIR).is_dir() else PACKAGE_ROOT.parent
 #: Why coverage is missing from a report made outside a checkout.
 NO_CHECKOUT: Final = (
     "coverage needs the test suite, which is not installed: run from a scopecheck checkout "
@@ -208,7 +212,7 @@ def load_rules(root: Path | None = None) -> tuple[Rule, ...]:
     Raises :class:`SpecError` listing every problem: unreadable TOML, a missing or unknown key,
     a malformed id, an id defined twice (SPEC-1).
     """
-    root = PACKAGE_ROOT if root is None else root
+    root = INSTALLED_ROOT if root is None else root
     files = sorted((root / RULES_DIR).glob("*.toml"))
     if not files:
         raise SpecError([f"no rule files in {root / RULES_DIR}"])

@@ -10,6 +10,8 @@ user's venv would be the user's own package.
 from __future__ import annotations
 
 import ast
+import os
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The package folders that install under ``scopecheck.`` (scopecheck/<name> links to ../<name>).
-LINKED = ("models", "impl", "crashsim")
+#: The top-level folders that install under ``scopecheck.`` (pyproject's package-dir).
+MAPPED = ("models", "impl", "crashsim")
 
-#: The product surface: every ``scopecheck.*`` module that is not one of the linked folders.
+#: The product surface: every ``scopecheck.*`` module that is not one of the mapped folders.
 SURFACE = "scopecheck"
 
 
@@ -45,7 +47,7 @@ def _is(name: str, module: str) -> bool:
 
 def _surface(name: str) -> bool:
     """``name`` is a product-surface module (the CLI, machines, validation runner, …)."""
-    return _is(name, SURFACE) and not any(_is(name, f"scopecheck.{f}") for f in LINKED)
+    return _is(name, SURFACE) and not any(_is(name, f"scopecheck.{f}") for f in MAPPED)
 
 
 def offenders(folder: str, forbidden: tuple[str, ...], *, surface: bool = True) -> list[str]:
@@ -82,11 +84,11 @@ def test_crashsim_never_imports_tests_or_the_cli() -> None:
 
 
 @pytest.mark.rule("INSTALL-1")
-@pytest.mark.parametrize("folder", [*LINKED, "scopecheck", "tests", "examples"])
+@pytest.mark.parametrize("folder", [*MAPPED, "scopecheck", "tests", "examples"])
 def test_nothing_imports_a_bare_top_level_folder(folder: str) -> None:
     """Inside a user's venv ``models`` is the user's package: every import names the installed
     ``scopecheck.<folder>`` instead."""
-    bare = tuple(LINKED)
+    bare = tuple(MAPPED)
     assert offenders(folder, bare, surface=False) == []
 
 
@@ -96,7 +98,7 @@ def test_internal_modules_never_import_the_public_facade() -> None:
     would make ``import scopecheck.models.errors`` circular."""
     found = [
         f"{path} imports scopecheck"
-        for folder in (*LINKED, "scopecheck")
+        for folder in (*MAPPED, "scopecheck")
         for path, names in imports_of(folder).items()
         if "scopecheck" in names and not path.endswith("scopecheck/__init__.py")
     ]
@@ -104,13 +106,14 @@ def test_internal_modules_never_import_the_public_facade() -> None:
 
 
 @pytest.mark.rule("INSTALL-1")
-@pytest.mark.parametrize("folder", LINKED)
-def test_each_folder_is_linked_into_the_package(folder: str) -> None:
-    """``scopecheck/<folder>`` is a relative symlink to the top-level folder, so the checkout
-    imports exactly the names the wheel installs."""
-    link = ROOT / "scopecheck" / folder
-    assert link.is_symlink(), f"scopecheck/{folder} must be a symlink to ../{folder}"
-    assert link.readlink() == Path("..") / folder
+@pytest.mark.parametrize("folder", [*MAPPED, "examples", "spec"])
+def test_each_folder_installs_into_the_package_from_where_it_is(folder: str) -> None:
+    """pyproject's package-dir installs the top-level folder as ``scopecheck.<folder>``, and
+    nothing under ``scopecheck/`` holds a second copy or a link: one file, one module name
+    (tests/packaging/test_layout.py checks the editable install and mypy see the same)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert config["tool"]["setuptools"]["package-dir"][f"scopecheck.{folder}"] == folder
+    assert not os.path.lexists(ROOT / "scopecheck" / folder)
 
 
 #: Where the classes planted bugs may subclass come from.

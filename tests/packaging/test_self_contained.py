@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Folders whose Python files are code or tests (``scopecheck`` reaches the linked ones).
+#: Folders whose Python files are code or tests.
 FOLDERS = ("models", "impl", "crashsim", "scopecheck", "tests", "examples")
 #: Fragments of a path outside the project: the shared folder beside a checkout, and this
 #: machine's work tree.
@@ -26,16 +26,7 @@ def string_constants(path: Path) -> list[tuple[int, str]]:
 
 
 def python_files() -> list[Path]:
-    files = []
-    for folder in FOLDERS:
-        base = ROOT / folder
-        for path in sorted(base.rglob("*.py")):
-            if folder == "scopecheck" and path.relative_to(base).parts[0] in (
-                "models", "impl", "crashsim", "examples",
-            ):  # fmt: skip
-                continue  # the linked folders are scanned under their own names
-            files.append(path)
-    return files
+    return [path for folder in FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))]
 
 
 @pytest.mark.rule("INSTALL-8")

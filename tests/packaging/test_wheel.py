@@ -36,7 +36,7 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
 
 
 @pytest.mark.rule("INSTALL-1", "INSTALL-3", "INSTALL-8")
-def test_the_wheel_carries_the_linked_folders_the_rules_and_the_data(wheel: Path) -> None:
+def test_the_wheel_carries_the_top_level_folders_the_rules_and_the_data(wheel: Path) -> None:
     inside = set(names(wheel))
     for required in (
         "scopecheck/models/reference.py",
