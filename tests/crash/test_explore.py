@@ -159,16 +159,22 @@ def test_recoveries_worth_crashing_are_recorded_and_crashed_after_the_priority_p
     assert failure.recovery is not None and 0 < failure.recovery[0] <= 3
 
 
-@pytest.mark.rule("CRASH-COV-4")
-def test_fault_runs_get_their_turn_after_the_priority_passes_and_at_the_end() -> None:
+def _toy_source(faults: int) -> tuple[Any, list[ToyRound]]:
+    """A source whose every round is a :class:`ToyRound` with ``faults`` fault runs, and the
+    rounds it made."""
     rounds: list[ToyRound] = []
 
     @contextlib.contextmanager
     def round(seed: int, findings: Findings) -> Iterator[ToyRound]:
-        rounds.append(ToyRound(seed, faults=5))
+        rounds.append(ToyRound(seed, faults=faults))
         yield rounds[-1]
 
-    source = type("Toy", (), {"round": staticmethod(round)})()
+    return type("Toy", (), {"round": staticmethod(round)})(), rounds
+
+
+@pytest.mark.rule("CRASH-COV-4")
+def test_fault_runs_get_their_turn_after_the_priority_passes_and_at_the_end() -> None:
+    source, rounds = _toy_source(faults=5)
     found = explore(source, budget=0.0, seed=4, plan=Plan(early_faults=3))
     assert [r.seed for r in rounds] == [4]  # the first round runs whatever the budget
     # the early runs, one at a time, owed by the first round however small the budget
@@ -182,14 +188,7 @@ def test_fault_runs_get_their_turn_after_the_priority_passes_and_at_the_end() ->
 def test_early_runs_stop_at_the_hard_stop_and_leave_the_phase_incomplete() -> None:
     """Past the budget and its overrun no early run starts: the phase says how many of the
     runs it owed were made, instead of running on past the wall budget."""
-    rounds: list[ToyRound] = []
-
-    @contextlib.contextmanager
-    def round(seed: int, findings: Findings) -> Iterator[ToyRound]:
-        rounds.append(ToyRound(seed, faults=5))
-        yield rounds[-1]
-
-    source = type("Toy", (), {"round": staticmethod(round)})()
+    source, rounds = _toy_source(faults=5)
     found = explore(source, budget=0.0, seed=4, plan=Plan(early_faults=3, overrun=-1.0))
     assert rounds[0].fault_calls == [(3, None, 0)]  # no early run: only the rest, none made
     assert not found.coverage.complete
