@@ -184,12 +184,18 @@ class ReferenceSession:
     """The model of one open Session handle over a shared, growing log."""
 
     def __init__(
-        self, session_id: str, log: list[Transaction], folded: _Folded | None = None
+        self,
+        session_id: str,
+        log: list[Transaction],
+        folded: _Folded | None = None,
+        parent_session_id: str | None = None,
     ) -> None:
         self.session_id = session_id
         self.log = log
         self._view = _Folded(log) if folded is None or folded.log is not log else folded
         self.closed = False
+        #: The Session this one was forked from, ``None`` for one created (FORK-11).
+        self.parent_session_id = parent_session_id
 
     def _state(self) -> _Fold:
         return self._view.state()
@@ -463,7 +469,9 @@ class ReferenceRepository:
 
     def _handle(self, session_id: str) -> ReferenceSession:
         log = self.logs[session_id]
-        handle = ReferenceSession(session_id, log, self._folds.get(session_id))
+        handle = ReferenceSession(
+            session_id, log, self._folds.get(session_id), self.parents.get(session_id)
+        )
         self._folds[session_id] = handle._view
         self.open_handles[session_id] = handle
         return handle

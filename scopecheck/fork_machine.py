@@ -456,7 +456,8 @@ def check_destination(model: ReferenceRepository, repo: Any, dest: str, source: 
         expected, actual = want.snapshot(), got.snapshot()
         if expected != actual:
             raise MismatchError(describe_difference(dest, expected, actual))
-        same("parent_session_id", ("ok", source), ("ok", getattr(got, "parent_session_id", None)))
+        same("parent_session_id", ("ok", want.parent_session_id),
+             ("ok", getattr(got, "parent_session_id", None)))  # fmt: skip
         probe = [set_value(value("probe"), 1)]
         now = BASE_TIME
         first_model = want.commit(probe, now)[0].seq

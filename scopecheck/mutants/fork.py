@@ -302,7 +302,26 @@ _register(
 )
 
 
-# 6. JSONL fork repairs a torn source tail in place (by opening the source the normal way)
+# 6. the destination does not name its source
+class Orphaned(RegistryRepository):
+    """A fork whose destination comes out with no ``parent_session_id``: the copy is right,
+    but nothing says where it came from (FORK-11)."""
+
+    def fork(self, source_id: str, options: ForkOptions) -> str:
+        dest_id = super().fork(source_id, options)
+        self.registry[dest_id].parent_session_id = None
+        return dest_id
+
+
+_register(
+    "fork-forgets-parent",
+    "memory",
+    "a fork's destination names no parent session (FORK-11)",
+    lambda: registry_backend("forgets-parent", Orphaned, "Memory mutant"),
+)
+
+
+# 7. JSONL fork repairs a torn source tail in place (by opening the source the normal way)
 class RepairingJsonlRepository(JsonlRepository):
     """A fork that opens a closed source the normal way first: open's stage 1 republishes a
     torn tail, so the fork writes its source (FORK-14)."""

@@ -25,11 +25,21 @@ def test_fork_catalogue_has_the_required_entries() -> None:
         "fork-unknown-reserved-copied",
         "fork-repairs-torn-tail",
         "fork-entry-off-ancestry",
+        "fork-forgets-parent",
     } <= {m.name for m in FORK_MUTANTS}
 
 
 @pytest.mark.rule(
-    "ARCH-2", "FORK-3", "FORK-6", "FORK-8", "FORK-9", "FORK-10", "FORK-14", "FORK-16", "SQLITE-16"
+    "ARCH-2",
+    "FORK-3",
+    "FORK-6",
+    "FORK-8",
+    "FORK-9",
+    "FORK-10",
+    "FORK-11",
+    "FORK-14",
+    "FORK-16",
+    "SQLITE-16",
 )
 @pytest.mark.parametrize("mutant", FORK_MUTANTS, ids=lambda m: m.name)
 def test_fork_mutant_is_caught(mutant: Mutant) -> None:
