@@ -4,11 +4,12 @@ Why they exist: a JSONL world on pyfakefs (``jsonl-fakefs``, ``jsonl-unlink-fail
 every file operation through the fake ``os`` module, which resolves and validates the path again
 at every step: the fake ``os.open`` path of a read is about 15 times slower than
 :func:`pyfakefs_reader`, and ``os.replace`` spends most of its time re-validating paths (the
-pyfakefs machine's commits are dominated by sidecar publishes).  ``OsFileSystem`` takes
-``reader=``, ``lister=``, ``renamer=``, ``writer=`` and ``appender=`` hooks; these build them
-from the ``FakeFilesystem`` itself and skip the fake ``os`` layer by reaching its file objects
-directly.  They are pyfakefs tooling, not part of a backend, so they live beside the crash
-simulator and ``impl/`` knows nothing of them (ARCH-1).
+pyfakefs machine's commits are dominated by sidecar publishes).  :class:`FakeDiskFileSystem`
+is ``OsFileSystem`` over the fake ``os`` module with the public methods it can do faster
+overridden: the functions below build each fast path from the ``FakeFilesystem`` itself and
+skip the fake ``os`` layer by reaching its file objects directly.  They are pyfakefs tooling,
+not part of a backend, so they live beside the crash simulator and ``impl/`` knows nothing of
+them (ARCH-1); ``OsFileSystem`` has no hook for them.
 
 What each assumes (``tests/jsonl/test_fs.py`` compares each with the fake ``os`` path):
 
@@ -40,10 +41,85 @@ import errno as errno_mod
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from scopecheck.impl.fs import DirEntry
+from scopecheck.impl.fs import AppendFile, DirEntry, OsFileSystem, fs_error
+
+#: The fast paths :class:`FakeDiskFileSystem` can take, by the method they speed up.
+FAST_PATHS = frozenset({"read_bytes", "list_dir", "rename", "write_file", "open_append"})
+
+#: The fast paths a JSONL world on pyfakefs takes (``open_append`` is the crash sweep's).
+WORLD_FAST_PATHS = frozenset({"read_bytes", "list_dir", "rename", "write_file"})
+
+
+class FakeDiskFileSystem(OsFileSystem):
+    """:class:`~scopecheck.impl.fs.OsFileSystem` over pyfakefs's ``FakeOsModule`` taking the
+    ``fast`` paths (names from :data:`FAST_PATHS`) straight through the fake tree.
+
+    Each fast method does the common case itself and leaves everything else to the fake
+    ``os`` module, errors included; an ``OSError`` a fast path raises is reported as the
+    operation's failure, as ``OsFileSystem`` reports the fake ``os``'s.  Reads and listings
+    change nothing, so a crash simulator wrapping this loses nothing by them.
+    """
+
+    def __init__(
+        self, fake_filesystem: Any, *, sync: bool = True, fast: Iterable[str] = WORLD_FAST_PATHS
+    ) -> None:
+        from pyfakefs.fake_os import FakeOsModule
+
+        super().__init__(FakeOsModule(fake_filesystem), sync=sync)
+        chosen = frozenset(fast)
+        if not chosen <= FAST_PATHS:
+            raise ValueError(f"no fast path for {sorted(chosen - FAST_PATHS)}")
+        self.fake_filesystem = fake_filesystem
+        self.fast = chosen
+        self.fast_read = pyfakefs_reader(fake_filesystem) if "read_bytes" in chosen else None
+        self.fast_list = pyfakefs_lister(fake_filesystem) if "list_dir" in chosen else None
+        self.fast_rename = pyfakefs_renamer(fake_filesystem) if "rename" in chosen else None
+        self.fast_write = pyfakefs_writer(fake_filesystem) if "write_file" in chosen else None
+        self.fast_append = pyfakefs_appender(fake_filesystem) if "open_append" in chosen else None
+
+    def read_bytes(self, path: str) -> bytes:
+        if self.fast_read is None:
+            return super().read_bytes(path)
+        try:
+            return self.fast_read(path)
+        except OSError as exc:
+            raise fs_error("read", path, exc) from exc
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        if self.fast_list is None:
+            return super().list_dir(path)
+        try:
+            return self.fast_list(path)
+        except OSError as exc:
+            raise fs_error("list_dir", path, exc) from exc
+
+    def rename(self, source: str, target: str) -> None:
+        try:
+            if self.fast_rename is not None and self.fast_rename(source, target):
+                return
+        except OSError as exc:
+            raise fs_error("rename", source, exc, target=target) from exc
+        super().rename(source, target)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        try:
+            if self.fast_write is not None and self.fast_write(path, data):
+                return
+        except OSError as exc:
+            raise fs_error("write", path, exc) from exc
+        super().write_file(path, data)
+
+    def open_append(self, path: str) -> AppendFile:
+        try:
+            fd = self.fast_append(path) if self.fast_append is not None else None
+        except OSError as exc:
+            raise fs_error("open_append", path, exc) from exc
+        if fd is not None:
+            return AppendFile(path, fd)
+        return super().open_append(path)
 
 
 def pyfakefs_reader(fake_filesystem: Any) -> Callable[[str], bytes]:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from scopecheck.impl.fs import AppendFile, DirEntry, FileSystem, Lines, fs_error
+from scopecheck.impl.fs import AppendFile, FileSystem, ForwardingFileSystem, fs_error
 from scopecheck.models.errors import StorageIOError
 
 #: The calls that make data or directory entries durable.
@@ -56,7 +56,7 @@ class Op:
         return f"{self.kind} {self.path}{extra}"
 
 
-class RecordingFs:
+class RecordingFs(ForwardingFileSystem):
     """A :class:`FileSystem` that records every mutating call as an :class:`Op`.
 
     ``step`` is set by the workload runner.  ``crash_at`` (an op index) makes that call raise
@@ -77,7 +77,7 @@ class RecordingFs:
         partial: int = 0,
         fault: Callable[[int, Op], Any] | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.ops: list[Op] = []
         self.step = 0
         self.crash_at = crash_at
@@ -116,27 +116,7 @@ class RecordingFs:
         assert self._handle is not None
         self.inner.append(self._handle, op.data[:count])
 
-    # reads pass through
-    def read_bytes(self, path: str) -> bytes:
-        return self.inner.read_bytes(path)
-
-    def read_lines(self, path: str) -> Lines:
-        return self.inner.read_lines(path)
-
-    def iter_prefix_lines(self, path: str, size: int) -> Iterator[tuple[bytes, bool]]:
-        return self.inner.iter_prefix_lines(path, size)
-
-    def list_dir(self, path: str) -> list[DirEntry]:
-        return self.inner.list_dir(path)
-
-    def file_size(self, path: str) -> int:
-        return self.inner.file_size(path)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def is_dir(self, path: str) -> bool:
-        return self.inner.is_dir(path)
+    # reads pass through (ForwardingFileSystem)
 
     def open_append(self, path: str) -> AppendFile:
         handle = self.inner.open_append(path)

@@ -67,14 +67,8 @@ from scopecheck.crashsim.fault_check import (
 )
 from scopecheck.crashsim.faults import OneFault, faults_for
 from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.fs_session import EMPTY, ROOT, SESSION, Factory, read_session
 from scopecheck.crashsim.fs_source import file_ops
-from scopecheck.crashsim.generic_sweep import (
-    _EMPTY,
-    ROOT,
-    SESSION,
-    Factory,
-    _read_session,
-)
 from scopecheck.crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, show_files
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import FileOp, Image
@@ -224,7 +218,7 @@ class FaultRun:
 
         def reopen(image: Image) -> Snapshot | None:
             scratch.load(image)
-            return _read_session(self.factory, scratch, self.clock)
+            return read_session(self.factory, scratch, self.clock)
 
         def hint(image: FaultImage) -> str:
             return self._durability_hint() if image.power_loss else ""
@@ -335,7 +329,7 @@ class FaultRun:
 
         storage, error = self._attempt(LIFECYCLE_RULE, f"create in {self._where()}", call)
         if error is not None:
-            self.check_images(LIFECYCLE_RULE, f"a failed create ({error_text(error)})", (_EMPTY,))
+            self.check_images(LIFECYCLE_RULE, f"a failed create ({error_text(error)})", (EMPTY,))
             storage = self._create_again()
         self.storage = storage
         self.session = self.model.create(SESSION)
@@ -366,7 +360,7 @@ class FaultRun:
                 "after a failed create, creating again says already_exists but opening it "
                 f"raised {error_text(exc)}",
             ) from exc
-        if got != _EMPTY:
+        if got != EMPTY:
             raise _Found(
                 LIFECYCLE_RULE,
                 f"after a failed create the Session exists and is not empty: {shown(got)}",
@@ -521,7 +515,7 @@ class FaultRun:
         self._attempt(self._step_rule(), "closing the repository", lambda: close(repo))
         rule = self._blame(self._step_rule())
         try:
-            got = _read_session(self.factory, self.box, self.clock)
+            got = read_session(self.factory, self.box, self.clock)
         except Exception as exc:
             raise _Found(rule, f"a clean restart after the run raised {error_text(exc)}") from exc
         if got != self.expected():

@@ -62,6 +62,7 @@ from scopecheck.crashsim.explore import (
 from scopecheck.crashsim.explore import explore as explore_rounds
 from scopecheck.crashsim.failure import BadReproducer, CrashFailure
 from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCrash
+from scopecheck.crashsim.fs_session import EMPTY, ROOT, SESSION, Factory, read_session
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
 from scopecheck.crashsim.jsonl_sweep import (
     MODES,
@@ -97,17 +98,11 @@ from scopecheck.crashsim.recovery import (
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import UsageError
 from scopecheck.models.records import Snapshot
-from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.writes import set_value
 
-ROOT = "/sessions"
-SESSION = "s"
 #: A crash during recovery is tried before each of the recovery's first this many mutating
 #: calls (CRASH-FS-5): a repair is done in its first few; a long start-up is not a repair.
 RECOVERY_CRASHES = 16
-
-#: ``factory(clock, *, fs, root)``: a Repository over ``root`` doing its I/O through ``fs``.
-Factory = Callable[..., Any]
 
 SKIPPED = "skipped (backend does not take a FileSystem)"
 
@@ -194,7 +189,7 @@ def trace(factory: Factory, wl: Workload) -> Trace:
             "or the crash images cannot hold it"
         )
     try:
-        final = _read_session(factory, box, StepClock())
+        final = read_session(factory, box, StepClock())
     except Exception as exc:
         raise WorkloadFailed(
             f"after the workload, with no crash, reopening raised {exc!r}"
@@ -227,24 +222,10 @@ def _under_root(*paths: str) -> bool:
     return all(not p or p == ROOT or p.startswith(ROOT + "/") for p in paths)
 
 
-def _read_session(factory: Factory, box: Sandbox, clock: StepClock) -> Snapshot | None:
-    repo = factory(clock, fs=box.fs, root=ROOT)
-    try:
-        if SESSION not in repo.list():
-            return None
-        storage = repo.open(SESSION)
-        snapshot: Snapshot = storage.snapshot()
-        storage.close()
-        return snapshot
-    finally:
-        close(repo)
-
-
 # -- checking ----------------------------------------------------------------------------------
 
 
 _PROBE = value("scopecheck.probe", "after-crash")
-_EMPTY: Snapshot = ReferenceRepository().create(SESSION).snapshot()
 
 
 class Checker:
@@ -335,7 +316,7 @@ class Checker:
 
         verdict = judge(
             reopen, expected, session=SESSION, probe=set_value(_PROBE, self.states),
-            recreate=_EMPTY, extra=Extra(recovered=recovered),
+            recreate=EMPTY, extra=Extra(recovered=recovered),
         )  # fmt: skip
         if isinstance(verdict, Broken):
             broken = after_power_loss(verdict, crash.variant, crash.power_loss)

@@ -67,6 +67,7 @@ from scopecheck.crashsim.explore import (
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
 from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence
+from scopecheck.crashsim.fake_disk import FakeDiskFileSystem
 from scopecheck.crashsim.fs_recorder import Op, RecordingFs
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops, image_of
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
@@ -78,7 +79,7 @@ from scopecheck.crashsim.persistence import (
 )
 from scopecheck.crashsim.points import Torn, TornCall, Variant, parse_variant
 from scopecheck.crashsim.recovery import Broken, Expected, Extra, judge
-from scopecheck.impl.fs import DirEntry, OsFileSystem, fs_error
+from scopecheck.impl.fs import DirEntry, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import ScopecheckError, UsageError
@@ -122,24 +123,19 @@ class StepClock:
         return self.now
 
 
-class FakeFs(OsFileSystem):
-    """:class:`~scopecheck.impl.fs.OsFileSystem` over a pyfakefs filesystem whose read-only lookups
-    walk the fake tree directly.
+class FakeFs(FakeDiskFileSystem):
+    """:class:`~scopecheck.crashsim.fake_disk.FakeDiskFileSystem` whose read-only lookups walk
+    the fake tree directly.
 
     Through the fake ``os`` module every call normalises and resolves its path (≈0.2 ms); our
     paths are already absolute and normal, so reads, ``exists``/``is_dir``/``file_size``,
     ``list_dir`` and an already-present ``create_dir`` skip that, and ``open_append`` takes
-    :func:`~scopecheck.crashsim.fake_disk.pyfakefs_appender`.  Every mutating call still
-    goes through the fake ``os`` module unchanged.
+    the ``open_append`` fast path.  Whole-file writes, renames and unlinks of regular files
+    act on the fake tree (below).
     """
 
     def __init__(self, fake: Any) -> None:
-        from pyfakefs.fake_os import FakeOsModule
-
-        from scopecheck.crashsim.fake_disk import pyfakefs_appender
-
-        appender = pyfakefs_appender(fake)
-        super().__init__(FakeOsModule(fake), sync=False, reader=self._read, appender=appender)
+        super().__init__(fake, sync=False, fast={"open_append"})
         self.fake = fake
 
     def _lookup(self, path: str) -> Any:
@@ -154,12 +150,15 @@ class FakeFs(OsFileSystem):
                 return None
         return node
 
-    def _read(self, path: str) -> bytes:
-        node = self._lookup(path)
-        if node is None:
-            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
-        if isinstance(node, FakeDirectory):
-            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            node = self._lookup(path)
+            if node is None:
+                raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+            if isinstance(node, FakeDirectory):
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+        except OSError as exc:
+            raise fs_error("read", path, exc) from exc
         contents = node.byte_contents
         return bytes(contents) if contents else b""
 

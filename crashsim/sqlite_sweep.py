@@ -317,10 +317,9 @@ def run_workload(
     except Exception as exc:  # an uncoded error is a finding, never the sweep's end
         problems.append(f"uncoded {type(exc).__name__}: {exc}")
     finally:
-        # Whatever happened, release every handle; with a crash plan armed nothing more
-        # reaches the disk (every later call fails).
-        if repo is not None:
-            repo.abandon()
+        # Whatever happened, close every connection the run opened, as the death of the
+        # process would: the repository and its handles are dropped unclosed (a close could
+        # write).  With a crash plan armed nothing more reaches the disk (every call fails).
         for conn in connections:
             _close_quietly(conn)
     return RunOutcome(list(vfs.calls), acked, failed, crashed, before_close, problems, acked_calls)
@@ -538,8 +537,6 @@ def record_recovery(box: _Sandbox, image: Image) -> tuple[FileOp, ...] | None:
         except ScopecheckError:
             return None
         finally:
-            if repo is not None:
-                repo.abandon()
             for conn in connections:
                 _close_quietly(conn)
         calls = list(vfs.calls)
@@ -1060,10 +1057,8 @@ def _attempt_open(
         pass  # a clean, coded failure is allowed while the disk fails
     finally:
         issued = list(vfs.calls)
-        if repo is not None:
-            repo.abandon()
-            if hasattr(repo, "connection"):
-                connections.append(repo.connection)
+        if repo is not None and hasattr(repo, "connection"):
+            connections.append(repo.connection)
         vfs.reset()
         for conn in connections:
             _close_quietly(conn)
@@ -1373,7 +1368,6 @@ def delete_crash_sweep(
                 acked_call = vfs.next_index
                 deleting.close()
             finally:
-                deleting.abandon()
                 _close_quietly(deleting.connection)
             calls = list(vfs.calls)
         report.io_calls = len(calls)

@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from scopecheck.impl.fs import AppendFile, DirEntry, FileSystem, Lines, fs_error
+from scopecheck.impl.fs import (
+    AppendFile,
+    DirEntry,
+    FileSystem,
+    ForwardingFileSystem,
+    Lines,
+    fs_error,
+)
 
 #: Names of the FileSystem operations that change the disk (as recorded by TracingFileSystem).
 #: ``open_append`` counts: opening for append creates the file.
@@ -40,7 +47,7 @@ MUTATING_OPS = frozenset(
 FaultHook = Any
 
 
-class TracingFileSystem:
+class TracingFileSystem(ForwardingFileSystem):
     """A :class:`FileSystem` wrapper that records every operation and can inject faults.
 
     Used by tests (durability policy, failed appends, unlink failures), by the JSONL world
@@ -50,7 +57,7 @@ class TracingFileSystem:
     """
 
     def __init__(self, inner: FileSystem, fault: FaultHook = None, *, record: bool = True) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.fault = fault
         self.record = record
         self.trace: list[tuple[str, str]] = []
@@ -153,12 +160,3 @@ class TracingFileSystem:
         self._maybe_fail("remove", path)
         self.inner.remove(path, recursive, force)
         self._done("remove", path)
-
-    def file_size(self, path: str) -> int:
-        return self.inner.file_size(path)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def is_dir(self, path: str) -> bool:
-        return self.inner.is_dir(path)

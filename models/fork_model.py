@@ -21,7 +21,7 @@ from scopecheck.models.errors import CorruptError, usage
 from scopecheck.models.fork import BranchFork, ForkOptions
 from scopecheck.models.fork_policy import Disposition, classify, classify_list
 from scopecheck.models.payload import decode_json, encode_json
-from scopecheck.models.reference import Transaction, _snapshot, fold
+from scopecheck.models.reference import Transaction, fold, snapshot_of
 from scopecheck.models.writes import AnyWrite, AppendList, InsertEntry, SetValue
 
 _IDLE: dict[str, Any] = {"currentOperationId": None, "lastOperationId": None, "inbox": []}
@@ -42,7 +42,7 @@ def expected_fork(log: list[Transaction], options: ForkOptions) -> list[Transact
     """The destination log of forking a Session whose committed log is ``log``; raises the
     error a backend must raise (same code, same precedence) when the fork is rejected."""
     state = fold(log)
-    snap = _snapshot(state)
+    snap = snapshot_of(state)
     high_water = state.next_seq
     values = {key[1:]: record for key, record in snap.values if key[0] is None}
     lists = {key[1:]: elements for key, elements in snap.lists if key[0] is None}

@@ -176,7 +176,7 @@ class _Folded:
     def snapshot(self) -> Snapshot:
         state = self.state()
         if self._snapshot is None or self._snapshot[0] != len(self.log):
-            self._snapshot = (len(self.log), _snapshot(state))
+            self._snapshot = (len(self.log), snapshot_of(state))
         return self._snapshot[1]
 
 
@@ -202,7 +202,7 @@ class ReferenceSession:
 
     def state_at(self, prefix: int) -> Snapshot:
         """The snapshot after the first ``prefix`` committed transactions (crash oracle)."""
-        return _snapshot(fold(self.log[:prefix]))
+        return snapshot_of(fold(self.log[:prefix]))
 
     # -- commit ----------------------------------------------------------------------------
 
@@ -372,7 +372,8 @@ def _stats(state: _Fold) -> Stats:
     )
 
 
-def _snapshot(state: _Fold) -> Snapshot:
+def snapshot_of(state: _Fold) -> Snapshot:
+    """The Snapshot a folded log reads as (what a handle and a fork of that prefix read)."""
     values: list[tuple[ValueKey, ValueRecord]] = []
     lists: list[tuple[ValueKey, tuple[ListElement, ...]]] = []
     for sid, tagged_ns, key in state.history:

@@ -135,25 +135,12 @@ class JsonlWorld:
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         if fake:
             from pyfakefs.fake_filesystem import FakeFilesystem
-            from pyfakefs.fake_os import FakeOsModule
 
-            from scopecheck.crashsim.fake_disk import (
-                pyfakefs_lister,
-                pyfakefs_reader,
-                pyfakefs_renamer,
-                pyfakefs_writer,
-            )
+            from scopecheck.crashsim.fake_disk import FakeDiskFileSystem
 
             self.fake_filesystem: Any = FakeFilesystem()
             # pyfakefs has no durability model; fsync calls stay visible on the FS object.
-            self.fs: FileSystem = OsFileSystem(
-                FakeOsModule(self.fake_filesystem),
-                sync=False,
-                reader=pyfakefs_reader(self.fake_filesystem),
-                lister=pyfakefs_lister(self.fake_filesystem),
-                renamer=pyfakefs_renamer(self.fake_filesystem),
-                writer=pyfakefs_writer(self.fake_filesystem),
-            )
+            self.fs: FileSystem = FakeDiskFileSystem(self.fake_filesystem, sync=False)
             self.root = "/sessions"
         else:
             self._tempdir = tempfile.TemporaryDirectory(prefix="scopecheck-jsonl-")

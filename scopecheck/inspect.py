@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
-from scopecheck.impl.fs import AppendFile, DirEntry, FileSystem, Lines, OsFileSystem
+from scopecheck.impl.fs import AppendFile, FileSystem, ForwardingFileSystem, OsFileSystem
 from scopecheck.impl.jsonl import layout
 from scopecheck.impl.jsonl.layouts import header_session_id
 from scopecheck.impl.jsonl.legacy import is_legacy_header
@@ -27,32 +26,8 @@ from scopecheck.inspect_legacy import inspect_legacy, render_legacy
 from scopecheck.models.errors import ScopecheckError, StorageIOError, usage
 
 
-class ReadOnlyFileSystem:
-    """Delegates reads; every mutating operation raises (the inspector's guarantee)."""
-
-    def __init__(self, inner: FileSystem) -> None:
-        self._inner = inner
-
-    def read_bytes(self, path: str) -> bytes:
-        return self._inner.read_bytes(path)
-
-    def read_lines(self, path: str) -> Lines:
-        return self._inner.read_lines(path)
-
-    def iter_prefix_lines(self, path: str, size: int) -> Iterator[tuple[bytes, bool]]:
-        return self._inner.iter_prefix_lines(path, size)
-
-    def list_dir(self, path: str) -> list[DirEntry]:
-        return self._inner.list_dir(path)
-
-    def file_size(self, path: str) -> int:
-        return self._inner.file_size(path)
-
-    def exists(self, path: str) -> bool:
-        return self._inner.exists(path)
-
-    def is_dir(self, path: str) -> bool:
-        return self._inner.is_dir(path)
+class ReadOnlyFileSystem(ForwardingFileSystem):
+    """Forwards reads; every mutating operation raises (the inspector's guarantee)."""
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise StorageIOError("io_error", "the inspector is read-only", fs_code="not_supported")

@@ -187,3 +187,107 @@ def test_backends_know_nothing_of_the_catalogue() -> None:
         if any(word in path.read_text().lower() for word in ("planted", "mutant", "catalogue"))
     ]
     assert mentions == []
+
+
+#: Reads of another module's private name left to their owners' cleanup, each with why.  Every
+#: entry is in a module this check's owners do not edit; a fix makes its entry fail (stale).
+_PRIVATE_READS_ALLOWED = {
+    # a planted fork bug reuses the fork benchmark's clock
+    "scopecheck/mutants/fork.py imports scopecheck.bench.fork._clock",
+    # the JSONL crash bugs reuse the JSONL catalogue's backend builder
+    "scopecheck/mutants/jsonl_crash.py imports scopecheck.mutants.jsonl._backend",
+    # the stage benchmark reuses the JSONL benchmark's parser and file walk
+    "scopecheck/bench/jsonl_stages.py imports scopecheck.bench.jsonl._plain_parse",
+    "scopecheck/bench/jsonl_stages.py imports scopecheck.bench.jsonl._session_files",
+    # the pytest plugin reports through the validator's own helpers
+    "scopecheck/pytest_plugin.py imports scopecheck.validate_report._explanation",
+    "scopecheck/pytest_plugin.py imports scopecheck.validator._restarts",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] in (*MAPPED, "examples"):
+        parts.insert(0, "scopecheck")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def private_reads(path: Path, text: str | None = None) -> list[str]:
+    """``from M import _x`` and ``M._x`` in ``path``, for ``M`` a project module other than the
+    file's own: what one module reads of another's private names."""
+    here = _module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    tree = ast.parse(path.read_text() if text is None else text)
+    modules: dict[str, str] = {}  # local name -> project module it is bound to
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            if not _is(base, SURFACE):
+                continue
+            for alias in node.names:
+                if _private(alias.name) and base != here:
+                    found.append(f"imports {base}.{alias.name}")
+                elif _is_module(f"{base}.{alias.name}"):
+                    modules[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _is(alias.name, SURFACE) and alias.asname:
+                    modules[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            chain: list[str] = []
+            base_node: ast.expr = node.value
+            while isinstance(base_node, ast.Attribute):
+                chain.insert(0, base_node.attr)
+                base_node = base_node.value
+            if isinstance(base_node, ast.Name) and base_node.id in modules:
+                target = ".".join([modules[base_node.id], *chain])
+                if target != here:
+                    found.append(f"reads {target}.{node.attr}")
+    return [f"{path.relative_to(ROOT)} {what}" for what in found]
+
+
+@pytest.mark.rule("ARCH-3")
+def test_no_module_reads_another_modules_private_name() -> None:
+    """A name shared between modules is public where it lives (or in a small shared module):
+    no module of the package -- models/, impl/, crashsim/, examples/ or scopecheck/ --
+    imports another's ``_name`` (``from M import _name``) or reads it (``M._name``).  Backend
+    internals stay free to change, and no tool or planted bug reaches past a public seam."""
+    found = {
+        read
+        for folder in (*MAPPED, "examples", "scopecheck")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for read in private_reads(path)
+    }
+    assert sorted(found - _PRIVATE_READS_ALLOWED) == []
+    assert sorted(_PRIVATE_READS_ALLOWED - found) == [], "allowed reads that are gone: drop them"
+
+
+def test_private_reads_sees_both_forms() -> None:
+    """The check above finds an import of a private name and a private attribute of a module,
+    and lets a module use its own."""
+    source = (
+        "from scopecheck.crashsim import generic_sweep as gs\n"
+        "from scopecheck.crashsim.fs_session import _hidden\n"
+        "from scopecheck.crashsim.generic_faults import _own\n"
+        "gs._private_thing\n"
+    )
+    assert private_reads(ROOT / "crashsim" / "generic_faults.py", source) == [
+        "crashsim/generic_faults.py imports scopecheck.crashsim.fs_session._hidden",
+        "crashsim/generic_faults.py reads scopecheck.crashsim.generic_sweep._private_thing",
+    ]

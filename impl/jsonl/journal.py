@@ -66,7 +66,9 @@ class JsonlJournal:
         #: Scope IDs whose sidecar file exists on disk (live, or retired but not yet unlinked).
         self._on_disk = set(sidecars_on_disk)
         self._unusable: str | None = None
-        #: Cleanup failures seen by this handle: (scope ID, error); for tests and the inspector.
+        #: Retired sidecars this handle could not unlink: (scope ID, error).  The commit does
+        #: not fail and reopen retries the unlink (JSONL-9); ``JsonlStorage.cleanup_failures``
+        #: tells the caller.
         self.cleanup_failures: list[tuple[str, StorageIOError]] = []
         #: An imported legacy file not yet rewritten as format 4 (LEGACY-9).
         self.legacy = legacy

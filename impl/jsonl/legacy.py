@@ -113,7 +113,7 @@ class _Bad(Exception):
         self.line = line
 
 
-def _ms(value: object, line: int) -> int:
+def iso_ms(value: object, line: int) -> int:
     """An ISO-8601 timestamp in Unix ms; a naive one is read as UTC (LEGACY-1)."""
     if type(value) is not str:
         raise _Bad(line, "timestamp must be an ISO-8601 string")
@@ -126,7 +126,10 @@ def _ms(value: object, line: int) -> int:
     return (moment - _EPOCH) // _MS
 
 
-def _usage_of(rec: dict[str, Any]) -> Any:
+def usage_of(rec: dict[str, Any]) -> Any:
+    """The usage object a legacy record carries (an assistant or tool-result message, a
+    compaction or a branch summary), else ``None``; the importer and the fork of a legacy file
+    sum them alike (LEGACY-3)."""
     kind = rec["type"]
     if kind == "message":
         message = rec.get("message")
@@ -138,7 +141,7 @@ def _usage_of(rec: dict[str, Any]) -> Any:
     return None
 
 
-def _add_usage(total: dict[str, Any], usage_value: Any) -> None:
+def add_usage(total: dict[str, Any], usage_value: Any) -> None:
     """Sum one legacy usage object: int token counts, int/float costs; anything else counts 0."""
     for name in USAGE_TOKENS:
         count = usage_value.get(name, 0)
@@ -194,7 +197,7 @@ def _import(
     cwd = head.get("cwd")
     if type(cwd) is not str:
         raise _Bad(1, "header cwd must be a string")
-    created_at = _ms(head.get("timestamp"), 1)
+    created_at = iso_ms(head.get("timestamp"), 1)
 
     # Parse, migrate (v1 → v2 → v3) and index every record.
     records: list[dict[str, Any]] = []
@@ -230,7 +233,7 @@ def _import(
             message = rec.get("message")
             if type(message) is dict and message.get("role") == "hookMessage":
                 message["role"] = "custom"
-        rec["timestamp"] = _ms(rec.get("timestamp"), number)
+        rec["timestamp"] = iso_ms(rec.get("timestamp"), number)
         by_id[legacy_id] = rec
         line_of[legacy_id] = number
         records.append(rec)
@@ -348,10 +351,10 @@ def _import(
     total["cost"] = {name: 0 for name in USAGE_COST}
     seen = False
     for rec in records:
-        usage_value = _usage_of(rec)
+        usage_value = usage_of(rec)
         if type(usage_value) is dict:
             seen = True
-            _add_usage(total, usage_value)
+            add_usage(total, usage_value)
     if seen:
         seq += 1
         out.append(

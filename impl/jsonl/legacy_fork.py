@@ -43,11 +43,11 @@ from scopecheck.impl.jsonl.legacy import (
     USAGE_COST,
     USAGE_TOKENS,
     LegacyIds,
-    _add_usage,
-    _ms,
-    _usage_of,
+    add_usage,
+    iso_ms,
     legacy_entry,
     project,
+    usage_of,
 )
 from scopecheck.impl.jsonl.scratch import scratch_index
 from scopecheck.models.errors import CorruptError
@@ -87,8 +87,9 @@ class LegacyCapture:
         self._head: list[dict[str, Any]] = []
         self._after: list[dict[str, Any]] = []
         self._retained = 0
-        #: Lines the normaliser read (header included); for tests and the benchmark.
-        self.lines_read = 0
+        #: Lines the normaliser read (header included): the synthesised rows after the last
+        #: record are numbered from here.
+        self._lines_read = 0
 
     # -- the Capture surface -------------------------------------------------------------
 
@@ -156,7 +157,7 @@ class LegacyCapture:
             if not complete:
                 break  # an unterminated final line is ignored (LEGACY-1)
             number += 1
-            self.lines_read = number
+            self._lines_read = number
             if number == 1:
                 version, created_at = self._header(raw, session_id)
                 continue
@@ -191,7 +192,7 @@ class LegacyCapture:
                 message = rec.get("message")
                 if type(message) is dict and message.get("role") == "hookMessage":
                     message["role"] = "custom"
-            rec["timestamp"] = _ms(rec.get("timestamp"), number)
+            rec["timestamp"] = iso_ms(rec.get("timestamp"), number)
             minted: str | None = None
             seq: int | None = None
             if kind in RETAINED:
@@ -205,10 +206,10 @@ class LegacyCapture:
                     "INSERT INTO labels VALUES (?, ?, ?)",
                     (number, _text(rec.get("targetId")), _label(rec.get("label"))),
                 )
-            usage_value = _usage_of(rec)
+            usage_value = usage_of(rec)
             if type(usage_value) is dict:
                 seen_usage = True
-                _add_usage(total, usage_value)
+                add_usage(total, usage_value)
             res = minted if minted is not None else parent_res
             try:
                 ex(
@@ -267,7 +268,7 @@ class LegacyCapture:
             raise _Bad(1, f"header names session {head.get('id')!r}, expected {session_id!r}")
         if type(head.get("cwd")) is not str:
             raise _Bad(1, "header cwd must be a string")
-        return version, _ms(head.get("timestamp"), 1)
+        return version, iso_ms(head.get("timestamp"), 1)
 
     def _row(self, legacy_id: str) -> tuple[str | None] | None:
         assert self._conn is not None
@@ -354,7 +355,7 @@ class LegacyCapture:
             rec = orjson.loads(data)
             yield line, self._entry(rec, line, minted, seq, parent_res)
         seq = self._retained
-        line = self.lines_read
+        line = self._lines_read
         labelled = self._conn.execute(
             "SELECT target, label FROM lab WHERE label IS NOT NULL ORDER BY line"
         )

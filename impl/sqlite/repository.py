@@ -276,12 +276,6 @@ class _Base:
         for storage in list(self._open.values()):
             storage.close()
 
-    def abandon(self) -> None:
-        """Forget every handle without closing: what a killed process leaves behind."""
-        self._closed = True
-        for storage in list(self._open.values()):
-            storage.abandon()
-
 
 class SqliteRepository(_Base):
     """Per-file layout: ``<root>/<encoded id>.sqlite`` per Session (SQLITE-10)."""
@@ -563,9 +557,6 @@ class SqliteContainerRepository(_Base):
         super().close()
         with translate(self.path):
             self._conn.close()
-
-    def abandon(self) -> None:
-        super().abandon()
 
     @property
     def connection(self) -> Any:

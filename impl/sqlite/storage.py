@@ -549,13 +549,6 @@ class SqliteStorage:
                 if self._on_close is not None:
                     self._on_close(self)
 
-    def abandon(self) -> None:
-        """Drop the handle without touching the database: a simulated process death."""
-        self._sealed = True
-        self._closed = True
-        if self._on_close is not None:
-            self._on_close(self)
-
     @property
     def closed(self) -> bool:
         return self._sealed

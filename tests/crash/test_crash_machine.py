@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from scopecheck.crash_machine import CrashMachine
 from scopecheck.mutants.jsonl_crash import NEW
+from tests.crash.crash_machine import CrashMachine
 
 SETTINGS = settings(
     max_examples=40,

@@ -14,10 +14,8 @@ from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.fake_os import FakeOsModule
 
 from scopecheck.crashsim.fake_disk import (
+    FakeDiskFileSystem,
     pyfakefs_appender,
-    pyfakefs_lister,
-    pyfakefs_reader,
-    pyfakefs_renamer,
     pyfakefs_writer,
 )
 from scopecheck.impl.fs import OsFileSystem, fs_code, split_lines
@@ -32,9 +30,7 @@ def fs_root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Os
         fake = FakeFilesystem()
         fake.create_dir("/root")
         fast = request.param == "fake-fast-reader"
-        reader = pyfakefs_reader(fake) if fast else None
-        lister = pyfakefs_lister(fake) if fast else None
-        yield OsFileSystem(FakeOsModule(fake), reader=reader, lister=lister), "/root"
+        yield FakeDiskFileSystem(fake, fast={"read_bytes", "list_dir"} if fast else ()), "/root"
 
 
 def test_line_reader_reports_unterminated_tail(fs_root: tuple[OsFileSystem, str]) -> None:
@@ -188,7 +184,7 @@ def test_pyfakefs_lister_agrees_with_scandir() -> None:
     fake.create_file("/r/f", contents="x")
     fake.create_symlink("/r/l", "/r/f")
     plain = OsFileSystem(FakeOsModule(fake))
-    fast = OsFileSystem(FakeOsModule(fake), lister=pyfakefs_lister(fake))
+    fast = FakeDiskFileSystem(fake, fast={"list_dir"})
     assert sorted(fast.list_dir("/r"), key=lambda e: e.name) == sorted(
         plain.list_dir("/r"), key=lambda e: e.name
     )
@@ -207,8 +203,7 @@ def test_pyfakefs_renamer_moves_like_os_replace() -> None:
         fake = FakeFilesystem()
         fake.create_dir("/r/d")
         fake.create_file("/r/old", contents="old\n")
-        renamer = pyfakefs_renamer(fake) if fast else None
-        fs = OsFileSystem(FakeOsModule(fake), renamer=renamer)
+        fs = FakeDiskFileSystem(fake, fast={"rename"} if fast else ())
         fs.write_file("/r/new.tmp", b"new\n")
         handle = fs.open_append("/r/new.tmp")
         fs.rename("/r/new.tmp", "/r/old")
@@ -238,8 +233,7 @@ def test_pyfakefs_writer_creates_files_like_the_fake_os() -> None:
         fake.create_dir("/r/d")
         fake.create_file("/r/old", contents="old\n")
         fake_os = FakeOsModule(fake)
-        writer = pyfakefs_writer(fake) if fast else None
-        fs = OsFileSystem(fake_os, writer=writer)
+        fs = FakeDiskFileSystem(fake, fast={"write_file"} if fast else ())
         fs.write_file("/r/new", b"new\n")
         fs.write_file("/r/old", b"over\n")
         handle = fs.open_append("/r/new")
@@ -287,8 +281,7 @@ def test_pyfakefs_appender_opens_like_the_fake_os() -> None:
         fake.create_symlink("/r/ld", "/r/d")
         fake.chmod("/r/d/g", 0o600)
         fake_os = FakeOsModule(fake)
-        appender = pyfakefs_appender(fake) if fast else None
-        fs = OsFileSystem(fake_os, appender=appender)
+        fs = FakeDiskFileSystem(fake, fast={"open_append"} if fast else ())
         first = fs.open_append("/r/f")
         second = fs.open_append("/r/d/g")
         fs.append(first, b"yy\n")
@@ -338,7 +331,7 @@ def test_fast_pyfakefs_appender_takes_the_common_case_itself() -> None:
 
 
 def test_a_failing_fast_writer_is_reported_as_a_write_error() -> None:
-    """An ``OSError`` from a ``writer`` hook is wrapped like one from ``os.open``: the error
+    """An ``OSError`` from the fast write path is wrapped like one from ``os.open``: the error
     names the operation, the path and the filesystem code."""
 
     def full(path: str, data: bytes) -> bool:
@@ -346,7 +339,8 @@ def test_a_failing_fast_writer_is_reported_as_a_write_error() -> None:
 
     fake = FakeFilesystem()
     fake.create_dir("/r")
-    fs = OsFileSystem(FakeOsModule(fake), writer=full)
+    fs = FakeDiskFileSystem(fake, fast={"write_file"})
+    fs.fast_write = full
     with pytest.raises(StorageIOError) as info:
         fs.write_file("/r/f", b"x")
     assert info.value.details["op"] == "write" and info.value.details["path"] == "/r/f"

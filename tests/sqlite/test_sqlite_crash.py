@@ -163,7 +163,6 @@ def test_simulated_crash_is_a_base_exception_that_escapes_commit(tmp_path: Path)
             storage.commit([set_value(value("a", "b"), 1)])
         with pytest.raises(SimulatedCrash):
             vfs.call("write", "/nowhere", offset=0, data=b"x")
-        repo.abandon()
         vfs.plan = FaultPlan()
         storage.connection.close()
     finally:

@@ -13,7 +13,8 @@ model (``scopecheck.models.reference``) as a list of acknowledged transactions. 
   succeed (CRASH-10) and the next open removes the file;
 * ``restart`` — close and reopen.
 
-Run with ``pytest tests/crash/test_crash_machine.py`` or ``CrashMachine.TestCase``.
+Test tooling, not part of the package: ``tests/crash/test_crash_machine.py`` runs it, and runs it
+over the planted JSONL crash bugs.
 """
 
 from __future__ import annotations
