@@ -328,8 +328,10 @@ def fuzz_backend(
             report.seconds = time.perf_counter() - started
             if on_progress is not None:
                 on_progress(report)
-    remaining = budget - (time.perf_counter() - started)
-    if backend.crash is not None and not report.failures and remaining > 0:
+    remaining = max(0.0, budget - (time.perf_counter() - started))
+    if backend.crash is not None and not report.failures:
+        # Even with nothing left, the first workload's states after every acknowledgement
+        # are checked (CRASH-COV-2): a run never shows a crash phase that did not run.
         states, faults, records = backend.crash.explore_with_faults(remaining, seed)
         report.crash_fault_runs += faults
         report.crash_states += states
