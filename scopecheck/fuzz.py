@@ -31,8 +31,8 @@ from scopecheck.backends import Backend, World
 from scopecheck.crashsim.failure import relative_to_root
 from scopecheck.hygiene import disk_root
 from scopecheck.machine import StorageMachine, make_machine
+from scopecheck.machine_failures import distinct_failures, failure_program
 from scopecheck.models.protocols import Clock
-from scopecheck.mutants import distinct_failures, failure_program
 from scopecheck.process.client import ProtocolFailure
 
 
@@ -126,11 +126,12 @@ class WorldRoots:
 def machine_record(
     failure: BaseException, roots: WorldRoots, reports: list[str], **fields: Any
 ) -> dict[str, Any]:
-    """The reproducer of one distinct failure (:func:`~scopecheck.mutants.distinct_failures`):
-    ``fields`` (machine, backend, seed, ...), then its own error, its shrunk program and its
-    exact choice sequence (``reproduce``: ``[version, blob]``, ``None`` when Hypothesis printed
-    none), whether shrinking ran to its end, and what Hypothesis reported; paths under a
-    world's root are shown as ``<root>``."""
+    """The reproducer of one distinct failure
+    (:func:`~scopecheck.machine_failures.distinct_failures`): ``fields`` (machine, backend,
+    seed, ...), then its own error, its shrunk program and its exact choice sequence
+    (``reproduce``: ``[version, blob]``, ``None`` when Hypothesis printed none), whether
+    shrinking ran to its end, and what Hypothesis reported; paths under a world's root are
+    shown as ``<root>``."""
     program = roots.shown(failure_program(failure))
     return {
         "kind": "machine",
