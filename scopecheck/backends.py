@@ -386,24 +386,3 @@ EXTRA: dict[str, Backend] = {
 def is_user_spec(name: str) -> bool:
     """``PATH_OR_MODULE:FACTORY`` (a backend outside this project) rather than a name."""
     return ":" in name and name not in BUNDLED and name not in EXTRA
-
-
-def resolve_backend(name: str) -> Backend:
-    """A bundled backend, a catalogue mutant by name, or a user backend by
-    ``PATH_OR_MODULE:FACTORY``; a ``UsageError`` that says what is wrong otherwise."""
-    from scopecheck.models.errors import UsageError
-
-    if name in BUNDLED or name in EXTRA:
-        return BUNDLED.get(name) or EXTRA[name]
-    if is_user_spec(name):
-        from scopecheck.adapters import load_backend
-
-        return load_backend(name)
-    from scopecheck.mutants import all_mutants
-
-    for mutant in all_mutants():
-        made = mutant.make()
-        if name in (mutant.name, made.name):
-            return made
-    known = ", ".join(sorted(BUNDLED) + sorted(EXTRA))
-    raise UsageError("not_found", f"unknown backend {name!r}; bundled backends are: {known}")

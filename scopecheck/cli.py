@@ -88,9 +88,10 @@ def fuzz(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from scopecheck.backends import BUNDLED, Backend, is_user_spec, resolve_backend
+    from scopecheck.backends import BUNDLED, Backend, is_user_spec
     from scopecheck.fuzz import BackendReport, fuzz_backend
     from scopecheck.profiles import PROFILES, chosen_name, load_profile
+    from scopecheck.resolve import resolve_backend
 
     names = list(backends) or sorted(BUNDLED)
     chosen: dict[str, Backend] = {}

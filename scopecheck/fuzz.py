@@ -16,8 +16,9 @@ import hashlib
 import itertools
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 import attrs
@@ -31,14 +32,37 @@ from scopecheck.backends import Backend, World
 from scopecheck.crashsim.failure import relative_to_root
 from scopecheck.hygiene import disk_root
 from scopecheck.machine import StorageMachine, make_machine
+from scopecheck.machine_failures import distinct_failures, failure_program
 from scopecheck.models.protocols import Clock
-from scopecheck.mutants import distinct_failures, failure_program
 from scopecheck.process.client import ProtocolFailure
+
+
+def _frozen_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(record))
+
+
+@attrs.frozen
+class SavedFailure:
+    """One failure a run found: the reproducer ``record`` it wrote (a read-only copy) and the
+    file at ``path`` that holds it, for ``scopecheck replay``. What reports the failure reads
+    ``record``, never the file."""
+
+    record: Mapping[str, Any] = attrs.field(converter=_frozen_record)
+    path: str
+
+
+def save_failure(directory: Path, record: Mapping[str, Any]) -> SavedFailure:
+    """Write ``record`` as a new reproducer in ``directory`` (:func:`save_reproducer`)."""
+    return SavedFailure(record, str(save_reproducer(directory, dict(record))))
 
 
 @attrs.define
 class BackendReport:
-    """What one backend's fuzzing did; ``as_json()`` is the per-backend shape of ``fuzz --json``."""
+    """What one backend's fuzzing did; ``as_json()`` is the per-backend shape of ``fuzz --json``.
+
+    ``reproducers`` are the files of its failures; ``saved`` holds each failure's record with its
+    file, for a run made in this process (a worker's report read back by
+    :mod:`scopecheck.parallel` has the files only)."""
 
     examples: int = 0
     steps: int = 0
@@ -48,6 +72,14 @@ class BackendReport:
     failures: int = 0
     seconds: float = 0.0
     reproducers: list[str] = attrs.field(factory=list)
+    saved: list[SavedFailure] = attrs.field(factory=list)
+
+    def save(self, directory: Path, record: Mapping[str, Any]) -> None:
+        """Count a failure and write its reproducer (:func:`save_failure`)."""
+        failure = save_failure(directory, record)
+        self.failures += 1
+        self.saved.append(failure)
+        self.reproducers.append(failure.path)
 
     @property
     def steps_per_second(self) -> float:
@@ -126,11 +158,12 @@ class WorldRoots:
 def machine_record(
     failure: BaseException, roots: WorldRoots, reports: list[str], **fields: Any
 ) -> dict[str, Any]:
-    """The reproducer of one distinct failure (:func:`~scopecheck.mutants.distinct_failures`):
-    ``fields`` (machine, backend, seed, ...), then its own error, its shrunk program and its
-    exact choice sequence (``reproduce``: ``[version, blob]``, ``None`` when Hypothesis printed
-    none), whether shrinking ran to its end, and what Hypothesis reported; paths under a
-    world's root are shown as ``<root>``."""
+    """The reproducer of one distinct failure
+    (:func:`~scopecheck.machine_failures.distinct_failures`): ``fields`` (machine, backend,
+    seed, ...), then its own error, its shrunk program and its exact choice sequence
+    (``reproduce``: ``[version, blob]``, ``None`` when Hypothesis printed none), whether
+    shrinking ran to its end, and what Hypothesis reported; paths under a world's root are
+    shown as ``<root>``."""
     program = roots.shown(failure_program(failure))
     return {
         "kind": "machine",
@@ -302,7 +335,6 @@ def fuzz_backend(
         except Exception as exc:
             shown = [roots.shown(str(text)) for text in reports]
             for failure in distinct_failures(exc):  # each with its own choice sequence
-                report.failures += 1
                 record = machine_record(
                     failure,
                     roots,
@@ -314,13 +346,12 @@ def fuzz_backend(
                     profile=profile,
                     examples_per_round=size,
                 )
-                report.reproducers.append(str(save_reproducer(failures_dir, record)))
+                report.save(failures_dir, record)
             break
         except ProtocolFailure as broke:  # the backend broke the protocol: reported once (PROC-2)
-            report.failures += 1
             record = protocol_record(broke, backend.name, spec, round_seed, profile)
             record.update(machine=machine_kind, examples_per_round=examples_per_round)
-            report.reproducers.append(str(save_reproducer(failures_dir, record)))
+            report.save(failures_dir, record)
             break
         finally:
             report.examples += machine.examples_run
@@ -336,9 +367,8 @@ def fuzz_backend(
         report.crash_fault_runs += faults
         report.crash_states += states
         for record in records:
-            report.failures += 1
             record.setdefault("spec", spec)
-            report.reproducers.append(str(save_reproducer(failures_dir, record)))
+            report.save(failures_dir, record)
         report.seconds = time.perf_counter() - started
         if on_progress is not None:
             on_progress(report)

@@ -13,9 +13,10 @@ import orjson
 import pytest
 
 from scopecheck.adapters import anchored
-from scopecheck.backends import is_user_spec, resolve_backend
+from scopecheck.backends import is_user_spec
 from scopecheck.fuzz import BackendReport, fuzz_backend, report_file_name
 from scopecheck.profiles import get_profile
+from scopecheck.resolve import resolve_backend
 
 BACKENDS = [b for b in os.environ.get("SCOPECHECK_FUZZ_BACKENDS", "").split(",") if b]
 

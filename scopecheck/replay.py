@@ -27,11 +27,12 @@ from hypothesis.errors import DidNotReproduce
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from scopecheck.backends import Backend, resolve_backend
+from scopecheck.backends import Backend
 from scopecheck.fuzz import WorldRoots, machine_for
+from scopecheck.machine_failures import failure_program
 from scopecheck.models.errors import UsageError
-from scopecheck.mutants import failure_program
 from scopecheck.profiles import get_profile
+from scopecheck.resolve import resolve_backend
 
 #: How often a machine replay runs the recorded example before it says it could not
 #: reproduce it.

@@ -79,7 +79,7 @@ from scopecheck.adapters import (
     load,
 )
 from scopecheck.backends import Backend
-from scopecheck.fuzz import BackendReport, MachineKind, fuzz_backend, save_reproducer
+from scopecheck.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_backend, save_failure
 from scopecheck.machine import rules_of_program
 from scopecheck.models.errors import UsageError
 from scopecheck.validate_report import REPORT_ENV
@@ -512,13 +512,14 @@ def _cut(rest: list[str], keep: int = 40) -> str:
     return "\n".join(lines)
 
 
-def _machine_failures(report: BackendReport, phase: str) -> list[Failure]:
-    """Failures of a machine run (and of crash exploration), one per saved reproducer."""
+def _machine_failures(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
+    """Failures of a machine run (and of crash exploration), one per failure it saved: built
+    from the record the run wrote, each pointing at its reproducer file."""
     from scopecheck.fork_machine import FORK_STEP_RULES
 
     found = []
-    for path in report.reproducers:
-        record = orjson.loads(Path(path).read_bytes())
+    for failure in saved:
+        record, path = failure.record, failure.path
         if record.get("kind") == "machine":
             table = FORK_STEP_RULES if record.get("machine") == "fork" else None
             rules = rules_of_program(record.get("program", ""), table)
@@ -700,10 +701,7 @@ def _crash_phase(
     run.set(name, PhaseReport("running", "crash states and I/O faults"))
     states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun)
     kills = explorer.kill_runs
-    saved = BackendReport()
-    for record in records:
-        record["spec"] = spec
-        saved.reproducers.append(str(save_reproducer(failures_dir, record)))
+    saved = [save_failure(failures_dir, {**record, "spec": spec}) for record in records]
     failures = _machine_failures(saved, name)
     run.failures.extend(failures)
     detail = f"{states:,} crash states, {runs - kills:,} I/O-fault runs"
@@ -805,7 +803,7 @@ def validate(
                 loaded, "fork", run, "forks", seed=seed, failures_dir=failures_dir, spec=spec,
                 deadline=time.perf_counter() + share, examples=examples,
             )  # fmt: skip
-            fork_failures = _machine_failures(forked, "forks")
+            fork_failures = _machine_failures(forked.saved, "forks")
             run.failures.extend(fork_failures)
             stopped = protocol_stop(run.failures)
             cases = (
@@ -829,7 +827,7 @@ def validate(
             loaded, "storage", run, "machine", seed=seed, failures_dir=failures_dir, spec=spec,
             deadline=machines_end, examples=examples,
         )  # fmt: skip
-        machine_failures = _machine_failures(storage, "machine")
+        machine_failures = _machine_failures(storage.saved, "machine")
         run.failures.extend(machine_failures)
         stopped = stopped or protocol_stop(run.failures)
         unshrunk = " (not shrunk: the budget was spent)" if any(

@@ -3,34 +3,13 @@ they never assert on time."""
 
 from __future__ import annotations
 
-import platform
 import statistics
-import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 from hypothesis import settings as Settings
-from hypothesis.stateful import run_state_machine_as_test
 
-
-def environment() -> dict[str, Any]:
-    import hypothesis
-
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "hypothesis": hypothesis.__version__,
-        "cpus": __import__("os").cpu_count(),
-    }
-
-
-def machine_rate(machine: Any, settings: Settings) -> float:
-    """Steps per second of one run of ``machine`` (steps counted by its invariant)."""
-    machine.steps_run = machine.examples_run = 0
-    start = time.perf_counter()
-    run_state_machine_as_test(machine, settings=settings)  # type: ignore[no-untyped-call]
-    return float(machine.steps_run / (time.perf_counter() - start))
+from scopecheck.bench.common import environment, machine_rate
 
 
 def bench_machine(runs: int) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from hypothesis import settings as Settings
 
 def bench_lifecycle(runs: int) -> dict[str, Any]:
     from scopecheck.backends import BUNDLED
-    from scopecheck.bench import machine_rate
+    from scopecheck.bench.common import machine_rate
     from scopecheck.bench.trivial import TrivialMachine
     from scopecheck.lifecycle_machine import make_lifecycle_machine
     from scopecheck.profiles import get_profile
@@ -66,7 +66,7 @@ def power_loss_figures() -> dict[str, Any]:
 def _rates(
     runs: int, medians: dict[str, float], rates: dict[str, list[float]], machines: dict[str, Any]
 ) -> dict[str, Any]:
-    from scopecheck.bench import environment
+    from scopecheck.bench.common import environment
 
     return {
         "benchmark": "lifecycle",

@@ -146,7 +146,7 @@ def bench_process(runs: int, target: str | None = None, budget: float = BUDGET) 
     """Machine steps/s, process starts/s and wall time ÷ budget of ``target`` (a backend spec:
     ``exec:COMMAND`` or ``PATH_OR_MODULE:FACTORY``), or of the bundled set; medians of
     ``runs``."""
-    from scopecheck.bench import environment
+    from scopecheck.bench.common import environment
     from scopecheck.validator import scratch_directory
 
     with scratch_directory() as scratch:

@@ -446,6 +446,6 @@ def measure_sizes(
 def bench_size(runs: int) -> dict[str, Any]:
     """The seed workload at full size on every available backend (``runs`` is ignored: bytes
     are deterministic)."""
-    from scopecheck.bench import environment
+    from scopecheck.bench.common import environment
 
     return {**measure_sizes(SEED), "environment": environment()}

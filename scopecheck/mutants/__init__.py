@@ -21,6 +21,7 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends import Backend
+from scopecheck.machine_failures import count_steps, failure_program
 
 _MODULES = (
     "scopecheck.mutants.memory",
@@ -70,6 +71,10 @@ class MutantResult:
 
 CATALOGUE: dict[str, Mutant] = {}
 
+#: The check of each ``caught_by="fork-probe"`` mutant, by name: ``(caught, detail)``
+#: (scopecheck/mutants/fork.py, scopecheck/mutants/legacy.py).
+PROBES: dict[str, Callable[[], tuple[bool, str]]] = {}
+
 
 def register(mutant: Mutant) -> Mutant:
     if mutant.name in CATALOGUE:  # pragma: no cover - catalogue definition error
@@ -117,53 +122,11 @@ def all_mutants(backend: str | None = None) -> list[Mutant]:
     return [m for m in CATALOGUE.values() if backend is None or m.backend == backend]
 
 
-_NOT_STEPS = ("state.teardown()", "state.same_state()", "state.lifecycle_rules()")
-
-
-def count_steps(program: str) -> int:
-    """Rule calls in a printed falsifying program (not setup, invariant checks or teardown)."""
-    return sum(
-        1
-        for line in program.splitlines()
-        if "state." in line and not line.startswith("state =") and line.strip() not in _NOT_STEPS
-    )
-
-
 def is_check_failure(exc: BaseException) -> bool:
     """True iff ``exc`` (or every member of an exception group) is an assertion failure."""
     if isinstance(exc, BaseExceptionGroup):
         return all(is_check_failure(sub) for sub in exc.exceptions)
     return isinstance(exc, AssertionError)
-
-
-def _program_of(notes: list[str]) -> str:
-    return "\n".join(
-        note
-        for note in notes
-        if note.startswith(("state", "scopes_", "lists_", "@reproduce", "Draw "))
-        or "reproduce_failure" in note
-    )
-
-
-def distinct_failures(exc: BaseException) -> list[BaseException]:
-    """Each distinct failure Hypothesis reported in ``exc``: the exception that carries its
-    falsifying program in its notes, or, when Hypothesis found several, each member of the
-    group it raised (each shrunk on its own, with its own program and ``@reproduce_failure``
-    blob).  A group the test itself raised carries the notes, so it stays one failure."""
-    subs = getattr(exc, "exceptions", None)
-    if subs and not _program_of(list(getattr(exc, "__notes__", []))):
-        return [failure for sub in subs for failure in distinct_failures(sub)]
-    return [exc]
-
-
-def failure_programs(exc: BaseException) -> list[str]:
-    """One falsifying program per distinct failure Hypothesis found (:func:`distinct_failures`)."""
-    return [_program_of(list(getattr(f, "__notes__", []))) for f in distinct_failures(exc)]
-
-
-def failure_program(exc: BaseException) -> str:
-    """The shortest falsifying program attached to ``exc``: the reproducer to show and count."""
-    return min(failure_programs(exc), key=count_steps)
 
 
 def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult:
@@ -175,8 +138,6 @@ def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult
     from scopecheck.profiles import get_profile
 
     if mutant.caught_by.startswith("fork-"):
-        from scopecheck.mutants.fork import run_fork_mutant
-
         return run_fork_mutant(mutant)
     chosen = settings or get_profile("mutants")
     machine = (mutant.machine or make_machine)(mutant.make())
@@ -201,6 +162,55 @@ def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult
         mutant.description,
         caught,
         round(seconds, 3),
+        count_steps(program) if caught else None,
+        program,
+        error,
+    )
+
+
+def run_fork_mutant(mutant: Mutant, max_examples: int = 600, shrink: bool = True) -> MutantResult:
+    """Run a fork mutant: the fork machine (``shrink=False`` for a quick yes/no), or its probe."""
+    from hypothesis import HealthCheck, Phase
+
+    from scopecheck.fork_machine import make_fork_machine
+
+    start = time.perf_counter()
+    if mutant.caught_by == "fork-probe":
+        caught, detail = PROBES[mutant.name]()
+        return MutantResult(
+            mutant.name,
+            mutant.backend,
+            mutant.description,
+            caught,
+            round(time.perf_counter() - start, 3),
+            1 if caught else None,
+            detail,
+            detail,
+        )
+    settings = Settings(
+        max_examples=max_examples,
+        stateful_step_count=30,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        phases=tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate),
+    )
+    caught, error, program = False, "", ""
+    lines: list[object] = []
+    with with_reporter(lines.append):
+        try:
+            run_state_machine_as_test(make_fork_machine(mutant.make()), settings=settings)  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            caught = is_check_failure(exc)
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            program = failure_program(exc)
+    return MutantResult(
+        mutant.name,
+        mutant.backend,
+        mutant.description,
+        caught,
+        round(time.perf_counter() - start, 3),
         count_steps(program) if caught else None,
         program,
         error,

@@ -12,7 +12,6 @@ import contextlib
 import functools
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,10 +36,8 @@ from scopecheck.models.fork_policy import (
     classify_list,
 )
 from scopecheck.models.records import ListElement, ValueRecord
-from scopecheck.mutants import Mutant, MutantResult, register
+from scopecheck.mutants import PROBES, Mutant, register
 from scopecheck.mutants.seams import RegistryRepository, memory_with, registry_backend
-
-PROBES: dict[str, Callable[[], tuple[bool, str]]] = {}
 
 
 class _PostFork(RegistryRepository):
@@ -377,56 +374,3 @@ _register(
     lambda: Backend("jsonl[fork-repairs-torn-tail]", _jsonl_repairing, "JSONL mutant"),
     caught_by="fork-probe",
 )
-
-
-def run_fork_mutant(mutant: Mutant, max_examples: int = 600, shrink: bool = True) -> MutantResult:
-    """Run a fork mutant: the fork machine (``shrink=False`` for a quick yes/no), or its probe."""
-    from hypothesis import HealthCheck, Phase
-    from hypothesis import settings as Settings
-    from hypothesis.reporting import with_reporter
-    from hypothesis.stateful import run_state_machine_as_test
-
-    from scopecheck.fork_machine import make_fork_machine
-    from scopecheck.mutants import count_steps, failure_program, is_check_failure
-
-    start = time.perf_counter()
-    if mutant.caught_by == "fork-probe":
-        caught, detail = PROBES[mutant.name]()
-        return MutantResult(
-            mutant.name,
-            mutant.backend,
-            mutant.description,
-            caught,
-            round(time.perf_counter() - start, 3),
-            1 if caught else None,
-            detail,
-            detail,
-        )
-    settings = Settings(
-        max_examples=max_examples,
-        stateful_step_count=30,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-        phases=tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate),
-    )
-    caught, error, program = False, "", ""
-    lines: list[object] = []
-    with with_reporter(lines.append):
-        try:
-            run_state_machine_as_test(make_fork_machine(mutant.make()), settings=settings)  # type: ignore[no-untyped-call]
-        except Exception as exc:
-            caught = is_check_failure(exc)
-            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            program = failure_program(exc)
-    return MutantResult(
-        mutant.name,
-        mutant.backend,
-        mutant.description,
-        caught,
-        round(time.perf_counter() - start, 3),
-        count_steps(program) if caught else None,
-        program,
-        error,
-    )

@@ -29,7 +29,7 @@ import os
 
 from hypothesis import Phase, settings
 
-from scopecheck.backends import resolve_backend
+from scopecheck.resolve import resolve_backend
 from scopecheck.machine import make_machine
 from scopecheck.profiles import get_profile, load_profile
 

@@ -342,7 +342,7 @@ def test_reproducer_replays_to_the_same_failure(tmp_path: Path) -> None:
 def test_sqlite_crash_reproducer_replays_through_scopecheck_replay(tmp_path: Path) -> None:
     """SQLite crash failures found by a Backend's crash explorer (what ``scopecheck fuzz``
     runs) are kind ``crash`` reproducers that ``scopecheck replay`` re-runs (exit 1)."""
-    from scopecheck.backends import resolve_backend
+    from scopecheck.resolve import resolve_backend
 
     backend = resolve_backend("sqlite-synchronous-off")
     states, records = backend.crash.explore(20, 0)

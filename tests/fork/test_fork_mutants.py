@@ -5,8 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from scopecheck.mutants import Mutant, all_mutants
-from scopecheck.mutants.fork import run_fork_mutant
+from scopecheck.mutants import Mutant, all_mutants, run_fork_mutant
 from scopecheck.mutants.fork_validation import NAMES as VALIDATION_NAMES
 from tests.test_cli import scopecheck
 

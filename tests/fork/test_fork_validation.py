@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from scopecheck.backends import Backend, JsonlWorld, SqliteWorld, memory_world, resolve_backend
+from scopecheck.backends import Backend, JsonlWorld, SqliteWorld, memory_world
 from scopecheck.fork_machine import REFUSED_FORKS, make_fork_machine
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.memory import MemoryRepository
@@ -22,6 +22,7 @@ from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 from scopecheck.machine import MismatchError
 from scopecheck.models.fork import BranchFork
 from scopecheck.mutants.fork_validation import keeps_refused_destination, planted
+from scopecheck.resolve import resolve_backend
 
 WORLDS = ("memory", "jsonl", "jsonl-fakefs", "sqlite", "sqlite-shared")
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from scopecheck.backends import resolve_backend
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.protocols import Repository
@@ -28,6 +27,7 @@ from scopecheck.models.writes import (
     set_value,
     usage_value,
 )
+from scopecheck.resolve import resolve_backend
 
 A = ephemeral_scope("op-A")
 B = ephemeral_scope("op-B")

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from scopecheck.mutants import Mutant, all_mutants
-from scopecheck.mutants.fork import run_fork_mutant
+from scopecheck.mutants import Mutant, all_mutants, run_fork_mutant
 from scopecheck.mutants.legacy import probe_legacy_fork
 
 LEGACY_MUTANTS = [m for m in all_mutants() if m.name.startswith("legacy-fork-")]

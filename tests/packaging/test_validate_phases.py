@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from scopecheck import validate
-from scopecheck.fuzz import BackendReport
+from scopecheck.fuzz import SavedFailure
 from scopecheck.validator import PHASES, PhaseReport, _machine_failures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,14 +137,13 @@ def test_a_conformance_failure_carries_its_diff_and_a_command_that_reruns_that_c
     assert "1 failed" in rerun.stdout and "passed" not in rerun.stdout
 
 
-def test_a_crash_failure_without_a_rule_keeps_the_rest_of_the_verdict(tmp_path: Path) -> None:
+def test_a_crash_failure_without_a_rule_keeps_the_rest_of_the_verdict() -> None:
     """A crash explorer may report a failure it cannot attribute: it is listed with no rule,
     never a ``KeyError`` that throws away the machine's findings."""
-    saved = tmp_path / "crash.json"
-    saved.write_bytes(orjson.dumps({"kind": "crash", "backend": "x", "error": "no rule here"}))
-    (failure,) = _machine_failures(BackendReport(reproducers=[str(saved)]), "crash exploration")
+    saved = SavedFailure({"kind": "crash", "backend": "x", "error": "no rule here"}, "crash.json")
+    (failure,) = _machine_failures([saved], "crash exploration")
     assert failure.rule is None and failure.error == "no rule here"
-    assert failure.reproducer == f"scopecheck replay {saved}"
+    assert failure.reproducer == "scopecheck replay crash.json"
 
 
 @pytest.mark.rule("INSTALL-10", "INSTALL-15")
