@@ -33,9 +33,10 @@ machine when the repository has ``fork()``, and the storage machine the rest.
 The machines run in rounds sized to what is left (at least one example each, so a budget spent
 by the fixed work still runs the machine once), and shrinking a failure stops when the budget
 is spent: that failure is reported unshrunk, and says so.  Crash exploration checks a state
-after every acknowledged step of its first workload even past its share, by at most
-:func:`crash_overrun` of the budget (a tenth, at least 2 s); a first pass that needs longer
-leaves the phase ``incomplete``, saying what to raise (CRASH-COV-2).  With
+after every acknowledged step of its first workload and makes its first fault and kill runs
+even past its share, up to the end of the whole budget and :func:`crash_overrun` of it (a
+tenth, at least 2 s) more; what did not fit leaves the phase ``incomplete``, saying what to
+raise (CRASH-COV-2, CRASH-COV-4).  With
 ``examples`` each machine runs exactly that many examples in fixed rounds instead, so the same
 seed and examples do the same work every time (INSTALL-12): crash exploration then makes
 one round's fixed work (``explore`` with an infinite budget) instead of filling its share.
@@ -790,8 +791,11 @@ def validate(
         if stopped is None:
             left = max(0.0, deadline - time.perf_counter())
             crash_budget = math.inf if examples is not None else max(1.0, left * CRASH_SHARE)
+            # What the first workload owes may run on to the end of the whole budget and its
+            # overrun: the machines after it then run their one example each.
+            owed = max(0.0, left - crash_budget) + crash_overrun(budget)
             limits, coverage = _crash_phase(
-                loaded, run, crash_budget, seed, failures_dir, spec, crash_overrun(budget)
+                loaded, run, crash_budget, seed, failures_dir, spec, owed
             )
             stopped = protocol_stop(run.failures)
 

@@ -84,7 +84,7 @@ def test_a_root_factory_is_restarted_over_its_directory_and_nothing_is_left_behi
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     failures = tmp_path / "failures"
-    result = run_validate(SQLITE3, "--budget", "30", "--json", "--failures-dir", str(failures),
+    result = run_validate(SQLITE3, "--examples", "3", "--json", "--failures-dir", str(failures),
                           tmpdir=tmpdir)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     verdict = orjson.loads(result.stdout)
