@@ -3,15 +3,17 @@
 ``mutmut run`` exits 0 however many mutants survive (REFERENCE §7), so the score has to be read
 back.  This module runs ``mutmut export-cicd-stats`` (mutmut's machine-readable totals, written to
 ``mutants/mutmut-cicd-stats.json``), splits the same verdicts per package from mutmut's per-file
-``mutants/<path>.meta`` records, subtracts the mutants triaged as *equivalent* in
+``mutants/<path>.meta`` records -- both in the tree mutmut ran in (scopecheck/mutation_tree.py,
+default ``.scopecheck/mutation/``) -- subtracts the mutants triaged as *equivalent* in
 ``spec/mutation/triage.toml`` and prints killed / survived / timeout / equivalent / score for
 ``models`` and ``impl``.  It exits 1 when a package is below the threshold (default 90 % of the
 non-equivalent mutants killed), when nothing was checked, or when the per-file split disagrees
 with mutmut's own totals (then this module has misread mutmut and its numbers are worthless).
 
-Usage (from the repository root, after ``mutmut run``)::
+Usage (from the repository root, after ``python -m scopecheck.mutation_tree run``)::
 
     python -m scopecheck.mutation_stats                 # every package, threshold 0.9
+    python -m scopecheck.mutation_stats --tree DIR      # results of a run in another tree
     python -m scopecheck.mutation_stats --package models --threshold 0.9
     python -m scopecheck.mutation_stats --list-survivors
 
@@ -24,7 +26,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import subprocess
-import sys
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -32,8 +33,11 @@ from pathlib import Path
 import attrs
 import orjson
 
+from scopecheck.mutation_tree import TREE, mutmut_command
+
 PACKAGES = ("models", "impl")
 TRIAGE_PATH = Path("spec/mutation/triage.toml")
+# mutmut's results, in the tree it runs in (relative to that tree).
 MUTANTS_DIR = Path("mutants")
 CICD_STATS = MUTANTS_DIR / "mutmut-cicd-stats.json"
 DEFAULT_THRESHOLD = 0.9
@@ -136,7 +140,7 @@ def load_triage(path: Path = TRIAGE_PATH) -> list[Equivalent]:
     return entries
 
 
-def load_verdicts(mutants_dir: Path = MUTANTS_DIR) -> dict[str, int | None]:
+def load_verdicts(mutants_dir: Path = TREE / MUTANTS_DIR) -> dict[str, int | None]:
     """Every mutant name -> stored exit code, from mutmut's ``<file>.meta`` records."""
     verdicts: dict[str, int | None] = {}
     for package in PACKAGES:
@@ -201,20 +205,22 @@ def score_packages(
     }
 
 
-def export_cicd_stats() -> dict[str, int]:
-    """Run ``mutmut export-cicd-stats`` and read the totals it wrote."""
+def export_cicd_stats(tree: Path = TREE) -> dict[str, int]:
+    """Run ``mutmut export-cicd-stats`` in the tree and read the totals it wrote."""
     proc = subprocess.run(
-        [sys.executable, "-m", "mutmut", "export-cicd-stats"],
+        mutmut_command(["export-cicd-stats"]),
+        cwd=tree,
         capture_output=True,
         text=True,
         check=False,
     )
-    if proc.returncode != 0 or not CICD_STATS.exists():
+    if proc.returncode != 0 or not (tree / CICD_STATS).exists():
         raise RuntimeError(
             "mutmut export-cicd-stats failed (is mutmut installed: pip install -e '.[mutation]',"
-            f" and did `mutmut run` run here?):\n{proc.stdout}{proc.stderr}"
+            f" and did `python -m scopecheck.mutation_tree run` run in {tree}?):"
+            f"\n{proc.stdout}{proc.stderr}"
         )
-    stats = orjson.loads(CICD_STATS.read_bytes())
+    stats = orjson.loads((tree / CICD_STATS).read_bytes())
     return {k: int(v) for k, v in stats.items()}
 
 
@@ -260,6 +266,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--tree", type=Path, default=TREE, help=f"the tree mutmut ran in (default {TREE})"
+    )
     parser.add_argument("--package", choices=PACKAGES, action="append", dest="packages")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
     parser.add_argument("--list-survivors", action="store_true")
@@ -283,9 +292,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     packages = args.packages or list(PACKAGES)
 
     triage = load_triage()
-    all_verdicts = load_verdicts()
+    all_verdicts = load_verdicts(args.tree / MUTANTS_DIR)
     if not all_verdicts:
-        print("no mutmut results under mutants/: run `mutmut run` first (docs/mutation.md)")
+        print(
+            f"no mutmut results under {args.tree / MUTANTS_DIR}:"
+            " run `python -m scopecheck.mutation_tree run` first (docs/mutation.md)"
+        )
         return 1
     every = parse_samples(args.sample)
     verdicts = {k: v for k, v in all_verdicts.items() if in_sample(k, every.get(package_of(k), 1))}
@@ -296,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     failed = False
     if not args.no_export:
-        totals = export_cicd_stats()
+        totals = export_cicd_stats(args.tree)
         print(
             "mutmut export-cicd-stats: "
             + ", ".join(f"{k}={v}" for k, v in totals.items() if k != "total")
