@@ -31,6 +31,7 @@ Arguments after the options go to mutmut unchanged; only ``run`` assembles the t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -140,9 +141,7 @@ def run_mutmut(args: Sequence[str], tree: Path = TREE) -> int:
     if not (tree / "pyproject.toml").is_file():
         print(f"no mutation tree at {tree}: run `python -m scopecheck.mutation_tree run` first")
         return 1
-    try:
-        import mutmut  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("mutmut") is None:
         print("mutmut is not installed: pip install -e '.[mutation]' (docs/mutation.md)")
         return 1
     return subprocess.run(mutmut_command(args), cwd=tree, check=False).returncode
