@@ -33,9 +33,9 @@ from collections.abc import Callable, Sequence
 import attrs
 import orjson
 
-from scopecheck.crashsim.jsonl_sweep import describe
 from scopecheck.crashsim.persistence import ANY_BYTE, Device, FileOp, Image, Volume
 from scopecheck.crashsim.recovery import error_text, ours
+from scopecheck.crashsim.sandbox import describe
 from scopecheck.models.records import Snapshot
 
 #: Torn power-loss images checked after a fault, besides ``strict``, ``data-kept``,

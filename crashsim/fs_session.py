@@ -17,7 +17,7 @@ from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
 
 if TYPE_CHECKING:
-    from scopecheck.crashsim.jsonl_sweep import Sandbox, StepClock
+    from scopecheck.crashsim.sandbox import Sandbox, StepClock
 
 #: The directory every sweep's backend keeps its files under, on the pyfakefs sandbox.
 ROOT = "/sessions"

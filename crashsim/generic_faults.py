@@ -69,10 +69,10 @@ from scopecheck.crashsim.faults import OneFault, faults_for
 from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_session import EMPTY, ROOT, SESSION, Factory, read_session
 from scopecheck.crashsim.fs_source import file_ops
-from scopecheck.crashsim.jsonl_sweep import BASE_TIME, Sandbox, StepClock, show_files
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import FileOp, Image
 from scopecheck.crashsim.recovery import close, error_text
+from scopecheck.crashsim.sandbox import BASE_TIME, Sandbox, StepClock, show_files
 from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
@@ -640,7 +640,7 @@ def replay_fault(
     op = tr.ops[op_index]
     run = FaultRun(factory, wl, OneFault(op_index, fault), extra)
     problem = run.run()
-    from scopecheck.crashsim.jsonl_sweep import render_files
+    from scopecheck.crashsim.sandbox import render_files
 
     lines = [
         f"{wl.name}: {fault} injected into call {op_index} ({op.describe()}) in step "

@@ -69,16 +69,11 @@ from scopecheck.crashsim.jsonl_sweep import (
     CrashState,
     Mode,
     ModelStates,
-    Sandbox,
     SandboxRound,
-    StepClock,
     allowed_for,
-    describe,
     drive_steps,
     model_states,
-    render_files,
     replay_verdict,
-    show_files,
     trace_failure,
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
@@ -95,6 +90,7 @@ from scopecheck.crashsim.recovery import (
     judge,
     read_again,
 )
+from scopecheck.crashsim.sandbox import Sandbox, StepClock, describe, render_files, show_files
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import UsageError
 from scopecheck.models.records import Snapshot

@@ -18,10 +18,10 @@ from typing import Any
 import attrs
 
 from scopecheck.models.errors import CorruptError, usage
+from scopecheck.models.fold import Transaction, fold, snapshot_of
 from scopecheck.models.fork import BranchFork, ForkOptions
 from scopecheck.models.fork_policy import Disposition, classify, classify_list
 from scopecheck.models.payload import decode_json, encode_json
-from scopecheck.models.reference import Transaction, fold, snapshot_of
 from scopecheck.models.writes import AnyWrite, AppendList, InsertEntry, SetValue
 
 _IDLE: dict[str, Any] = {"currentOperationId": None, "lastOperationId": None, "inbox": []}

@@ -305,7 +305,7 @@ def import_transactions(
     lines: Sequence[bytes], session_id: str, mint: Callable[[int, int], str]
 ) -> list[Any]:
     """The imported log as reference-model transactions, one write each."""
-    from scopecheck.models.reference import Transaction
+    from scopecheck.models.fold import Transaction
 
     return [
         Transaction(c.seq, c.timestamp, (c.write,)) for c in import_log(lines, session_id, mint)

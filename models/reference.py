@@ -16,13 +16,23 @@ It imports only the contract vocabulary of ``models`` (tests/test_layering.py en
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import attrs
 
 from scopecheck.models.addresses import ListAddress, ValueAddress
 from scopecheck.models.errors import ClosedError, usage
+from scopecheck.models.fold import (
+    ALL_WRITES,
+    LIST_WRITES,
+    VALUE_WRITES,
+    Fold,
+    Folded,
+    Transaction,
+    fold,
+    scope_id_of,
+    snapshot_of,
+    stats_of,
+)
 from scopecheck.models.records import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
@@ -32,152 +42,14 @@ from scopecheck.models.records import (
     Snapshot,
     Stats,
     UsageRecord,
-    UsageTotals,
-    ValueKey,
     ValueRecord,
 )
-from scopecheck.models.scope import EphemeralScope, Scope, SessionScope
+from scopecheck.models.scope import Scope
 from scopecheck.models.writes import (
     AnyWrite,
-    AppendList,
-    DeleteList,
-    DeleteValue,
     InsertEntry,
     InsertUsage,
-    RetireScope,
-    SetValue,
 )
-
-_VALUE_WRITES = (SetValue, DeleteValue)
-_LIST_WRITES = (AppendList, DeleteList)
-_ALL_WRITES = (*_VALUE_WRITES, *_LIST_WRITES, InsertEntry, InsertUsage, RetireScope)
-
-
-@attrs.frozen
-class Transaction:
-    """One committed transaction: its first seq, its timestamp and its writes in order."""
-
-    first_seq: int
-    timestamp: int
-    writes: tuple[AnyWrite, ...]
-
-    @property
-    def seqs(self) -> range:
-        return range(self.first_seq, self.first_seq + len(self.writes))
-
-    def committed(self) -> tuple[Committed, ...]:
-        return tuple(
-            Committed(self.first_seq + i, self.timestamp, w) for i, w in enumerate(self.writes)
-        )
-
-
-@attrs.define
-class _Fold:
-    """The accumulator of the fold.  Histories only grow (see module docstring)."""
-
-    next_seq: int = 1
-    history: dict[ValueKey, list[tuple[int, AnyWrite]]] = attrs.field(factory=dict)
-    retired_at: dict[str, int] = attrs.field(factory=dict)
-    entries: list[EntryRecord] = attrs.field(factory=list)
-    usage_rows: list[UsageRecord] = attrs.field(factory=list)
-
-    def step(self, tx: Transaction) -> None:
-        for seq, write in zip(tx.seqs, tx.writes, strict=True):
-            if isinstance(write, (*_VALUE_WRITES, *_LIST_WRITES)):
-                a = write.address
-                kind = "v" if isinstance(write, _VALUE_WRITES) else "l"
-                self.history.setdefault((a.scope_id, kind + a.namespace, a.key), []).append(
-                    (seq, write)
-                )
-            elif isinstance(write, RetireScope):
-                self.retired_at[write.retired.id] = seq
-            elif isinstance(write, InsertEntry):
-                self.entries.append(
-                    EntryRecord(
-                        write.id, write.parent_id, write.type, write.payload_json, seq, tx.timestamp
-                    )
-                )
-            elif isinstance(write, InsertUsage):
-                self.usage_rows.append(
-                    UsageRecord(
-                        write.id,
-                        write.usage_json,
-                        write.entry_id,
-                        write.adjustment,
-                        write.details_json,
-                        seq,
-                    )
-                )
-        self.next_seq = tx.first_seq + len(tx.writes)
-
-    # -- queries over the accumulated history ---------------------------------------------
-
-    def boundary(self, scope_id: str | None) -> int:
-        """Latest retirement seq of a scope; 0 for the session scope or a never-retired one."""
-        return 0 if scope_id is None else self.retired_at.get(scope_id, 0)
-
-    def current_value(self, scope_id: str | None, namespace: str, key: str) -> ValueRecord | None:
-        events = self.history.get((scope_id, "v" + namespace, key), [])
-        floor = self.boundary(scope_id)
-        live = [(seq, w) for seq, w in events if seq > floor]
-        if not live:
-            return None
-        seq, last = live[-1]
-        return ValueRecord(seq, last.value_json) if isinstance(last, SetValue) else None
-
-    def surviving(self, scope_id: str | None, namespace: str, key: str) -> list[ListElement]:
-        events = self.history.get((scope_id, "l" + namespace, key), [])
-        floor = self.boundary(scope_id)
-        for seq, write in events:
-            if isinstance(write, DeleteList) and seq > floor:
-                floor = seq
-        return [
-            ListElement(seq, w.element_json, w.tag)
-            for seq, w in events
-            if isinstance(w, AppendList) and seq > floor
-        ]
-
-
-def fold(log: Iterable[Transaction]) -> _Fold:
-    """Left fold of the transaction log into the accumulator."""
-    acc = _Fold()
-    for tx in log:
-        acc.step(tx)
-    return acc
-
-
-def _scope_id(scope: Scope | None) -> str | None:
-    if scope is None or isinstance(scope, SessionScope):
-        return None
-    if isinstance(scope, EphemeralScope):
-        return scope.id
-    raise usage("invalid_scope", f"not a scope: {scope!r}")
-
-
-class _Folded:
-    """The fold of one log, caught up lazily with what was appended since, and the snapshot of
-    its current length.  Both follow from the log alone, and a log only ever grows (a commit
-    appends; a fork or a re-created Session gets a new list), so every handle over one log can
-    share them: reopening a Session, or restarting, does not refold it."""
-
-    def __init__(self, log: list[Transaction]) -> None:
-        self.log = log
-        self._acc = _Fold()
-        self._folded = 0
-        self._snapshot: tuple[int, Snapshot] | None = None
-
-    def state(self) -> _Fold:
-        if self._folded != len(self.log):
-            for tx in self.log[self._folded :]:
-                self._acc.step(tx)
-            self._folded = len(self.log)
-        return self._acc
-
-    def snapshot(self) -> Snapshot:
-        state = self.state()
-        if self._snapshot is None or self._snapshot[0] != len(self.log):
-            self._snapshot = (len(self.log), snapshot_of(state))
-        return self._snapshot[1]
 
 
 class ReferenceSession:
@@ -187,17 +59,17 @@ class ReferenceSession:
         self,
         session_id: str,
         log: list[Transaction],
-        folded: _Folded | None = None,
+        folded: Folded | None = None,
         parent_session_id: str | None = None,
     ) -> None:
         self.session_id = session_id
         self.log = log
-        self._view = _Folded(log) if folded is None or folded.log is not log else folded
+        self._view = Folded(log) if folded is None or folded.log is not log else folded
         self.closed = False
         #: The Session this one was forked from, ``None`` for one created (FORK-11).
         self.parent_session_id = parent_session_id
 
-    def _state(self) -> _Fold:
+    def _state(self) -> Fold:
         return self._view.state()
 
     def state_at(self, prefix: int) -> Snapshot:
@@ -223,18 +95,18 @@ class ReferenceSession:
         if isinstance(writes, (str, bytes)) or not isinstance(writes, Sequence):
             raise usage("invalid_transaction", "a transaction is a list of writes")
         for index, item in enumerate(writes):
-            if not isinstance(item, _ALL_WRITES):
+            if not isinstance(item, ALL_WRITES):
                 raise usage("invalid_transaction", f"item {index} is not a write", index=index)
         ephemeral_ids = {
             w.address.scope_id
             for w in writes
-            if isinstance(w, (*_VALUE_WRITES, *_LIST_WRITES)) and w.address.scope_id is not None
+            if isinstance(w, (*VALUE_WRITES, *LIST_WRITES)) and w.address.scope_id is not None
         }
         if len(ephemeral_ids) > 1:
             raise usage("invalid_transaction", "two ephemeral scope IDs in one transaction")
         if ephemeral_ids:
             for item in writes:
-                session_scoped = not isinstance(item, (*_VALUE_WRITES, *_LIST_WRITES)) or (
+                session_scoped = not isinstance(item, (*VALUE_WRITES, *LIST_WRITES)) or (
                     item.address.scope_id is None
                 )
                 if session_scoped:
@@ -260,7 +132,7 @@ class ReferenceSession:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def _open(self) -> _Fold:
+    def _open(self) -> Fold:
         if self.closed:
             raise ClosedError()
         return self._state()
@@ -278,7 +150,7 @@ class ReferenceSession:
         for name in (namespace, prefix):
             if not isinstance(name, str) or "\x00" in name:
                 raise usage("invalid_address", "bad namespace or prefix")
-        scope_id = _scope_id(scope)
+        scope_id = scope_id_of(scope)
         found = []
         for sid, tagged_ns, key in state.history:
             if sid == scope_id and tagged_ns == "v" + namespace and key.startswith(prefix):
@@ -333,7 +205,7 @@ class ReferenceSession:
         return next((u for u in self._open().usage_rows if u.id == usage_id), None)
 
     def stats(self) -> Stats:
-        return _stats(self._open())
+        return stats_of(self._open())
 
     def snapshot(self) -> Snapshot:
         self._open()
@@ -341,60 +213,6 @@ class ReferenceSession:
 
     def close(self) -> None:
         self.closed = True
-
-
-def _stats(state: _Fold) -> Stats:
-    """STATS-1/STATS-2: a second fold, over entries and usage rows only, in seq order."""
-    messages = sum(1 for e in state.entries if e.type == "message")
-    tokens = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
-    costs = {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0}
-    for row in state.usage_rows:
-        data = row.usage
-        for name in tokens:
-            tokens[name] += data.get(name, 0)
-        cost = data.get("cost") or {}
-        for name in costs:
-            costs[name] += cost.get(name, 0)
-    return Stats(
-        messages,
-        UsageTotals(
-            input=tokens["input"],
-            output=tokens["output"],
-            cache_read=tokens["cacheRead"],
-            cache_write=tokens["cacheWrite"],
-            total_tokens=tokens["totalTokens"],
-            cost_input=costs["input"],
-            cost_output=costs["output"],
-            cost_cache_read=costs["cacheRead"],
-            cost_cache_write=costs["cacheWrite"],
-            cost_total=costs["total"],
-        ),
-    )
-
-
-def snapshot_of(state: _Fold) -> Snapshot:
-    """The Snapshot a folded log reads as (what a handle and a fork of that prefix read)."""
-    values: list[tuple[ValueKey, ValueRecord]] = []
-    lists: list[tuple[ValueKey, tuple[ListElement, ...]]] = []
-    for sid, tagged_ns, key in state.history:
-        namespace = tagged_ns[1:]
-        if tagged_ns[0] == "v":
-            record = state.current_value(sid, namespace, key)
-            if record is not None:
-                values.append(((sid, namespace, key), record))
-        else:
-            survivors = state.surviving(sid, namespace, key)
-            if survivors:
-                lists.append(((sid, namespace, key), tuple(survivors)))
-    values.sort(key=lambda kv: Snapshot.sort_key(kv[0]))
-    lists.sort(key=lambda kv: Snapshot.sort_key(kv[0]))
-    return Snapshot(
-        entries=tuple(state.entries),
-        usage=tuple(state.usage_rows),
-        values=tuple(values),
-        lists=tuple(lists),
-        stats=_stats(state),
-    )
 
 
 class ReferenceRepository:
@@ -407,8 +225,8 @@ class ReferenceRepository:
         self.parents: dict[str, str] = {}
         #: Sessions imported from legacy files (:meth:`import_legacy`, LEGACY-13).
         self.legacy: dict[str, Any] = {}
-        #: The fold of each Session's log, shared by its successive handles (:class:`_Folded`).
-        self._folds: dict[str, _Folded] = {}
+        #: The fold of each Session's log, shared by its successive handles (:class:`Folded`).
+        self._folds: dict[str, Folded] = {}
 
     def import_legacy(self, session_id: str, lines: Sequence[bytes], mint: Any) -> None:
         """A Session that exists as the legacy file ``lines`` (LEGACY-11): its log is the

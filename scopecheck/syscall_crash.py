@@ -83,10 +83,7 @@ from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan
 from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
 from scopecheck.crashsim.generic_sweep import workload
 from scopecheck.crashsim.jsonl_sweep import (
-    BASE_TIME,
     ModelStates,
-    StepClock,
-    describe,
     model_states,
 )
 from scopecheck.crashsim.jsonl_workloads import Workload, workload_from_json
@@ -106,6 +103,7 @@ from scopecheck.crashsim.recovery import (
     judge,
     read_again,
 )
+from scopecheck.crashsim.sandbox import BASE_TIME, StepClock, describe
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.models.addresses import value

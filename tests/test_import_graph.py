@@ -22,32 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "scopecheck"
 
-#: The cycles that remain, each named by every module of its component today: the FileSystem
-#: sweeps share jsonl_sweep's pyfakefs sandbox, clock and file rendering (which belong in a
-#: module of their own), and the model's repository imports its fork and legacy logs inside
-#: its methods while they import its fold.  A cycle found is allowed only inside one of these;
-#: an entry no cycle falls in any more fails the test, so it goes as soon as the cycle does.
-#: Nothing outside crashsim/ and models/ may be listed here.
-ALLOWED: tuple[frozenset[str], ...] = (
-    # crashsim/generic_faults.py <-> crashsim/jsonl_sweep.py (Sandbox, StepClock, show_files /
-    # FaultExtra, fault_runs, replay_fault), and fault_check.py -> jsonl_sweep.py (describe).
-    frozenset(
-        {
-            "scopecheck.crashsim.fault_check",
-            "scopecheck.crashsim.generic_faults",
-            "scopecheck.crashsim.jsonl_sweep",
-        }
-    ),
-    # models/reference.py <-> models/fork_model.py and models/legacy.py (expected_fork,
-    # import_transactions and legacy_fork_log imported inside ReferenceRepository's methods).
-    frozenset(
-        {
-            "scopecheck.models.fork_model",
-            "scopecheck.models.legacy",
-            "scopecheck.models.reference",
-        }
-    ),
-)
+#: Cycles allowed, each named by every module of its component: none.  A cycle found is
+#: allowed only inside one of these, and an entry no cycle falls in any more fails the test.
+ALLOWED: tuple[frozenset[str], ...] = ()
 
 
 def _folders() -> dict[str, Path]:

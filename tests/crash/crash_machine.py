@@ -27,9 +27,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from scopecheck.crashsim.fs_recorder import Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_source import file_ops
-from scopecheck.crashsim.jsonl_sweep import ROOT, SCOPES, SESSION, Sandbox, StepClock, dead_sidecars
+from scopecheck.crashsim.jsonl_sweep import ROOT, SCOPES, SESSION, dead_sidecars
 from scopecheck.crashsim.persistence import Volume
 from scopecheck.crashsim.points import EntriesKept, Strict
+from scopecheck.crashsim.sandbox import Sandbox, StepClock
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import UsageError

@@ -15,9 +15,10 @@ from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import StorageIOError
+from scopecheck.models.fold import Transaction
 from scopecheck.models.legacy import import_log
 from scopecheck.models.records import Snapshot
-from scopecheck.models.reference import ReferenceRepository, Transaction
+from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import append_list, insert_entry, set_value
 from scopecheck.mutants.seams import WrappedFileSystem, over_fs
