@@ -11,7 +11,9 @@ backends on purpose (BRIEF "The model is the oracle"):
 * ``state_at(k)`` folds only the first ``k`` transactions, which is what crash checking needs
   ("the recovered state equals the model after some prefix").
 
-It imports only the contract vocabulary of ``models`` (tests/test_layering.py enforces this).
+It imports only the contract vocabulary of ``models`` and the fold of a log
+(:mod:`scopecheck.models.fold`), which the fork and legacy models share (tests/test_layering.py
+enforces this).
 """
 
 from __future__ import annotations
