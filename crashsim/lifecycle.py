@@ -73,7 +73,7 @@ def lifecycle_program(
 ) -> LifecycleProgram:
     """Two lanes, three operations (five with ``long``, which adds frames, checkpoints, a
     supersession, a safe-replay reset and an unknown-outcome recovery).  ``harness`` plays the
-    harness: a subclass planting a harness bug (``scopecheck/mutants/ops.py``) shows the
+    harness: a subclass planting a harness bug (``scopecheck/planted/ops.py``) shows the
     lifecycle invariants failing."""
     life = harness(["a", "b"])
     long = size == "long"

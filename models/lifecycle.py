@@ -253,7 +253,7 @@ class Reader(Protocol):
 class Lifecycle:
     """Several lanes, each with at most one active operation (002 §5.1).
 
-    Subclasses in ``scopecheck/mutants/ops.py`` override one hook each to plant a harness bug.
+    Subclasses in ``scopecheck/planted/ops.py`` override one hook each to plant a harness bug.
     """
 
     def __init__(self, lanes: Iterable[str] = ("main",), *, scoped: bool = True) -> None:

@@ -113,7 +113,7 @@ class JsonlWorld:
 
     ``restart()`` closes every handle and opens a new repository over the same directory, so
     every reopen goes through the nine open stages (JSONL-7).  ``repository_class`` lets a
-    planted bug (``scopecheck.mutants.jsonl``) run in the same world.
+    planted bug (``scopecheck.planted.jsonl``) run in the same world.
     """
 
     def __init__(
@@ -264,7 +264,7 @@ class JsonlLegacyWorld(JsonlWorld):
     ``legacy_files`` and ``legacy_ids`` tell the machine to *open* these Sessions and to start
     the model from its own importer over the same lines (``ReferenceRepository.import_legacy``);
     the ids are deterministic so both sides name the same entries.  ``repository_class`` lets a
-    planted bug run in the same world (scopecheck/mutants/legacy.py).
+    planted bug run in the same world (scopecheck/planted/legacy.py).
     """
 
     legacy_ids = staticmethod(counter_legacy_ids)
@@ -293,7 +293,7 @@ class SqliteWorld:
     ``repository_class`` opens the repository at start and at every restart:
     ``repository_class(target, clock)`` with the root (per-file) or the container file -- a
     repository class, or a callable giving it settings and collaborators (planted bugs in
-    scopecheck/mutants/sqlite.py pass their policies this way).
+    scopecheck/planted/sqlite.py pass their policies this way).
     """
 
     def __init__(

@@ -470,7 +470,7 @@ def mutants(backend: str | None, names: tuple[str, ...], as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from scopecheck.mutants import all_mutants, run_mutant
+    from scopecheck.planted import all_mutants, run_mutant
 
     chosen = all_mutants(backend)
     if names:

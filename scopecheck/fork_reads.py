@@ -13,7 +13,7 @@ entries and their labels, other lanes, application scalars and lists, op/pending
 assistant frames, ephemeral scopes and usage; for a tree fork the last five).  A fork that
 reads only what it needs reads about as much from both; one that scans and drops reads the
 bulk.  :func:`probe` turns that into a verdict; the planted bug ``fork-sqlite-reads-unfiltered``
-(scopecheck/mutants/fork.py) removes the prefilters and must be caught by it.
+(scopecheck/planted/fork.py) removes the prefilters and must be caught by it.
 """
 
 from __future__ import annotations

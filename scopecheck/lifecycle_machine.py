@@ -16,7 +16,7 @@ rules of 000 §5, §2.2 and §9.5:
 * OP-8  recovery reads only addresses derived from current operation state (never residue).
 
 ``harness`` swaps in a broken :class:`~scopecheck.models.lifecycle.Lifecycle`
-(scopecheck/mutants/ops.py).
+(scopecheck/planted/ops.py).
 """
 
 from __future__ import annotations

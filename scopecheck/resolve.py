@@ -1,7 +1,7 @@
 """A backend by the name a user gives on the command line or in a reproducer.
 
 A name is a bundled backend or one of its extra worlds (:mod:`scopecheck.backends`), a
-planted bug of the catalogue (:mod:`scopecheck.mutants`), or a user's backend as
+planted bug of the catalogue (:mod:`scopecheck.planted`), or a user's backend as
 ``PATH_OR_MODULE:FACTORY`` (:mod:`scopecheck.adapters`). It lives above all three: they import
 :class:`~scopecheck.backends.Backend`, this module imports them.
 """
@@ -20,7 +20,7 @@ def resolve_backend(name: str) -> Backend:
         return BUNDLED.get(name) or EXTRA[name]
     if is_user_spec(name):
         return load_backend(name)
-    from scopecheck.mutants import all_mutants
+    from scopecheck.planted import all_mutants
 
     for mutant in all_mutants():
         made = mutant.make()

@@ -127,12 +127,12 @@ def _private(name: str) -> bool:
 def _catalogue_modules() -> list[tuple[Path, Any]]:
     import importlib
 
-    from scopecheck.mutants import all_mutants
+    from scopecheck.planted import all_mutants
 
     all_mutants()
     found = []
-    for path in sorted((ROOT / "scopecheck" / "mutants").glob("*.py")):
-        name = "scopecheck.mutants" + ("" if path.stem == "__init__" else f".{path.stem}")
+    for path in sorted((ROOT / "scopecheck" / "planted").glob("*.py")):
+        name = "scopecheck.planted" + ("" if path.stem == "__init__" else f".{path.stem}")
         found.append((path, importlib.import_module(name)))
     return found
 
@@ -180,7 +180,7 @@ def test_planted_bugs_use_only_public_seams() -> None:
 @pytest.mark.rule("ARCH-3")
 def test_backends_know_nothing_of_the_catalogue() -> None:
     """No backend module imports the catalogue or names it: nothing in impl/ exists for it."""
-    assert offenders("impl", ("scopecheck.mutants",), surface=False) == []
+    assert offenders("impl", ("scopecheck.planted",), surface=False) == []
     mentions = [
         str(path.relative_to(ROOT))
         for path in sorted((ROOT / "impl").rglob("*.py"))
@@ -193,9 +193,9 @@ def test_backends_know_nothing_of_the_catalogue() -> None:
 #: entry is in a module this check's owners do not edit; a fix makes its entry fail (stale).
 _PRIVATE_READS_ALLOWED = {
     # a planted fork bug reuses the fork benchmark's clock
-    "scopecheck/mutants/fork.py imports scopecheck.bench.fork._clock",
+    "scopecheck/planted/fork.py imports scopecheck.bench.fork._clock",
     # the JSONL crash bugs reuse the JSONL catalogue's backend builder
-    "scopecheck/mutants/jsonl_crash.py imports scopecheck.mutants.jsonl._backend",
+    "scopecheck/planted/jsonl_crash.py imports scopecheck.planted.jsonl._backend",
     # the stage benchmark reuses the JSONL benchmark's parser and file walk
     "scopecheck/bench/jsonl_stages.py imports scopecheck.bench.jsonl._plain_parse",
     "scopecheck/bench/jsonl_stages.py imports scopecheck.bench.jsonl._session_files",

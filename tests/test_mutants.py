@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from scopecheck.mutants import all_mutants, run_mutant
+from scopecheck.planted import all_mutants, run_mutant
 from tests.test_cli import scopecheck
 
 MACHINE_MUTANTS = [m for m in all_mutants() if m.caught_by == "machine"]

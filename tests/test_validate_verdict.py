@@ -352,7 +352,7 @@ def test_a_message_names_a_file_under_the_root_relative_to_it(tmp_path: Path) ->
     directory, yet two runs of the same failure save the same message, naming the root as
     ``<root>``."""
     from scopecheck.fuzz import fuzz_backend
-    from scopecheck.mutants import all_mutants
+    from scopecheck.planted import all_mutants
     from scopecheck.validator import machine_settings
 
     (mutant,) = [m for m in all_mutants() if m.name == "jsonl-publish-leaves-temp"]

@@ -260,7 +260,7 @@ def _mutant_catch_seconds() -> dict[str, Any]:
     from hypothesis.stateful import run_state_machine_as_test
 
     from scopecheck.machine import make_machine
-    from scopecheck.mutants.sqlite import MUTANTS, crash_check
+    from scopecheck.planted.sqlite import MUTANTS, crash_check
 
     figures: dict[str, Any] = {}
     chosen = settings(

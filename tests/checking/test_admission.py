@@ -8,7 +8,7 @@ import pytest
 
 from scopecheck.backends import BUNDLED
 from scopecheck.machine import AdmissionGate, MismatchError, make_machine
-from scopecheck.mutants import CATALOGUE, all_mutants
+from scopecheck.planted import CATALOGUE, all_mutants
 
 all_mutants()
 

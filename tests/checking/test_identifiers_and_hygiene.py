@@ -15,7 +15,7 @@ import scopecheck.strategies as sx
 from scopecheck import hygiene
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.scope import MAX_ENCODED_SCOPE_ID, encode_uri_component, ephemeral_scope
-from scopecheck.mutants import all_mutants
+from scopecheck.planted import all_mutants
 
 
 @pytest.mark.rule("CHECK-7")

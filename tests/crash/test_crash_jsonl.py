@@ -44,7 +44,7 @@ from scopecheck.crashsim.jsonl_workloads import (
 from scopecheck.crashsim.persistence import Image, Volume
 from scopecheck.crashsim.points import EntriesKept, Only, ProcessCrash, Strict, Torn
 from scopecheck.crashsim.workload import make_workload
-from scopecheck.mutants import all_mutants
+from scopecheck.planted import all_mutants
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 LONG = os.environ.get("SCOPECHECK_LONG_CRASH") == "1"
@@ -321,7 +321,7 @@ def test_reproducer_replays_to_the_same_failure(tmp_path: Path) -> None:
     --replay`` and ``scopecheck replay`` (exit 1 while failing), and passes on the fixed
     backend (exit 0)."""
     from scopecheck.crash_explorers import JsonlCrashExplorer
-    from scopecheck.mutants.jsonl_crash import NEW
+    from scopecheck.planted.jsonl_crash import NEW
 
     _, repo = NEW["jsonl-ack-before-fsync"]
     _, records = JsonlCrashExplorer(repo, backend="jsonl-ack-before-fsync").explore(20, 1)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from scopecheck.mutants.jsonl_crash import NEW
+from scopecheck.planted.jsonl_crash import NEW
 from tests.crash.crash_machine import CrashMachine
 
 SETTINGS = settings(

@@ -16,7 +16,7 @@ from scopecheck.crashsim.generic_faults import fault_plan
 from scopecheck.crashsim.generic_sweep import explore, replay_record, trace, workload
 from scopecheck.examples import broken_file_backend
 from scopecheck.examples import good_file_backend as good
-from scopecheck.mutants.fs_crash import fs_ack_after_long_startup, fs_recovery_truncate_unsynced
+from scopecheck.planted.fs_crash import fs_ack_after_long_startup, fs_recovery_truncate_unsynced
 
 
 @pytest.mark.rule("CRASH-COV-1", "CRASH-COV-2", "CRASH-FS-2", "CRASH-FS-6")

@@ -37,7 +37,7 @@ from scopecheck.factory import takes_filesystem
 from scopecheck.impl.validation import check_session_id
 from scopecheck.models.errors import usage
 from scopecheck.models.records import Snapshot
-from scopecheck.mutants.jsonl_crash import NEW as JSONL_CRASH_MUTANTS
+from scopecheck.planted.jsonl_crash import NEW as JSONL_CRASH_MUTANTS
 
 Factory = Callable[..., Any]
 

@@ -30,7 +30,7 @@ def make_outside(clock: Any, *, root: str) -> Sqlite3Repository:
 
 def make_file_log(clock: Any, *, root: str) -> Any:
     """The good file example over the real file system, taking ``root`` only: explored from
-    its system calls (the planted bugs in ``scopecheck.mutants.syscall`` change one call)."""
+    its system calls (the planted bugs in ``scopecheck.planted.syscall`` change one call)."""
     from scopecheck.examples.good_file_backend import FileRepository
     from scopecheck.impl.fs import OsFileSystem
 

@@ -19,7 +19,7 @@ import tempfile
 import pytest
 
 from scopecheck.bench.fork import SCOPES, bundled_makers, fork_growth, within_bound
-from scopecheck.mutants.fork import probe_materialised
+from scopecheck.planted.fork import probe_materialised
 
 
 @pytest.mark.rule("FORK-16")

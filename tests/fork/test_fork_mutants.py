@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from scopecheck.mutants import Mutant, all_mutants, run_fork_mutant
-from scopecheck.mutants.fork_validation import NAMES as VALIDATION_NAMES
+from scopecheck.planted import Mutant, all_mutants, run_fork_mutant
+from scopecheck.planted.fork_validation import NAMES as VALIDATION_NAMES
 from tests.test_cli import scopecheck
 
 #: Run in-process; the fork-validation bugs run through the CLI below instead.

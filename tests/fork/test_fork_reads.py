@@ -25,7 +25,7 @@ from scopecheck.models.fork_policy import (
     classify_list,
     scan_spans,
 )
-from scopecheck.mutants.fork import probe_unfiltered_reads
+from scopecheck.planted.fork import probe_unfiltered_reads
 
 _EDGES = (
     "",

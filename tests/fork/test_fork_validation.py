@@ -21,7 +21,7 @@ from scopecheck.impl.memory import MemoryRepository
 from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 from scopecheck.machine import MismatchError
 from scopecheck.models.fork import BranchFork
-from scopecheck.mutants.fork_validation import keeps_refused_destination, planted
+from scopecheck.planted.fork_validation import keeps_refused_destination, planted
 from scopecheck.resolve import resolve_backend
 
 WORLDS = ("memory", "jsonl", "jsonl-fakefs", "sqlite", "sqlite-shared")

@@ -22,8 +22,8 @@ from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import CorruptError
 from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import append_list, retire_scope, set_value
-from scopecheck.mutants import CATALOGUE, all_mutants, run_mutant
-from scopecheck.mutants.jsonl import REPOSITORIES
+from scopecheck.planted import CATALOGUE, all_mutants, run_mutant
+from scopecheck.planted.jsonl import REPOSITORIES
 from scopecheck.profiles import get_profile
 
 A = ephemeral_scope("op-A")

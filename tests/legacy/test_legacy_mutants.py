@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from scopecheck.mutants import Mutant, all_mutants, run_fork_mutant
-from scopecheck.mutants.legacy import probe_legacy_fork
+from scopecheck.planted import Mutant, all_mutants, run_fork_mutant
+from scopecheck.planted.legacy import probe_legacy_fork
 
 LEGACY_MUTANTS = [m for m in all_mutants() if m.name.startswith("legacy-fork-")]
 

@@ -21,7 +21,7 @@ from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import append_list, insert_entry, set_value
-from scopecheck.mutants.seams import WrappedFileSystem, over_fs
+from scopecheck.planted.seams import WrappedFileSystem, over_fs
 from tests.jsonl.test_crash_sweep import MUTATING, CrashAt, CrashingFs, SimulatedCrash
 from tests.legacy.conftest import (
     TRANSCRIPTS,

@@ -134,7 +134,7 @@ def test_lifecycle_survives_every_process_crash_point(tmp_path: Path) -> None:
 def test_lifecycle_crash_sweep_catches_unlink_before_durable_retirement(tmp_path: Path) -> None:
     """Teeth: a JSONL that unlinks the sidecar before the retirement line is durable loses
     current progress of an operation that never reached terminal at some crash point."""
-    mutants = pytest.importorskip("scopecheck.mutants.jsonl")
+    mutants = pytest.importorskip("scopecheck.planted.jsonl")
     broken = mutants.REPOSITORIES["jsonl-unlink-before-retire-durable"]
     failures = sweep(tmp_path, broken)
     assert failures and any("recovery" in f or "prefix" in f for f in failures), failures

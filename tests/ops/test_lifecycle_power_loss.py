@@ -106,7 +106,7 @@ def test_sqlite_lifecycle_power_loss_after_the_last_acknowledgement(layout: Any)
 
 
 def _sqlite_mutant(name: str) -> Any:
-    from scopecheck.mutants.sqlite import BY_NAME
+    from scopecheck.planted.sqlite import BY_NAME
 
     return BY_NAME[name]
 
@@ -137,7 +137,7 @@ def test_sqlite_sweep_catches_synchronous_off() -> None:
 
 
 def _cancel_without_retirement() -> type[Lifecycle]:
-    from scopecheck.mutants.ops import CancelWithoutRetirement
+    from scopecheck.planted.ops import CancelWithoutRetirement
 
     return CancelWithoutRetirement
 
@@ -171,7 +171,7 @@ def test_jsonl_lifecycle_survives_every_crash_and_power_loss_state() -> None:
 def test_jsonl_sweep_catches_acknowledgement_before_fsync() -> None:
     """Planted: a commit acknowledged before its line is fsynced; power loss drops it."""
     from scopecheck.crashsim.lifecycle import explore_jsonl_lifecycle
-    from scopecheck.mutants.jsonl_crash import NEW
+    from scopecheck.planted.jsonl_crash import NEW
 
     _, repo = NEW["jsonl-ack-before-fsync"]
     report = explore_jsonl_lifecycle(

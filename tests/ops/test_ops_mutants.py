@@ -1,11 +1,11 @@
-"""The planted harness bugs (scopecheck/mutants/ops.py) are each caught by the lifecycle machine
+"""The planted harness bugs (scopecheck/planted/ops.py) are each caught by the lifecycle machine
 in a few steps (ARCH-2 for the ops catalogue)."""
 
 from __future__ import annotations
 
 import pytest
 
-from scopecheck.mutants import all_mutants, run_mutant
+from scopecheck.planted import all_mutants, run_mutant
 
 OPS = {m.name: m for m in all_mutants() if m.name.startswith("ops-")}
 RULES = {

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: What a source copy leaves out: local state, caches and earlier builds.
 SKIP = {".git", ".venv", "build", "dist", ".hypothesis", ".scopecheck", "__pycache__"}
 #: Left out at the top only: mutmut's work folder (docs/mutation.md), not the planted-bug
-#: catalogue scopecheck/mutants/.
+#: catalogue scopecheck/planted/.
 SKIP_TOP = {"mutants"}
 
 

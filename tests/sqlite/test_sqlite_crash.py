@@ -39,7 +39,7 @@ from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.protocols import Clock
 from scopecheck.models.records import Committed
 from scopecheck.models.writes import set_value
-from scopecheck.mutants.seams import WrappedRepository, WrappedSession
+from scopecheck.planted.seams import WrappedRepository, WrappedSession
 
 WORKLOAD = make_workload(11, transactions=6, big_every=3)
 

@@ -10,7 +10,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.crashsim.sqlite_sweep import crash_sweep
 from scopecheck.machine import make_machine
-from scopecheck.mutants.sqlite import (
+from scopecheck.planted.sqlite import (
     BY_NAME,
     MUTANTS,
     SqliteMutant,

@@ -36,8 +36,8 @@ from scopecheck.models.fork_policy import (
     classify_list,
 )
 from scopecheck.models.records import ListElement, ValueRecord
-from scopecheck.mutants import PROBES, Mutant, register
-from scopecheck.mutants.seams import RegistryRepository, memory_with, registry_backend
+from scopecheck.planted import PROBES, Mutant, register
+from scopecheck.planted.seams import RegistryRepository, memory_with, registry_backend
 
 
 class _PostFork(RegistryRepository):

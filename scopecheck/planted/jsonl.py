@@ -1,7 +1,7 @@
 """Planted bugs in the JSONL backend: the mistakes 000 §6 and REFERENCE §1 warn about.
 
 Each is the real JSONL repository doing its I/O through a
-:class:`~scopecheck.mutants.seams.WrappedFileSystem` that changes one call -- what the backend
+:class:`~scopecheck.planted.seams.WrappedFileSystem` that changes one call -- what the backend
 reads at open, or what it writes when -- or overriding one public method.  Which check catches
 each (``caught_by``):
 
@@ -32,8 +32,8 @@ from scopecheck.models.addresses import value
 from scopecheck.models.errors import StorageIOError
 from scopecheck.models.records import Committed
 from scopecheck.models.writes import delete_value
-from scopecheck.mutants import Mutant, register
-from scopecheck.mutants.seams import WrappedFileSystem, over_fs
+from scopecheck.planted import Mutant, register
+from scopecheck.planted.seams import WrappedFileSystem, over_fs
 
 
 def _backend(name: str, repo: type[JsonlRepository], *, unlink_fails: bool = False) -> Backend:

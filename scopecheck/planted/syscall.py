@@ -22,8 +22,8 @@ from scopecheck.examples.sqlite3_backend import SCHEMA, Sqlite3Repository, Sqlit
 from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.validation import check_session_id
 from scopecheck.models.errors import StorageIOError, usage
-from scopecheck.mutants import MutantResult, register_factories
-from scopecheck.mutants.fs_crash import (
+from scopecheck.planted import MutantResult, register_factories
+from scopecheck.planted.fs_crash import (
     STARTUP_WRITES,
     IndexedRepository,
     RetryingFsync,

@@ -24,21 +24,21 @@ from scopecheck.backends import Backend
 from scopecheck.machine_failures import count_steps, failure_program
 
 _MODULES = (
-    "scopecheck.mutants.memory",
-    "scopecheck.mutants.payloads",
-    "scopecheck.mutants.identifiers",
-    "scopecheck.mutants.leftovers",
-    "scopecheck.mutants.ordering",
-    "scopecheck.mutants.concurrency",
-    "scopecheck.mutants.sqlite",
-    "scopecheck.mutants.jsonl",
-    "scopecheck.mutants.ops",
-    "scopecheck.mutants.fork",
-    "scopecheck.mutants.fork_validation",
-    "scopecheck.mutants.legacy",
-    "scopecheck.mutants.jsonl_crash",
-    "scopecheck.mutants.syscall",
-    "scopecheck.mutants.fs_crash",
+    "scopecheck.planted.memory",
+    "scopecheck.planted.payloads",
+    "scopecheck.planted.identifiers",
+    "scopecheck.planted.leftovers",
+    "scopecheck.planted.ordering",
+    "scopecheck.planted.concurrency",
+    "scopecheck.planted.sqlite",
+    "scopecheck.planted.jsonl",
+    "scopecheck.planted.ops",
+    "scopecheck.planted.fork",
+    "scopecheck.planted.fork_validation",
+    "scopecheck.planted.legacy",
+    "scopecheck.planted.jsonl_crash",
+    "scopecheck.planted.syscall",
+    "scopecheck.planted.fs_crash",
 )
 
 
@@ -50,7 +50,7 @@ class Mutant:
     make: Callable[[], Backend]
     caught_by: str = "machine"
     #: Builds the machine class for the backend; ``None`` = the storage machine.  Harness
-    #: mutants (scopecheck/mutants/ops.py) choose the lifecycle machine here.
+    #: mutants (scopecheck/planted/ops.py) choose the lifecycle machine here.
     machine: Callable[[Backend], Any] | None = None
     #: A check other than the machine (the crash explorers, for ``caught_by="crash"``):
     #: ``run_mutant`` calls it instead of running the machine.
@@ -72,7 +72,7 @@ class MutantResult:
 CATALOGUE: dict[str, Mutant] = {}
 
 #: The check of each ``caught_by="fork-probe"`` mutant, by name: ``(caught, detail)``
-#: (scopecheck/mutants/fork.py, scopecheck/mutants/legacy.py).
+#: (scopecheck/planted/fork.py, scopecheck/planted/legacy.py).
 PROBES: dict[str, Callable[[], tuple[bool, str]]] = {}
 
 

@@ -2,13 +2,13 @@
 
 Each is planted from outside the real backend, at one of its public seams: a sequence or
 retirement policy, or a durability setting, passed to the real repository's constructor, a
-wrapper around the Sessions it hands out (:func:`scopecheck.mutants.seams.sqlite_over`), or a
+wrapper around the Sessions it hands out (:func:`scopecheck.planted.seams.sqlite_over`), or a
 subclass overriding a public method.  Those whose effect shows in ordinary results are caught by
 the stateful machine (``caught_by="machine"``); those that only matter when the process dies
 mid-commit or the power fails are caught by the crash sweep, crashes during recovery included
 (``caught_by="crash"``, :func:`crash_check`; :func:`crash_result` reports such a run as a
 ``MutantResult``).  All of them register into the
-catalogue of ``scopecheck.mutants``.
+catalogue of ``scopecheck.planted``.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from scopecheck.models.writes import (
     retire_scope,
     set_value,
 )
-from scopecheck.mutants import Mutant, MutantResult, register
-from scopecheck.mutants.seams import SessionWrap, WrappedSession, sqlite_over
+from scopecheck.planted import Mutant, MutantResult, register
+from scopecheck.planted.seams import SessionWrap, WrappedSession, sqlite_over
 
 
 class PointReadIgnoresScope(WrappedSession):
@@ -256,7 +256,7 @@ def crash_check(mutant: SqliteMutant, max_failures: int = 1) -> Any:
 
 def crash_result(mutant: SqliteMutant) -> MutantResult:
     """Run a ``caught_by="crash"`` mutant through the crash sweep and report it the way
-    ``scopecheck.mutants.run_mutant`` reports a machine run (a ``MutantResult``)."""
+    ``scopecheck.planted.run_mutant`` reports a machine run (a ``MutantResult``)."""
     import time
 
     started = time.perf_counter()
@@ -264,7 +264,7 @@ def crash_result(mutant: SqliteMutant) -> MutantResult:
     seconds = round(time.perf_counter() - started, 3)
     first = str(report.failures[0]) if report.failures else ""
     program = (
-        f"crash_check(BY_NAME[{mutant.name!r}])  # scopecheck.mutants.sqlite\n# {first}"
+        f"crash_check(BY_NAME[{mutant.name!r}])  # scopecheck.planted.sqlite\n# {first}"
         if first
         else ""
     )

@@ -27,7 +27,7 @@ from scopecheck.impl.jsonl.legacy import import_legacy, is_legacy_header, uuid7_
 from scopecheck.impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.fork import ForkOptions, TreeFork
-from scopecheck.mutants import PROBES, Mutant, register
+from scopecheck.planted import PROBES, Mutant, register
 
 
 class _RemembersArguments(JsonlRepository):

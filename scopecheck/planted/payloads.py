@@ -2,7 +2,7 @@
 JSONL-25) and what a usage row keeps (STATS-4, WRITE-9).
 
 Each is the real Memory backend handing out a :class:`Rewritten` Session
-(:func:`~scopecheck.mutants.seams.memory_over`), which passes the payload bytes of every read
+(:func:`~scopecheck.planted.seams.memory_over`), which passes the payload bytes of every read
 through one function -- the mistake of a backend that keeps decoded values and re-encodes them
 on the way out.
 """
@@ -18,8 +18,8 @@ import orjson
 
 from scopecheck.backends import Backend
 from scopecheck.models.records import EntryRecord, ListElement, Snapshot, UsageRecord, ValueRecord
-from scopecheck.mutants import Mutant, register
-from scopecheck.mutants.seams import WrappedSession, memory_over
+from scopecheck.planted import Mutant, register
+from scopecheck.planted.seams import WrappedSession, memory_over
 
 Reencode = Callable[[bytes], bytes]
 

@@ -18,8 +18,8 @@ from typing import Any
 from scopecheck.examples.good_file_backend import FileRepository, FileStorage
 from scopecheck.impl.fs import AppendFile, FileSystem
 from scopecheck.models.errors import CorruptError, StorageIOError
-from scopecheck.mutants import MutantResult, register_factories
-from scopecheck.mutants.seams import WrappedFileSystem
+from scopecheck.planted import MutantResult, register_factories
+from scopecheck.planted.seams import WrappedFileSystem
 
 #: How many records the start-up writes before the backend answers anything.
 STARTUP_WRITES = 3000

@@ -33,7 +33,7 @@ from scopecheck.impl.memory import MemoryRepository, new_fork_id
 from scopecheck.impl.sqlite import SqliteRepository
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.fork import BranchFork, TreeFork
-from scopecheck.mutants import Mutant, register
+from scopecheck.planted import Mutant, register
 
 #: The real ``fork`` of the repository a bug is planted in.
 Fork = Callable[[str, Any], str]

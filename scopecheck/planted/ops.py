@@ -20,7 +20,7 @@ from scopecheck.models.lifecycle import (
 )
 from scopecheck.models.scope import EphemeralScope
 from scopecheck.models.writes import AnyWrite, delete_list, retire_scope
-from scopecheck.mutants import Mutant, register
+from scopecheck.planted import Mutant, register
 
 
 def _lifecycle_mutant(name: str, description: str) -> Any:

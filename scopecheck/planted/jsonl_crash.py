@@ -21,9 +21,9 @@ from scopecheck.crash_explorers import JsonlCrashExplorer
 from scopecheck.impl.fs import AppendFile, FileSystem, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.models.errors import StorageIOError
-from scopecheck.mutants import CATALOGUE, Mutant, MutantResult, register
-from scopecheck.mutants.jsonl import REPOSITORIES, _backend
-from scopecheck.mutants.seams import OpeningFileSystem, WrappedFileSystem, opening_over, over_fs
+from scopecheck.planted import CATALOGUE, Mutant, MutantResult, register
+from scopecheck.planted.jsonl import REPOSITORIES, _backend
+from scopecheck.planted.seams import OpeningFileSystem, WrappedFileSystem, opening_over, over_fs
 
 
 class NoAppendFsync(WrappedFileSystem):

@@ -1,7 +1,7 @@
 """Planted bugs in the order of scans and list pages (LIST-2..LIST-5, LIST-9): orders that
 agree with the right one over one or two keys or a short list and only break over many, or at
 a page edge.  Each is the real Memory backend handing out a Session that reorders one read
-(:func:`~scopecheck.mutants.seams.memory_over`)."""
+(:func:`~scopecheck.planted.seams.memory_over`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from scopecheck.backends import Backend
 from scopecheck.models.records import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, ListElement
-from scopecheck.mutants import Mutant, register
-from scopecheck.mutants.seams import WrappedSession, memory_over
+from scopecheck.planted import Mutant, register
+from scopecheck.planted.seams import WrappedSession, memory_over
 
 
 class ScanInInsertionOrder(WrappedSession):

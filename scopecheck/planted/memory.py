@@ -1,6 +1,6 @@
 """Planted bugs in the Memory backend: the mistakes 000 §2–§3 and §7 warn about.
 
-Each is the real Memory backend changed at a public seam (:mod:`scopecheck.mutants.seams`):
+Each is the real Memory backend changed at a public seam (:mod:`scopecheck.planted.seams`):
 given another policy -- the superseded per-scope sequence allocation of 002, a retirement
 that forgets lists -- or handing out a Session that changes one call.
 """
@@ -28,8 +28,8 @@ from scopecheck.models.writes import (
     delete_value,
     set_value,
 )
-from scopecheck.mutants import Mutant, register
-from scopecheck.mutants.seams import WrappedSession, memory_over, memory_with
+from scopecheck.planted import Mutant, register
+from scopecheck.planted.seams import WrappedSession, memory_over, memory_with
 
 
 def _register(name: str, description: str, make: Any) -> None:

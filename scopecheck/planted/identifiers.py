@@ -21,8 +21,8 @@ import attrs
 from scopecheck.models.records import Snapshot
 from scopecheck.models.scope import EphemeralScope, ephemeral_scope
 from scopecheck.models.writes import RetireScope
-from scopecheck.mutants import Mutant, register
-from scopecheck.mutants.seams import WrappedFileSystem, WrappedSession, jsonl_over, memory_over
+from scopecheck.planted import Mutant, register
+from scopecheck.planted.seams import WrappedFileSystem, WrappedSession, jsonl_over, memory_over
 
 
 def lossy_key(scope_id: str) -> str:

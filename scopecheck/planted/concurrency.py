@@ -2,7 +2,7 @@
 FORK-12): caught by the machine's ``race`` step, which commits from threads while ``close()``
 or a fork runs, reopens the Session the moment ``close()`` returns, and checks that a fork holds
 each racing commit wholly or not at all.  Each is the real Memory backend behind a Session or
-repository wrapper that changes one call (:mod:`scopecheck.mutants.seams`)."""
+repository wrapper that changes one call (:mod:`scopecheck.planted.seams`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from scopecheck.models.errors import ClosedError
 from scopecheck.models.fork import ForkOptions
 from scopecheck.models.protocols import Clock
 from scopecheck.models.writes import AppendList, DeleteList, DeleteValue, SetValue
-from scopecheck.mutants import Mutant, register
-from scopecheck.mutants.seams import WrappedRepository, WrappedSession, memory_over
+from scopecheck.planted import Mutant, register
+from scopecheck.planted.seams import WrappedRepository, WrappedSession, memory_over
 
 #: How long the background close takes to start: long enough that a reopen right after close()
 #: returned always finds the Session still open.

@@ -1,6 +1,6 @@
 """Planted bugs that leave files behind (HYGIENE-1..3): the state every read returns is right,
 and only the machines' look at the disk sees them.  Each is the real JSONL backend, over a
-:class:`~scopecheck.mutants.seams.WrappedFileSystem` breaking one call or behind a repository
+:class:`~scopecheck.planted.seams.WrappedFileSystem` breaking one call or behind a repository
 whose public ``fork`` does one thing more."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 from scopecheck.backends import Backend, JsonlWorld
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.models.fork import ForkOptions
-from scopecheck.mutants import Mutant, register
-from scopecheck.mutants.seams import WrappedFileSystem, jsonl_over
+from scopecheck.planted import Mutant, register
+from scopecheck.planted.seams import WrappedFileSystem, jsonl_over
 
 
 class KeepsScopesFolders(WrappedFileSystem):
