@@ -4,7 +4,7 @@ leave, judged the same way whatever ran the workload.
 A source drives a faulted run its own way -- a factory over a pyfakefs sandbox with one
 ``FileSystem`` call failing (:mod:`scopecheck.crashsim.generic_faults`), a backend process
 with one system call failing under strace or the FUSE layer, or killed
-(``scopecheck.syscall_crash``), SQLite with one VFS call failing
+(``scopecheck.process.syscall_crash``), SQLite with one VFS call failing
 (:mod:`scopecheck.crashsim.sqlite_sweep`) -- and knows which states the model allows at that
 moment: every acknowledged step, nothing of a failed commit, a failed create or delete done
 or not (CRASH-FS-9, CRASH-FS-11, CRASH-SQL-4).  What is the same for every source is here,

@@ -4,7 +4,7 @@ faults.
 Why it exists: a test has to see which calls a backend made (the durability policy, JSONL-10..12),
 fail one of them (a failed append, an unlink that is refused) or stop the backend at one (a
 simulated crash); the JSONL world variant whose unlinks fail (``jsonl-unlink-fails``,
-:mod:`scopecheck.backends`) runs the backend through it with a fault hook and no trace; and
+:mod:`scopecheck.backends.registry`) runs the backend through it with a fault hook and no trace; and
 ``scopecheck bench legacy`` counts the mutating calls of an upgrade with it.  It is test tooling,
 not a backend, so it lives beside the crash simulator and not in ``impl/``, which knows nothing
 of it (ARCH-1).

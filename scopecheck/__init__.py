@@ -27,7 +27,7 @@ if not _os.path.isdir(_os.path.join(__path__[0], "models")):
     __path__ = _pkgutil.extend_path(__path__, __name__)
 del _os, _pkgutil
 
-from scopecheck.factory import (
+from scopecheck.backends.factory import (
     BackendFactory,
     DirectoryBackendFactory,
     FactoryKind,
@@ -102,7 +102,7 @@ from scopecheck.models.writes import (
 )
 
 if TYPE_CHECKING:
-    from scopecheck.validator import Verdict, validate
+    from scopecheck.run.validate import Verdict, validate
 
 __version__ = "0.1.0"
 
@@ -183,7 +183,7 @@ __all__ = [
     "value_list",
 ]
 
-_LAZY = {"validate": "scopecheck.validator", "Verdict": "scopecheck.validator"}
+_LAZY = {"validate": "scopecheck.run.validate", "Verdict": "scopecheck.run.validate"}
 
 
 def __getattr__(name: str) -> Any:

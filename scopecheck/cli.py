@@ -88,10 +88,10 @@ def fuzz(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from scopecheck.backends import BUNDLED, Backend, is_user_spec
-    from scopecheck.fuzz import BackendReport, fuzz_backend
-    from scopecheck.profiles import PROFILES, chosen_name, load_profile
-    from scopecheck.resolve import resolve_backend
+    from scopecheck.backends.registry import BUNDLED, Backend, is_user_spec
+    from scopecheck.backends.resolve import resolve_backend
+    from scopecheck.run.fuzz import BackendReport, fuzz_backend
+    from scopecheck.run.profiles import PROFILES, chosen_name, load_profile
 
     names = list(backends) or sorted(BUNDLED)
     chosen: dict[str, Backend] = {}
@@ -129,7 +129,7 @@ def fuzz(
         transient=False,
     ) as progress:
         if workers > 1:
-            from scopecheck.parallel import fuzz_in_workers
+            from scopecheck.run.parallel import fuzz_in_workers
 
             reports = fuzz_in_workers(
                 names, per_backend, chosen_seed, profile_name, Path(failures_dir), workers, progress
@@ -212,12 +212,12 @@ def _failure_text(record: dict[str, Any]) -> str:
 def replay(file: str) -> None:
     """Re-run a saved failure exactly; exit 1 while it still fails, 3 when a machine failure
     (or a timing-dependent crash run) could not be reproduced, 0 once a crash state recovers."""
-    from scopecheck.crash_cli import NOT_REPRODUCED
-    from scopecheck.replay import load_reproducer, replay_machine
+    from scopecheck.run.crash import NOT_REPRODUCED
+    from scopecheck.run.replay import load_reproducer, replay_machine
 
     record = load_reproducer(file)
     if record["kind"] == "crash":
-        from scopecheck.crash_cli import replay_command
+        from scopecheck.run.crash import replay_command
 
         sys.exit(replay_command(file))
     if record["kind"] != "machine":
@@ -266,7 +266,7 @@ def crash(
     as_json: bool,
 ) -> None:
     """Explore every crash state of JSONL workloads on a fake filesystem (or replay one)."""
-    from scopecheck.crash_cli import crash_command
+    from scopecheck.run.crash import crash_command
 
     sys.exit(
         crash_command(
@@ -344,7 +344,7 @@ def validate(
     Runs every phase the backend can take -- the machine, forks, crash exploration, the
     conformance suite, restarts -- and reports each as ran, failed, incomplete or skipped (with
     why)."""
-    from scopecheck.validator import process_started
+    from scopecheck.run.validate import process_started
 
     started = process_started()
     if (factory is None) == (command is None):
@@ -353,8 +353,8 @@ def validate(
     from rich.console import Console
     from rich.live import Live
 
-    from scopecheck.validator import PHASES, PhaseReport, parse_required, summary_lines
-    from scopecheck.validator import validate as run_validate
+    from scopecheck.run.validate import PHASES, PhaseReport, parse_required, summary_lines
+    from scopecheck.run.validate import validate as run_validate
 
     if not budget > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
@@ -452,7 +452,7 @@ def serve(factory: str) -> None:
     The child a process backend runs as: `scopecheck validate --exec 'scopecheck serve
     my_backend.py:make_backend'` checks the factory in a separate process, with real
     restarts.  See docs/protocol.md."""
-    from scopecheck.factory import load_factory
+    from scopecheck.backends.factory import load_factory
     from scopecheck.process.server import main as serve_main
 
     serve_main(factory, load_factory)
@@ -541,7 +541,7 @@ def mutants(backend: str | None, names: tuple[str, ...], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def crosshair(planted: bool, iterations: int | None, workers: int, as_json: bool) -> None:
     """Run CrossHair over the PEP 316 contracts of the pure functions (CHECK-1..CHECK-5)."""
-    from scopecheck.crosshair_check import crosshair_command
+    from scopecheck.tools.crosshair_check import crosshair_command
 
     sys.exit(
         crosshair_command(planted=planted, iterations=iterations, workers=workers, as_json=as_json)
@@ -558,7 +558,7 @@ def inspect(path: str, as_json: bool) -> None:
     """Read a JSONL Session (main file or its directory) without changing a byte: header,
     transactions, retirement boundaries, live and retired sidecar records, high-water mark,
     torn tails and corruption.  Exit 0 if it would open, 1 if corrupt, 2 if not a Session."""
-    from scopecheck.inspect import inspect_session, render
+    from scopecheck.tools.inspect_jsonl import inspect_session, render
 
     try:
         report = inspect_session(path)
@@ -578,7 +578,7 @@ def inspect(path: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def rules(as_json: bool) -> None:
     """Every spec rule with the tests that cover it, then the uncovered ones."""
-    from scopecheck.rules import rules_command
+    from scopecheck.tools.rules import rules_command
 
     sys.exit(rules_command(as_json))
 

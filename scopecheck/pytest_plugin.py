@@ -15,7 +15,7 @@ The suite runs the phases ``scopecheck validate`` runs, decided by the same func
 ``test_crash.py`` crash exploration -- the generic crash sweep for a factory taking ``fs`` and
 ``root``, the system-call exploration for a factory taking ``root`` (where strace can run), and
 otherwise *skipped* with the reason ``validate`` gives, never passed (CRASH-FS-8).  At the end
-the plugin prints the run as a :class:`~scopecheck.validator.Verdict` with ``validate``'s
+the plugin prints the run as a :class:`~scopecheck.run.validate.Verdict` with ``validate``'s
 headline and phase lines (INSTALL-10), the machine's with the steps and examples it ran.
 """
 
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from scopecheck.adapters import LoadedBackend
-    from scopecheck.validator import Verdict
+    from scopecheck.backends.adapters import LoadedBackend
+    from scopecheck.run.validate import Verdict
 
 #: The markers scopecheck's suites use; declared so ``--strict-markers`` accepts them.
 MARKERS = (
@@ -80,7 +80,7 @@ _loaded = pytest.StashKey[dict[str, "LoadedBackend"]]()
 def loaded_backend(config: pytest.Config, spec: str) -> LoadedBackend:
     """``spec`` loaded once per run: every module's tests use the same backend, and its
     counts (restarts) add up over the run."""
-    from scopecheck.adapters import load
+    from scopecheck.backends.adapters import load
 
     cache = config.stash.setdefault(_loaded, {})
     if spec not in cache:
@@ -144,8 +144,8 @@ class VerdictCollector:
         by the function ``validate`` uses.  The machine phase counts its steps and examples
         (what ``test_machine.py`` puts in its ``user_properties``) and says them as
         ``validate`` does."""
-        from scopecheck.validate_report import _explanation
-        from scopecheck.validator import (
+        from scopecheck.run.report_plugin import _explanation
+        from scopecheck.run.validate import (
             PHASES,
             PhaseReport,
             Verdict,
@@ -194,7 +194,7 @@ class VerdictCollector:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.outcomes:
             return
-        from scopecheck.validator import headline, phase_line
+        from scopecheck.run.validate import headline, phase_line
 
         for spec in self.specs:
             verdict = self.verdict(spec)

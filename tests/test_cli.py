@@ -283,7 +283,7 @@ def test_pytest_plugin_runs_crash_exploration_as_validate_does_or_skips_it(
         # no fsync: power loss after a crash, and power loss right after a failed commit
         assert "CRASH-FS-6" in result.stdout and "CRASH-FS-9" in result.stdout
     if crash == "skipped":
-        from scopecheck.validator import CRASH_SKIPPED
+        from scopecheck.run.validate import CRASH_SKIPPED
 
         reason = f"crash exploration: skipped ({CRASH_SKIPPED['plain']})"
         assert reason in result.stdout, result.stdout

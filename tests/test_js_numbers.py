@@ -12,9 +12,9 @@ import subprocess
 import orjson
 import pytest
 
+from scopecheck.machines.strategies import storable_float
 from scopecheck.models.errors import UsageError
 from scopecheck.models.payload import MAX_SAFE_INTEGER, encode_json, js_number
-from scopecheck.strategies import storable_float
 
 #: Python's float, orjson's spelling, and the one JavaScript (and upstream's files) use.
 SPELLINGS = [

@@ -200,8 +200,8 @@ _PRIVATE_READS_ALLOWED = {
     "scopecheck/bench/jsonl_stages.py imports scopecheck.bench.jsonl._plain_parse",
     "scopecheck/bench/jsonl_stages.py imports scopecheck.bench.jsonl._session_files",
     # the pytest plugin reports through the validator's own helpers
-    "scopecheck/pytest_plugin.py imports scopecheck.validate_report._explanation",
-    "scopecheck/pytest_plugin.py imports scopecheck.validator._restarts",
+    "scopecheck/pytest_plugin.py imports scopecheck.run.report_plugin._explanation",
+    "scopecheck/pytest_plugin.py imports scopecheck.run.validate._restarts",
 }
 
 

@@ -1,4 +1,4 @@
-"""The mutation-score reader (scopecheck/mutation_stats.py, docs/mutation.md) on synthetic
+"""The mutation-score reader (scopecheck/tools/mutation_stats.py, docs/mutation.md) on synthetic
 mutmut records: it must never report a score mutmut's own verdicts do not support."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scopecheck import mutation_stats as ms
-from scopecheck.profiles import load_profile
+from scopecheck.run.profiles import load_profile
+from scopecheck.tools import mutation_stats as ms
 
 
 def _meta(root: Path, path: str, verdicts: dict[str, int | None]) -> None:

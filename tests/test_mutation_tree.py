@@ -1,4 +1,4 @@
-"""The tree mutmut runs in (scopecheck/mutation_tree.py, docs/mutation.md), assembled without
+"""The tree mutmut runs in (scopecheck/tools/mutation_tree.py, docs/mutation.md), assembled without
 running mutmut: the installed layout as real files, updated in place."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from scopecheck import mutation_tree as mt
+from scopecheck.tools import mutation_tree as mt
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,7 +42,7 @@ def test_the_tree_holds_the_installed_layout_as_real_files(tmp_path: Path) -> No
             assert (installed / relative).read_bytes() == (ROOT / folder / relative).read_bytes()
     assert (tree / "scopecheck/models/scope.py").is_file()
     assert (tree / "scopecheck/impl/jsonl/__init__.py").is_file()
-    assert (tree / "scopecheck/mutation_tree.py").is_file()
+    assert (tree / "scopecheck/tools/mutation_tree.py").is_file()
     # mutmut's settings name paths that exist in the tree, and nothing else is there.
     mutmut = config["tool"]["mutmut"]
     for path in mutmut["source_paths"] + mutmut["also_copy"]:

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scopecheck.machines.strategies import storable_float
 from scopecheck.models import errors
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.payload import MAX_SAFE_INTEGER, decode_json, encode_json
 from scopecheck.models.writes import append_list, insert_entry, insert_usage, set_value, usage_value
-from scopecheck.strategies import storable_float
 
 json = st.recursive(
     st.none()

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 PROBE = """
-from scopecheck.profiles import get_profile
+from scopecheck.run.profiles import get_profile
 dev, ci, mutants = get_profile("dev"), get_profile("ci"), get_profile("mutants")
 print(dev.derandomize, ci.derandomize, dev.database is not None, mutants.derandomize)
 """
@@ -29,7 +29,7 @@ def test_profiles_are_the_same_whatever_hypothesis_loaded_first() -> None:
 
 @pytest.mark.rule("INSTALL-2")
 def test_short_and_namespaced_names_name_the_same_profile() -> None:
-    from scopecheck.profiles import get_profile, short_name
+    from scopecheck.run.profiles import get_profile, short_name
 
     assert get_profile("ci").max_examples == get_profile("scopecheck-ci").max_examples == 120
     assert short_name("scopecheck-nightly") == "nightly"

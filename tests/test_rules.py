@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scopecheck.rules import (
+from scopecheck.tools.rules import (
     RULE_ID,
     CollectedTest,
     Collection,
@@ -24,7 +24,7 @@ from scopecheck.rules import (
     load_rules,
     rules_command,
 )
-from scopecheck.rules_collect import marker_rule_ids
+from scopecheck.tools.rules_plugin import marker_rule_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -284,7 +284,7 @@ def test_outside_a_checkout_the_installed_rules_are_listed_without_coverage(
 ) -> None:
     """An installed wheel used in a user's directory: the rules come from the package, and the
     report says plainly that coverage is unavailable -- no rule is reported as uncovered."""
-    import scopecheck.rules as rules_module
+    import scopecheck.tools.rules as rules_module
 
     monkeypatch.delenv("SCOPECHECK_ROOT", raising=False)
     monkeypatch.chdir(tmp_path)

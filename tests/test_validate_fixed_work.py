@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scopecheck.validator import validate
+from scopecheck.run.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = f"{ROOT}/examples/good_file_backend.py:make_backend"

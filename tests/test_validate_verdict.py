@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from scopecheck.validator import (
+from scopecheck.run.validate import (
     PHASES,
     VERSION,
     Failure,
@@ -170,9 +170,9 @@ def test_shrinking_stops_at_the_deadline_and_the_failure_says_it_is_unshrunk(
 ) -> None:
     """With the deadline already past, Hypothesis stops shrinking at once: the failure is
     saved as found, marked unshrunk, and the summary says so."""
-    from scopecheck.adapters import load_backend
-    from scopecheck.fuzz import fuzz_backend
-    from scopecheck.validator import _machine_failures, machine_settings
+    from scopecheck.backends.adapters import load_backend
+    from scopecheck.run.fuzz import fuzz_backend
+    from scopecheck.run.validate import _machine_failures, machine_settings
 
     report = fuzz_backend(
         load_backend(BROKEN), budget=60, seed=0, settings=machine_settings(),
@@ -290,10 +290,10 @@ def test_each_distinct_machine_failure_is_a_reproducer_that_replays_exactly(
     fails the same way."""
     from hypothesis import Phase
 
-    from scopecheck.adapters import load_backend
-    from scopecheck.fuzz import fuzz_backend
-    from scopecheck.replay import replay_machine
-    from scopecheck.validator import _machine_failures, machine_settings
+    from scopecheck.backends.adapters import load_backend
+    from scopecheck.run.fuzz import fuzz_backend
+    from scopecheck.run.replay import replay_machine
+    from scopecheck.run.validate import _machine_failures, machine_settings
 
     report = fuzz_backend(
         load_backend(TWO_BUGS), budget=120, seed=0, settings=machine_settings(),
@@ -325,10 +325,10 @@ def test_a_replay_that_does_not_fail_could_not_reproduce_and_is_never_fixed(
     """The recorded choice sequence run against the good example: it cannot fail there, so
     ``scopecheck replay`` says it could not reproduce it in its tries (exit 3), never that the
     bug is fixed; each try ran the recorded example alone."""
-    from scopecheck.adapters import load_backend
-    from scopecheck.fuzz import fuzz_backend
-    from scopecheck.replay import REPLAY_TRIES, replay_machine
-    from scopecheck.validator import machine_settings
+    from scopecheck.backends.adapters import load_backend
+    from scopecheck.run.fuzz import fuzz_backend
+    from scopecheck.run.replay import REPLAY_TRIES, replay_machine
+    from scopecheck.run.validate import machine_settings
 
     report = fuzz_backend(
         load_backend(BROKEN), budget=60, seed=0, settings=machine_settings(),
@@ -351,9 +351,9 @@ def test_a_message_names_a_file_under_the_root_relative_to_it(tmp_path: Path) ->
     """A planted bug that leaves a temp file (HYGIENE-1): every example's world has a fresh
     directory, yet two runs of the same failure save the same message, naming the root as
     ``<root>``."""
-    from scopecheck.fuzz import fuzz_backend
     from scopecheck.planted import all_mutants
-    from scopecheck.validator import machine_settings
+    from scopecheck.run.fuzz import fuzz_backend
+    from scopecheck.run.validate import machine_settings
 
     (mutant,) = [m for m in all_mutants() if m.name == "jsonl-publish-leaves-temp"]
     errors = []

@@ -14,10 +14,10 @@ from scopecheck.bench.common import environment, machine_rate
 
 def bench_machine(runs: int) -> dict[str, Any]:
     """Memory machine steps/s next to the trivial dict machine, interleaved in one process."""
-    from scopecheck.backends import BUNDLED
+    from scopecheck.backends.registry import BUNDLED
     from scopecheck.bench.trivial import TrivialMachine
-    from scopecheck.machine import make_machine
-    from scopecheck.profiles import get_profile
+    from scopecheck.machines.storage import make_machine
+    from scopecheck.run.profiles import get_profile
 
     settings = Settings(get_profile("mutants"), max_examples=150)
     backends = {name: make_machine(b) for name, b in BUNDLED.items()}

@@ -252,9 +252,9 @@ def measure_fuzz(
     from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test
 
+    from scopecheck.backends.resolve import resolve_backend
     from scopecheck.bench.trivial import TrivialMachine
-    from scopecheck.machine import make_machine
-    from scopecheck.resolve import resolve_backend
+    from scopecheck.machines.storage import make_machine
 
     chosen = settings(
         max_examples=examples,

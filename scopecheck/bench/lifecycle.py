@@ -12,11 +12,11 @@ from hypothesis import settings as Settings
 
 
 def bench_lifecycle(runs: int) -> dict[str, Any]:
-    from scopecheck.backends import BUNDLED
+    from scopecheck.backends.registry import BUNDLED
     from scopecheck.bench.common import machine_rate
     from scopecheck.bench.trivial import TrivialMachine
-    from scopecheck.lifecycle_machine import make_lifecycle_machine
-    from scopecheck.profiles import get_profile
+    from scopecheck.machines.lifecycle import make_lifecycle_machine
+    from scopecheck.run.profiles import get_profile
 
     settings = Settings(get_profile("mutants"), max_examples=60)
     machines = {name: make_lifecycle_machine(b) for name, b in BUNDLED.items()}

@@ -2,7 +2,7 @@
 same factories in-process -- figures, never assertions.
 
 Each run drives the storage machine (the ``ci`` profile, as ``validate`` does, no crash
-exploration) over one backend for a fixed budget through :func:`~scopecheck.fuzz.fuzz_backend`
+exploration) over one backend for a fixed budget through :func:`~scopecheck.run.fuzz.fuzz_backend`
 and reports its steps per second, how many backend processes it started per second, and its
 wall time over the budget (the budget is checked between rounds of ten examples, so a backend
 whose examples are slow overruns it; the wall time includes loading and probing the backend
@@ -98,9 +98,9 @@ def run_once(
     ``restart`` is the restart policy of a process backend."""
     import attrs
 
-    from scopecheck.adapters import RESTART_ENV, load
-    from scopecheck.fuzz import fuzz_backend
-    from scopecheck.profiles import get_profile
+    from scopecheck.backends.adapters import RESTART_ENV, load
+    from scopecheck.run.fuzz import fuzz_backend
+    from scopecheck.run.profiles import get_profile
 
     starts_before = _process_starts()
     started = time.perf_counter()
@@ -147,7 +147,7 @@ def bench_process(runs: int, target: str | None = None, budget: float = BUDGET) 
     ``exec:COMMAND`` or ``PATH_OR_MODULE:FACTORY``), or of the bundled set; medians of
     ``runs``."""
     from scopecheck.bench.common import environment
-    from scopecheck.validator import scratch_directory
+    from scopecheck.run.validate import scratch_directory
 
     with scratch_directory() as scratch:
         targets = (

@@ -175,8 +175,8 @@ def _machine_steps(backend_name: str, examples: int) -> float:
     from hypothesis import Phase, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from scopecheck.backends import BUNDLED
-    from scopecheck.machine import make_machine
+    from scopecheck.backends.registry import BUNDLED
+    from scopecheck.machines.storage import make_machine
 
     machine = make_machine(BUNDLED[backend_name])
     machine.steps_run = 0
@@ -259,7 +259,7 @@ def _mutant_catch_seconds() -> dict[str, Any]:
     from hypothesis import Phase, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from scopecheck.machine import make_machine
+    from scopecheck.machines.storage import make_machine
     from scopecheck.planted.sqlite import MUTANTS, crash_check
 
     figures: dict[str, Any] = {}

@@ -40,7 +40,7 @@ def _backends() -> dict[str, list[str]]:
 
 def _timed_run(command: list[str], seed: int, *, traced: bool) -> tuple[float, Any]:
     from scopecheck.crashsim.generic_sweep import workload
-    from scopecheck.syscall_crash import run_workload, scratch_base
+    from scopecheck.process.syscall_crash import run_workload, scratch_base
 
     base = tempfile.mkdtemp(prefix="scopecheck-bench-", dir=scratch_base())
     try:
@@ -58,7 +58,12 @@ def bench_syscall(runs: int) -> dict[str, Any]:
     import random
 
     from scopecheck.crashsim.strace import unavailable
-    from scopecheck.syscall_crash import ImageChecker, crash_images, run_workload, scratch_base
+    from scopecheck.process.syscall_crash import (
+        ImageChecker,
+        crash_images,
+        run_workload,
+        scratch_base,
+    )
 
     why = unavailable()
     if why is not None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from scopecheck.backends import BUNDLED, Backend, World
+from scopecheck.backends.registry import BUNDLED, Backend, World
 from scopecheck.conformance.helpers import Clock
 from scopecheck.models.protocols import Repository, Storage
 

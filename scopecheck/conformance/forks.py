@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from scopecheck.backends import BUNDLED, Backend, World
+from scopecheck.backends.registry import BUNDLED, Backend, World
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.fork import ForkOptions
@@ -38,7 +38,7 @@ BUSY: dict[str, Any] = {
 
 class Env:
     """A backend world and the model, driven together (``backend``: a bundled name or a
-    :class:`~scopecheck.backends.Backend`)."""
+    :class:`~scopecheck.backends.registry.Backend`)."""
 
     def __init__(self, backend: str | Backend) -> None:
         chosen = BUNDLED[backend] if isinstance(backend, str) else backend

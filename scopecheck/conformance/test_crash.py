@@ -2,13 +2,13 @@
 
 With ``--scopecheck-backend=SPEC`` these tests run the crash exploration ``validate`` gives
 that backend, and skip it for the reason ``validate`` gives -- one function decides both
-(:func:`scopecheck.validator.crash_skip_reason`, INSTALL-15), never passed (CRASH-FS-8):
+(:func:`scopecheck.run.validate.crash_skip_reason`, INSTALL-15), never passed (CRASH-FS-8):
 
 * a factory taking ``fs`` and ``root``: the generic crash sweep
   (``scopecheck.crashsim.generic_sweep``) over seeded workloads, crash states in one test and
   one run per single I/O fault in the other (CRASH-FS-1..11);
 * a factory taking ``root``, or a backend process: its system calls under strace
-  (``scopecheck.syscall_crash``), one exploration per seed of :data:`SYSCALL_BUDGET` seconds
+  (``scopecheck.process.syscall_crash``), one exploration per seed of :data:`SYSCALL_BUDGET` seconds
   whose crash states the first test judges and whose fault and kill runs the second
   (CRASH-SYS-*); skipped with the reason when strace cannot run here (CRASH-SYS-5).
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from scopecheck.crash_explorers import CrashExplorer, GenericCrashExplorer
+from scopecheck.backends.crash_explorers import CrashExplorer, GenericCrashExplorer
 from scopecheck.crashsim.generic_sweep import jsonl_factory, sweep, workload
 
 #: Workload seeds: 0 is creates, commits and restarts; 1 adds a delete and a new create.
@@ -55,7 +55,7 @@ def _targets(config: pytest.Config) -> list[CrashTarget]:
     if not specs:
         return [CrashTarget("jsonl", GenericCrashExplorer(jsonl_factory, "jsonl"))]
     from scopecheck.pytest_plugin import loaded_backend
-    from scopecheck.validator import crash_skip_reason
+    from scopecheck.run.validate import crash_skip_reason
 
     chosen = []
     for spec in specs:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scopecheck.backends import Backend
+from scopecheck.backends.registry import Backend
 from scopecheck.conformance.forks import IDLE, Env, rich_source
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import ScopecheckError

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from scopecheck.backends import Backend
-from scopecheck.machine import make_machine
-from scopecheck.profiles import get_profile
+from scopecheck.backends.registry import Backend
+from scopecheck.machines.storage import make_machine
 from scopecheck.pytest_plugin import MACHINE_COUNTS
+from scopecheck.run.profiles import get_profile
 
 MACHINE_RULES = (
     "SCOPE-1",

@@ -1,10 +1,11 @@
 """The catalogue of planted bugs: deliberately broken backends the machines must catch.
 
 Each :class:`Mutant` names the mistake the seeds warn about, in one line, and builds a
-:class:`~scopecheck.backends.Backend` whose code has exactly that mistake.  ``scopecheck mutants``
-runs each through the machine (or the crash explorer, for ``caught_by="crash"``) with the
-derandomised ``mutants`` profile and reports whether, how fast and how small it was caught; the
-test suite asserts every entry is caught (BRIEF "Prove the checks can fail").
+:class:`~scopecheck.backends.registry.Backend` whose code has exactly that mistake.
+``scopecheck mutants`` runs each through the machine (or the crash explorer, for
+``caught_by="crash"``) with the derandomised ``mutants`` profile and reports whether, how fast and
+how small it was caught; the test suite asserts every entry is caught (BRIEF "Prove the checks can
+fail").
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from hypothesis import settings as Settings
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from scopecheck.backends import Backend
-from scopecheck.machine_failures import count_steps, failure_program
+from scopecheck.backends.registry import Backend
+from scopecheck.machines.failures import count_steps, failure_program
 
 _MODULES = (
     "scopecheck.planted.memory",
@@ -94,7 +95,7 @@ def register_factories(
     backend would be (``module:factory``) and checked by ``run(name)``."""
 
     def make(name: str) -> Backend:
-        from scopecheck.adapters import load_backend
+        from scopecheck.backends.adapters import load_backend
 
         return load_backend(f"{module}:{planted[name][0]}")
 
@@ -134,8 +135,8 @@ def run_mutant(mutant: Mutant, settings: Settings | None = None) -> MutantResult
     with its own ``check`` (crash-only planted bugs) is run by that check instead."""
     if mutant.check is not None:
         return mutant.check()
-    from scopecheck.machine import make_machine
-    from scopecheck.profiles import get_profile
+    from scopecheck.machines.storage import make_machine
+    from scopecheck.run.profiles import get_profile
 
     if mutant.caught_by.startswith("fork-"):
         return run_fork_mutant(mutant)
@@ -172,7 +173,7 @@ def run_fork_mutant(mutant: Mutant, max_examples: int = 600, shrink: bool = True
     """Run a fork mutant: the fork machine (``shrink=False`` for a quick yes/no), or its probe."""
     from hypothesis import HealthCheck, Phase
 
-    from scopecheck.fork_machine import make_fork_machine
+    from scopecheck.machines.fork import make_fork_machine
 
     start = time.perf_counter()
     if mutant.caught_by == "fork-probe":

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from scopecheck.backends import Backend, MemoryWorld
+from scopecheck.backends.registry import Backend, MemoryWorld
 from scopecheck.impl.memory import MemoryRepository
 from scopecheck.impl.validation import check_shape
 from scopecheck.models.errors import ClosedError

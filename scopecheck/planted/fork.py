@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import orjson
 
-from scopecheck.backends import Backend, JsonlWorld, SqliteWorld
+from scopecheck.backends.registry import Backend, JsonlWorld, SqliteWorld
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.resident import ResidentState
 from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
@@ -173,7 +173,7 @@ class UnfilteredStage(Stage):
     """The stage without SQL-level namespace prefilters (the pre-WP08 ``readAllScalarValueRows``
     shape): every session-scoped scalar and list row of the source is read and handed to the
     driver, which drops what the fork does not keep.  The destination is still right — only
-    the read spy (scopecheck/fork_reads.py) can tell (001 §1.3, SQLITE-16)."""
+    the read spy (scopecheck/machines/fork_reads.py) can tell (001 §1.3, SQLITE-16)."""
 
     def value_rows(self, options: ForkOptions) -> Rows:
         return self.session_rows("scalar_values", "namespace, key, seq, value", (NamespaceSpan(),))
@@ -189,7 +189,7 @@ UnfilteredSqliteContainer = functools.partial(SqliteContainerRepository, fork_st
 
 def probe_unfiltered_reads() -> tuple[bool, str]:
     """The read spy over both layouts and scopes against the unfiltered stage."""
-    from scopecheck.fork_reads import probe
+    from scopecheck.machines.fork_reads import probe
 
     return probe((UnfilteredSqlite, UnfilteredSqliteContainer))
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from scopecheck.backends import Backend, JsonlWorld, SqliteWorld, memory_world
+from scopecheck.backends.registry import Backend, JsonlWorld, SqliteWorld, memory_world
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.memory import MemoryRepository, new_fork_id
 from scopecheck.impl.sqlite import SqliteRepository

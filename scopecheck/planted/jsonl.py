@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from scopecheck.backends import Backend, EveryOtherUnlinkFails, JsonlWorld
+from scopecheck.backends.registry import Backend, EveryOtherUnlinkFails, JsonlWorld
 from scopecheck.impl.fs import AppendFile, FileSystem, Lines, fs_code
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.impl.jsonl.codec import encode_write, transaction_records

@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import attrs
 
-from scopecheck.backends import Backend
-from scopecheck.crash_explorers import JsonlCrashExplorer
+from scopecheck.backends.crash_explorers import JsonlCrashExplorer
+from scopecheck.backends.registry import Backend
 from scopecheck.impl.fs import AppendFile, FileSystem, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.models.errors import StorageIOError

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scopecheck.backends import Backend, JsonlWorld
+from scopecheck.backends.registry import Backend, JsonlWorld
 from scopecheck.impl.jsonl import JsonlRepository, layout
 from scopecheck.models.fork import ForkOptions
 from scopecheck.planted import Mutant, register

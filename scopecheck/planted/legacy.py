@@ -20,7 +20,7 @@ import tempfile
 from functools import partial
 from typing import Any
 
-from scopecheck.backends import Backend, JsonlLegacyWorld
+from scopecheck.backends.registry import Backend, JsonlLegacyWorld
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.jsonl.journal import publish
 from scopecheck.impl.jsonl.legacy import import_legacy, is_legacy_header, uuid7_ids
@@ -96,7 +96,7 @@ def probe_legacy_fork(
     ``legacy_not_upgraded`` and forking it closed must leave every byte; caught iff either
     fails.  (The fork machine catches both mutants too — tests/legacy/test_legacy_mutants.py —
     but shrinking a legacy world is slow, so ``scopecheck mutants`` uses this probe.)"""
-    from scopecheck.backends import counter_legacy_ids, legacy_lines
+    from scopecheck.backends.registry import counter_legacy_ids, legacy_lines
 
     with tempfile.TemporaryDirectory(prefix="scopecheck-legacy-probe-") as root:
         path = os.path.join(root, "s1.jsonl")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scopecheck.backends import MEMORY, Backend
+from scopecheck.backends.registry import MEMORY, Backend
 from scopecheck.models.lifecycle import (
     Lifecycle,
     Operation,
@@ -26,7 +26,7 @@ from scopecheck.planted import Mutant, register
 def _lifecycle_mutant(name: str, description: str) -> Any:
     def decorate(harness: type[Lifecycle]) -> type[Lifecycle]:
         def machine(backend: Backend) -> Any:
-            from scopecheck.lifecycle_machine import make_lifecycle_machine
+            from scopecheck.machines.lifecycle import make_lifecycle_machine
 
             return make_lifecycle_machine(backend, harness)
 

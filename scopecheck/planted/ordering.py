@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scopecheck.backends import Backend
+from scopecheck.backends.registry import Backend
 from scopecheck.models.records import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, ListElement
 from scopecheck.planted import Mutant, register
 from scopecheck.planted.seams import WrappedSession, memory_over

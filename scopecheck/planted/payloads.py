@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import orjson
 
-from scopecheck.backends import Backend
+from scopecheck.backends.registry import Backend
 from scopecheck.models.records import EntryRecord, ListElement, Snapshot, UsageRecord, ValueRecord
 from scopecheck.planted import Mutant, register
 from scopecheck.planted.seams import WrappedSession, memory_over

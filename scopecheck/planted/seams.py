@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from scopecheck.backends import Backend, JsonlWorld, MemoryWorld
+from scopecheck.backends.registry import Backend, JsonlWorld, MemoryWorld
 from scopecheck.impl.fs import FileSystem, OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.memory import MemoryRepository

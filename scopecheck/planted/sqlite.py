@@ -22,7 +22,7 @@ from typing import Any
 import apsw
 import attrs
 
-from scopecheck.backends import Backend, SqliteWorld
+from scopecheck.backends.registry import Backend, SqliteWorld
 from scopecheck.impl.sequence import Allocation
 from scopecheck.impl.sqlite import SCOPED_DELETES, SqliteContainerRepository, SqliteRepository
 from scopecheck.impl.sqlite.storage import scope_column
@@ -171,7 +171,7 @@ class SqliteMutant:
         def new_world(clock: Callable[[], int]) -> SqliteWorld:
             return SqliteWorld(clock, self.shared, self.repository_factory())
 
-        from scopecheck.crash_explorers import SqliteCrashExplorer
+        from scopecheck.backends.crash_explorers import SqliteCrashExplorer
 
         explorer = SqliteCrashExplorer(
             "shared" if self.shared else "per-file",

@@ -5,7 +5,7 @@ Each one is an example doing its own file I/O -- the sqlite3 example
 one of its public seams (a constructor setting, a method a subclass overrides, one call of the
 ``FileSystem`` it is given) into a classic durability mistake.  In-process checks pass them
 all: with no crash every one of them stores the right state.  ``scopecheck mutants`` runs
-each through :func:`scopecheck.syscall_crash.explore` in a child served by ``scopecheck
+each through :func:`scopecheck.process.syscall_crash.explore` in a child served by ``scopecheck
 serve`` and expects the rule named here.
 """
 
@@ -210,7 +210,7 @@ def spec_of(name: str) -> str:
 def run(name: str, budget: float = 60.0) -> MutantResult:
     """Explore the planted bug's crash states (and, when the rule is about faults, its fault
     runs) until it is caught or ``budget`` seconds pass."""
-    from scopecheck.syscall_crash import explore
+    from scopecheck.process.syscall_crash import explore
 
     _, rule, description = PLANTED[name]
     spec = spec_of(name)

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, TypeGuard
 
 import orjson
 
-from scopecheck.factory import factory_kind
+from scopecheck.backends.factory import factory_kind
 from scopecheck.models import wire
 from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.records import Committed

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from scopecheck.backends import BUNDLED
-from scopecheck.machine import AdmissionGate, MismatchError, make_machine
+from scopecheck.backends.registry import BUNDLED
+from scopecheck.machines.storage import AdmissionGate, MismatchError, make_machine
 from scopecheck.planted import CATALOGUE, all_mutants
 
 all_mutants()
@@ -50,7 +50,7 @@ def test_without_the_hold_the_dropped_commit_looks_unadmitted(
     """Teeth of the hold: with the clock left alone the same backend passes the race step
     (its refused commit is indistinguishable from one refused at admission)."""
     monkeypatch.setattr(AdmissionGate, "hold", lambda self: None)
-    monkeypatch.setattr("scopecheck.machine.ADMISSION_WAIT", 0.0)
+    monkeypatch.setattr("scopecheck.machines.storage.ADMISSION_WAIT", 0.0)
     backend = CATALOGUE["memory-close-drops-admitted"].make()
     machine = _race(backend, fork=False)
     assert not machine.race_held  # type: ignore[attr-defined]

@@ -1,8 +1,8 @@
 """CrossHair over the PEP 316 contracts, and proof that it catches a planted bug in each
 contracted function (CHECK-1..CHECK-5).
 
-The budgets are :data:`scopecheck.crosshair_check.TARGETS`: iteration counts, not wall time, so
-a loaded machine gives the same verdicts, only later.  Together the two CrossHair tests use
+The budgets are :data:`scopecheck.tools.crosshair_check.TARGETS`: iteration counts, not wall
+time, so a loaded machine gives the same verdicts, only later.  Together the two CrossHair tests use
 about 40 CPU seconds, two CrossHair processes at a time.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scopecheck.crosshair_check import (
+from scopecheck.tools.crosshair_check import (
     PLANTED,
     TARGETS,
     Budget,

@@ -29,9 +29,9 @@ import os
 
 from hypothesis import Phase, settings
 
-from scopecheck.resolve import resolve_backend
-from scopecheck.machine import make_machine
-from scopecheck.profiles import get_profile, load_profile
+from scopecheck.backends.resolve import resolve_backend
+from scopecheck.machines.storage import make_machine
+from scopecheck.run.profiles import get_profile, load_profile
 
 load_profile("dev")  # its database is $SCOPECHECK_DB, the default HypoFuzz requires
 TestPlanted = make_machine(resolve_backend("memory-retire-leaves-lists")).TestCase

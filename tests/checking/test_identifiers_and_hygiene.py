@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import scopecheck.strategies as sx
-from scopecheck import hygiene
+import scopecheck.machines.strategies as sx
+from scopecheck.machines import hygiene
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.scope import MAX_ENCODED_SCOPE_ID, encode_uri_component, ephemeral_scope
 from scopecheck.planted import all_mutants
@@ -98,7 +98,7 @@ def test_strays_are_what_a_fork_added_beside_its_destination(tmp_path: Path) -> 
 
 
 def test_a_world_without_a_real_directory_has_nothing_to_check() -> None:
-    from scopecheck.backends import JsonlWorld, MemoryWorld
+    from scopecheck.backends.registry import JsonlWorld, MemoryWorld
 
     assert hygiene.disk_root(MemoryWorld(lambda: 0)) is None
     fake = JsonlWorld(lambda: 0, fake=True)

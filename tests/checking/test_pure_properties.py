@@ -1,10 +1,10 @@
 """Property tests of the model's pure parts, runnable on the CrossHair backend (CHECK-6).
 
 They run like any test in the default profiles.  ``SCOPECHECK_PROFILE=crosshair`` runs them with
-``backend="crosshair"`` (scopecheck/profiles.py): examples come from CrossHair's solver instead of
-random draws.  Strategies stay small and flat (short text, a few list elements, three tags)
-because the solver backend, like ``crosshair check``, finds branch bugs, not counting bugs.
-The expected values are computed here from the rule text, never by calling the code under test
+``backend="crosshair"`` (scopecheck/run/profiles.py): examples come from CrossHair's
+solver instead of random draws.  Strategies stay small and flat (short text, a few list elements,
+three tags) because the solver backend, like ``crosshair check``, finds branch bugs, not counting
+bugs. The expected values are computed here from the rule text, never by calling the code under test
 (the model is the oracle, and these tests check the oracle).
 """
 
@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scopecheck.machines.strategies import storable_float
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.fork_policy import LIST_DISPOSITIONS, Disposition, classify, classify_list
 from scopecheck.models.payload import canonical_bytes, decode_json, encode_json
@@ -30,7 +31,6 @@ from scopecheck.models.scope import (
     scope_id_problem,
 )
 from scopecheck.models.writes import AppendList, append_list, set_value
-from scopecheck.strategies import storable_float
 
 json_scalars = (
     st.none()
@@ -178,7 +178,7 @@ def test_the_crosshair_profile_draws_from_the_crosshair_backend() -> None:
     when asked for, so this registers it without loading it)."""
     from hypothesis import settings
 
-    from scopecheck.profiles import PROFILES, register_crosshair_profile
+    from scopecheck.run.profiles import PROFILES, register_crosshair_profile
 
     assert "crosshair" in PROFILES
     register_crosshair_profile()

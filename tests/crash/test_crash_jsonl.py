@@ -320,7 +320,7 @@ def test_reproducer_replays_to_the_same_failure(tmp_path: Path) -> None:
     """A failing crash state of a planted bug is saved, replayed by both ``scopecheck crash
     --replay`` and ``scopecheck replay`` (exit 1 while failing), and passes on the fixed
     backend (exit 0)."""
-    from scopecheck.crash_explorers import JsonlCrashExplorer
+    from scopecheck.backends.crash_explorers import JsonlCrashExplorer
     from scopecheck.planted.jsonl_crash import NEW
 
     _, repo = NEW["jsonl-ack-before-fsync"]
@@ -342,7 +342,7 @@ def test_reproducer_replays_to_the_same_failure(tmp_path: Path) -> None:
 def test_sqlite_crash_reproducer_replays_through_scopecheck_replay(tmp_path: Path) -> None:
     """SQLite crash failures found by a Backend's crash explorer (what ``scopecheck fuzz``
     runs) are kind ``crash`` reproducers that ``scopecheck replay`` re-runs (exit 1)."""
-    from scopecheck.resolve import resolve_backend
+    from scopecheck.backends.resolve import resolve_backend
 
     backend = resolve_backend("sqlite-synchronous-off")
     states, records = backend.crash.explore(20, 0)

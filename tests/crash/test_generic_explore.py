@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from scopecheck.crash_explorers import GenericCrashExplorer
+from scopecheck.backends.crash_explorers import GenericCrashExplorer
 from scopecheck.crashsim.coverage import crash_points
 from scopecheck.crashsim.generic_faults import fault_plan
 from scopecheck.crashsim.generic_sweep import explore, replay_record, trace, workload

@@ -224,7 +224,7 @@ def partial_line_left(clock: Any, *, fs: Any, root: str) -> Any:
 def test_scopecheck_replay_reruns_a_fault_reproducer_by_its_spec() -> None:
     """``scopecheck replay`` of a saved fault record loads the backend from ``spec`` and shows
     the fault, the steps and the files at the end of the run."""
-    from scopecheck.replay import replay_crash
+    from scopecheck.run.replay import replay_crash
 
     _seed, found, _ = _fault_failures(partial_line_left, "CRASH-FS-10")
     spec = f"{Path(__file__).resolve()}:partial_line_left"

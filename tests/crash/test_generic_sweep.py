@@ -16,6 +16,7 @@ import attrs
 import orjson
 import pytest
 
+from scopecheck.backends.factory import takes_filesystem
 from scopecheck.crashsim.fs_recorder import RecordingFs
 from scopecheck.crashsim.generic_sweep import (
     ROOT,
@@ -33,7 +34,6 @@ from scopecheck.crashsim.persistence import FileOp, Image, Volume
 from scopecheck.crashsim.points import ProcessCrash
 from scopecheck.examples import broken_file_backend
 from scopecheck.examples import good_file_backend as good
-from scopecheck.factory import takes_filesystem
 from scopecheck.impl.validation import check_session_id
 from scopecheck.models.errors import usage
 from scopecheck.models.records import Snapshot

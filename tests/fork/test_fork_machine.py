@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
-from scopecheck.backends import BUNDLED
-from scopecheck.fork_machine import make_fork_machine, make_lockstep_machine
+from scopecheck.backends.registry import BUNDLED
+from scopecheck.machines.fork import make_fork_machine, make_lockstep_machine
 
 _FAST = settings(
     max_examples=25,

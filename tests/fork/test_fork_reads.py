@@ -10,9 +10,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from scopecheck import fork_reads
 from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 from scopecheck.impl.sqlite.fork import span_sql
+from scopecheck.machines import fork_reads
 from scopecheck.models.fork_policy import (
     BRANCH_LIST_SPANS,
     BRANCH_VALUE_SPANS,

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from scopecheck.backends import Backend, JsonlWorld, SqliteWorld, memory_world
-from scopecheck.fork_machine import REFUSED_FORKS, make_fork_machine
+from scopecheck.backends.registry import Backend, JsonlWorld, SqliteWorld, memory_world
+from scopecheck.backends.resolve import resolve_backend
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.memory import MemoryRepository
 from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
-from scopecheck.machine import MismatchError
+from scopecheck.machines.fork import REFUSED_FORKS, make_fork_machine
+from scopecheck.machines.storage import MismatchError
 from scopecheck.models.fork import BranchFork
 from scopecheck.planted.fork_validation import keeps_refused_destination, planted
-from scopecheck.resolve import resolve_backend
 
 WORLDS = ("memory", "jsonl", "jsonl-fakefs", "sqlite", "sqlite-shared")
 

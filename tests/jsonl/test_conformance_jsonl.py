@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from scopecheck.backends.resolve import resolve_backend
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.protocols import Repository
@@ -27,7 +28,6 @@ from scopecheck.models.writes import (
     set_value,
     usage_value,
 )
-from scopecheck.resolve import resolve_backend
 
 A = ephemeral_scope("op-A")
 B = ephemeral_scope("op-B")

@@ -340,8 +340,8 @@ def test_a_usage_value_no_writer_could_make_fails_open_as_corrupt(
     holding anything else is corrupt: open names the line (it used to fail with a bare
     ``TypeError``, or sum a bool), changes no byte, and the inspector agrees."""
     from scopecheck.impl.jsonl import JsonlRepository
-    from scopecheck.inspect import inspect_session
     from scopecheck.models.errors import CorruptError
+    from scopecheck.tools.inspect_jsonl import inspect_session
 
     rec = {"kind": "usage", "id": "u1", "usage": value, "adjustment": False, "seq": 1,
            "timestamp": 5}  # fmt: skip

@@ -7,10 +7,10 @@ import os
 import orjson
 import pytest
 
-from scopecheck.inspect import inspect_command, inspect_session, render
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import append_list, insert_entry, retire_scope, set_value
+from scopecheck.tools.inspect_jsonl import inspect_command, inspect_session, render
 from tests.jsonl.conftest import RepoFactory, tree, unlink_fails
 
 A = ephemeral_scope("op-A")

@@ -22,7 +22,7 @@ from scopecheck.impl.jsonl.codec import (
     index_transaction,
     record_op,
 )
-from scopecheck.inspect import inspect_session
+from scopecheck.machines.strategies import storable_float
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import CorruptError, StorageIOError, UsageError
 from scopecheck.models.fork import TreeFork
@@ -38,7 +38,7 @@ from scopecheck.models.writes import (
     set_value,
     usage_value,
 )
-from scopecheck.strategies import storable_float
+from scopecheck.tools.inspect_jsonl import inspect_session
 from tests.jsonl.conftest import RepoFactory, tree
 
 A = ephemeral_scope("op-A")

@@ -6,8 +6,8 @@ open stages many times (JSONL-7, JSONL-8, JSONL-16, JSONL-17).
 
 import pytest
 
-from scopecheck.backends import JSONL, JSONL_FAKEFS, JSONL_UNLINK_FAILS
-from scopecheck.machine import make_machine
+from scopecheck.backends.registry import JSONL, JSONL_FAKEFS, JSONL_UNLINK_FAILS
+from scopecheck.machines.storage import make_machine
 
 _RULES = (
     "JSONL-3",

@@ -24,7 +24,7 @@ from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import append_list, retire_scope, set_value
 from scopecheck.planted import CATALOGUE, all_mutants, run_mutant
 from scopecheck.planted.jsonl import REPOSITORIES
-from scopecheck.profiles import get_profile
+from scopecheck.run.profiles import get_profile
 
 A = ephemeral_scope("op-A")
 JSONL_MUTANTS = all_mutants("jsonl")

@@ -17,12 +17,12 @@ import pytest
 
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.jsonl.codec import encode_scope_header
-from scopecheck.inspect import inspect_session, render
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import CorruptError
 from scopecheck.models.records import ValueRecord
 from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import set_value
+from scopecheck.tools.inspect_jsonl import inspect_session, render
 from tests.jsonl.conftest import tree
 
 HEADER = {"v": 4, "kind": "header", "id": "s", "storageVersion": 1, "createdAt": 1, "cwd": "/"}

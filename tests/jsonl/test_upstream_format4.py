@@ -15,9 +15,9 @@ import pytest
 from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.jsonl.load import load_session
-from scopecheck.inspect import inspect_session
 from scopecheck.models.addresses import value
 from scopecheck.models.writes import set_value
+from scopecheck.tools.inspect_jsonl import inspect_session
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "upstream-format4"
 CASES = sorted(d.name for d in FIXTURES.iterdir() if d.is_dir() and not d.name.startswith("_"))

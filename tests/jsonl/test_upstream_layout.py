@@ -12,12 +12,12 @@ import pytest
 
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.jsonl.layouts import cwd_directory_name, iso_file_time
-from scopecheck.inspect import inspect_session
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import CorruptError, ScopecheckError
 from scopecheck.models.fork import TreeFork
 from scopecheck.models.records import ValueRecord
 from scopecheck.models.writes import set_value
+from scopecheck.tools.inspect_jsonl import inspect_session
 
 pytestmark = pytest.mark.rule("JSONL-26")
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from scopecheck.backends import EXTRA
-from scopecheck.fork_machine import make_fork_machine
+from scopecheck.backends.registry import EXTRA
+from scopecheck.machines.fork import make_fork_machine
 
 LegacyForkMachine: Any = make_fork_machine(EXTRA["jsonl-legacy"])
 

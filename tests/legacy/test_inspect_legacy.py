@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scopecheck.inspect import inspect_command, inspect_session, render
+from scopecheck.tools.inspect_jsonl import inspect_command, inspect_session, render
 from tests.legacy.conftest import DATA, TRANSCRIPTS, RepoFactory, install_transcript, write_legacy
 
 

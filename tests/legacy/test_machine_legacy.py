@@ -1,6 +1,6 @@
 """The stateful machine with Sessions that start as legacy files (LEGACY-11, LEGACY-9/10).
 
-The ``jsonl-legacy`` world (``scopecheck/backends.py``, also ``scopecheck fuzz --backend
+The ``jsonl-legacy`` world (``scopecheck/backends/registry.py``, also ``scopecheck fuzz --backend
 jsonl-legacy``): Session ``s1`` starts as the first lines of the real ``large-session``
 transcript (with a reconstructed ``main`` lane) and ``s2`` as the first lines of
 ``before-compaction`` (through its first compaction; a data-only ``main``), each renamed to the
@@ -19,8 +19,8 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, settings
 
-from scopecheck.backends import EXTRA, legacy_lines
-from scopecheck.machine import make_machine
+from scopecheck.backends.registry import EXTRA, legacy_lines
+from scopecheck.machines.storage import make_machine
 from tests.legacy.conftest import DATA
 from tests.test_cli import scopecheck
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from scopecheck.backends import BUNDLED
-from scopecheck.lifecycle_machine import LifecycleMachine, make_lifecycle_machine
+from scopecheck.backends.registry import BUNDLED
+from scopecheck.machines.lifecycle import LifecycleMachine, make_lifecycle_machine
 
 _MACHINES = {name: make_lifecycle_machine(backend) for name, backend in BUNDLED.items()}
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scopecheck.lifecycle_machine import LifecycleMachine, check_transaction_shape, scoped_keys
+from scopecheck.machines.lifecycle import LifecycleMachine, check_transaction_shape, scoped_keys
 from scopecheck.models.lifecycle import (
     EPHEMERAL_NAMESPACES,
     TERMINAL_OUTCOMES,

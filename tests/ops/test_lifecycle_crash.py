@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from scopecheck.lifecycle_machine import scoped_keys
+from scopecheck.machines.lifecycle import scoped_keys
 from scopecheck.models.lifecycle import Lifecycle, Tx
 from scopecheck.models.reference import ReferenceRepository
 from tests.jsonl.test_crash_sweep import CrashAt, CrashingFs, SimulatedCrash

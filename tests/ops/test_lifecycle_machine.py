@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
-from scopecheck.backends import BUNDLED, EXTRA
-from scopecheck.lifecycle_machine import make_lifecycle_machine
+from scopecheck.backends.registry import BUNDLED, EXTRA
+from scopecheck.machines.lifecycle import make_lifecycle_machine
 
 OP_RULES = (
     "OP-1", "OP-2", "OP-3", "OP-4", "OP-5", "OP-6", "OP-7", "OP-9", "OP-10", "OP-11",

@@ -46,7 +46,7 @@ STORAGE_BUGS = (
 def test_lifecycle_machine_catches_storage_bugs_a_lifecycle_exercises(name: str) -> None:
     import attrs
 
-    from scopecheck.lifecycle_machine import make_lifecycle_machine
+    from scopecheck.machines.lifecycle import make_lifecycle_machine
 
     found = {m.name: m for m in all_mutants()}
     if name not in found:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from scopecheck.backends import BUNDLED
-from scopecheck.lifecycle_machine import LifecycleMachine, make_lifecycle_machine
+from scopecheck.backends.registry import BUNDLED
+from scopecheck.machines.lifecycle import LifecycleMachine, make_lifecycle_machine
 from scopecheck.models.lifecycle import (
     branch_tip,
     lane_state,
@@ -227,7 +227,7 @@ def test_the_unscoped_baseline_deletes_every_progress_address_itself(
     """``scoped=False`` (the pre-Step-1 baseline of ``scopecheck bench size``) keeps progress
     in the session scope and must delete it explicitly: settled and superseded frames at once,
     a finished tool's output and memos at its outcome, a still-running tool's at terminal."""
-    from scopecheck.lifecycle_machine import LANES
+    from scopecheck.machines.lifecycle import LANES
     from scopecheck.models.lifecycle import Lifecycle, pending_assistant_frames
 
     run.life = Lifecycle(LANES, scoped=False)

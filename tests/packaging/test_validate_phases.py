@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from scopecheck import validate
-from scopecheck.fuzz import SavedFailure
-from scopecheck.validator import PHASES, PhaseReport, _machine_failures
+from scopecheck.run.fuzz import SavedFailure
+from scopecheck.run.validate import PHASES, PhaseReport, _machine_failures
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = f"{ROOT}/examples/good_backend.py:make_backend"
@@ -39,7 +39,7 @@ def run_validate(*args: str, tmpdir: Path) -> subprocess.CompletedProcess[str]:
 
 
 class Recorder:
-    """A :class:`~scopecheck.validator.Progress` that keeps every update."""
+    """A :class:`~scopecheck.run.validate.Progress` that keeps every update."""
 
     def __init__(self) -> None:
         self.updates: list[tuple[str, str, str]] = []

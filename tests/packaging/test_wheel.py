@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scopecheck.rules import load_rules
+from scopecheck.tools.rules import load_rules
 
 
 def names(wheel: Path) -> list[str]:

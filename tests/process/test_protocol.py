@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import scopecheck.strategies as sx
+import scopecheck.machines.strategies as sx
 from scopecheck.models import wire
 from scopecheck.models.errors import ClosedError, CorruptError, ProtocolError, UsageError
 from scopecheck.models.fork import BranchFork, TreeFork

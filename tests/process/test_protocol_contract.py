@@ -28,16 +28,16 @@ import orjson
 import pytest
 
 import scopecheck
-from scopecheck.adapters import load
+from scopecheck.backends.adapters import load
 from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan, unavailable
-from scopecheck.fuzz import fuzz_backend
 from scopecheck.models import records, wire
 from scopecheck.models.errors import CODES, ClosedError, CorruptError, UsageError
 from scopecheck.models.fork import BranchFork, TreeFork
 from scopecheck.process import server
 from scopecheck.process.protocol import OPS, PROTOCOL_VERSION, SCHEMA_FILE, loads_line, schema
-from scopecheck.profiles import get_profile
-from scopecheck.validator import scratch_directory
+from scopecheck.run.fuzz import fuzz_backend
+from scopecheck.run.profiles import get_profile
+from scopecheck.run.validate import scratch_directory
 from tests.process.test_runtimes import go_backend  # noqa: F401 (the Go example, built once)
 
 ROOT = Path(__file__).resolve().parents[2]

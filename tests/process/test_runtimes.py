@@ -26,11 +26,11 @@ import attrs
 import orjson
 import pytest
 
-from scopecheck.adapters import load
+from scopecheck.backends.adapters import load
 from scopecheck.crashsim.strace import unavailable
-from scopecheck.fuzz import fuzz_backend
-from scopecheck.profiles import get_profile
-from scopecheck.validator import run_conformance, scratch_directory
+from scopecheck.run.fuzz import fuzz_backend
+from scopecheck.run.profiles import get_profile
+from scopecheck.run.validate import run_conformance, scratch_directory
 
 ROOT = Path(__file__).resolve().parents[2]
 GO = shutil.which("go")

@@ -18,7 +18,7 @@ from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.persistence import power_image
 from scopecheck.crashsim.points import ProcessCrash
 from scopecheck.crashsim.strace import unavailable
-from scopecheck.syscall_crash import SyscallSource, explore, replay
+from scopecheck.process.syscall_crash import SyscallSource, explore, replay
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_BACKEND = [
@@ -161,7 +161,7 @@ def test_a_failure_does_not_end_the_search_and_each_distinct_one_has_its_reprodu
     failure per rule and kind of crash point, still runs its fault and kill runs, and saves
     each under its own file name."""
     _node()
-    from scopecheck.fuzz import save_reproducer
+    from scopecheck.run.fuzz import save_reproducer
 
     source = SyscallSource("node", (*NODE_BACKEND, "--no-fsync"), str(ROOT))
     found = source.explore(20, seed=0)
@@ -194,7 +194,7 @@ def test_the_sqlite3_example_covers_every_acknowledged_step_within_a_small_budge
 def _fault_record(command: list[str], mode: str) -> dict[str, object]:
     """A fault reproducer for the seeded workload of ``command``, rerunning ``mode``."""
     from scopecheck.crashsim.generic_sweep import workload
-    from scopecheck.syscall_crash import fault_kind
+    from scopecheck.process.syscall_crash import fault_kind
 
     source = SyscallSource("node", tuple(command), str(ROOT))
     failure = CrashFailure(
@@ -243,7 +243,7 @@ def test_a_fault_on_the_mount_hits_exactly_the_call_it_names() -> None:
 def test_fault_and_kill_failures_keep_their_call_and_fault_apart() -> None:
     """A fault failure's kind names the call and the fault (a partial write apart from a
     failed one), a kill's is ``kill``: what keeps two of one rule distinct."""
-    from scopecheck.syscall_crash import fault_kind
+    from scopecheck.process.syscall_crash import fault_kind
 
     assert fault_kind("fault:0:fuse=write:ENOSPC:3:10:/s.log") == "fault:write:ENOSPC+partial"
     assert fault_kind("fault:0:fuse=write:ENOSPC:3:-:/s.log") == "fault:write:ENOSPC"
@@ -254,7 +254,7 @@ def test_fault_and_kill_failures_keep_their_call_and_fault_apart() -> None:
 @pytest.mark.rule("CRASH-COV-5")
 def test_a_reproducer_of_an_older_format_is_refused_with_what_to_do() -> None:
     from scopecheck.models.errors import UsageError
-    from scopecheck.replay import replay_crash
+    from scopecheck.run.replay import replay_crash
 
     old = {"kind": "crash", "engine": "syscall", "version": 2, "backend": "node", "ops": []}
     with pytest.raises(UsageError) as raised:
@@ -269,7 +269,7 @@ def test_faults_through_strace_alone_say_no_write_was_left_partial(
 ) -> None:
     """Where FUSE cannot mount, faults fall back to strace's injection, which fails a call
     whole: the verdict lists that as a limit instead of implying partial writes were tried."""
-    import scopecheck.syscall_crash as syscall_crash
+    import scopecheck.process.syscall_crash as syscall_crash
 
     _node()
     monkeypatch.setattr(syscall_crash, "fuse_unavailable", lambda: "no /dev/fuse here")

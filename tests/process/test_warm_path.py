@@ -22,13 +22,13 @@ import orjson
 import pytest
 
 from scopecheck import set_value, value
-from scopecheck.adapters import RESTART_ENV, load
-from scopecheck.backends import Backend
-from scopecheck.fuzz import fuzz_backend
-from scopecheck.machine import make_machine
+from scopecheck.backends.adapters import RESTART_ENV, load
+from scopecheck.backends.registry import Backend
+from scopecheck.machines.storage import make_machine
 from scopecheck.models.errors import ProtocolError
 from scopecheck.process.client import ProcessPool, ProcessWorld, ProtocolFailure
-from scopecheck.profiles import get_profile
+from scopecheck.run.fuzz import fuzz_backend
+from scopecheck.run.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -209,7 +209,7 @@ def _raising_backend() -> Backend:
     -- a backend bug with no code."""
     import threading
 
-    from scopecheck.backends import BUNDLED
+    from scopecheck.backends.registry import BUNDLED
 
     memory = BUNDLED["memory"]
 
@@ -271,7 +271,7 @@ def test_a_wrapper_that_writes_outside_the_root_is_explained_once(tmp_path: Path
     """A command that is a wrapper (here a shell writing its own files, as a toolchain does
     before it runs the backend) is traced with the backend: its files outside the root give
     one limit that says so and what to run instead, not a limit per file."""
-    from scopecheck.syscall_crash import explore
+    from scopecheck.process.syscall_crash import explore
 
     assert shutil.which("node") is not None, "the Node.js example needs node on PATH"
     script = (
@@ -292,7 +292,7 @@ def test_a_process_world_takes_a_restart_step_once_per_spacing() -> None:
     in-process world's at any step.  Restarts still run, as real processes (PROC-3)."""
     from hypothesis.stateful import RULE_MARKER
 
-    from scopecheck.machine import restart_spacing
+    from scopecheck.machines.storage import restart_spacing
     from scopecheck.process.client import RESTART_SPACING
 
     loaded = load(_exec(SERVE))

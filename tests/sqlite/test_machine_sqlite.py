@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from scopecheck.backends import SQLITE, SQLITE_SHARED
-from scopecheck.machine import make_machine
+from scopecheck.backends.registry import SQLITE, SQLITE_SHARED
+from scopecheck.machines.storage import make_machine
 
 RULES = (
     "SQLITE-2",

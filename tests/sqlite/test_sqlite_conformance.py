@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from scopecheck.backends import BUNDLED
+from scopecheck.backends.registry import BUNDLED
 from scopecheck.crashsim.workload import StepClock, make_workload
 from scopecheck.impl.memory import MemoryRepository
 from scopecheck.models.addresses import value, value_list

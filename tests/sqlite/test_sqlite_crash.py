@@ -315,7 +315,7 @@ def test_explore_runs_crash_sweeps_over_fresh_workloads_for_a_budget() -> None:
 def test_the_sqlite_explorer_exposes_what_it_covered() -> None:
     """``SqliteCrashExplorer.coverage``, read by ``scopecheck validate`` like the syscall
     explorer's, is what the last exploration covered."""
-    from scopecheck.crash_explorers import SqliteCrashExplorer
+    from scopecheck.backends.crash_explorers import SqliteCrashExplorer
 
     explorer = SqliteCrashExplorer()
     assert explorer.coverage is None
@@ -330,7 +330,7 @@ def test_a_failure_does_not_end_the_exploration_and_each_distinct_one_replays() 
     """With synchronous=OFF the explorer keeps going after the first failure: every distinct
     (rule, kind of crash point) failure gets its own record, up to eight, and each record's
     image is rebuilt by its variant's name from the recorded operations and fails again."""
-    from scopecheck.crash_explorers import SqliteCrashExplorer
+    from scopecheck.backends.crash_explorers import SqliteCrashExplorer
 
     planted = SqliteCrashExplorer(repository=SyncOff, backend="planted")
     _, _, records = planted.explore_with_faults(3.0, seed=2)
@@ -351,9 +351,9 @@ def test_a_failure_does_not_end_the_exploration_and_each_distinct_one_replays() 
 def test_a_reproducer_of_an_older_format_asks_for_a_new_exploration() -> None:
     """A SQLite crash record without format 3 is refused with a usage error saying to rerun
     the exploration, through the explorer and through ``scopecheck replay``'s dispatch."""
-    from scopecheck.crash_explorers import SqliteCrashExplorer
+    from scopecheck.backends.crash_explorers import SqliteCrashExplorer
     from scopecheck.models.errors import UsageError
-    from scopecheck.replay import replay_crash
+    from scopecheck.run.replay import replay_crash
 
     old = {
         "kind": "crash", "engine": "sqlite", "backend": "sqlite", "layout": "per-file",
@@ -452,7 +452,7 @@ def test_fuzz_crash_injection_runs_io_faults_and_replays_what_they_catch() -> No
     """``scopecheck fuzz``'s SQLite explorer also fails single I/O calls without a crash: the
     real backend passes and the runs are counted; a backend acknowledging a failed COMMIT is
     caught only there (its crash states are fine), and the reproducer replays to it."""
-    from scopecheck.crash_explorers import SqliteCrashExplorer
+    from scopecheck.backends.crash_explorers import SqliteCrashExplorer
 
     states, faults, records = SqliteCrashExplorer().explore_with_faults(1.0, seed=5)
     assert states > faults > 0 and records == []

@@ -9,7 +9,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.crashsim.sqlite_sweep import crash_sweep
-from scopecheck.machine import make_machine
+from scopecheck.machines.storage import make_machine
 from scopecheck.planted.sqlite import (
     BY_NAME,
     MUTANTS,
@@ -18,7 +18,7 @@ from scopecheck.planted.sqlite import (
     crash_result,
     crash_workload,
 )
-from scopecheck.profiles import get_profile, register_profiles
+from scopecheck.run.profiles import get_profile, register_profiles
 
 MACHINE = [m for m in MUTANTS if m.caught_by == "machine"]
 CRASH = [m for m in MUTANTS if m.caught_by == "crash"]

@@ -1,6 +1,6 @@
 """pytest plugin that records every collected test with the spec rules it cites (SPEC-3).
 
-``scopecheck rules`` runs ``pytest --collect-only -p scopecheck.rules_collect`` in a subprocess
+``scopecheck rules`` runs ``pytest --collect-only -p scopecheck.tools.rules_plugin`` in a subprocess
 with ``SCOPECHECK_COLLECT_OUT`` naming a file; this plugin writes
 ``{"tests": [{"nodeid", "rules"}], "errors": [...]}`` there when the session ends.  Coverage is
 therefore computed from what pytest really collects, never from a hand-kept list.  Without the

@@ -16,7 +16,7 @@ backend needs from a run, and scopecheck reads it from the signature alone (a fa
     cut short each one (CRASH-FS-*).
 
 :func:`load_factory` finds a factory from ``PATH_OR_MODULE:FACTORY``.  It lives here, apart
-from the worlds that run a factory (:mod:`scopecheck.adapters`), so ``scopecheck serve`` --
+from the worlds that run a factory (:mod:`scopecheck.backends.adapters`), so ``scopecheck serve`` --
 started again at every restart of a served backend -- imports no more than it serves.
 """
 

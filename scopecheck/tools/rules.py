@@ -37,8 +37,8 @@ OPTIONAL_KEYS: Final = ("gap",)
 #: Environment variable that names the repository root (the directory holding ``spec/``).
 ROOT_ENV: Final = "SCOPECHECK_ROOT"
 RULES_DIR: Final = Path("spec") / "rules"
-#: This package's folder.
-PACKAGE_ROOT: Final = Path(__file__).resolve().parent
+#: The ``scopecheck`` package's folder (this module is in its ``tools/``).
+PACKAGE_ROOT: Final = Path(__file__).resolve().parents[1]
 #: Where the installed rules are (``INSTALLED_ROOT / RULES_DIR``): the package in a wheel
 #: (``scopecheck/spec/rules``); in a source checkout, whose ``spec/`` installs as
 #: ``scopecheck.spec`` (pyproject's package-dir), the checkout beside the package.
@@ -262,7 +262,7 @@ def collect_tests(
         return Collection(())
     if importlib.util.find_spec("pytest") is None:
         raise SpecError(["pytest is not installed; install it (pip install 'scopecheck[test]')"])
-    from scopecheck.rules_collect import OUT_ENV
+    from scopecheck.tools.rules_plugin import OUT_ENV
 
     with tempfile.TemporaryDirectory(prefix="scopecheck-rules-") as scratch:
         out = Path(scratch) / "collected.json"
@@ -275,7 +275,7 @@ def collect_tests(
             "--collect-only",
             "-q",
             "-p",
-            "scopecheck.rules_collect",
+            "scopecheck.tools.rules_plugin",
             "-p",
             "no:cacheprovider",
             "--continue-on-collection-errors",

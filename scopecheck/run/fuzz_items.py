@@ -12,11 +12,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scopecheck.adapters import anchored
-from scopecheck.backends import is_user_spec
-from scopecheck.fuzz import BackendReport, fuzz_backend, report_file_name
-from scopecheck.profiles import get_profile
-from scopecheck.resolve import resolve_backend
+from scopecheck.backends.adapters import anchored
+from scopecheck.backends.registry import is_user_spec
+from scopecheck.backends.resolve import resolve_backend
+from scopecheck.run.fuzz import BackendReport, fuzz_backend, report_file_name
+from scopecheck.run.profiles import get_profile
 
 BACKENDS = [b for b in os.environ.get("SCOPECHECK_FUZZ_BACKENDS", "").split(",") if b]
 

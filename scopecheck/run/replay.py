@@ -27,12 +27,12 @@ from hypothesis.errors import DidNotReproduce
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from scopecheck.backends import Backend
-from scopecheck.fuzz import WorldRoots, machine_for
-from scopecheck.machine_failures import failure_program
+from scopecheck.backends.registry import Backend
+from scopecheck.backends.resolve import resolve_backend
+from scopecheck.machines.failures import failure_program
 from scopecheck.models.errors import UsageError
-from scopecheck.profiles import get_profile
-from scopecheck.resolve import resolve_backend
+from scopecheck.run.fuzz import WorldRoots, machine_for
+from scopecheck.run.profiles import get_profile
 
 #: How often a machine replay runs the recorded example before it says it could not
 #: reproduce it.
@@ -74,7 +74,7 @@ class MachineReplay:
 
 def _machine_backend(record: dict[str, Any]) -> Backend:
     if record.get("spec"):
-        from scopecheck.adapters import load_backend
+        from scopecheck.backends.adapters import load_backend
 
         return load_backend(record["spec"])
     return resolve_backend(record["backend"])
@@ -148,12 +148,12 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
     ``(still failing, report)``, where ``None`` is a run that did not reproduce in several
     tries (neither confirmed nor fixed)."""
     if record.get("source") == "syscall" or record.get("engine") == "syscall":
-        from scopecheck.syscall_crash import replay
+        from scopecheck.process.syscall_crash import replay
 
         return replay(record)  # an older format (``engine``) is refused there, saying why
     if record.get("source") == "fs":
+        from scopecheck.backends.factory import load_factory, takes_filesystem
         from scopecheck.crashsim.generic_sweep import replay_record
-        from scopecheck.factory import load_factory, takes_filesystem
 
         target = record.get("target")
         spec = target.get("spec") if isinstance(target, dict) else None
@@ -168,7 +168,7 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
     backend = resolve_backend(record["backend"])
     explorer = backend.crash
     if record.get("source") == "sqlite":
-        from scopecheck.crash_explorers import SqliteCrashExplorer
+        from scopecheck.backends.crash_explorers import SqliteCrashExplorer
 
         if not isinstance(explorer, SqliteCrashExplorer):
             raise UsageError(
@@ -178,7 +178,7 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
         return explorer.replay(record)
     if explorer is None:
         if record.get("source") == "jsonl":
-            from scopecheck.crash_explorers import JsonlCrashExplorer
+            from scopecheck.backends.crash_explorers import JsonlCrashExplorer
 
             explorer = JsonlCrashExplorer()
         else:

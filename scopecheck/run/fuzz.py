@@ -28,11 +28,11 @@ from hypothesis import settings as Settings
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from scopecheck.backends import Backend, World
+from scopecheck.backends.registry import Backend, World
 from scopecheck.crashsim.failure import relative_to_root
-from scopecheck.hygiene import disk_root
-from scopecheck.machine import StorageMachine, make_machine
-from scopecheck.machine_failures import distinct_failures, failure_program
+from scopecheck.machines.failures import distinct_failures, failure_program
+from scopecheck.machines.hygiene import disk_root
+from scopecheck.machines.storage import StorageMachine, make_machine
 from scopecheck.models.protocols import Clock
 from scopecheck.process.client import ProtocolFailure
 
@@ -62,7 +62,7 @@ class BackendReport:
 
     ``reproducers`` are the files of its failures; ``saved`` holds each failure's record with its
     file, for a run made in this process (a worker's report read back by
-    :mod:`scopecheck.parallel` has the files only)."""
+    :mod:`scopecheck.run.parallel` has the files only)."""
 
     examples: int = 0
     steps: int = 0
@@ -108,7 +108,7 @@ def machine_for(backend: Backend, kind: MachineKind = "storage") -> type[Any]:
     """The machine class of ``kind`` over ``backend``; both count ``examples_run`` and
     ``steps_run``."""
     if kind == "fork":
-        from scopecheck.fork_machine import make_fork_machine
+        from scopecheck.machines.fork import make_fork_machine
 
         return make_fork_machine(backend)
     machine: type[StorageMachine] = make_machine(backend)
@@ -159,7 +159,7 @@ def machine_record(
     failure: BaseException, roots: WorldRoots, reports: list[str], **fields: Any
 ) -> dict[str, Any]:
     """The reproducer of one distinct failure
-    (:func:`~scopecheck.machine_failures.distinct_failures`): ``fields`` (machine, backend,
+    (:func:`~scopecheck.machines.failures.distinct_failures`): ``fields`` (machine, backend,
     seed, ...), then its own error, its shrunk program and its exact choice sequence
     (``reproduce``: ``[version, blob]``, ``None`` when Hypothesis printed none), whether
     shrinking ran to its end, and what Hypothesis reported; paths under a world's root are

@@ -28,9 +28,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-import scopecheck.hygiene as hygiene
-import scopecheck.strategies as sx
-from scopecheck.backends import Backend, World
+import scopecheck.machines.hygiene as hygiene
+import scopecheck.machines.strategies as sx
+from scopecheck.backends.registry import Backend, World
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import ProtocolError, ScopecheckError
 from scopecheck.models.fork import TreeFork

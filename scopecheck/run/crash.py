@@ -24,8 +24,8 @@ from scopecheck.crashsim.jsonl_sweep import (
     trace,
 )
 from scopecheck.crashsim.jsonl_workloads import BUNDLED, Workload, resolve
-from scopecheck.fuzz import save_reproducer
 from scopecheck.models.errors import UsageError
+from scopecheck.run.fuzz import save_reproducer
 
 MAX_REPRODUCERS = 3
 
@@ -152,7 +152,7 @@ NOT_REPRODUCED = 3
 def replay_command(path: str) -> int:
     """Replay one kind ``crash`` reproducer; 1 while it fails, 0 once fixed, 3 when a
     timing-dependent run did not reproduce in several tries (not called fixed)."""
-    from scopecheck.replay import load_reproducer, replay_crash
+    from scopecheck.run.replay import load_reproducer, replay_crash
 
     record = load_reproducer(path)
     if record.get("kind") != "crash":

@@ -28,8 +28,8 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from scopecheck.backends import Backend, World
-from scopecheck.machine import BASE_TIME, MismatchError, describe_difference, outcome, same
+from scopecheck.backends.registry import Backend, World
+from scopecheck.machines.storage import BASE_TIME, MismatchError, describe_difference, outcome, same
 from scopecheck.models.addresses import ListAddress, ValueAddress
 from scopecheck.models.lifecycle import (
     TERMINAL_OUTCOMES,

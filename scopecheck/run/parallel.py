@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from scopecheck.fuzz import BackendReport, report_file_name
+from scopecheck.run.fuzz import BackendReport, report_file_name
 
 
 def fuzz_in_workers(
@@ -24,8 +24,8 @@ def fuzz_in_workers(
     workers: int,
     progress: Any,
 ) -> dict[str, BackendReport]:
-    """Run ``scopecheck.fuzz_worker`` under ``pytest -n workers`` and collect the reports."""
-    import scopecheck.fuzz_worker as worker_module
+    """Run ``scopecheck.run.fuzz_items`` under ``pytest -n workers`` and collect the reports."""
+    import scopecheck.run.fuzz_items as worker_module
 
     tasks = {n: progress.add_task("", total=budget, name=n, steps=0, failures=0) for n in names}
     with tempfile.TemporaryDirectory(prefix="scopecheck-fuzz-") as scratch:

@@ -3,19 +3,20 @@
 ``mutmut run`` exits 0 however many mutants survive (REFERENCE §7), so the score has to be read
 back.  This module runs ``mutmut export-cicd-stats`` (mutmut's machine-readable totals, written to
 ``mutants/mutmut-cicd-stats.json``), splits the same verdicts per package from mutmut's per-file
-``mutants/<path>.meta`` records -- both in the tree mutmut ran in (scopecheck/mutation_tree.py,
-default ``.scopecheck/mutation/``) -- subtracts the mutants triaged as *equivalent* in
-``spec/mutation/triage.toml`` and prints killed / survived / timeout / equivalent / score for
-``models`` and ``impl``.  It exits 1 when a package is below the threshold (default 90 % of the
-non-equivalent mutants killed), when nothing was checked, or when the per-file split disagrees
-with mutmut's own totals (then this module has misread mutmut and its numbers are worthless).
+``mutants/<path>.meta`` records -- both in the tree mutmut ran in
+(scopecheck/tools/mutation_tree.py, default ``.scopecheck/mutation/``) -- subtracts the mutants
+triaged as *equivalent* in ``spec/mutation/triage.toml`` and prints killed / survived / timeout /
+equivalent / score for ``models`` and ``impl``.  It exits 1 when a package is below the threshold
+(default 90 % of the non-equivalent mutants killed), when nothing was checked, or when the per-file
+split disagrees with mutmut's own totals (then this module has misread mutmut and its numbers are
+worthless).
 
-Usage (from the repository root, after ``python -m scopecheck.mutation_tree run``)::
+Usage (from the repository root, after ``python -m scopecheck.tools.mutation_tree run``)::
 
-    python -m scopecheck.mutation_stats                 # every package, threshold 0.9
-    python -m scopecheck.mutation_stats --tree DIR      # results of a run in another tree
-    python -m scopecheck.mutation_stats --package models --threshold 0.9
-    python -m scopecheck.mutation_stats --list-survivors
+    python -m scopecheck.tools.mutation_stats                 # every package, threshold 0.9
+    python -m scopecheck.tools.mutation_stats --tree DIR      # results of a run in another tree
+    python -m scopecheck.tools.mutation_stats --package models --threshold 0.9
+    python -m scopecheck.tools.mutation_stats --list-survivors
 
 mutmut is an optional extra (``pip install -e ".[mutation]"``), so this module never imports it:
 it reads mutmut's files and calls its command line.
@@ -33,7 +34,7 @@ from pathlib import Path
 import attrs
 import orjson
 
-from scopecheck.mutation_tree import TREE, mutmut_command
+from scopecheck.tools.mutation_tree import TREE, mutmut_command
 
 PACKAGES = ("models", "impl")
 TRIAGE_PATH = Path("spec/mutation/triage.toml")
@@ -217,7 +218,7 @@ def export_cicd_stats(tree: Path = TREE) -> dict[str, int]:
     if proc.returncode != 0 or not (tree / CICD_STATS).exists():
         raise RuntimeError(
             "mutmut export-cicd-stats failed (is mutmut installed: pip install -e '.[mutation]',"
-            f" and did `python -m scopecheck.mutation_tree run` run in {tree}?):"
+            f" and did `python -m scopecheck.tools.mutation_tree run` run in {tree}?):"
             f"\n{proc.stdout}{proc.stderr}"
         )
     stats = orjson.loads((tree / CICD_STATS).read_bytes())
@@ -262,7 +263,7 @@ def _fmt(score: float | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scopecheck.mutation_stats",
+        prog="python -m scopecheck.tools.mutation_stats",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -296,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not all_verdicts:
         print(
             f"no mutmut results under {args.tree / MUTANTS_DIR}:"
-            " run `python -m scopecheck.mutation_tree run` first (docs/mutation.md)"
+            " run `python -m scopecheck.tools.mutation_tree run` first (docs/mutation.md)"
         )
         return 1
     every = parse_samples(args.sample)

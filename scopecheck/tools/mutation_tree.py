@@ -19,11 +19,11 @@ gone from the checkout goes from the tree.  Nothing in the tree is a link.
 
 Usage (from the repository root)::
 
-    python -m scopecheck.mutation_tree                      # assemble only, print the tree
-    python -m scopecheck.mutation_tree run --max-children 2 # assemble, then `mutmut run ...`
-    python -m scopecheck.mutation_tree run 'scopecheck.models.scope.*'   # a subset by name
-    python -m scopecheck.mutation_tree results              # any other mutmut command, as is
-    python -m scopecheck.mutation_stats                     # the score, read from the tree
+    python -m scopecheck.tools.mutation_tree                      # assemble only, print the tree
+    python -m scopecheck.tools.mutation_tree run --max-children 2 # assemble, then `mutmut run ...`
+    python -m scopecheck.tools.mutation_tree run 'scopecheck.models.scope.*'   # a subset by name
+    python -m scopecheck.tools.mutation_tree results              # any other mutmut command, as is
+    python -m scopecheck.tools.mutation_stats                     # the score, read from the tree
 
 Arguments after the options go to mutmut unchanged; only ``run`` assembles the tree first.
 """
@@ -139,7 +139,9 @@ def mutmut_command(args: Sequence[str]) -> list[str]:
 
 def run_mutmut(args: Sequence[str], tree: Path = TREE) -> int:
     if not (tree / "pyproject.toml").is_file():
-        print(f"no mutation tree at {tree}: run `python -m scopecheck.mutation_tree run` first")
+        print(
+            f"no mutation tree at {tree}: run `python -m scopecheck.tools.mutation_tree run` first"
+        )
         return 1
     if importlib.util.find_spec("mutmut") is None:
         print("mutmut is not installed: pip install -e '.[mutation]' (docs/mutation.md)")
@@ -149,7 +151,7 @@ def run_mutmut(args: Sequence[str], tree: Path = TREE) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scopecheck.mutation_tree",
+        prog="python -m scopecheck.tools.mutation_tree",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

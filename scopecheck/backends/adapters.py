@@ -1,9 +1,9 @@
 """Loading a third-party backend from ``PATH_OR_MODULE:FACTORY``, and the worlds it runs in.
 
 The factory returns a fresh, empty repository each time it is called; its signature says what
-it needs (:mod:`scopecheck.factory`): ``make_backend(clock)``, ``make_backend(clock, *,
+it needs (:mod:`scopecheck.backends.factory`): ``make_backend(clock)``, ``make_backend(clock, *,
 root)`` or ``make_backend(clock, *, fs, root)``.  A module attribute that already is a
-:class:`~scopecheck.backends.Backend` is used as it is.
+:class:`~scopecheck.backends.registry.Backend` is used as it is.
 
 A restart, as the machine and the conformance suite run it, is: close every open handle, then
 
@@ -30,8 +30,8 @@ from typing import Any
 
 import attrs
 
-from scopecheck.backends import Backend
-from scopecheck.factory import FactoryKind, factory_kind, load_factory
+from scopecheck.backends.factory import FactoryKind, factory_kind, load_factory
+from scopecheck.backends.registry import Backend
 from scopecheck.models.errors import UsageError
 from scopecheck.models.fork import ForkOptions
 from scopecheck.models.protocols import Clock, Repository, Storage
@@ -325,7 +325,7 @@ def load_process(spec: str) -> LoadedBackend:
     def new_world(clock: Clock) -> ProcessWorld:
         return ProcessWorld(command, clock, counts, cwd, pool=pool, escalate=True)
 
-    from scopecheck.crash_explorers import SyscallCrashExplorer
+    from scopecheck.backends.crash_explorers import SyscallCrashExplorer
 
     explorer = SyscallCrashExplorer(tuple(command), cwd, name, spec)
     backend = Backend(name, new_world, f"backend process: {text}", crash=explorer, close=pool.close)
@@ -354,7 +354,7 @@ def load(spec: str) -> LoadedBackend:
     if kind == "plain":
         return LoadedBackend(Backend(name, new_world, f"user backend {spec}"), capabilities, counts)
     if kind == "root":
-        from scopecheck.crash_explorers import SyscallCrashExplorer
+        from scopecheck.backends.crash_explorers import SyscallCrashExplorer
 
         served = anchored(spec, os.getcwd())
         explorer = SyscallCrashExplorer(
@@ -364,7 +364,7 @@ def load(spec: str) -> LoadedBackend:
             name, new_world, f"user backend {spec} (files under root)", crash=explorer
         )
         return LoadedBackend(backend, capabilities, counts)
-    from scopecheck.crash_explorers import GenericCrashExplorer
+    from scopecheck.backends.crash_explorers import GenericCrashExplorer
 
     backend = Backend(
         name,

@@ -22,8 +22,8 @@ from scopecheck.impl.jsonl.layouts import header_session_id
 from scopecheck.impl.jsonl.legacy import is_legacy_header
 from scopecheck.impl.jsonl.load import FileScan, SessionLoad, load_session
 from scopecheck.impl.jsonl.replay import replay
-from scopecheck.inspect_legacy import inspect_legacy, render_legacy
 from scopecheck.models.errors import ScopecheckError, StorageIOError, usage
+from scopecheck.tools.inspect_legacy import inspect_legacy, render_legacy
 
 
 class ReadOnlyFileSystem(ForwardingFileSystem):

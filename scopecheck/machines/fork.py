@@ -1,9 +1,9 @@
 """The fork machine: the storage machine plus harness namespaces and fork steps (FORK-*).
 
-``make_fork_machine(backend)`` extends :class:`~scopecheck.machine.StorageMachine` with rules
-that write lanes (tips, configs, states — complete, partial and data-only), labels, the session
-name, op/pending/result state, unknown reserved namespaces (set, and set-then-deleted), and with
-a ``fork`` rule that draws a random branch, entry, position or tree scope, and a
+``make_fork_machine(backend)`` extends :class:`~scopecheck.machines.storage.StorageMachine` with
+rules that write lanes (tips, configs, states — complete, partial and data-only), labels, the
+session name, op/pending/result state, unknown reserved namespaces (set, and set-then-deleted), and
+with a ``fork`` rule that draws a random branch, entry, position or tree scope, and a
 ``fork_refused`` rule for the refusals other draws make rarely or never (a missing source, a
 closed destination, data-only and partial lanes, options that are no ``ForkOptions``).  The
 model computes the expected destination from the source's log
@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-import scopecheck.hygiene as hygiene
-import scopecheck.strategies as sx
-from scopecheck.backends import Backend, World
-from scopecheck.machine import (
+import scopecheck.machines.hygiene as hygiene
+import scopecheck.machines.strategies as sx
+from scopecheck.backends.registry import Backend, World
+from scopecheck.machines.storage import (
     BASE_TIME,
     SESSION_IDS,
     MismatchError,

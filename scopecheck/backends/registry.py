@@ -16,7 +16,11 @@ from typing import Any, Protocol
 
 import attrs
 
-from scopecheck.crash_explorers import CrashExplorer, JsonlCrashExplorer, SqliteCrashExplorer
+from scopecheck.backends.crash_explorers import (
+    CrashExplorer,
+    JsonlCrashExplorer,
+    SqliteCrashExplorer,
+)
 from scopecheck.data import pi_session
 from scopecheck.impl.memory import MemoryRepository
 from scopecheck.models.protocols import Clock, Repository
@@ -47,7 +51,7 @@ class Backend:
     #: the backend chooses so; the bundled Memory world keeps its registry across restarts).
     durable: bool = True
     #: Crash explorer for ``scopecheck fuzz``, ``validate`` and ``replay``
-    #: (:class:`~scopecheck.crash_explorers.CrashExplorer`).
+    #: (:class:`~scopecheck.backends.crash_explorers.CrashExplorer`).
     crash: CrashExplorer | None = None
     #: Whether the world's Sessions start as legacy files (``legacy_files``): the fork machine
     #: then opens every example with a fork of a not-yet-upgraded source (LEGACY-13).

@@ -71,7 +71,7 @@ from typing import Any, Literal, Protocol
 import attrs
 import orjson
 
-from scopecheck.adapters import (
+from scopecheck.backends.adapters import (
     EXEC_CWD_ENV,
     Capabilities,
     LoadedBackend,
@@ -79,11 +79,11 @@ from scopecheck.adapters import (
     anchored,
     load,
 )
-from scopecheck.backends import Backend
-from scopecheck.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_backend, save_failure
-from scopecheck.machine import rules_of_program
+from scopecheck.backends.registry import Backend
+from scopecheck.machines.storage import rules_of_program
 from scopecheck.models.errors import UsageError
-from scopecheck.validate_report import REPORT_ENV
+from scopecheck.run.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_backend, save_failure
+from scopecheck.run.report_plugin import REPORT_ENV
 
 #: The version of the verdict's JSON (``"version"``); a change to its fields changes it and
 #: ``scopecheck/schemas/verdict.schema.json`` (INSTALL-10).
@@ -462,7 +462,7 @@ def run_conformance(
             "-p",
             "scopecheck.pytest_plugin",
             "-p",
-            "scopecheck.validate_report",
+            "scopecheck.run.report_plugin",
             "-p",
             "no:cacheprovider",
             f"--scopecheck-backend={child_spec}",
@@ -516,7 +516,7 @@ def _cut(rest: list[str], keep: int = 40) -> str:
 def _machine_failures(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
     """Failures of a machine run (and of crash exploration), one per failure it saved: built
     from the record the run wrote, each pointing at its reproducer file."""
-    from scopecheck.fork_machine import FORK_STEP_RULES
+    from scopecheck.machines.fork import FORK_STEP_RULES
 
     found = []
     for failure in saved:
@@ -573,7 +573,7 @@ def machine_settings() -> Any:
     from hypothesis import Phase
     from hypothesis import settings as Settings
 
-    from scopecheck.profiles import get_profile
+    from scopecheck.run.profiles import get_profile
 
     phases = [Phase.explicit, Phase.generate, Phase.target, Phase.shrink]
     return Settings(get_profile("ci"), database=None, phases=phases)

@@ -1,5 +1,6 @@
-"""Crash explorers a :class:`~scopecheck.backends.Backend` can carry, for ``scopecheck fuzz``
-and ``validate`` (crash exploration) and ``scopecheck replay`` (kind ``crash`` reproducers).
+"""Crash explorers a :class:`~scopecheck.backends.registry.Backend` can carry, for
+``scopecheck fuzz`` and ``validate`` (crash exploration) and ``scopecheck replay`` (kind ``crash``
+reproducers).
 
 One base class, :class:`CrashExplorer`: every explorer runs one source of crash states
 through the one exploration loop (:mod:`scopecheck.crashsim.explore`) and gives back the same
@@ -159,7 +160,7 @@ class GenericCrashExplorer(CrashExplorer):
 @attrs.define
 class SyscallCrashExplorer(CrashExplorer):
     """Crash states, I/O faults and kills of a backend process, from its system calls
-    (``scopecheck.syscall_crash``): a command speaking the process protocol, or a Python
+    (``scopecheck.process.syscall_crash``): a command speaking the process protocol, or a Python
     factory taking ``root`` served by ``scopecheck serve``.  ``unavailable`` says why strace
     cannot run here; crash exploration is then skipped with that reason (CRASH-SYS-5).
     ``limits`` collects what a run could not see (a shared writable mmap, CRASH-SYS-8), should
@@ -179,7 +180,7 @@ class SyscallCrashExplorer(CrashExplorer):
         return unavailable()
 
     def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
-        from scopecheck.syscall_crash import SyscallSource
+        from scopecheck.process.syscall_crash import SyscallSource
 
         source = SyscallSource(self.spec, self.command, self.cwd)
         found = source.explore(budget, seed, overrun=overrun)
@@ -187,6 +188,6 @@ class SyscallCrashExplorer(CrashExplorer):
         return found
 
     def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
-        from scopecheck.syscall_crash import replay
+        from scopecheck.process.syscall_crash import replay
 
         return replay(record)

@@ -1,15 +1,15 @@
 """A backend by the name a user gives on the command line or in a reproducer.
 
-A name is a bundled backend or one of its extra worlds (:mod:`scopecheck.backends`), a
+A name is a bundled backend or one of its extra worlds (:mod:`scopecheck.backends.registry`), a
 planted bug of the catalogue (:mod:`scopecheck.planted`), or a user's backend as
-``PATH_OR_MODULE:FACTORY`` (:mod:`scopecheck.adapters`). It lives above all three: they import
-:class:`~scopecheck.backends.Backend`, this module imports them.
+``PATH_OR_MODULE:FACTORY`` (:mod:`scopecheck.backends.adapters`). It lives above all three:
+they import :class:`~scopecheck.backends.registry.Backend`, this module imports them.
 """
 
 from __future__ import annotations
 
-from scopecheck.adapters import load_backend
-from scopecheck.backends import BUNDLED, EXTRA, Backend, is_user_spec
+from scopecheck.backends.adapters import load_backend
+from scopecheck.backends.registry import BUNDLED, EXTRA, Backend, is_user_spec
 from scopecheck.models.errors import UsageError
 
 

@@ -1,6 +1,6 @@
 """One Hypothesis test class per bundled backend's machine, for long coverage-guided runs::
 
-    timeout -s INT 3600 hypothesis fuzz --no-dashboard -n 2 -- scopecheck/fuzz_targets.py
+    timeout -s INT 3600 hypothesis fuzz --no-dashboard -n 2 -- scopecheck/run/fuzz_targets.py
 
 HypoFuzz runs ``@given``-style tests, so each machine is exposed as its ``TestCase``.  Findings
 land in the shared example database and the next ``pytest`` or ``scopecheck fuzz`` replays them.
@@ -9,11 +9,11 @@ Not collected by the normal test run (no ``test_`` prefix in the file name).
 
 from __future__ import annotations
 
-from scopecheck.backends import BUNDLED
-from scopecheck.fork_machine import make_fork_machine, make_lockstep_machine
-from scopecheck.lifecycle_machine import make_lifecycle_machine
-from scopecheck.machine import make_machine
-from scopecheck.profiles import load_profile
+from scopecheck.backends.registry import BUNDLED
+from scopecheck.machines.fork import make_fork_machine, make_lockstep_machine
+from scopecheck.machines.lifecycle import make_lifecycle_machine
+from scopecheck.machines.storage import make_machine
+from scopecheck.run.profiles import load_profile
 
 load_profile()
 

@@ -1,0 +1,5 @@
+"""The stateful machines that drive the reference model and a backend side by side: the
+storage machine (``storage``), its fork extension (``fork``), the agent-lane lifecycle machine
+(``lifecycle``), the strategies they draw from, the filesystem hygiene checks they run on a
+world with a root, the SQLite fork read spy, and how a failed run reports its distinct failures.
+"""
