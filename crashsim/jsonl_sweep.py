@@ -83,7 +83,7 @@ from scopecheck.crashsim.sandbox import (
     render_files,
     show_files,
 )
-from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
@@ -379,7 +379,9 @@ def max_seq_on_disk(files: dict[str, bytes]) -> int:
     """The highest seq of any *complete* line in the Session's files (temp files excluded)."""
     top = 0
     for path, data in files.items():
-        if path.endswith(layout.TEMP_SUFFIX) or not (path == MAIN or path.startswith(SCOPES)):
+        if path.endswith(session_paths.TEMP_SUFFIX) or not (
+            path == MAIN or path.startswith(SCOPES)
+        ):
             continue
         end = data.rfind(b"\n")
         if end < 0:
@@ -404,9 +406,9 @@ def dead_sidecars(files: dict[str, bytes]) -> list[str]:
         boundaries[scope_id] = max(boundaries.get(scope_id, 0), int(match.group(1)))
     dead = []
     for path, data in files.items():
-        if not path.startswith(SCOPES + "/") or not path.endswith(layout.SIDECAR_SUFFIX):
+        if not path.startswith(SCOPES + "/") or not path.endswith(session_paths.SIDECAR_SUFFIX):
             continue
-        scope_id = layout.decode_sidecar_name(posixpath.basename(path))
+        scope_id = session_paths.decode_sidecar_name(posixpath.basename(path))
         if scope_id is None:
             continue
         complete = data[: data.rfind(b"\n") + 1]

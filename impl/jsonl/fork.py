@@ -38,7 +38,7 @@ import apsw
 import orjson
 
 from scopecheck.impl.fs import FileSystem
-from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl import session_paths
 from scopecheck.impl.jsonl.codec import (
     OP_APPEND,
     OP_CLEAR,
@@ -139,10 +139,10 @@ class Capture:
         self.size = fs.file_size(main)
         self.header: dict[str, Any] = {}
         self.sidecars: dict[str, int] = {}
-        directory = layout.scopes_dir(main)
+        directory = session_paths.scopes_dir(main)
         if fs.is_dir(directory):
             for entry in fs.list_dir(directory):
-                if entry.is_file and layout.decode_sidecar_name(entry.name) is not None:
+                if entry.is_file and session_paths.decode_sidecar_name(entry.name) is not None:
                     path = f"{directory}/{entry.name}"
                     self.sidecars[path] = fs.file_size(path)
 
@@ -430,7 +430,7 @@ def fork_jsonl(
     # The driver's verdicts need no lanes or target: only the scope.
     verbatim = driver_class(options, lambda _: True, None).copies_verbatim if tree else None
     index = Index(track_entries=not tree, verbatim=verbatim)
-    temp = layout.temp_path(dest_main)
+    temp = session_paths.temp_path(dest_main)
     published = False
     try:
         high = 0

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from scopecheck.impl.fs import AppendFile, FileSystem, fs_code
-from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl import session_paths
 from scopecheck.impl.jsonl.codec import encode_scope_header, encode_transaction
 from scopecheck.impl.jsonl.legacy import LegacyImport
 from scopecheck.impl.jsonl.legacy import upgrade_bytes as legacy_upgrade_bytes
@@ -30,7 +30,7 @@ from scopecheck.models.writes import RetireScope
 def publish(fs: FileSystem, path: str, data: bytes) -> None:
     """Atomic publish (REFERENCE §1, JSONL-11): write ``<path>.tmp``, fsync it, rename it over
     ``path``, fsync the directory; the temp file is removed if any step fails."""
-    temp = layout.temp_path(path)
+    temp = session_paths.temp_path(path)
     try:
         fs.write_file(temp, data)
         fs.fsync_file(temp)
@@ -126,7 +126,7 @@ class JsonlJournal:
         and this handle as they were; the caller's commit fails and may be retried."""
         data = legacy_upgrade_bytes(imported)
         # A stray .scopes directory could otherwise join the new format-4 Session.
-        self._fs.remove(layout.scopes_dir(self._main), recursive=True, force=True)
+        self._fs.remove(session_paths.scopes_dir(self._main), recursive=True, force=True)
         publish(self._fs, self._main, data)
         self.header = orjson.loads(data[: data.index(b"\n")])
         self._main_size = len(data)
@@ -149,9 +149,9 @@ class JsonlJournal:
         """Open the scope's sidecar, creating it (header via temp + rename) if absent
         (JSONL-2, 000 §6.1)."""
         fs = self._fs
-        path = layout.sidecar_path(self._main, scope_id)
+        path = session_paths.sidecar_path(self._main, scope_id)
         if scope_id not in self._on_disk:
-            directory = layout.scopes_dir(self._main)
+            directory = session_paths.scopes_dir(self._main)
             if not fs.is_dir(directory):
                 fs.create_dir(directory, recursive=True)
                 fs.fsync_dir(os.path.dirname(directory))
@@ -201,13 +201,13 @@ class JsonlJournal:
         if scope_id not in self._on_disk:
             return
         try:
-            self._fs.unlink(layout.sidecar_path(self._main, scope_id))
+            self._fs.unlink(session_paths.sidecar_path(self._main, scope_id))
         except StorageIOError as exc:
             if fs_code(exc) != "not_found":
                 self.cleanup_failures.append((scope_id, exc))
                 return
         self._on_disk.discard(scope_id)
         try:
-            self._fs.fsync_dir(layout.scopes_dir(self._main))
+            self._fs.fsync_dir(session_paths.scopes_dir(self._main))
         except StorageIOError as exc:
             self.cleanup_failures.append((scope_id, exc))

@@ -18,7 +18,7 @@ import attrs
 import orjson
 
 from scopecheck.impl.fs import FileSystem, Lines, fs_code
-from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl import session_paths
 from scopecheck.impl.jsonl.codec import (
     OP_RETIRE,
     BadRecord,
@@ -213,7 +213,7 @@ def load_session(
     scan = scan_head(main, lines, session_id, None)
     load = SessionLoad(session_id, scan)
     # Stage 2/3: discover and parse sidecars of this Session.
-    directory = layout.scopes_dir(main)
+    directory = session_paths.scopes_dir(main)
     try:
         entries = fs.list_dir(directory)
     except StorageIOError as exc:
@@ -222,10 +222,10 @@ def load_session(
         entries = []
     for entry in sorted(entries, key=lambda e: e.name):
         path = f"{directory}/{entry.name}"
-        if entry.name.endswith(layout.TEMP_SUFFIX) and entry.is_file:
+        if entry.name.endswith(session_paths.TEMP_SUFFIX) and entry.is_file:
             load.temps.append(path)
             continue
-        scope_id = layout.decode_sidecar_name(entry.name) if entry.is_file else None
+        scope_id = session_paths.decode_sidecar_name(entry.name) if entry.is_file else None
         if scope_id is None:
             load.unrelated.append(path)
             continue

@@ -18,17 +18,10 @@ import threading
 import orjson
 
 from scopecheck.impl.fs import FileSystem, OsFileSystem, fs_code, join_lines
-from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl import session_paths
 from scopecheck.impl.jsonl.codec import encode_header, record_op
 from scopecheck.impl.jsonl.fork import Capture, SourcePrefix, fork_jsonl
 from scopecheck.impl.jsonl.journal import JsonlJournal, publish
-from scopecheck.impl.jsonl.layouts import (
-    FileLayout,
-    FlatLayout,
-    Layout,
-    UpstreamLayout,
-    header_session_id,
-)
 from scopecheck.impl.jsonl.legacy import (
     LegacyIds,
     LegacyImport,
@@ -39,6 +32,13 @@ from scopecheck.impl.jsonl.legacy import (
 from scopecheck.impl.jsonl.legacy_fork import LegacyCapture
 from scopecheck.impl.jsonl.load import FileScan, SessionLoad, Tx, load_session
 from scopecheck.impl.jsonl.replay import replay
+from scopecheck.impl.jsonl.root_layouts import (
+    FileLayout,
+    FlatLayout,
+    Layout,
+    UpstreamLayout,
+    header_session_id,
+)
 from scopecheck.impl.memory import new_fork_id, wall_clock_ms
 from scopecheck.impl.resident import RETIRE_EXACT_SCOPE, ResidentState, Retirement
 from scopecheck.impl.resident_session import ResidentSession
@@ -56,7 +56,7 @@ _dumps = orjson.dumps
 
 def valid_id(session_id: str) -> str:
     """A session id that can name a main log in every layout (REPO-5, JSONL-14)."""
-    layout.encode_session_id(check_session_id(session_id))
+    session_paths.encode_session_id(check_session_id(session_id))
     return session_id
 
 
@@ -135,7 +135,7 @@ class JsonlRepository:
     ) -> None:
         """``layout`` is ``"flat"`` (``<root>/<id>.jsonl``), ``"upstream"`` (the upstream
         TypeScript repository's ``<root>/--<cwd>--/<createdAt>_<id>.jsonl``, for the Sessions
-        of ``cwd``) or any :class:`~scopecheck.impl.jsonl.layouts.Layout` (JSONL-26).
+        of ``cwd``) or any :class:`~scopecheck.impl.jsonl.root_layouts.Layout` (JSONL-26).
         ``sequence``, ``retirement`` and ``fork_driver`` are the contract's policies (SEQ-1,
         RETIRE-2, FORK-7), the same objects every resident backend uses."""
         self._fs: FileSystem = fs if fs is not None else OsFileSystem()
@@ -233,7 +233,7 @@ class JsonlRepository:
                 raise usage("already_exists", f"session {session_id!r} already exists (REPO-1)")
             created_at = self._clock()
             main = self._placed(session_id, created_at)
-            fs.remove(layout.scopes_dir(main), recursive=True, force=True)
+            fs.remove(session_paths.scopes_dir(main), recursive=True, force=True)
             header = encode_header(session_id, created_at, self._cwd)
             publish(fs, main, header + b"\n")
             journal = JsonlJournal(
@@ -318,7 +318,7 @@ class JsonlRepository:
                 pass
         if removed:
             with contextlib.suppress(StorageIOError):
-                fs.fsync_dir(layout.scopes_dir(main))
+                fs.fsync_dir(session_paths.scopes_dir(main))
         journal = JsonlJournal(fs, main, session_id, header, main_size, on_disk)
         return self._session(session_id, replay(load), journal)
 
@@ -329,7 +329,7 @@ class JsonlRepository:
         The main file exists and is not open here, so no publish of it can be in flight: the
         temp is dead.  It never reaches a listing either way (``list()`` takes ``*.jsonl``
         only, JSONL-13); a failed removal is harmless and retried at the next open."""
-        temp = layout.temp_path(main)
+        temp = session_paths.temp_path(main)
         fs = self._fs
         if not fs.exists(temp):
             return
@@ -399,7 +399,7 @@ class JsonlRepository:
                 capture = self.capture(source)
             created_at = self._clock()
             dest = self._placed(dest_id, created_at)
-            fs.remove(layout.scopes_dir(dest), recursive=True, force=True)
+            fs.remove(session_paths.scopes_dir(dest), recursive=True, force=True)
 
             def header(high_water: int) -> bytes:
                 return encode_header(
@@ -457,8 +457,8 @@ class JsonlRepository:
                     raise usage("not_found", f"no session {session_id!r}") from None
                 raise
             fs.fsync_dir(directory)
-            fs.remove(layout.scopes_dir(main), recursive=True, force=True)
-            fs.remove(layout.temp_path(main), force=True)  # a publish interrupted by a crash
+            fs.remove(session_paths.scopes_dir(main), recursive=True, force=True)
+            fs.remove(session_paths.temp_path(main), force=True)  # a publish interrupted by a crash
             fs.fsync_dir(directory)
 
     def close(self) -> None:

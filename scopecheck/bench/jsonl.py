@@ -31,7 +31,7 @@ import orjson
 
 from scopecheck.bench.legacy import DATA as TRANSCRIPTS
 from scopecheck.impl.fs import OsFileSystem, split_lines
-from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.impl.jsonl.codec import encode_header, encode_scope_header, encode_transaction
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.records import Committed
@@ -56,7 +56,7 @@ def build_session(root: str, session_id: str, target_bytes: int) -> int:
     in the operation's scope (a sidecar), and every eight rounds the operation's retirement.
     The last operation stays live, so its sidecar is replayed too.
     """
-    main = layout.main_path(root, session_id)
+    main = session_paths.main_path(root, session_id)
     sidecars: dict[str, list[bytes]] = {}
     lines = [encode_header(session_id, 1_700_000_000_000, "/bench")]
     seq = 1
@@ -117,16 +117,16 @@ def build_session(root: str, session_id: str, target_bytes: int) -> int:
     with open(main, "wb") as handle:
         handle.write(b"\n".join(lines) + b"\n")
     if sidecars:
-        os.makedirs(layout.scopes_dir(main), exist_ok=True)
+        os.makedirs(session_paths.scopes_dir(main), exist_ok=True)
         for scope_id, side in sidecars.items():
-            with open(layout.sidecar_path(main, scope_id), "wb") as handle:
+            with open(session_paths.sidecar_path(main, scope_id), "wb") as handle:
                 handle.write(b"\n".join(side) + b"\n")
     return size
 
 
 def _session_files(root: str, session_id: str) -> list[str]:
-    main = layout.main_path(root, session_id)
-    directory = layout.scopes_dir(main)
+    main = session_paths.main_path(root, session_id)
+    directory = session_paths.scopes_dir(main)
     files = [main]
     if os.path.isdir(directory):
         files += [os.path.join(directory, name) for name in sorted(os.listdir(directory))]

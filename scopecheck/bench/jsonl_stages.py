@@ -28,7 +28,7 @@ import orjson
 
 from scopecheck.bench.jsonl import MB, _plain_parse, _session_files, build_session
 from scopecheck.impl.fs import OsFileSystem
-from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.impl.jsonl.load import load_session
 from scopecheck.impl.jsonl.replay import fold_main_log, replay
 
@@ -49,7 +49,7 @@ def open_stages(size_bytes: int, repeat: int = 11) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="scopecheck-bench-") as root:
         build_session(root, "bench", size_bytes)
         files = _session_files(root, "bench")
-        main = layout.main_path(root, "bench")
+        main = session_paths.main_path(root, "bench")
         fs = OsFileSystem()
         repo = JsonlRepository(root, cwd="/bench")
 

@@ -26,7 +26,7 @@ import orjson
 
 from scopecheck.backends.registry import Backend, EveryOtherUnlinkFails, JsonlWorld
 from scopecheck.impl.fs import AppendFile, FileSystem, Lines, fs_code
-from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.impl.jsonl.codec import encode_write, transaction_records
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import StorageIOError
@@ -46,7 +46,7 @@ def _backend(name: str, repo: type[JsonlRepository], *, unlink_fails: bool = Fal
 
 
 def _is_main(path: str) -> bool:
-    return path.endswith(layout.MAIN_SUFFIX)
+    return path.endswith(session_paths.MAIN_SUFFIX)
 
 
 def _records(line: bytes) -> list[dict[str, Any]]:
@@ -129,10 +129,12 @@ class SidecarListed(JsonlRepository):
     def list(self) -> list[str]:
         found = super().list()
         for entry in self.fs.list_dir(self.root):
-            if entry.is_dir and entry.name.endswith(layout.MAIN_SUFFIX + layout.SCOPES_SUFFIX):
+            if entry.is_dir and entry.name.endswith(
+                session_paths.MAIN_SUFFIX + session_paths.SCOPES_SUFFIX
+            ):
                 for side in self.fs.list_dir(f"{self.root}/{entry.name}"):
-                    if side.name.endswith(layout.SIDECAR_SUFFIX):
-                        found.append(side.name[: -len(layout.SIDECAR_SUFFIX)])
+                    if side.name.endswith(session_paths.SIDECAR_SUFFIX):
+                        found.append(side.name[: -len(session_paths.SIDECAR_SUFFIX)])
         return sorted(found)
 
 
@@ -148,7 +150,9 @@ class UnlinkBeforeAppend(WrappedFileSystem):
             for record in _records(data):
                 if _is_retirement(record):
                     try:
-                        self._inner.unlink(layout.sidecar_path(handle.path, record["scopeId"]))
+                        self._inner.unlink(
+                            session_paths.sidecar_path(handle.path, record["scopeId"])
+                        )
                     except StorageIOError as exc:
                         if fs_code(exc) != "not_found":
                             raise
@@ -171,8 +175,8 @@ class CleanupAtClose(WrappedFileSystem):
         return handle
 
     def unlink(self, path: str) -> None:
-        main = posixpath.dirname(path).removesuffix(layout.SCOPES_SUFFIX)
-        if path.endswith(layout.SIDECAR_SUFFIX) and main in self._pending:
+        main = posixpath.dirname(path).removesuffix(session_paths.SCOPES_SUFFIX)
+        if path.endswith(session_paths.SIDECAR_SUFFIX) and main in self._pending:
             self._pending[main].append(path)
             return
         self._inner.unlink(path)

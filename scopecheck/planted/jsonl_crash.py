@@ -19,7 +19,7 @@ import attrs
 from scopecheck.backends.crash_explorers import JsonlCrashExplorer
 from scopecheck.backends.registry import Backend
 from scopecheck.impl.fs import AppendFile, FileSystem, fs_error
-from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.models.errors import StorageIOError
 from scopecheck.planted import CATALOGUE, Mutant, MutantResult, register
 from scopecheck.planted.jsonl import REPOSITORIES, _backend
@@ -43,8 +43,10 @@ class SidecarHeaderInPlace(WrappedFileSystem):
         self._skip_dir: str | None = None
 
     def write_file(self, path: str, data: bytes) -> None:
-        final = path.removesuffix(layout.TEMP_SUFFIX)
-        if path.endswith(layout.TEMP_SUFFIX) and final.endswith(layout.SIDECAR_SUFFIX):
+        final = path.removesuffix(session_paths.TEMP_SUFFIX)
+        if path.endswith(session_paths.TEMP_SUFFIX) and final.endswith(
+            session_paths.SIDECAR_SUFFIX
+        ):
             self._inner.write_file(final, data)
             self._in_place.add(path)
             return
@@ -85,7 +87,7 @@ class NoRepublishAtOpen(OpeningFileSystem):
         self._skipped: set[str] = set()
 
     def write_file(self, path: str, data: bytes) -> None:
-        if self.opening and path.endswith(layout.TEMP_SUFFIX):
+        if self.opening and path.endswith(session_paths.TEMP_SUFFIX):
             self._skipped.add(path)
             return
         self._inner.write_file(path, data)
@@ -106,7 +108,7 @@ class NoUnlinkRetryAtOpen(OpeningFileSystem):
     finds stays, whatever it holds."""
 
     def unlink(self, path: str) -> None:
-        if self.opening and path.endswith(layout.SIDECAR_SUFFIX):
+        if self.opening and path.endswith(session_paths.SIDECAR_SUFFIX):
             raise fs_error("unlink", path, PermissionError(13, "open does not retry unlinks"))
         self._inner.unlink(path)
 
@@ -121,11 +123,11 @@ class NoScopesDirFsync(WrappedFileSystem):
 
     def create_dir(self, path: str, recursive: bool = True) -> None:
         self._inner.create_dir(path, recursive=recursive)
-        if path.endswith(layout.SCOPES_SUFFIX):
+        if path.endswith(session_paths.SCOPES_SUFFIX):
             self._created = posixpath.dirname(path)
 
     def fsync_dir(self, path: str) -> None:
-        if path.endswith(layout.SCOPES_SUFFIX):
+        if path.endswith(session_paths.SCOPES_SUFFIX):
             return
         if path == self._created:
             self._created = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from scopecheck.backends.registry import Backend, JsonlWorld
-from scopecheck.impl.jsonl import JsonlRepository, layout
+from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.models.fork import ForkOptions
 from scopecheck.planted import Mutant, register
 from scopecheck.planted.seams import WrappedFileSystem, jsonl_over
@@ -18,7 +18,7 @@ class KeepsScopesFolders(WrappedFileSystem):
     """``remove`` of a ``.scopes`` folder does nothing: delete() leaves the sidecars."""
 
     def remove(self, path: str, recursive: bool = False, force: bool = False) -> None:
-        if path.endswith(layout.SCOPES_SUFFIX):
+        if path.endswith(session_paths.SCOPES_SUFFIX):
             return
         self._inner.remove(path, recursive=recursive, force=force)
 
@@ -27,7 +27,7 @@ class PublishKeepsTemp(WrappedFileSystem):
     """The atomic publish copies ``<file>.tmp`` over its target and never removes it."""
 
     def rename(self, source: str, target: str) -> None:
-        if not source.endswith(layout.TEMP_SUFFIX):
+        if not source.endswith(session_paths.TEMP_SUFFIX):
             self._inner.rename(source, target)
             return
         self._inner.write_file(target, self._inner.read_bytes(source))

@@ -39,7 +39,7 @@ T = TypeVar("T")
 #: paging needs the deepest search (a cursor equal to a seq, two elements in descending order).
 TARGETS: dict[str, int] = {
     "scopecheck.models.scope": 10,
-    "scopecheck.impl.jsonl.layout": 10,
+    "scopecheck.impl.jsonl.session_paths": 10,
     "scopecheck.models.fork_policy": 10,
     "scopecheck.impl.validation": 30,
     "scopecheck.impl.jsonl.highwater": 10,
@@ -255,7 +255,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "sidecar-name-without-prefix",
-        "scopecheck.impl.jsonl.layout",
+        "scopecheck.impl.jsonl.session_paths",
         "sidecar_name",
         "return SIDECAR_PREFIX + encoded + SIDECAR_SUFFIX",
         "return encoded + SIDECAR_SUFFIX",
@@ -264,7 +264,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "sidecar-decode-any-scope",
-        "scopecheck.impl.jsonl.layout",
+        "scopecheck.impl.jsonl.session_paths",
         "decode_sidecar_name",
         "if not stem or len(stem) > MAX_ENCODED_SCOPE_ID:",
         "if len(stem) > MAX_ENCODED_SCOPE_ID:",
@@ -273,7 +273,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "main-name-empty-stem",
-        "scopecheck.impl.jsonl.layout",
+        "scopecheck.impl.jsonl.session_paths",
         "decode_main_name",
         "return decode_uri_component(stem) if stem else None",
         "return decode_uri_component(stem)",

@@ -17,11 +17,11 @@ from typing import Any
 import orjson
 
 from scopecheck.impl.fs import AppendFile, FileSystem, ForwardingFileSystem, OsFileSystem
-from scopecheck.impl.jsonl import layout
-from scopecheck.impl.jsonl.layouts import header_session_id
+from scopecheck.impl.jsonl import session_paths
 from scopecheck.impl.jsonl.legacy import is_legacy_header
 from scopecheck.impl.jsonl.load import FileScan, SessionLoad, load_session
 from scopecheck.impl.jsonl.replay import replay
+from scopecheck.impl.jsonl.root_layouts import header_session_id
 from scopecheck.models.errors import ScopecheckError, StorageIOError, usage
 from scopecheck.tools.inspect_legacy import inspect_legacy, render_legacy
 
@@ -44,7 +44,7 @@ def _main_logs(fs: FileSystem, directory: str) -> list[str]:
     return sorted(
         os.path.join(directory, e.name)
         for e in fs.list_dir(directory)
-        if e.is_file and e.name.endswith(layout.MAIN_SUFFIX)
+        if e.is_file and e.name.endswith(session_paths.MAIN_SUFFIX)
     )
 
 
@@ -57,18 +57,19 @@ def _session_id_of(fs: FileSystem, path: str) -> str:
     file whose header names no id is inspected under the id its name spells, so a torn or
     missing header is reported rather than refused."""
     name = os.path.basename(path)
-    named = layout.decode_main_name(name)
+    named = session_paths.decode_main_name(name)
     try:
         header_id = header_session_id(fs, path)
     except ScopecheckError:
         header_id = None
     if header_id is not None:
         try:
-            encoded = layout.encode_session_id(header_id)
+            encoded = session_paths.encode_session_id(header_id)
         except ScopecheckError:
             encoded = None
         if encoded is not None and (
-            name == encoded + layout.MAIN_SUFFIX or name.endswith(f"_{encoded}{layout.MAIN_SUFFIX}")
+            name == encoded + session_paths.MAIN_SUFFIX
+            or name.endswith(f"_{encoded}{session_paths.MAIN_SUFFIX}")
         ):
             return header_id
     if named is not None:
@@ -87,8 +88,8 @@ def resolve(path: str, fs: FileSystem) -> tuple[str, str]:
     directory, a directory holding exactly one main log, or an upstream repository root whose
     one ``--<cwd>--`` folder holds exactly one."""
     path = os.path.abspath(path).rstrip("/") or "/"
-    if path.endswith(layout.SCOPES_SUFFIX) and fs.is_dir(path):
-        path = path[: -len(layout.SCOPES_SUFFIX)]
+    if path.endswith(session_paths.SCOPES_SUFFIX) and fs.is_dir(path):
+        path = path[: -len(session_paths.SCOPES_SUFFIX)]
     if fs.is_dir(path):
         mains = _main_logs(fs, path)
         if not mains:

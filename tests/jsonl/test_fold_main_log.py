@@ -25,9 +25,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from scopecheck.impl.fs import Lines, OsFileSystem
-from scopecheck.impl.jsonl import layout
 from scopecheck.impl.jsonl import load as load_module
 from scopecheck.impl.jsonl import replay as replay_module
+from scopecheck.impl.jsonl import session_paths
 from scopecheck.impl.jsonl.codec import encode_header, encode_scope_header
 from scopecheck.impl.jsonl.load import SessionLoad, load_session, scan_lines
 from scopecheck.impl.jsonl.replay import MainFold, fold_main_log, replay
@@ -113,12 +113,12 @@ def sessions(draw: st.DrawFn) -> tuple[list[bytes], list[bytes] | None]:
 
 
 def write_session(root: str, main: list[bytes], side: list[bytes] | None) -> str:
-    path = layout.main_path(root, SID)
+    path = session_paths.main_path(root, SID)
     with open(path, "wb") as handle:
         handle.write(b"\n".join(main) + b"\n")
     if side is not None:
-        os.makedirs(layout.scopes_dir(path), exist_ok=True)
-        with open(layout.sidecar_path(path, SCOPE), "wb") as handle:
+        os.makedirs(session_paths.scopes_dir(path), exist_ok=True)
+        with open(session_paths.sidecar_path(path, SCOPE), "wb") as handle:
             handle.write(b"\n".join(side) + b"\n")
     return path
 
@@ -400,7 +400,7 @@ def test_two_sidecars_sharing_a_seq_are_corrupt_as_documented(other: tuple[int, 
     main = [encode_header(SID, 1, "/"), orjson.dumps(dict(BASES[4], seq=1))]
     with tempfile.TemporaryDirectory() as root:
         path = write_session(root, main, sidecar_lines(SCOPE, [(2, 3)]))
-        with open(layout.sidecar_path(path, "op-2"), "wb") as handle:
+        with open(session_paths.sidecar_path(path, "op-2"), "wb") as handle:
             handle.write(b"\n".join(sidecar_lines("op-2", [other])) + b"\n")
         fast = load_session(OsFileSystem(), path, SID, fold=True)
         documented = load_session(OsFileSystem(), path, SID)

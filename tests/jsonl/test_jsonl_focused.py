@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl import session_paths
 from scopecheck.impl.jsonl.load import load_session
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import CorruptError, StorageIOError
@@ -494,7 +494,7 @@ def test_a_record_at_the_retirement_seq_proves_a_damaged_line_retired(
         storage.commit([set_value(value("v", "k", A), n)])
     storage.commit([retire_scope(A)])
     storage.close()
-    retired_at = orjson.loads(lines(layout.main_path(root, "s"))[-1])["seq"]
+    retired_at = orjson.loads(lines(session_paths.main_path(root, "s"))[-1])["seq"]
     path = sidecar(root, "s", "op-A")
     content = lines(path)
     content[-2] = b"garbage"  # the only record after it is the one at the retirement's seq

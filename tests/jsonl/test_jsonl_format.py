@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl import session_paths
 from scopecheck.impl.jsonl.codec import (
     OP_APPEND,
     BadRecord,
@@ -151,7 +151,7 @@ def test_fast_indexer_recognises_every_shape_the_writer_produces(
         storage.commit([write])
     storage.commit(scoped)
     main = os.path.join(root, "s.jsonl")
-    with open(layout.sidecar_path(main, A.id), "rb") as handle:
+    with open(session_paths.sidecar_path(main, A.id), "rb") as handle:
         sidecar = handle.read().splitlines()[1:]
     storage.commit([retire_scope(A)])
     storage.close()
@@ -461,9 +461,9 @@ def test_the_last_path_guard_refuses_names_that_leave_the_directory(name: str) -
     one that would anyway, as an invalid session id (a bug upstream must not write outside
     the root)."""
     with pytest.raises(UsageError) as info:
-        layout.child_path("/root/sessions", name)
+        session_paths.child_path("/root/sessions", name)
     assert info.value.code == "invalid_session_id"
-    assert layout.child_path("/root/sessions", "s.jsonl") == "/root/sessions/s.jsonl"
+    assert session_paths.child_path("/root/sessions", "s.jsonl") == "/root/sessions/s.jsonl"
 
 
 def _session_with_a_foreign_header(make_repo: RepoFactory, root: str) -> str:
@@ -566,15 +566,15 @@ def test_unusable_session_ids_are_refused_before_any_file_access(
 def test_sidecar_names_decode_only_canonical_spellings() -> None:
     """Only ``scope-<canonical encodeURIComponent>.scope`` names a sidecar; temp files and
     non-canonical spellings are ignored."""
-    assert layout.decode_sidecar_name("scope-a%2Fb.scope") == "a/b"
-    assert layout.decode_sidecar_name("scope-a%2fb.scope") is None
-    assert layout.decode_sidecar_name("scope-..scope") == "."  # a name, never a path segment
-    assert layout.decode_sidecar_name("scope-...scope") == ".."
-    assert layout.decode_sidecar_name("scope-x.scope.tmp") is None
-    assert layout.decode_sidecar_name("scope-%ZZ.scope") is None
-    assert layout.decode_sidecar_name("scope-%ED%A0%80.scope") is None  # lone surrogate
-    assert layout.decode_main_name("a%2Fb.jsonl") == "a/b"
-    assert layout.decode_main_name(".jsonl") is None
+    assert session_paths.decode_sidecar_name("scope-a%2Fb.scope") == "a/b"
+    assert session_paths.decode_sidecar_name("scope-a%2fb.scope") is None
+    assert session_paths.decode_sidecar_name("scope-..scope") == "."  # a name, never a path segment
+    assert session_paths.decode_sidecar_name("scope-...scope") == ".."
+    assert session_paths.decode_sidecar_name("scope-x.scope.tmp") is None
+    assert session_paths.decode_sidecar_name("scope-%ZZ.scope") is None
+    assert session_paths.decode_sidecar_name("scope-%ED%A0%80.scope") is None  # lone surrogate
+    assert session_paths.decode_main_name("a%2Fb.jsonl") == "a/b"
+    assert session_paths.decode_main_name(".jsonl") is None
 
 
 @pytest.mark.rule("JSONL-6")

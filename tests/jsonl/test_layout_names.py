@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl import session_paths
 from tests.jsonl.conftest import RepoFactory
 
 
@@ -20,8 +20,13 @@ from tests.jsonl.conftest import RepoFactory
 @pytest.mark.parametrize("stem", ["%FF", "%ED%A0%80", "%C3", "a%80b"])
 def test_names_whose_escapes_are_not_utf8_are_foreign_files(stem: str) -> None:
     """A main-log or sidecar name whose escapes decode to no well-formed text names nothing."""
-    assert layout.decode_main_name(stem + layout.MAIN_SUFFIX) is None
-    assert layout.decode_sidecar_name(layout.SIDECAR_PREFIX + stem + layout.SIDECAR_SUFFIX) is None
+    assert session_paths.decode_main_name(stem + session_paths.MAIN_SUFFIX) is None
+    assert (
+        session_paths.decode_sidecar_name(
+            session_paths.SIDECAR_PREFIX + stem + session_paths.SIDECAR_SUFFIX
+        )
+        is None
+    )
 
 
 @pytest.mark.rule("JSONL-13", "CHECK-1")

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from scopecheck.impl.jsonl import JsonlRepository
-from scopecheck.impl.jsonl.layouts import cwd_directory_name, iso_file_time
+from scopecheck.impl.jsonl.root_layouts import cwd_directory_name, iso_file_time
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import CorruptError, ScopecheckError
 from scopecheck.models.fork import TreeFork

@@ -15,8 +15,8 @@ which Sessions are there:
 * :class:`FileLayout`: one session file named by its path, whatever its name; its id is the
   header's.
 
-Every layout keeps a Session's sidecars in ``<main>.scopes/`` (:mod:`.layout`), so nothing else
-in the backend depends on which one is in use.
+Every layout keeps a Session's sidecars in ``<main>.scopes/`` (:mod:`.session_paths`), so nothing
+else in the backend depends on which one is in use.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import orjson
 
 from scopecheck.impl.fs import FileSystem
-from scopecheck.impl.jsonl import layout
+from scopecheck.impl.jsonl import session_paths
 from scopecheck.models.errors import CorruptError, StorageIOError, usage
 from scopecheck.models.scope import encode_uri_component
 
@@ -85,17 +85,17 @@ class FlatLayout:
         self.root = root
 
     def find(self, fs: FileSystem, session_id: str) -> str | None:
-        path = layout.main_path(self.root, session_id)
+        path = session_paths.main_path(self.root, session_id)
         return path if fs.exists(path) else None
 
     def place(self, session_id: str, created_at: int) -> str:
-        return layout.main_path(self.root, session_id)
+        return session_paths.main_path(self.root, session_id)
 
     def session_ids(self, fs: FileSystem) -> list[str]:
         found = []
         for entry in fs.list_dir(self.root):
             if entry.is_file:
-                session_id = layout.decode_main_name(entry.name)
+                session_id = session_paths.decode_main_name(entry.name)
                 if session_id is not None:
                     found.append(session_id)
         return sorted(found)
@@ -119,7 +119,7 @@ class UpstreamLayout:
 
     def __init__(self, root: str, cwd: str) -> None:
         self.cwd = cwd
-        self.directory = layout.child_path(root, cwd_directory_name(cwd))
+        self.directory = session_paths.child_path(root, cwd_directory_name(cwd))
 
     def _sessions(self, fs: FileSystem) -> dict[str, list[str]]:
         """Header id → main logs in the cwd directory: a regular ``*.jsonl`` file whose name
@@ -128,7 +128,7 @@ class UpstreamLayout:
             return {}
         found: dict[str, list[str]] = {}
         for entry in fs.list_dir(self.directory):
-            if not entry.is_file or not entry.name.endswith(layout.MAIN_SUFFIX):
+            if not entry.is_file or not entry.name.endswith(session_paths.MAIN_SUFFIX):
                 continue
             path = posixpath.join(self.directory, entry.name)
             fields = header_fields(fs, path)
@@ -138,7 +138,7 @@ class UpstreamLayout:
             if not isinstance(session_id, str) or not session_id:
                 continue
             try:
-                suffix = "_" + encode_uri_component(session_id) + layout.MAIN_SUFFIX
+                suffix = "_" + encode_uri_component(session_id) + session_paths.MAIN_SUFFIX
             except UnicodeEncodeError:
                 continue
             if entry.name.endswith(suffix):
@@ -157,8 +157,8 @@ class UpstreamLayout:
         return paths[0] if paths else None
 
     def place(self, session_id: str, created_at: int) -> str:
-        name = f"{iso_file_time(created_at)}_{layout.encode_session_id(session_id)}"
-        return layout.child_path(self.directory, name + layout.MAIN_SUFFIX)
+        name = f"{iso_file_time(created_at)}_{session_paths.encode_session_id(session_id)}"
+        return session_paths.child_path(self.directory, name + session_paths.MAIN_SUFFIX)
 
     def session_ids(self, fs: FileSystem) -> list[str]:
         return sorted(self._sessions(fs))
