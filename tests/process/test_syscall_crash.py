@@ -63,7 +63,9 @@ def test_the_node_example_survives_every_crash_state_fault_and_kill() -> None:
 
 
 @pytest.mark.rule("CRASH-SYS-3", "CRASH-FS-6", "CRASH-SYS-9")
-@pytest.mark.parametrize("flag", ["--no-fsync", "--no-dir-fsync"])
+@pytest.mark.parametrize(
+    "flag", ["--no-fsync", pytest.param("--no-dir-fsync", marks=pytest.mark.long)]
+)
 def test_a_node_backend_that_skips_an_fsync_is_caught_and_replays_without_strace(
     flag: str, tmp_path: Path
 ) -> None:
