@@ -440,12 +440,7 @@ class ForkMachine(SessionPairMachine):
 
     @invariant()
     def same_state(self) -> None:
-        self.count_step()
-        for sid in SESSION_IDS:
-            expected = self.models[sid].snapshot()
-            actual = self.stores[sid].snapshot()
-            if expected != actual:
-                raise MismatchError(describe_difference(sid, expected, actual))
+        self.compare_sessions()
 
 
 def check_destination(model: ReferenceRepository, repo: Any, dest: str, source: str) -> None:

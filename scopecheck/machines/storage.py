@@ -284,6 +284,16 @@ class SessionPairMachine(RuleBasedStateMachine):
         type(self).steps_run += 1
         self.since_restart += 1
 
+    def compare_sessions(self) -> None:
+        """Each Session's complete logical state equals the model's (the machines' invariant,
+        after the step is counted)."""
+        self.count_step()
+        for sid in SESSION_IDS:
+            expected = self.models[sid].snapshot()
+            actual = self.stores[sid].snapshot()
+            if expected != actual:
+                raise MismatchError(describe_difference(sid, expected, actual))
+
     def clock(self) -> int:
         gate = self.gate
         if gate is not None:
@@ -779,12 +789,7 @@ class StorageMachine(SessionPairMachine):
     @invariant()
     def same_state(self) -> None:
         """After every step each Session's complete logical state equals the model's."""
-        self.count_step()
-        for sid in SESSION_IDS:
-            expected = self.models[sid].snapshot()
-            actual = self.stores[sid].snapshot()
-            if expected != actual:
-                raise MismatchError(describe_difference(sid, expected, actual))
+        self.compare_sessions()
         root = hygiene.disk_root(self.world)
         if root is not None:
             left = hygiene.temp_files(hygiene.tree(root))
