@@ -1,0 +1,173 @@
+"""``scopecheck fuzz``: the stateful machine against each backend for a time budget."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from scopecheck.cli.common import DEFAULT_BUDGET, DEFAULT_FAILURES, emit_json, fail
+from scopecheck.models.errors import ScopecheckError
+
+
+@click.command()
+@click.option(
+    "--backend",
+    "backends",
+    multiple=True,
+    help="Backend to fuzz: a bundled name or PATH_OR_MODULE:FACTORY (repeatable; default: all"
+    " bundled).",
+)
+@click.option(
+    "--budget", type=float, default=None, help=f"Seconds per backend (default {DEFAULT_BUDGET:g})."
+)
+@click.option("--seed", type=int, default=None, help="Base seed (default: derived from the clock).")
+@click.option(
+    "--profile",
+    default=None,
+    help="Hypothesis profile: dev, ci, nightly (default $SCOPECHECK_PROFILE or dev).",
+)
+@click.option(
+    "--failures-dir", default=DEFAULT_FAILURES, show_default=True, help="Where reproducer files go."
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Fuzz backends in parallel on N pytest-xdist workers.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of a table.")
+def fuzz(
+    backends: tuple[str, ...],
+    budget: float | None,
+    seed: int | None,
+    profile: str | None,
+    failures_dir: str,
+    workers: int,
+    as_json: bool,
+) -> None:
+    """Run the stateful machine against each backend for a time budget."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from scopecheck.backends.registry import BUNDLED, Backend, is_user_spec
+    from scopecheck.backends.resolve import resolve_backend
+    from scopecheck.run.fuzz import BackendReport, fuzz_backend
+    from scopecheck.run.profiles import PROFILES, chosen_name, load_profile
+
+    names = list(backends) or sorted(BUNDLED)
+    chosen: dict[str, Backend] = {}
+    for name in names:
+        try:
+            chosen[name] = resolve_backend(name)  # bundled, a catalogue mutant, or PATH:FACTORY
+        except ScopecheckError as exc:
+            if is_user_spec(name):
+                fail(str(exc))
+            fail(
+                f"unknown backend {name!r}; choose from {', '.join(sorted(BUNDLED))} "
+                "(or a mutant name from 'scopecheck mutants', or PATH_OR_MODULE:FACTORY)"
+            )
+    per_backend = DEFAULT_BUDGET if budget is None else budget
+    if not per_backend > 0:
+        fail(f"--budget must be a positive number of seconds (got {budget:g})")
+    try:
+        profile_name = chosen_name(profile)
+    except ValueError:
+        given = profile if profile is not None else os.environ.get("SCOPECHECK_PROFILE", "")
+        where = "--profile" if profile is not None else "$SCOPECHECK_PROFILE"
+        fail(f"unknown profile {given!r} ({where}); choose from {', '.join(PROFILES)}")
+    if workers < 1:
+        fail(f"--workers must be at least 1 (got {workers})")
+    chosen_seed = seed if seed is not None else int(time.time()) % 1_000_000
+    settings = load_profile(profile_name)
+    console = Console(stderr=True, quiet=as_json)
+    reports: dict[str, BackendReport] = {}
+    with Progress(
+        TextColumn("{task.fields[name]:<14}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[steps]:>8} steps {task.fields[failures]} failures"),
+        console=console,
+        transient=False,
+    ) as progress:
+        if workers > 1:
+            from scopecheck.run.parallel import fuzz_in_workers
+
+            reports = fuzz_in_workers(
+                names, per_backend, chosen_seed, profile_name, Path(failures_dir), workers, progress
+            )
+        for name in names if workers == 1 else ():
+            task = progress.add_task("", total=per_backend, name=name, steps=0, failures=0)
+
+            def update(report: BackendReport, task: Any = task) -> None:
+                progress.update(
+                    task,
+                    completed=min(report.seconds, per_backend),
+                    steps=report.steps,
+                    failures=report.failures,
+                )
+
+            reports[name] = fuzz_backend(
+                chosen[name],
+                budget=per_backend,
+                seed=chosen_seed,
+                settings=settings,
+                failures_dir=Path(failures_dir),
+                profile=profile_name,
+                on_progress=update,
+                spec=name if is_user_spec(name) else None,
+            )
+            progress.update(task, completed=per_backend)
+    total_failures = sum(r.failures for r in reports.values())
+    if as_json:
+        emit_json(
+            {
+                "backends": {n: r.as_json() for n, r in reports.items()},
+                "failures": total_failures,
+                "seed": chosen_seed,
+            }
+        )
+    else:
+        table = Table(title=f"scopecheck fuzz (seed {chosen_seed}, profile {profile_name})")
+        columns = ("backend", "examples", "steps", "crash states", "I/O faults", "failures")
+        for column in (*columns, "steps/s"):
+            table.add_column(column, justify="left" if column == "backend" else "right")
+        for name, r in reports.items():
+            table.add_row(
+                name,
+                str(r.examples),
+                str(r.steps),
+                str(r.crash_states),
+                str(r.crash_fault_runs),
+                f"[red]{r.failures}[/]" if r.failures else "0",
+                f"{r.steps_per_second:,.0f}",
+            )
+        Console().print(table)
+    for report in reports.values():
+        for path in report.reproducers:
+            record = orjson.loads(Path(path).read_bytes())
+            click.echo(
+                f"\nFailure on {record['backend']}: {record['error'].splitlines()[0]}", err=True
+            )
+            click.echo(_failure_text(record), err=True)
+            click.echo(f"Replay it with: scopecheck replay {path}", err=True)
+    sys.exit(1 if total_failures else 0)
+
+
+def _failure_text(record: dict[str, Any]) -> str:
+    """What a saved failure shows: a machine's program, a crash failure's point and image."""
+    if "program" in record:
+        return str(record["program"])
+    from scopecheck.crashsim.failure import BadReproducer, CrashFailure
+
+    try:
+        return str(CrashFailure.from_json(record))
+    except BadReproducer:
+        return ""

@@ -1,0 +1,173 @@
+"""``scopecheck validate``: every phase a user's backend can take, one verdict (INSTALL-10)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from scopecheck.cli.common import DEFAULT_BUDGET, DEFAULT_FAILURES, emit_json, fail
+from scopecheck.models.errors import ScopecheckError
+
+
+@click.command()
+@click.argument("factory", required=False)
+@click.option(
+    "--budget",
+    type=float,
+    default=DEFAULT_BUDGET,
+    show_default=True,
+    help="Wall-time seconds of the whole run, process start included: the conformance suite "
+    "first, then 30% of what is left to crash exploration, 30% of the rest to the fork machine, "
+    "and the machine until it is spent; shrinking a failure stops there (README).",
+)
+@click.option(
+    "--examples",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Run each machine for exactly N examples instead of until the budget is spent: the same "
+    "--seed and --examples do the same machine work every time.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Base seed of the machine rounds."
+)
+@click.option(
+    "--require",
+    default="",
+    metavar="PHASE,...",
+    help="Phases that must run (machine, forks, crash, conformance, restarts): one skipped or "
+    "incomplete fails the run.",
+)
+@click.option(
+    "--failures-dir", default=DEFAULT_FAILURES, show_default=True, help="Where reproducer files go."
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the verdict as JSON (docs/validate-json.md); stdout holds nothing else.",
+)
+@click.option(
+    "--exec",
+    "command",
+    default=None,
+    metavar="'CMD ...'",
+    help="Validate a backend process speaking the process protocol (any language) instead.",
+)
+def validate(
+    factory: str | None,
+    budget: float,
+    examples: int | None,
+    seed: int,
+    require: str,
+    failures_dir: str,
+    as_json: bool,
+    command: str | None,
+) -> None:
+    """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend, or
+    exec:'CMD ...' (the same as --exec) for a backend in a child process.
+
+    Runs every phase the backend can take -- the machine, forks, crash exploration, the
+    conformance suite, restarts -- and reports each as ran, failed, incomplete or skipped (with
+    why)."""
+    from scopecheck.run.validate import process_started
+
+    started = process_started()
+    if (factory is None) == (command is None):
+        fail("give a FACTORY (PATH_OR_MODULE:make_backend) or --exec 'CMD ...', not both")
+    spec = f"exec:{command}" if command is not None else str(factory)
+    from rich.console import Console
+    from rich.live import Live
+
+    from scopecheck.run.validate import PHASES, PhaseReport, parse_required, summary_lines
+    from scopecheck.run.validate import validate as run_validate
+
+    if not budget > 0:
+        fail(f"--budget must be a positive number of seconds (got {budget:g})")
+    try:
+        required = parse_required(require)
+    except ScopecheckError as exc:
+        fail(str(exc))
+    console = Console(stderr=True, quiet=as_json)
+    shown: dict[str, PhaseReport] = {name: PhaseReport() for name in PHASES}
+
+    def render() -> Any:
+        return _phase_table(f"validating {spec} ({time.perf_counter() - started:.0f}s)", shown)
+
+    with (
+        stdout_to_stderr(),
+        Live(render(), console=console, refresh_per_second=4, transient=True) as live,
+    ):
+
+        class LiveProgress:
+            def update(self, phase: str, report: PhaseReport) -> None:
+                shown[phase] = report
+                live.update(render())
+
+        try:
+            verdict = run_validate(
+                spec, budget, Path(failures_dir), seed, progress=LiveProgress(),
+                examples=examples, require=required, started=started,
+            )  # fmt: skip
+        except ScopecheckError as exc:
+            live.stop()
+            fail(f"{exc.code}: {exc}")
+    if as_json:
+        emit_json(verdict.as_json())
+        sys.exit(0 if verdict.passed else 1)
+    from rich.text import Text
+
+    out = Console(highlight=False)
+    styles = {"PASSED": "green", "FAILED": "red", "INCOMPLETE": "yellow", "REQUIRED": "red"}
+    for line in summary_lines(verdict):
+        text = Text(line)
+        first = line.split(" ", 1)[0]
+        if first in styles:
+            text.stylize(styles[first], 0, len(first))
+        out.print(text, soft_wrap=True)
+    sys.exit(0 if verdict.passed else 1)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While a validation runs, whatever anything writes to stdout -- Hypothesis's reports, a
+    library's print, a child process inheriting the descriptor -- goes to stderr, so stdout
+    holds the verdict alone (``--json`` is JSON, INSTALL-10)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+_STATUS = {
+    "ran": "[green]ran[/]",
+    "failed": "[red]FAILED[/]",
+    "incomplete": "[yellow]INCOMPLETE[/]",
+    "skipped": "[yellow]skipped[/]",
+    "running": "[cyan]running[/]",
+    "pending": "[dim]pending[/]",
+}
+
+
+def _phase_table(title: str, phases: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_header=False, box=None)
+    table.add_column("phase", style="bold")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for name, phase in phases.items():
+        table.add_row(name, _STATUS.get(phase.status, phase.status), phase.detail)
+    return table
