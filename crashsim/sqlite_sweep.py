@@ -214,7 +214,7 @@ def scratch_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-class _Sandbox:
+class SqliteSandbox:
     """Two temp dirs: ``work`` (the recorded run) and ``check`` (reopened images), and
     ``base``, the image of the freshly created Session every run starts from."""
 
@@ -253,7 +253,7 @@ def _close_quietly(conn: apsw.Connection) -> None:
 
 
 def run_workload(
-    box: _Sandbox,
+    box: SqliteSandbox,
     vfs: RecordingVFS,
     workload: Sequence[Transaction],
     plan: FaultPlan,
@@ -370,7 +370,7 @@ class _Unflushed:
 
 
 def _reopen_snapshot(
-    box: _Sandbox, root: str, inspect: Callable[[Any, Snapshot], str | None] | None = None
+    box: SqliteSandbox, root: str, inspect: Callable[[Any, Snapshot], str | None] | None = None
 ) -> tuple[Snapshot | None, str | None]:
     """Reopen ``root`` with a plain repository (default VFS, the real durability settings);
     ``inspect`` looks at the open storage and its snapshot before it is closed."""
@@ -425,7 +425,7 @@ class Recording:
 
 
 def record_workload(
-    box: _Sandbox,
+    box: SqliteSandbox,
     workload: Sequence[Transaction],
     *,
     autocheckpoint: int = 8,
@@ -455,8 +455,8 @@ def needs_recovery(image: Image) -> bool:
     )
 
 
-def _judge(
-    box: _Sandbox,
+def judge_image(
+    box: SqliteSandbox,
     image: Image,
     candidates: Sequence[Snapshot],
     invariants: Invariants | None = None,
@@ -517,7 +517,7 @@ def _judge(
 SQL_RULES = dict.fromkeys(FS_RULES, "CRASH-SQL-3")
 
 
-def record_recovery(box: _Sandbox, image: Image) -> tuple[FileOp, ...] | None:
+def record_recovery(box: SqliteSandbox, image: Image) -> tuple[FileOp, ...] | None:
     """The file operations of the repository under test reopening ``image`` -- open, read
     the Session, close (the close checkpoints a WAL) -- recorded through the VFS over a copy of
     it; ``None`` when that reopen fails with a coded error."""
@@ -560,7 +560,7 @@ class SqliteRound:
     fault runs fail one I/O call ``mode`` (:func:`io_error_sweep`, CRASH-SQL-4)."""
 
     def __init__(
-        self, box: _Sandbox, rec: Recording, workload: Sequence[Transaction], origin: Origin,
+        self, box: SqliteSandbox, rec: Recording, workload: Sequence[Transaction], origin: Origin,
         *, torn: int = TORN_IMAGES, device: Device = SECTOR_TEARS,
         invariants: Invariants | None = None, recoveries: int | None = None,
         mode: IoMode = "once",
@@ -617,7 +617,7 @@ class SqliteRound:
             return None
         prefixes = [acked] + ([acked + 1] if acked < len(self.workload) else [])
         allowed = [self.expected[p] for p in prefixes]
-        snap, problem = _judge(
+        snap, problem = judge_image(
             self.box, image, allowed, self.invariants, prefixes, history=self.expected
         )
         self.states += 1
@@ -665,7 +665,7 @@ class SqliteRound:
         self.recovery_states += 1
         if want in self._opened.get(key, ()):
             return None
-        _, problem = _judge(self.box, image, [want])
+        _, problem = judge_image(self.box, image, [want])
         if problem is None:
             self._opened.setdefault(key, []).append(want)
             return None
@@ -750,7 +750,7 @@ def crash_sweep(
         findings=Findings(max_failures),
     )  # fmt: skip
     started = time.perf_counter()
-    box = _Sandbox(layout, repository_class)
+    box = SqliteSandbox(layout, repository_class)
     try:
         rec = record_workload(
             box, workload, autocheckpoint=autocheckpoint, restart_at=len(workload) // 2
@@ -855,7 +855,7 @@ def io_error_sweep(
     trace rather than in order, so a stop leaves none of it untried by much."""
     report = SweepReport(f"io-{mode}", layout)
     started = time.perf_counter()
-    box = _Sandbox(layout, repository_class)
+    box = SqliteSandbox(layout, repository_class)
     try:
         with _vfs() as vfs:
             clean = run_workload(
@@ -877,7 +877,7 @@ def io_error_sweep(
 
 
 def _io_faults(
-    box: _Sandbox,
+    box: SqliteSandbox,
     workload: Sequence[Transaction],
     calls: int,
     mode: IoMode,
@@ -933,7 +933,7 @@ def _io_faults(
 
 
 def _judge_fault_run(
-    box: _Sandbox, workload: Sequence[Transaction], outcome: RunOutcome, what: str
+    box: SqliteSandbox, workload: Sequence[Transaction], outcome: RunOutcome, what: str
 ) -> FaultProblem | None:
     """The disk a fault run left in ``box.work``, and the power-loss images of its
     operations (on :data:`SECTOR_TEARS`), each reopened with a plain repository from a copy:
@@ -983,7 +983,7 @@ def recovery_io_sweep(
     started = time.perf_counter()
     expected = prefix_snapshots(workload)
     origin = Origin({"transactions": len(workload)}, 0, {"layout": layout, "mode": mode})
-    box = _Sandbox(layout, None)
+    box = SqliteSandbox(layout, None)
     try:
         rec = record_workload(box, workload, autocheckpoint=0)
         image = power_image(rec.ops, rec.before_close, "process", start=rec.base)
@@ -1028,7 +1028,7 @@ def recovery_io_sweep(
 
 
 def _attempt_open(
-    box: _Sandbox,
+    box: SqliteSandbox,
     vfs: RecordingVFS,
     want: Snapshot,
     report: SweepReport,
@@ -1090,7 +1090,7 @@ def sigkill_sweep(
     rng = random.Random(seed)
     origin = Origin({"transactions": transactions}, seed, {"layout": layout})
     for trial in range(trials):
-        box = _Sandbox(layout, None, ram=False)  # a real disk directory
+        box = SqliteSandbox(layout, None, ram=False)  # a real disk directory
         try:
             env = dict(os.environ)
             proc = subprocess.Popen(
@@ -1184,7 +1184,7 @@ class SqliteSource:
         self.rounds += 1
         workload = explore_workload(seed)
         origin = _explore_origin(self.layout, seed)
-        box = _Sandbox(self.layout, self.repository_class)
+        box = SqliteSandbox(self.layout, self.repository_class)
         try:
             try:
                 rec = record_workload(box, workload, restart_at=len(workload) // 2)
@@ -1261,7 +1261,7 @@ def replay_record(
         )  # fmt: skip
         lines = [report.summary(), *(str(f) for f in report.failures)]
         return bool(report.failures), "\n".join(lines)
-    box = _Sandbox(layout, repository_class)
+    box = SqliteSandbox(layout, repository_class)
     try:
         if failure.run == "workload":
             try:
@@ -1313,7 +1313,7 @@ class _DeleteRound(SqliteRound):
     no row left, and the other Session is untouched (SQLITE-12, CRASH-SQL-3)."""
 
     def __init__(
-        self, box: _Sandbox, rec: Recording, origin: Origin, victim: Snapshot, empty: Snapshot,
+        self, box: SqliteSandbox, rec: Recording, origin: Origin, victim: Snapshot, empty: Snapshot,
         *, torn: int, device: Device,
     ) -> None:  # fmt: skip
         super().__init__(box, rec, (), origin, torn=torn, device=device, recoveries=0)
@@ -1349,7 +1349,7 @@ def delete_crash_sweep(
     victim_workload = make_workload(seed, transactions=5, big_every=2)
     victim_state = prefix_snapshots(victim_workload)[-1]
     empty_state = prefix_snapshots([])[0]
-    box = _Sandbox("shared", None)
+    box = SqliteSandbox("shared", None)
     try:
         clock = StepClock()
         repo = open_repository("shared", box.work, None, clock)
@@ -1391,7 +1391,7 @@ def delete_crash_sweep(
 
 
 def _check_delete_image(
-    box: _Sandbox, image: Image, acked: bool, victim_state: Snapshot, empty_state: Snapshot
+    box: SqliteSandbox, image: Image, acked: bool, victim_state: Snapshot, empty_state: Snapshot
 ) -> str | None:
     materialise(image, box.check)
     try:

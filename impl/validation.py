@@ -150,7 +150,7 @@ def check_name(what: str, name: object) -> str:
     return name
 
 
-def _stops_at_marker(
+def stops_at_marker(
     elements: Sequence[ListElement], stop_at_tag: str | None, page: list[ListElement]
 ) -> bool:
     """LIST-5: no marker before the page's last element, and the page is cut short only right
@@ -171,7 +171,7 @@ def stop_page(elements: Sequence[ListElement], stop_at_tag: str | None) -> list[
 
     pre: len(elements) <= 4 and all(e.value_json == b"" for e in elements)
     post: __return__ == list(elements[: len(__return__)])
-    post: _stops_at_marker(elements, stop_at_tag, __return__)
+    post: stops_at_marker(elements, stop_at_tag, __return__)
     """
     if stop_at_tag is None:
         return list(elements)

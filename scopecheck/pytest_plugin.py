@@ -144,13 +144,13 @@ class VerdictCollector:
         by the function ``validate`` uses.  The machine phase counts its steps and examples
         (what ``test_machine.py`` puts in its ``user_properties``) and says them as
         ``validate`` does."""
-        from scopecheck.run.report_plugin import _explanation
+        from scopecheck.run.report_plugin import explain_failure
         from scopecheck.run.validate import (
             PHASES,
             PhaseReport,
             Verdict,
-            _restarts,
             conformance_failure,
+            restarts_phase,
         )
 
         loaded = loaded_backend(self.config, spec)
@@ -163,7 +163,7 @@ class VerdictCollector:
             skipped = [report for report in seen if report.skipped]
             passed = len(seen) - len(failed) - len(skipped)
             for report in failed:
-                error, message = _explanation(report)
+                error, message = explain_failure(report)
                 test = {"nodeid": report.nodeid, "rules": self.rules.get(report.nodeid, ()),
                         "error": error, "message": message}  # fmt: skip
                 rerun = shlex.join(["python", "-m", "pytest", "-p", "scopecheck.pytest_plugin",
@@ -188,7 +188,7 @@ class VerdictCollector:
                 phases[phase] = PhaseReport("ran", machine_detail(machine), counts)
             else:
                 phases[phase] = PhaseReport("ran", f"{passed} tests passed", counts)
-        phases["restarts"] = _restarts(loaded.capabilities, loaded.counts)
+        phases["restarts"] = restarts_phase(loaded.capabilities, loaded.counts)
         return Verdict(name, phases, tuple(failures))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -189,22 +189,6 @@ def test_backends_know_nothing_of_the_catalogue() -> None:
     assert mentions == []
 
 
-#: Reads of another module's private name left to their owners' cleanup, each with why.  Every
-#: entry is in a module this check's owners do not edit; a fix makes its entry fail (stale).
-_PRIVATE_READS_ALLOWED = {
-    # a planted fork bug reuses the fork benchmark's clock
-    "scopecheck/planted/fork.py imports scopecheck.bench.fork._clock",
-    # the JSONL crash bugs reuse the JSONL catalogue's backend builder
-    "scopecheck/planted/jsonl_crash.py imports scopecheck.planted.jsonl._backend",
-    # the stage benchmark reuses the JSONL benchmark's parser and file walk
-    "scopecheck/bench/jsonl_stages.py imports scopecheck.bench.jsonl._plain_parse",
-    "scopecheck/bench/jsonl_stages.py imports scopecheck.bench.jsonl._session_files",
-    # the pytest plugin reports through the validator's own helpers
-    "scopecheck/pytest_plugin.py imports scopecheck.run.report_plugin._explanation",
-    "scopecheck/pytest_plugin.py imports scopecheck.run.validate._restarts",
-}
-
-
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[0] in (*MAPPED, "examples"):
@@ -265,17 +249,17 @@ def private_reads(path: Path, text: str | None = None) -> list[str]:
 @pytest.mark.rule("ARCH-3")
 def test_no_module_reads_another_modules_private_name() -> None:
     """A name shared between modules is public where it lives (or in a small shared module):
-    no module of the package -- models/, impl/, crashsim/, examples/ or scopecheck/ --
-    imports another's ``_name`` (``from M import _name``) or reads it (``M._name``).  Backend
-    internals stay free to change, and no tool or planted bug reaches past a public seam."""
+    no module of the package -- models/, impl/, crashsim/, examples/ or scopecheck/ -- and no
+    test imports another module's ``_name`` (``from M import _name``) or reads it
+    (``M._name``).  Backend internals stay free to change, no tool or planted bug reaches past
+    a public seam, and a test checks what a caller can reach."""
     found = {
         read
-        for folder in (*MAPPED, "examples", "scopecheck")
+        for folder in (*MAPPED, "examples", "scopecheck", "tests")
         for path in sorted((ROOT / folder).rglob("*.py"))
         for read in private_reads(path)
     }
-    assert sorted(found - _PRIVATE_READS_ALLOWED) == []
-    assert sorted(_PRIVATE_READS_ALLOWED - found) == [], "allowed reads that are gone: drop them"
+    assert sorted(found) == []
 
 
 def test_private_reads_sees_both_forms() -> None:

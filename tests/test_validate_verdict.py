@@ -172,7 +172,7 @@ def test_shrinking_stops_at_the_deadline_and_the_failure_says_it_is_unshrunk(
     saved as found, marked unshrunk, and the summary says so."""
     from scopecheck.backends.adapters import load_backend
     from scopecheck.run.fuzz import fuzz_backend
-    from scopecheck.run.validate import _machine_failures, machine_settings
+    from scopecheck.run.validate import failures_of, machine_settings
 
     report = fuzz_backend(
         load_backend(BROKEN), budget=60, seed=0, settings=machine_settings(),
@@ -181,7 +181,7 @@ def test_shrinking_stops_at_the_deadline_and_the_failure_says_it_is_unshrunk(
     (saved,) = report.reproducers
     record = orjson.loads(Path(saved).read_bytes())
     assert record["shrunk"] is False and record["reproduce"] is not None
-    (failure,) = _machine_failures(report.saved, "machine")
+    (failure,) = failures_of(report.saved, "machine")
     verdict = _verdict(PhaseReport("skipped", "no fs"), failures=(failure,))
     assert "  steps (not shrunk: the budget was spent):" in summary_lines(verdict)
 
@@ -293,7 +293,7 @@ def test_each_distinct_machine_failure_is_a_reproducer_that_replays_exactly(
     from scopecheck.backends.adapters import load_backend
     from scopecheck.run.fuzz import fuzz_backend
     from scopecheck.run.replay import replay_machine
-    from scopecheck.run.validate import _machine_failures, machine_settings
+    from scopecheck.run.validate import failures_of, machine_settings
 
     report = fuzz_backend(
         load_backend(TWO_BUGS), budget=120, seed=0, settings=machine_settings(),
@@ -304,7 +304,7 @@ def test_each_distinct_machine_failure_is_a_reproducer_that_replays_exactly(
     assert {"LookupError", "MismatchError"} <= errors, [r["error"] for r in records]
     assert report.failures == len(records) == len(set(report.reproducers))
     assert len({tuple(record["reproduce"]) for record in records}) == len(records)
-    failures = _machine_failures(report.saved, "machine")
+    failures = failures_of(report.saved, "machine")
     assert [f.reproducer for f in failures] == [
         f"scopecheck replay {path}" for path in report.reproducers
     ]

@@ -440,7 +440,7 @@ def index_transaction(
     """Validate one parsed transaction line and return ``(first seq, last seq, operations)``.
 
     Exactly as strict as :func:`transaction_records` plus :func:`check_record` on every record
-    plus consecutive seqs (JSONL-6): :func:`_fast_ops` recognises the shapes a writer produces
+    plus consecutive seqs (JSONL-6): :func:`fast_ops` recognises the shapes a writer produces
     inline, and a line it does not fully recognise goes through the documented checks, which
     raise :class:`BadRecord` with the reason (or accept it, and :func:`record_op` indexes it).
     Why not just keep the decoded records: open speed (JSONL-7).  A decoded record costs far
@@ -452,9 +452,9 @@ def index_transaction(
     without their element.
     """
     if type(obj) is dict:
-        fast = _fast_ops((obj,), line, -1, sidecar_scope, lean)
+        fast = fast_ops((obj,), line, -1, sidecar_scope, lean)
     elif type(obj) is list and len(obj) > 1:
-        fast = _fast_ops(obj, line, 0, sidecar_scope, lean)
+        fast = fast_ops(obj, line, 0, sidecar_scope, lean)
     else:
         fast = None
     if fast is not None:
@@ -485,7 +485,7 @@ def index_transaction(
     return seqs[0], seqs[-1], ops
 
 
-def _fast_ops(
+def fast_ops(
     records: Any, line: bytes, where: int, scope: str | None, lean: bool
 ) -> tuple[int, int, list[tuple[Any, ...]]] | None:
     """The operations of a line whose every record has a shape :func:`check_record` accepts,

@@ -53,7 +53,9 @@ CHAIN = 100
 BATCH = 2000
 
 
-def _clock() -> int:
+def fixed_clock() -> int:
+    """The benchmarks' clock: one fixed time, so runs differ only in what they measure."""
+
     return 1_750_000_000_000
 
 
@@ -99,13 +101,13 @@ def _repositories(root: str) -> dict[str, Callable[[], Any]]:
     from scopecheck.impl.memory import MemoryRepository
     from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 
-    memory = MemoryRepository(_clock)
+    memory = MemoryRepository(fixed_clock)
     return {
         "memory": lambda: memory,
-        "jsonl": lambda: JsonlRepository(os.path.join(root, "jsonl"), clock=_clock, cwd="/"),
-        "sqlite": lambda: SqliteRepository(os.path.join(root, "sqlite"), _clock),
+        "jsonl": lambda: JsonlRepository(os.path.join(root, "jsonl"), clock=fixed_clock, cwd="/"),
+        "sqlite": lambda: SqliteRepository(os.path.join(root, "sqlite"), fixed_clock),
         "sqlite-shared": lambda: SqliteContainerRepository(
-            os.path.join(root, "shared", "c.sqlite"), _clock
+            os.path.join(root, "shared", "c.sqlite"), fixed_clock
         ),
     }
 
@@ -306,10 +308,10 @@ def bundled_makers() -> dict[str, Callable[[str], Any]]:
     from scopecheck.impl.sqlite import SqliteContainerRepository, SqliteRepository
 
     return {
-        "memory": lambda root: MemoryRepository(_clock),
-        "jsonl": lambda root: JsonlRepository(root, clock=_clock, cwd="/"),
-        "sqlite": lambda root: SqliteRepository(root, _clock),
+        "memory": lambda root: MemoryRepository(fixed_clock),
+        "jsonl": lambda root: JsonlRepository(root, clock=fixed_clock, cwd="/"),
+        "sqlite": lambda root: SqliteRepository(root, fixed_clock),
         "sqlite-shared": lambda root: SqliteContainerRepository(
-            os.path.join(root, "c.sqlite"), _clock
+            os.path.join(root, "c.sqlite"), fixed_clock
         ),
     }

@@ -124,7 +124,7 @@ def build_session(root: str, session_id: str, target_bytes: int) -> int:
     return size
 
 
-def _session_files(root: str, session_id: str) -> list[str]:
+def session_files(root: str, session_id: str) -> list[str]:
     main = session_paths.main_path(root, session_id)
     directory = session_paths.scopes_dir(main)
     files = [main]
@@ -145,7 +145,7 @@ def _median_seconds(action: Callable[[], Any], repeat: int) -> tuple[float, floa
     return statistics.median(wall), statistics.median(cpu)
 
 
-def _plain_parse(files: list[str]) -> None:
+def plain_parse(files: list[str]) -> None:
     fs = OsFileSystem()
     for path in files:
         for line in split_lines(fs.read_bytes(path)).complete:
@@ -174,7 +174,7 @@ def measure_transcripts(repeat: int = 3, data: Path = TRANSCRIPTS) -> dict[str, 
             storage = JsonlRepository(root, cwd="/bench").open(session_id)
             storage.commit([set_value(value("bench.upgraded"), True)])  # rewrites as format 4
             storage.close()
-            size = sum(map(os.path.getsize, _session_files(root, session_id)))
+            size = sum(map(os.path.getsize, session_files(root, session_id)))
             figures[source.stem] = time_open(root, session_id, size, repeat)
     return figures
 
@@ -186,13 +186,13 @@ def time_open(root: str, session_id: str, size: int, repeat: int) -> dict[str, A
     speed falls on both alike; a round of a small Session repeats the action until about 8 MB
     went through (a 1 MB open takes about 3 ms, where scheduler noise alone moves a single
     sample by several per cent).  Figures are per action; ``size`` is what MB/s count."""
-    files = _session_files(root, session_id)
+    files = session_files(root, session_id)
     repo = JsonlRepository(root, cwd="/bench")
     per_round = max(1, round(8 * MB / size))
 
     def parse() -> None:
         for _ in range(per_round):
-            _plain_parse(files)
+            plain_parse(files)
 
     def open_and_close() -> None:
         for _ in range(per_round):

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from scopecheck.bench.jsonl import MB, _plain_parse, _session_files, build_session
+from scopecheck.bench.jsonl import MB, build_session, plain_parse, session_files
 from scopecheck.impl.fs import OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.impl.jsonl.load import load_session
@@ -48,7 +48,7 @@ def open_stages(size_bytes: int, repeat: int = 11) -> dict[str, Any]:
     loads = orjson.loads
     with tempfile.TemporaryDirectory(prefix="scopecheck-bench-") as root:
         build_session(root, "bench", size_bytes)
-        files = _session_files(root, "bench")
+        files = session_files(root, "bench")
         main = session_paths.main_path(root, "bench")
         fs = OsFileSystem()
         repo = JsonlRepository(root, cwd="/bench")
@@ -89,7 +89,7 @@ def open_stages(size_bytes: int, repeat: int = 11) -> dict[str, Any]:
         times: dict[str, list[float]] = {key: [] for key in ("plain", *stages)}
         for _ in range(repeat):
             start = time.process_time()
-            _plain_parse(files)
+            plain_parse(files)
             times["plain"].append(time.process_time() - start)
             for key, action in stages.items():
                 if key != "open":  # open pauses the collector itself

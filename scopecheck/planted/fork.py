@@ -243,12 +243,12 @@ class MaterialisingStage(Stage):
 
 def probe_materialised() -> tuple[bool, str]:
     """The FORK-16 growth probe against both materialising forks (Memory, SQLite per-file)."""
-    from scopecheck.bench.fork import _clock, probe_growth
+    from scopecheck.bench.fork import fixed_clock, probe_growth
 
     memory = SnapshotMemory
     sqlite = functools.partial(SqliteRepository, fork_stage=MaterialisingStage)
-    caught_memory, memory_notes = probe_growth({"memory": lambda root: memory(_clock)})
-    caught_sqlite, sqlite_notes = probe_growth({"sqlite": lambda root: sqlite(root, _clock)})
+    caught_memory, memory_notes = probe_growth({"memory": lambda root: memory(fixed_clock)})
+    caught_sqlite, sqlite_notes = probe_growth({"sqlite": lambda root: sqlite(root, fixed_clock)})
     return caught_memory and caught_sqlite, f"{memory_notes}; {sqlite_notes}"
 
 

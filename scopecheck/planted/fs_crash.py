@@ -16,18 +16,13 @@ import time
 from typing import Any
 
 from scopecheck.examples.good_file_backend import FileRepository, FileStorage
-from scopecheck.impl.fs import AppendFile, FileSystem
+from scopecheck.impl.fs import AppendFile, FileSystem, ForwardingFileSystem
 from scopecheck.models.errors import CorruptError, StorageIOError
 from scopecheck.planted import MutantResult, register_factories
-from scopecheck.planted.seams import WrappedFileSystem
+from scopecheck.planted.jsonl_crash import NoAppendFsync, RetryingFsync
 
 #: How many records the start-up writes before the backend answers anything.
 STARTUP_WRITES = 3000
-
-
-class Unsynced(WrappedFileSystem):
-    def fsync(self, handle: AppendFile) -> None:
-        """Skipped: appended commits are acknowledged before they are durable."""
 
 
 def fs_ack_after_long_startup(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
@@ -44,10 +39,10 @@ def fs_ack_after_long_startup(clock: Any, *, fs: FileSystem, root: str) -> FileR
         for number in range(STARTUP_WRITES):
             fs.append(handle, b"%08d\n" % number)
         fs.close(handle)
-    return FileRepository(clock, Unsynced(fs), root)
+    return FileRepository(clock, NoAppendFsync(fs), root)
 
 
-class SyncingEveryOther(WrappedFileSystem):
+class SyncingEveryOther(ForwardingFileSystem):
     """Group commit gone wrong: an fsync of a log handle happens on every second call only."""
 
     def __init__(self, inner: FileSystem) -> None:
@@ -57,28 +52,18 @@ class SyncingEveryOther(WrappedFileSystem):
     def fsync(self, handle: AppendFile) -> None:
         self.calls += 1
         if self.calls % 2 == 0:
-            self._inner.fsync(handle)
+            self.inner.fsync(handle)
 
 
 def fs_group_commit_every_second(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
     return FileRepository(clock, SyncingEveryOther(fs), root)
 
 
-class RetryingFsync(WrappedFileSystem):
-    def fsync(self, handle: AppendFile) -> None:
-        """Retries a failed fsync and trusts the retry: after EIO Linux marks the failed
-        pages clean, so the retry succeeds having written nothing ("fsyncgate")."""
-        try:
-            self._inner.fsync(handle)
-        except StorageIOError:
-            self._inner.fsync(handle)
-
-
 def fs_fsync_retry_after_eio(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
     return FileRepository(clock, RetryingFsync(fs), root)
 
 
-class _NoCutBack(WrappedFileSystem):
+class _NoCutBack(ForwardingFileSystem):
     """The cut back after a failed append does nothing: the bytes the append wrote before it
     failed stay, and the next commit's line is appended after them."""
 
@@ -88,7 +73,7 @@ class _NoCutBack(WrappedFileSystem):
 
     def append(self, handle: AppendFile, data: bytes) -> None:
         try:
-            self._inner.append(handle, data)
+            self.inner.append(handle, data)
         except StorageIOError:
             self.failed = True
             raise
@@ -97,7 +82,7 @@ class _NoCutBack(WrappedFileSystem):
         if self.failed:
             self.failed = False
             return
-        self._inner.truncate(handle, size)
+        self.inner.truncate(handle, size)
 
 
 def fs_failed_append_not_cut_back(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:

@@ -18,11 +18,12 @@ from typing import Any
 
 import attrs
 
+from scopecheck.impl.fs import ForwardingFileSystem
 from scopecheck.models.records import Snapshot
 from scopecheck.models.scope import EphemeralScope, ephemeral_scope
 from scopecheck.models.writes import RetireScope
 from scopecheck.planted import Mutant, register
-from scopecheck.planted.seams import WrappedFileSystem, WrappedSession, jsonl_over, memory_over
+from scopecheck.planted.seams import WrappedSession, jsonl_over, memory_over
 
 
 def lossy_key(scope_id: str) -> str:
@@ -78,19 +79,19 @@ class LossyScopes(WrappedSession):
         return attrs.evolve(snap, values=shown(snap.values), lists=shown(snap.lists))
 
 
-class GlobCleanupFileSystem(WrappedFileSystem):
+class GlobCleanupFileSystem(ForwardingFileSystem):
     """A filesystem whose unlink of ``scope-<x>.scope`` also unlinks every ``scope-<x>*.scope``
     beside it: a retirement cleanup written as a glob on the encoded id."""
 
     def unlink(self, path: str) -> None:
-        self._inner.unlink(path)
+        self.inner.unlink(path)
         directory, name = posixpath.split(path)
         if not name.endswith(".scope"):
             return
         stem = name[: -len(".scope")]
-        for entry in self._inner.list_dir(directory):
+        for entry in self.inner.list_dir(directory):
             if entry.name.startswith(stem) and entry.name.endswith(".scope"):
-                self._inner.unlink(posixpath.join(directory, entry.name))
+                self.inner.unlink(posixpath.join(directory, entry.name))
 
 
 register(

@@ -1,7 +1,7 @@
 """Planted bugs in the JSONL backend: the mistakes 000 §6 and REFERENCE §1 warn about.
 
 Each is the real JSONL repository doing its I/O through a
-:class:`~scopecheck.planted.seams.WrappedFileSystem` that changes one call -- what the backend
+:class:`~scopecheck.planted.seams.ForwardingFileSystem` that changes one call -- what the backend
 reads at open, or what it writes when -- or overriding one public method.  Which check catches
 each (``caught_by``):
 
@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from scopecheck.backends.registry import Backend, EveryOtherUnlinkFails, JsonlWorld
-from scopecheck.impl.fs import AppendFile, FileSystem, Lines, fs_code
+from scopecheck.impl.fs import AppendFile, FileSystem, ForwardingFileSystem, Lines, fs_code
 from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.impl.jsonl.codec import encode_write, transaction_records
 from scopecheck.models.addresses import value
@@ -33,10 +33,10 @@ from scopecheck.models.errors import StorageIOError
 from scopecheck.models.records import Committed
 from scopecheck.models.writes import delete_value
 from scopecheck.planted import Mutant, register
-from scopecheck.planted.seams import WrappedFileSystem, over_fs
+from scopecheck.planted.seams import over_fs
 
 
-def _backend(name: str, repo: type[JsonlRepository], *, unlink_fails: bool = False) -> Backend:
+def jsonl_backend(name: str, repo: type[JsonlRepository], *, unlink_fails: bool = False) -> Backend:
     def world(clock: Any) -> JsonlWorld:
         # pyfakefs: the same code paths as a real directory, without temp-dir churn per example.
         fault = EveryOtherUnlinkFails() if unlink_fails else None
@@ -57,12 +57,12 @@ def _is_retirement(record: dict[str, Any]) -> bool:
     return record.get("kind") == "scope" and record.get("op") == "retire"
 
 
-class _MainLinesRead(WrappedFileSystem):
+class _MainLinesRead(ForwardingFileSystem):
     """Hands the loader a main log whose transaction lines :meth:`line` rewrote (``None``
     drops one); sidecars and writes are untouched."""
 
     def read_lines(self, path: str) -> Lines:
-        lines: Lines = self._inner.read_lines(path)
+        lines: Lines = self.inner.read_lines(path)
         if not _is_main(path) or not lines.complete:
             return lines
         head, *body = lines.complete
@@ -110,11 +110,11 @@ class RetirementsNotBoundaries(_MainLinesRead):
         return orjson.dumps(out[0] if len(out) == 1 else out)
 
 
-class TornTailAsLine(WrappedFileSystem):
+class TornTailAsLine(ForwardingFileSystem):
     """Open parses an unterminated final line as data instead of dropping it (JSONL-18)."""
 
     def read_lines(self, path: str) -> Lines:
-        lines: Lines = self._inner.read_lines(path)
+        lines: Lines = self.inner.read_lines(path)
         if lines.tail is None:
             return lines
         return Lines([*lines.complete, lines.tail], None)
@@ -141,7 +141,7 @@ class SidecarListed(JsonlRepository):
 # -- retirement cleanup ----------------------------------------------------------------------
 
 
-class UnlinkBeforeAppend(WrappedFileSystem):
+class UnlinkBeforeAppend(ForwardingFileSystem):
     """Unlinks the sidecars a main transaction retires *before* its line is appended and
     fsynced (JSONL-9): a crash in between loses a live scope whose retirement never happened."""
 
@@ -150,16 +150,16 @@ class UnlinkBeforeAppend(WrappedFileSystem):
             for record in _records(data):
                 if _is_retirement(record):
                     try:
-                        self._inner.unlink(
+                        self.inner.unlink(
                             session_paths.sidecar_path(handle.path, record["scopeId"])
                         )
                     except StorageIOError as exc:
                         if fs_code(exc) != "not_found":
                             raise
-        self._inner.append(handle, data)
+        self.inner.append(handle, data)
 
 
-class CleanupAtClose(WrappedFileSystem):
+class CleanupAtClose(ForwardingFileSystem):
     """Retirement cleanup deferred off the commit queue to a batch when the Session's main
     log is closed, which unlinks every sidecar retired meanwhile without checking it again: a
     write reusing the scope in between wrote to the same path, and loses it (JSONL-16)."""
@@ -169,7 +169,7 @@ class CleanupAtClose(WrappedFileSystem):
         self._pending: dict[str, list[str]] = {}
 
     def open_append(self, path: str) -> AppendFile:
-        handle: AppendFile = self._inner.open_append(path)
+        handle: AppendFile = self.inner.open_append(path)
         if _is_main(path):
             self._pending.setdefault(path, [])
         return handle
@@ -179,13 +179,13 @@ class CleanupAtClose(WrappedFileSystem):
         if path.endswith(session_paths.SIDECAR_SUFFIX) and main in self._pending:
             self._pending[main].append(path)
             return
-        self._inner.unlink(path)
+        self.inner.unlink(path)
 
     def close(self, handle: AppendFile) -> None:
-        self._inner.close(handle)
+        self.inner.close(handle)
         for path in self._pending.pop(handle.path, []):
             with contextlib.suppress(StorageIOError):
-                self._inner.unlink(path)
+                self.inner.unlink(path)
 
 
 def _register(name: str, description: str, make: Any, caught_by: str = "machine") -> None:
@@ -208,7 +208,7 @@ REPOSITORIES: dict[str, type[JsonlRepository]] = {
 
 
 def _make(name: str, *, unlink_fails: bool = False) -> Any:
-    return lambda: _backend(
+    return lambda: jsonl_backend(
         name.removeprefix("jsonl-"), REPOSITORIES[name], unlink_fails=unlink_fails
     )
 

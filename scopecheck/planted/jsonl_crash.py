@@ -18,22 +18,23 @@ import attrs
 
 from scopecheck.backends.crash_explorers import JsonlCrashExplorer
 from scopecheck.backends.registry import Backend
-from scopecheck.impl.fs import AppendFile, FileSystem, fs_error
+from scopecheck.impl.fs import AppendFile, FileSystem, ForwardingFileSystem, fs_error
 from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.models.errors import StorageIOError
 from scopecheck.planted import CATALOGUE, Mutant, MutantResult, register
-from scopecheck.planted.jsonl import REPOSITORIES, _backend
-from scopecheck.planted.seams import OpeningFileSystem, WrappedFileSystem, opening_over, over_fs
+from scopecheck.planted.jsonl import REPOSITORIES, jsonl_backend
+from scopecheck.planted.seams import OpeningFileSystem, opening_over, over_fs
 
 
-class NoAppendFsync(WrappedFileSystem):
-    """Acknowledges a commit once its line is appended, without fsyncing it (JSONL-10)."""
+class NoAppendFsync(ForwardingFileSystem):
+    """Acknowledges a commit once its data is appended, without fsyncing it (JSONL-10,
+    CRASH-FS-6)."""
 
     def fsync(self, handle: AppendFile) -> None:
         return None
 
 
-class SidecarHeaderInPlace(WrappedFileSystem):
+class SidecarHeaderInPlace(ForwardingFileSystem):
     """Creates a sidecar by writing its header straight into the final path: no temp file,
     no fsync, no rename, no fsync of ``.scopes`` (JSONL-2, JSONL-11)."""
 
@@ -47,30 +48,30 @@ class SidecarHeaderInPlace(WrappedFileSystem):
         if path.endswith(session_paths.TEMP_SUFFIX) and final.endswith(
             session_paths.SIDECAR_SUFFIX
         ):
-            self._inner.write_file(final, data)
+            self.inner.write_file(final, data)
             self._in_place.add(path)
             return
-        self._inner.write_file(path, data)
+        self.inner.write_file(path, data)
 
     def fsync_file(self, path: str) -> None:
         if path not in self._in_place:
-            self._inner.fsync_file(path)
+            self.inner.fsync_file(path)
 
     def rename(self, source: str, target: str) -> None:
         if source in self._in_place:
             self._in_place.discard(source)
             self._skip_dir = posixpath.dirname(target)
             return
-        self._inner.rename(source, target)
+        self.inner.rename(source, target)
 
     def fsync_dir(self, path: str) -> None:
         if self._skip_dir == path:
             self._skip_dir = None
             return
-        self._inner.fsync_dir(path)
+        self.inner.fsync_dir(path)
 
 
-class NoCutBack(WrappedFileSystem):
+class NoCutBack(ForwardingFileSystem):
     """A failed append leaves its partial line and the handle stays usable, so the next
     append follows the fragment (REFERENCE §1 "known weak spot", JSONL-12)."""
 
@@ -90,17 +91,17 @@ class NoRepublishAtOpen(OpeningFileSystem):
         if self.opening and path.endswith(session_paths.TEMP_SUFFIX):
             self._skipped.add(path)
             return
-        self._inner.write_file(path, data)
+        self.inner.write_file(path, data)
 
     def fsync_file(self, path: str) -> None:
         if path not in self._skipped:
-            self._inner.fsync_file(path)
+            self.inner.fsync_file(path)
 
     def rename(self, source: str, target: str) -> None:
         if source in self._skipped:
             self._skipped.discard(source)
             return
-        self._inner.rename(source, target)
+        self.inner.rename(source, target)
 
 
 class NoUnlinkRetryAtOpen(OpeningFileSystem):
@@ -110,10 +111,10 @@ class NoUnlinkRetryAtOpen(OpeningFileSystem):
     def unlink(self, path: str) -> None:
         if self.opening and path.endswith(session_paths.SIDECAR_SUFFIX):
             raise fs_error("unlink", path, PermissionError(13, "open does not retry unlinks"))
-        self._inner.unlink(path)
+        self.inner.unlink(path)
 
 
-class NoScopesDirFsync(WrappedFileSystem):
+class NoScopesDirFsync(ForwardingFileSystem):
     """Creates ``.scopes`` and publishes sidecars in it without fsyncing the directories, so
     power loss can undo a sidecar whose commits were acknowledged (JSONL-11)."""
 
@@ -122,7 +123,7 @@ class NoScopesDirFsync(WrappedFileSystem):
         self._created: str | None = None
 
     def create_dir(self, path: str, recursive: bool = True) -> None:
-        self._inner.create_dir(path, recursive=recursive)
+        self.inner.create_dir(path, recursive=recursive)
         if path.endswith(session_paths.SCOPES_SUFFIX):
             self._created = posixpath.dirname(path)
 
@@ -132,19 +133,19 @@ class NoScopesDirFsync(WrappedFileSystem):
         if path == self._created:
             self._created = None
             return
-        self._inner.fsync_dir(path)
+        self.inner.fsync_dir(path)
 
 
-class RetryingFsync(WrappedFileSystem):
+class RetryingFsync(ForwardingFileSystem):
     """Retries a failed fsync of the log and acknowledges when the retry succeeds: after EIO
     Linux marks the failed pages clean, so the retry wrote nothing ("fsyncgate",
     CRASH-SYS-11)."""
 
     def fsync(self, handle: AppendFile) -> None:
         try:
-            self._inner.fsync(handle)
+            self.inner.fsync(handle)
         except StorageIOError:
-            self._inner.fsync(handle)
+            self.inner.fsync(handle)
 
 
 NEW: dict[str, tuple[str, type[JsonlRepository]]] = {
@@ -217,7 +218,7 @@ def _check(
 
 def _make(name: str, repo: type[JsonlRepository]) -> Callable[[], Backend]:
     def make() -> Backend:
-        made = _backend(name.removeprefix("jsonl-"), repo)
+        made = jsonl_backend(name.removeprefix("jsonl-"), repo)
         return attrs.evolve(made, crash=JsonlCrashExplorer(repo, backend=name))
 
     return make

@@ -1,6 +1,6 @@
 """Planted bugs that leave files behind (HYGIENE-1..3): the state every read returns is right,
 and only the machines' look at the disk sees them.  Each is the real JSONL backend, over a
-:class:`~scopecheck.planted.seams.WrappedFileSystem` breaking one call or behind a repository
+:class:`~scopecheck.planted.seams.ForwardingFileSystem` breaking one call or behind a repository
 whose public ``fork`` does one thing more."""
 
 from __future__ import annotations
@@ -8,30 +8,31 @@ from __future__ import annotations
 from typing import Any
 
 from scopecheck.backends.registry import Backend, JsonlWorld
+from scopecheck.impl.fs import ForwardingFileSystem
 from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.models.fork import ForkOptions
 from scopecheck.planted import Mutant, register
-from scopecheck.planted.seams import WrappedFileSystem, jsonl_over
+from scopecheck.planted.seams import jsonl_over
 
 
-class KeepsScopesFolders(WrappedFileSystem):
+class KeepsScopesFolders(ForwardingFileSystem):
     """``remove`` of a ``.scopes`` folder does nothing: delete() leaves the sidecars."""
 
     def remove(self, path: str, recursive: bool = False, force: bool = False) -> None:
         if path.endswith(session_paths.SCOPES_SUFFIX):
             return
-        self._inner.remove(path, recursive=recursive, force=force)
+        self.inner.remove(path, recursive=recursive, force=force)
 
 
-class PublishKeepsTemp(WrappedFileSystem):
+class PublishKeepsTemp(ForwardingFileSystem):
     """The atomic publish copies ``<file>.tmp`` over its target and never removes it."""
 
     def rename(self, source: str, target: str) -> None:
         if not source.endswith(session_paths.TEMP_SUFFIX):
-            self._inner.rename(source, target)
+            self.inner.rename(source, target)
             return
-        self._inner.write_file(target, self._inner.read_bytes(source))
-        self._inner.fsync_file(target)
+        self.inner.write_file(target, self.inner.read_bytes(source))
+        self.inner.fsync_file(target)
 
 
 class ForkLeavesLock(JsonlRepository):

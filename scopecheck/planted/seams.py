@@ -5,7 +5,7 @@
   ``fork_driver=``: :func:`memory_with`);
 * Memory's registry of Session states, which plays its disk (:class:`RegistryRepository`);
 * the :class:`~scopecheck.impl.fs.FileSystem` a JSONL repository does all its I/O through
-  (:class:`WrappedFileSystem`, :func:`jsonl_over`, :func:`over_fs`).
+  (:class:`ForwardingFileSystem`, :func:`jsonl_over`, :func:`over_fs`).
 
 A planted bug is a small wrapper or subclass changing one call at one of these.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scopecheck.backends.registry import Backend, JsonlWorld, MemoryWorld
-from scopecheck.impl.fs import FileSystem, OsFileSystem
+from scopecheck.impl.fs import FileSystem, ForwardingFileSystem, OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.impl.memory import MemoryRepository
 from scopecheck.models.protocols import Clock
@@ -104,16 +104,6 @@ def registry_backend(name: str, repository: type[RegistryRepository], descriptio
     return Backend(f"memory[{name}]", new_world, description)
 
 
-class WrappedFileSystem:
-    """Delegates every call to ``inner``; subclasses override the one they break."""
-
-    def __init__(self, inner: FileSystem) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 def jsonl_over(name: str, wrap: Callable[[FileSystem], Any], description: str) -> Backend:
     """The real JSONL backend over real files seen through ``wrap(fs)``."""
 
@@ -139,7 +129,7 @@ def over_fs(name: str, wrap: Callable[[FileSystem], Any]) -> type[JsonlRepositor
     return OverFs
 
 
-class OpeningFileSystem(WrappedFileSystem):
+class OpeningFileSystem(ForwardingFileSystem):
     """A filesystem that knows whether its repository is opening a Session (``opening``), for
     bugs in what open does to the files (000 §6.3 stages 1, 3 and 9)."""
 

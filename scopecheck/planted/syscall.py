@@ -26,11 +26,10 @@ from scopecheck.planted import MutantResult, register_factories
 from scopecheck.planted.fs_crash import (
     STARTUP_WRITES,
     IndexedRepository,
-    RetryingFsync,
     RewritingRepair,
     SyncingEveryOther,
-    Unsynced,
 )
+from scopecheck.planted.jsonl_crash import NoAppendFsync, RetryingFsync
 
 
 def ack_before_durable(clock: Any, *, root: str) -> Sqlite3Repository:
@@ -111,7 +110,7 @@ def ack_after_long_startup(clock: Any, *, root: str) -> FileRepository:
             os.write(fd, b"%08d\n" % number)
     finally:
         os.close(fd)
-    return FileRepository(clock, Unsynced(OsFileSystem()), root)
+    return FileRepository(clock, NoAppendFsync(OsFileSystem()), root)
 
 
 def fsync_retry_after_eio(clock: Any, *, root: str) -> FileRepository:

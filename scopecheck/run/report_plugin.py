@@ -25,7 +25,7 @@ _RULES: dict[str, list[tuple[str, ...]]] = {}
 MAX_MESSAGE_LINES = 40
 
 
-def _explanation(report: pytest.TestReport) -> tuple[str, str]:
+def explain_failure(report: pytest.TestReport) -> tuple[str, str]:
     """``(summary, explanation)`` of a failed report: pytest's crash line, and its ``E`` lines
     (the assertion message and its diff) without the ``E`` prefix."""
     longrepr = report.longrepr
@@ -63,7 +63,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _results["skipped"].append({"nodeid": report.nodeid, "reason": str(reason)})
     if report.failed:
         rules = [rule for rules in _RULES.get(report.nodeid, []) for rule in rules]
-        summary, message = _explanation(report)
+        summary, message = explain_failure(report)
         _results["failed"].append(
             {
                 "nodeid": report.nodeid,

@@ -513,7 +513,7 @@ def _cut(rest: list[str], keep: int = 40) -> str:
     return "\n".join(lines)
 
 
-def _machine_failures(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
+def failures_of(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
     """Failures of a machine run (and of crash exploration), one per failure it saved: built
     from the record the run wrote, each pointing at its reproducer file."""
     from scopecheck.machines.fork import FORK_STEP_RULES
@@ -579,7 +579,7 @@ def machine_settings() -> Any:
     return Settings(get_profile("ci"), database=None, phases=phases)
 
 
-def _restarts(capabilities: Capabilities, counts: RunCounts) -> PhaseReport:
+def restarts_phase(capabilities: Capabilities, counts: RunCounts) -> PhaseReport:
     how = {
         "plain": "through the repository's reopen()",
         "root": "the factory called again over the same root",
@@ -703,7 +703,7 @@ def _crash_phase(
     states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun)
     kills = explorer.kill_runs
     saved = [save_failure(failures_dir, {**record, "spec": spec}) for record in records]
-    failures = _machine_failures(saved, name)
+    failures = failures_of(saved, name)
     run.failures.extend(failures)
     detail = f"{states:,} crash states, {runs - kills:,} I/O-fault runs"
     if kills:
@@ -807,7 +807,7 @@ def validate(
                 loaded, "fork", run, "forks", seed=seed, failures_dir=failures_dir, spec=spec,
                 deadline=time.perf_counter() + share, examples=examples,
             )  # fmt: skip
-            fork_failures = _machine_failures(forked.saved, "forks")
+            fork_failures = failures_of(forked.saved, "forks")
             run.failures.extend(fork_failures)
             stopped = protocol_stop(run.failures)
             cases = (
@@ -831,7 +831,7 @@ def validate(
             loaded, "storage", run, "machine", seed=seed, failures_dir=failures_dir, spec=spec,
             deadline=machines_end, examples=examples,
         )  # fmt: skip
-        machine_failures = _machine_failures(storage.saved, "machine")
+        machine_failures = failures_of(storage.saved, "machine")
         run.failures.extend(machine_failures)
         stopped = stopped or protocol_stop(run.failures)
         unshrunk = " (not shrunk: the budget was spent)" if any(
@@ -846,7 +846,7 @@ def validate(
             ),
         )
 
-        run.set("restarts", _restarts(capabilities, loaded.counts))
+        run.set("restarts", restarts_phase(capabilities, loaded.counts))
         if stopped is not None:
             for name, report in list(run.phases.items()):
                 later = report.status == "pending" or name == "restarts"

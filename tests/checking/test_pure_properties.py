@@ -189,19 +189,19 @@ def test_the_stop_page_contract_can_fail() -> None:
     """The CrossHair postcondition of ``stop_page`` (LIST-5) must reject what a broken pager
     would return: a page running past a marker, a page cut short without one; and accept the
     right pages.  A contract that cannot fail checks nothing (CHECK-1)."""
-    from scopecheck.impl.validation import _stops_at_marker, stop_page
+    from scopecheck.impl.validation import stop_page, stops_at_marker
     from scopecheck.models.records import ListElement
 
     elements = [ListElement(1, b"1", "m"), ListElement(2, b"2", None), ListElement(3, b"3", None)]
-    assert not _stops_at_marker(elements, "m", elements)  # ran past the marker
+    assert not stops_at_marker(elements, "m", elements)  # ran past the marker
     # Cut short although no marker was asked for: the untagged element's None tag once
     # passed for a marker here, so CrossHair could not catch such a pager.
-    assert not _stops_at_marker(elements, None, elements[:2])
-    assert not _stops_at_marker(elements, "x", elements[:1])  # cut short, not at a marker
+    assert not stops_at_marker(elements, None, elements[:2])
+    assert not stops_at_marker(elements, "x", elements[:1])  # cut short, not at a marker
     middle = [ListElement(1, b"1", None), ListElement(2, b"2", "m"), ListElement(3, b"3", None)]
-    assert not _stops_at_marker(middle, "m", middle)  # ran past a marker in the middle
-    assert _stops_at_marker(middle, "m", middle[:2])
-    assert _stops_at_marker(elements, "m", elements[:1])
-    assert _stops_at_marker(elements, None, elements)
+    assert not stops_at_marker(middle, "m", middle)  # ran past a marker in the middle
+    assert stops_at_marker(middle, "m", middle[:2])
+    assert stops_at_marker(elements, "m", elements[:1])
+    assert stops_at_marker(elements, None, elements)
     for tag in ("m", None, "absent"):
-        assert _stops_at_marker(elements, tag, stop_page(elements, tag))
+        assert stops_at_marker(elements, tag, stop_page(elements, tag))

@@ -19,15 +19,15 @@ from scopecheck.crashsim.workload import make_workload
 @pytest.fixture
 def sqlite_round(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SqliteRound, list[Any]]]:
     judged: list[Any] = []
-    judge = sqlite_sweep._judge
+    judge = sqlite_sweep.judge_image
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         judged.append(args[1])
         return judge(*args, **kwargs)
 
-    monkeypatch.setattr(sqlite_sweep, "_judge", counting)
+    monkeypatch.setattr(sqlite_sweep, "judge_image", counting)
     workload = make_workload(1, transactions=3)
-    box = sqlite_sweep._Sandbox("per-file", None)
+    box = sqlite_sweep.SqliteSandbox("per-file", None)
     try:
         rec = record_workload(box, workload)
         origin = Origin({"transactions": len(workload)}, 0, {"layout": "per-file"})

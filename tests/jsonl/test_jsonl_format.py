@@ -16,9 +16,9 @@ from scopecheck.impl.jsonl import session_paths
 from scopecheck.impl.jsonl.codec import (
     OP_APPEND,
     BadRecord,
-    _fast_ops,
     check_record,
     entry_payload_json,
+    fast_ops,
     index_transaction,
     record_op,
 )
@@ -162,7 +162,7 @@ def test_fast_indexer_recognises_every_shape_the_writer_produces(
             obj = orjson.loads(line)
             records, where = ((obj,), -1) if type(obj) is dict else (obj, 0)
             for lean in (False, True):
-                fast = _fast_ops(records, line, where, scope, lean)
+                fast = fast_ops(records, line, where, scope, lean)
                 assert fast is not None, f"fast path refused a writer's line {line!r} ({lean=})"
 
 

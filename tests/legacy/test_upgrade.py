@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from scopecheck.crashsim.tracing_fs import TracingFileSystem
-from scopecheck.impl.fs import OsFileSystem
+from scopecheck.impl.fs import ForwardingFileSystem, OsFileSystem
 from scopecheck.impl.jsonl import JsonlRepository
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import StorageIOError
@@ -21,7 +21,7 @@ from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.scope import ephemeral_scope
 from scopecheck.models.writes import append_list, insert_entry, set_value
-from scopecheck.planted.seams import WrappedFileSystem, over_fs
+from scopecheck.planted.seams import over_fs
 from tests.jsonl.test_crash_sweep import MUTATING, CrashAt, CrashingFs, SimulatedCrash
 from tests.legacy.conftest import (
     TRANSCRIPTS,
@@ -297,17 +297,17 @@ def test_temp_left_by_a_crash_before_the_upgrade_rename_is_removed_at_reopen(
 # -- planted bugs the exploration must catch -------------------------------------------------
 
 
-class _UnlinkBeforeRewrite(WrappedFileSystem):
+class _UnlinkBeforeRewrite(ForwardingFileSystem):
     """Planted: the legacy file is removed before the format-4 file is written beside it."""
 
     def write_file(self, path: str, data: bytes) -> None:
         main = path.removesuffix(".tmp")
-        if path.endswith(".jsonl.tmp") and self._inner.exists(main):
-            self._inner.unlink(main)
-        self._inner.write_file(path, data)
+        if path.endswith(".jsonl.tmp") and self.inner.exists(main):
+            self.inner.unlink(main)
+        self.inner.write_file(path, data)
 
 
-class _ScopedIntoMain(WrappedFileSystem):
+class _ScopedIntoMain(ForwardingFileSystem):
     """Planted: scoped transactions are appended to the main file."""
 
     def __init__(self, inner: Any) -> None:
@@ -318,9 +318,9 @@ class _ScopedIntoMain(WrappedFileSystem):
         if handle.path.endswith(".scope"):
             main = handle.path.split(".jsonl.scopes/")[0] + ".jsonl"
             if main not in self._mains:
-                self._mains[main] = self._inner.open_append(main)
+                self._mains[main] = self.inner.open_append(main)
             handle = self._mains[main]
-        self._inner.append(handle, data)
+        self.inner.append(handle, data)
 
 
 UnlinkBeforeRewrite = over_fs("unlink-before-rewrite", _UnlinkBeforeRewrite)

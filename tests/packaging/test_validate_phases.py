@@ -16,7 +16,7 @@ import pytest
 
 from scopecheck import validate
 from scopecheck.run.fuzz import SavedFailure
-from scopecheck.run.validate import PHASES, PhaseReport, _machine_failures
+from scopecheck.run.validate import PHASES, PhaseReport, failures_of
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = f"{ROOT}/examples/good_backend.py:make_backend"
@@ -141,7 +141,7 @@ def test_a_crash_failure_without_a_rule_keeps_the_rest_of_the_verdict() -> None:
     """A crash explorer may report a failure it cannot attribute: it is listed with no rule,
     never a ``KeyError`` that throws away the machine's findings."""
     saved = SavedFailure({"kind": "crash", "backend": "x", "error": "no rule here"}, "crash.json")
-    (failure,) = _machine_failures([saved], "crash exploration")
+    (failure,) = failures_of([saved], "crash exploration")
     assert failure.rule is None and failure.error == "no rule here"
     assert failure.reproducer == "scopecheck replay crash.json"
 
