@@ -11,6 +11,7 @@ default settings' database, and skips a test whose settings suppress ``nested_gi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -63,9 +64,12 @@ def test_hypofuzz_finds_a_planted_bug_and_pytest_replays_it_from_the_database(
 
     # HypoFuzz runs until stopped (its hub looks for "a failure for every test" once a
     # minute); the test stops it as soon as a reuse-only pytest run fails from the database.
+    # Its own process group: HypoFuzz's hub starts worker processes that outlive a signal to the
+    # hub alone, so the whole group is stopped at the end.
     fuzz = subprocess.Popen(
         [hypothesis_cli, "fuzz", "--no-dashboard", "-n", "1", "--", "test_planted.py"],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )  # fmt: skip
     replay = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_planted.py"]
     status, output = 0, "hypofuzz saved nothing in 150 s"
@@ -78,12 +82,14 @@ def test_hypofuzz_finds_a_planted_bug_and_pytest_replays_it_from_the_database(
                 if status != 0:
                     break
     finally:
-        fuzz.send_signal(signal.SIGINT)
+        os.killpg(fuzz.pid, signal.SIGINT)
         try:
             fuzz.wait(timeout=30)
         except subprocess.TimeoutExpired:
             fuzz.kill()
             fuzz.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(fuzz.pid, signal.SIGKILL)  # workers still running after the hub exited
     assert status == 1 and "MismatchError" in output, output[-2000:]
 
     empty = {**env, "REUSE_ONLY": "1", "SCOPECHECK_DB": str(tmp_path / "empty")}
