@@ -102,6 +102,8 @@ from scopecheck.models.writes import (
 )
 
 if TYPE_CHECKING:
+    from scopecheck.impl.jsonl import JsonlRepository
+    from scopecheck.process.protocol import schema as protocol_schema
     from scopecheck.run.validate import Verdict, validate
 
 __version__ = "0.1.0"
@@ -131,6 +133,7 @@ __all__ = [
     "ForkOptions",
     "InsertEntry",
     "InsertUsage",
+    "JsonlRepository",
     "ListAddress",
     "ListElement",
     "ListQuery",
@@ -171,6 +174,7 @@ __all__ = [
     "factory_kind",
     "insert_entry",
     "insert_usage",
+    "protocol_schema",
     "retire_scope",
     "select_page",
     "set_value",
@@ -183,16 +187,23 @@ __all__ = [
     "value_list",
 ]
 
-_LAZY = {"validate": "scopecheck.run.validate", "Verdict": "scopecheck.run.validate"}
+#: Public names imported on first use, as (module, name there).
+_LAZY = {
+    "validate": ("scopecheck.run.validate", "validate"),
+    "Verdict": ("scopecheck.run.validate", "Verdict"),
+    "JsonlRepository": ("scopecheck.impl.jsonl", "JsonlRepository"),
+    "protocol_schema": ("scopecheck.process.protocol", "schema"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    """The runner is imported on first use: it needs Hypothesis and pytest, the vocabulary
-    does not."""
+    """The runner, the JSONL backend and the protocol schema are imported on first use: the
+    runner needs Hypothesis and pytest, and the vocabulary needs none of them."""
     if name in _LAZY:
         import importlib
 
-        found = getattr(importlib.import_module(_LAZY[name]), name)
+        module, attribute = _LAZY[name]
+        found = getattr(importlib.import_module(module), attribute)
         globals()[name] = found
         return found
     raise AttributeError(f"module 'scopecheck' has no attribute {name!r}")

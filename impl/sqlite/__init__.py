@@ -4,6 +4,9 @@
 keeps many Sessions in one file.  Both hand out :class:`SqliteStorage`, and both take the
 durability settings and the contract's policy points (sequence allocation, retirement, the fork
 classifier and stage) as keyword-only constructor arguments.
+
+Internal: the project's own layout, which may change in any release; import from
+``scopecheck`` (docs/api.md, "What is public").
 """
 
 from scopecheck.impl.sqlite.repository import (

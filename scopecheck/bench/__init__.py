@@ -1,5 +1,9 @@
 """``scopecheck bench``: benchmarks report figures (medians of several runs in one process);
-they never assert on time."""
+they never assert on time.
+
+Internal: the project's own layout, which may change in any release; import from
+``scopecheck`` (docs/api.md, "What is public").
+"""
 
 from __future__ import annotations
 

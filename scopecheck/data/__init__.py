@@ -4,6 +4,9 @@
 licence in its ``README.md``): the legacy-import world and benchmarks start from them, and the
 seeds' workload can take its payload text from them.  Nothing here is written to; copy a file
 before changing it.
+
+Internal: the project's own layout, which may change in any release; import from
+``scopecheck`` (docs/api.md, "What is public").
 """
 
 from __future__ import annotations

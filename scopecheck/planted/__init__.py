@@ -6,6 +6,9 @@ Each :class:`Mutant` names the mistake the seeds warn about, in one line, and bu
 ``caught_by="crash"``) with the derandomised ``mutants`` profile and reports whether, how fast and
 how small it was caught; the test suite asserts every entry is caught (BRIEF "Prove the checks can
 fail").
+
+Internal: the project's own layout, which may change in any release; import from
+``scopecheck`` (docs/api.md, "What is public").
 """
 
 from __future__ import annotations
