@@ -44,6 +44,7 @@ CODES: frozenset[str] = frozenset(
         "not_a_repository",  # a backend factory that returned no repository (INSTALL-14)
         "command_not_found",  # an --exec command that does not exist (INSTALL-14)
         "command_not_executable",  # an --exec command that may not be run (INSTALL-14)
+        "database_unreachable",  # a shared example database that does not answer (FLEET-1)
     }
 )
 

@@ -16,8 +16,10 @@ Under mutmut (which sets ``MUTANT_UNDER_TEST`` in the environment) the default i
 instead of ``dev``, so a plain ``mutmut run`` gets the same verdict for the same mutant every
 time (docs/mutation.md).
 
-The failing-example database is Hypothesis's directory database under ``.hypothesis/`` (override
-the path with ``SCOPECHECK_DB``), so failures found in one run are replayed first in the next.
+The failing-example database is Hypothesis's directory database under ``.hypothesis/``, another
+directory, or a Redis shared by a fleet beside the local directory, as ``$SCOPECHECK_DB`` says
+(:mod:`scopecheck.run.example_db`, FLEET-1), so failures found in one run are replayed first in
+the next.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import os
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.database import ExampleDatabase
 from hypothesis.errors import InvalidArgument
 
 PROFILES = ("dev", "ci", "nightly", "mutants", "crosshair", "mutation")
@@ -38,8 +40,10 @@ ENV_VAR = "SCOPECHECK_PROFILE"
 _QUIET_CHECKS = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 
 
-def _database() -> DirectoryBasedExampleDatabase:
-    return DirectoryBasedExampleDatabase(os.environ.get("SCOPECHECK_DB", ".hypothesis/examples"))
+def _database() -> ExampleDatabase:
+    from scopecheck.run.example_db import example_database
+
+    return example_database()
 
 
 def register_profiles() -> None:
