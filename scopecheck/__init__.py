@@ -104,6 +104,7 @@ from scopecheck.models.writes import (
 if TYPE_CHECKING:
     from scopecheck.impl.jsonl import JsonlRepository
     from scopecheck.process.protocol import schema as protocol_schema
+    from scopecheck.run.hypofuzz import fuzz_targets_for
     from scopecheck.run.validate import Verdict, validate
 
 __version__ = "0.1.0"
@@ -172,6 +173,7 @@ __all__ = [
     "encode_json",
     "ephemeral_scope",
     "factory_kind",
+    "fuzz_targets_for",
     "insert_entry",
     "insert_usage",
     "protocol_schema",
@@ -193,12 +195,13 @@ _LAZY = {
     "Verdict": ("scopecheck.run.validate", "Verdict"),
     "JsonlRepository": ("scopecheck.impl.jsonl", "JsonlRepository"),
     "protocol_schema": ("scopecheck.process.protocol", "schema"),
+    "fuzz_targets_for": ("scopecheck.run.hypofuzz", "fuzz_targets_for"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """The runner, the JSONL backend and the protocol schema are imported on first use: the
-    runner needs Hypothesis and pytest, and the vocabulary needs none of them."""
+    """The runner, HypoFuzz's targets, the JSONL backend and the protocol schema are imported on
+    first use: the runner needs Hypothesis and pytest, and the vocabulary needs none of them."""
     if name in _LAZY:
         import importlib
 

@@ -14,6 +14,7 @@ from scopecheck.cli.bench import bench
 from scopecheck.cli.crash import crash
 from scopecheck.cli.crosshair import crosshair
 from scopecheck.cli.fuzz import fuzz
+from scopecheck.cli.hypofuzz import hypofuzz
 from scopecheck.cli.inspect_session import inspect
 from scopecheck.cli.mutants import mutants
 from scopecheck.cli.replay import replay
@@ -29,7 +30,19 @@ def cli() -> None:
     """Model-check scoped session storage backends against the reference model."""
 
 
-for command in (fuzz, replay, crash, validate, serve, mutants, crosshair, inspect, rules, bench):
+for command in (
+    fuzz,
+    hypofuzz,
+    replay,
+    crash,
+    validate,
+    serve,
+    mutants,
+    crosshair,
+    inspect,
+    rules,
+    bench,
+):
     cli.add_command(command)
 
 
