@@ -153,6 +153,13 @@ def example_database() -> ExampleDatabase:
     )
 
 
+def named_database() -> ExampleDatabase | None:
+    """The database ``$SCOPECHECK_DB`` names, or ``None`` when it is unset: what ``validate``
+    replays before its seeded rounds, so a run that names no database reads none (INSTALL-12)
+    and one that names a fleet's replays its findings (FLEET-3)."""
+    return example_database() if os.environ.get(ENV_VAR) else None
+
+
 @functools.lru_cache(maxsize=4)
 def _database_at(location: str, local: str) -> ExampleDatabase:
     if not is_shared(location):

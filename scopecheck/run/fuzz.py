@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import re
 import time
+import unittest
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -23,8 +24,10 @@ from typing import Any, Literal
 
 import attrs
 import orjson
+from hypothesis import Phase
 from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
+from hypothesis.database import ExampleDatabase
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -295,6 +298,7 @@ def fuzz_backend(
     examples: int | None = None,
     deadline: float | None = None,
     shrink_deadline: float | None = None,
+    saved: ExampleDatabase | None = None,
 ) -> BackendReport:
     """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails,
     saving a reproducer for each distinct failure of that round (:func:`machine_record`);
@@ -307,8 +311,9 @@ def fuzz_backend(
     ``deadline`` (a ``time.perf_counter()`` reading) ends the machine there instead of after
     ``budget``, each round sized to what is left at the pace so far (INSTALL-11), and
     ``shrink_deadline`` ends Hypothesis's shrinking there: the failure is then saved as
-    found, with ``"shrunk": false``.  What Hypothesis reports while it runs goes into the
-    reproducer (``"reports"``), never to stdout."""
+    found, with ``"shrunk": false``.  ``saved``: an example database whose examples for this
+    machine are replayed first (the reuse phase alone, then shrinking).  What Hypothesis
+    reports while it runs goes into the reproducer (``"reports"``), never to stdout."""
     report = BackendReport()
     machine_budget = budget * (1 - CRASH_SHARE) if backend.crash is not None else budget
     roots = WorldRoots()
@@ -316,13 +321,12 @@ def fuzz_backend(
     started = time.perf_counter()
     end = deadline if deadline is not None else started + machine_budget
     round_index = planned = 0
-    while size := _round_size(
-        report, planned=planned, examples=examples, per_round=examples_per_round,
-        started=started, end=end, sized=deadline is not None,
-    ):  # fmt: skip
-        round_seed = seed + round_index
-        round_index += 1
-        planned += size
+
+    def run_round(
+        round_settings: Settings, round_seed: int, size: int, *, replay: bool = False
+    ) -> bool:
+        """One round of ``size`` examples; ``True`` when it found a failure (saved).  In the
+        ``replay`` of a database with nothing saved, Hypothesis has no example to run."""
         machine.examples_run = machine.steps_run = 0
         roots.roots.clear()
         reports: list[object] = []
@@ -330,8 +334,12 @@ def fuzz_backend(
             with shrinking_until(shrink_deadline), with_reporter(reports.append):
                 run_state_machine_as_test(  # type: ignore[no-untyped-call]
                     hypothesis_seed(round_seed)(machine),
-                    settings=Settings(settings, max_examples=size, print_blob=True),
+                    settings=Settings(round_settings, max_examples=size, print_blob=True),
                 )
+        except unittest.SkipTest:
+            if not replay:
+                raise
+            return False
         except Exception as exc:
             shown = [roots.shown(str(text)) for text in reports]
             for failure in distinct_failures(exc):  # each with its own choice sequence
@@ -347,18 +355,35 @@ def fuzz_backend(
                     examples_per_round=size,
                 )
                 report.save(failures_dir, record)
-            break
+            return True
         except ProtocolFailure as broke:  # the backend broke the protocol: reported once (PROC-2)
             record = protocol_record(broke, backend.name, spec, round_seed, profile)
             record.update(machine=machine_kind, examples_per_round=examples_per_round)
             report.save(failures_dir, record)
-            break
+            return True
         finally:
             report.examples += machine.examples_run
             report.steps += machine.steps_run
             report.seconds = time.perf_counter() - started
             if on_progress is not None:
                 on_progress(report)
+        return False
+
+    # What the example database holds for this machine -- a finding of another run, a HypoFuzz
+    # worker or a fleet sharing a Redis -- is replayed before the seeded rounds (FLEET-3).
+    failed = saved is not None and run_round(
+        Settings(settings, database=saved, phases=[Phase.reuse, Phase.shrink]), seed, 1, replay=True
+    )
+    while not failed and (
+        size := _round_size(
+            report, planned=planned, examples=examples, per_round=examples_per_round,
+            started=started, end=end, sized=deadline is not None,
+        )
+    ):  # fmt: skip
+        round_seed = seed + round_index
+        round_index += 1
+        planned += size
+        failed = run_round(settings, round_seed, size)
     remaining = max(0.0, budget - (time.perf_counter() - started))
     if backend.crash is not None and not report.failures:
         # Even with nothing left, the first workload's states after every acknowledgement

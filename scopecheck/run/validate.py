@@ -82,6 +82,7 @@ from scopecheck.backends.adapters import (
 from scopecheck.backends.registry import Backend
 from scopecheck.machines.storage import rules_of_program
 from scopecheck.models.errors import UsageError
+from scopecheck.run.example_db import named_database
 from scopecheck.run.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_backend, save_failure
 from scopecheck.run.report_plugin import REPORT_ENV
 
@@ -677,6 +678,7 @@ def _run_machine(
         examples=examples,
         deadline=None if examples is not None else deadline,
         shrink_deadline=deadline,
+        saved=named_database(),
     )
 
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 pytestmark = [pytest.mark.hypofuzz, pytest.mark.slow]
@@ -152,6 +153,17 @@ def test_two_workers_share_a_failure_that_a_third_machine_replays_from_redis_alo
     empty["SCOPECHECK_LOCAL_DB"] = str(tmp_path / "local-empty")
     done = subprocess.run(replay, cwd=tmp_path, env=empty, capture_output=True, text=True)
     assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+
+    # scopecheck validate replays the database's examples before its seeded rounds: one seeded
+    # example does not find the bug, the shared finding does.
+    validate = [sys.executable, "-m", "scopecheck", "validate", SPEC, "--examples", "1", "--json"]
+    for env, expected in (
+        (empty, "ran"),
+        ({**third, "SCOPECHECK_LOCAL_DB": str(tmp_path / "v")}, "failed"),
+    ):
+        done = subprocess.run(validate, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+        assert done.returncode == 1, done.stderr[-2000:]  # the conformance cases fail either way
+        assert orjson.loads(done.stdout)["phases"]["machine"]["status"] == expected
 
 
 @pytest.mark.rule("FLEET-2")
