@@ -10,7 +10,8 @@ appended on a new key and rewritten through ``db.bak`` and a rename by ``sync()`
 ``close()``).  Each commit sets one key, an 8-byte big-endian commit counter, to the record.
 ``dbm.dumb`` has no durable setting: it never fsyncs (Lib/dbm/dumb.py), and ``sync()`` only
 rewrites the index.  ``make_durable_backend`` is what a user can add from outside: ``sync()``,
-then an fsync of ``db.dat``, ``db.dir`` and the directory after every commit.
+then an fsync of ``db.dat``, ``db.dir`` and the directory after every commit and after
+``close()``.
 """
 
 from __future__ import annotations
@@ -43,12 +44,16 @@ class DumbLog:
         self.db[self.count.to_bytes(8, "big")] = dumps(record)
         if self.durable:
             self.db.sync()
-            fsync_path(self.base + ".dat")
-            fsync_path(self.base + ".dir")
-            fsync_dir(os.path.dirname(self.base))
+            self.fsync()
         self.count += 1
+    def fsync(self) -> None:
+        fsync_path(self.base + ".dat")
+        fsync_path(self.base + ".dir")
+        fsync_dir(os.path.dirname(self.base))
     def close(self) -> None:
-        self.db.close()
+        self.db.close()  # rewrites db.dir through db.bak
+        if self.durable:
+            self.fsync()
 
 
 class DumbFiles(SessionFiles):
