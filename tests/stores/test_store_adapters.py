@@ -1,0 +1,108 @@
+"""The pinned suite of real embedded stores (examples/stores/, docs/findings.md): every adapter
+is validated with fixed work (``examples=``, one seed), and its verdict -- passed, or failed
+with exactly these rules in these phases -- is pinned, so a new version of a store, or of
+scopecheck's checks, that changes a verdict shows here.  The stores' versions are the ``stores``
+extra's pins (pyproject.toml).
+
+A finding is the store's durability behaviour in that setting, never the adapter's: the
+adapters share one Session layer (``sessions.py``) that passes the machine and the conformance
+cases on every store, and each finding is confirmed from the store's documentation or source
+in docs/findings.md.  The default run validates what fits in about a minute; the rest is
+``long`` (SCOPECHECK_LONG=1)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import attrs
+import pytest
+
+from scopecheck import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+STORES = ROOT / "examples" / "stores"
+CRASH = "crash exploration"
+
+
+@attrs.frozen
+class Pinned:
+    """One store in one setting and the verdict it gets (seed 1, 5 examples)."""
+
+    module: str
+    factory: str
+    outcome: str
+    #: ``(phase, rule)`` of every failure, as a set: a rule may fail in several crash kinds.
+    failures: frozenset[tuple[str, str]] = frozenset()
+    long: bool = True
+
+    @property
+    def spec(self) -> str:
+        return f"scopecheck.examples.stores.{self.module}:{self.factory}"
+
+
+def crash(*rules: str) -> frozenset[tuple[str, str]]:
+    return frozenset((CRASH, f"CRASH-FS-{n}") for n in rules)
+
+
+PINNED = [
+    Pinned("tinydb_store", "make_backend", "failed", crash("1", "9")),
+    Pinned("tinydb_store", "make_durable_backend", "passed"),
+    Pinned("diskcache_store", "make_backend", "failed", crash("6")),
+    Pinned("diskcache_store", "make_durable_backend", "passed"),
+    Pinned("lmdb_store", "make_backend", "failed", crash("5", "6", "9")),
+    Pinned("lmdb_store", "make_durable_backend", "passed", long=False),
+    Pinned("lmdb_store", "make_nosync_backend", "failed", crash("6", "9")),
+    Pinned("semidbm_store", "make_backend", "failed", crash("1", "4", "6", "9")),
+    Pinned("semidbm_store", "make_durable_backend", "failed", crash("1", "4", "9")),
+    Pinned("dbm_dumb_store", "make_backend", "failed", crash("1", "2", "6", "9"), long=False),
+    Pinned("dbm_dumb_store", "make_durable_backend", "failed", crash("1", "6", "9")),
+    Pinned("rocksdict_store", "make_backend", "failed", crash("6")),
+    Pinned("rocksdict_store", "make_durable_backend", "failed", crash("9")),
+]
+
+
+@pytest.mark.rule("CRASH-FS-1", "CRASH-FS-6")
+@pytest.mark.parametrize(
+    "pinned",
+    [pytest.param(p, id=f"{p.module}:{p.factory}", marks=(pytest.mark.long,) * p.long)
+     for p in PINNED],
+)  # fmt: skip
+def test_each_store_gets_its_pinned_verdict(pinned: Pinned, tmp_path: Path) -> None:
+    """The store in that setting passes, or fails with exactly the pinned rules."""
+    verdict = validate(pinned.spec, budget=5, failures_dir=tmp_path, seed=1, examples=5,
+                       require=("crash", "restarts"))  # fmt: skip
+    found = {(f.phase, f.rule) for f in verdict.failures if f.rule is not None}
+    assert (verdict.outcome, found) == (pinned.outcome, pinned.failures), [
+        f"{f.rule} ({f.phase}): {f.error}" for f in verdict.failures
+    ]
+    assert verdict.phases["machine"].status == "ran"
+    assert verdict.phases["conformance"].status == "ran"
+
+
+def test_every_factory_of_the_suite_is_pinned() -> None:
+    """Each ``make_*backend`` in examples/stores/ has a pinned verdict, and nothing else does."""
+    factories = {
+        (path.stem, node.name)
+        for path in STORES.glob("*_store.py")
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("make_")
+    }
+    assert factories == {(p.module, p.factory) for p in PINNED}
+
+
+@pytest.mark.rule("INSTALL-1")
+@pytest.mark.parametrize("name", sorted(p.name for p in STORES.glob("*.py")))
+def test_each_adapter_is_short_and_imports_the_public_api_alone(name: str) -> None:
+    """An adapter reads in one sitting (under 300 lines) and builds on ``scopecheck`` and the
+    other examples only, as a user's would."""
+    source = (STORES / name).read_text(encoding="utf-8")
+    assert len(source.splitlines()) < 300
+    modules = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(node.module)
+        elif isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+    ours = {m for m in modules if m.split(".")[0] == "scopecheck"}
+    assert {m for m in ours if not m.startswith("scopecheck.examples.")} <= {"scopecheck"}
