@@ -8,7 +8,7 @@ runs every planted bug and every variant."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import pytest
@@ -22,15 +22,19 @@ LONG = os.environ.get("SCOPECHECK_LONG") == "1"
 
 
 def one_of_each(
-    items: Iterable[Any], kind: Callable[[Any], object], name: Callable[[Any], str]
+    items: Iterable[Any],
+    kind: Callable[[Any], object],
+    name: Callable[[Any], str],
+    slow: Collection[str] = (),
 ) -> list[Any]:
     """``items`` as pytest parameters named by ``name``: the first of each ``kind`` in the
-    default run, every other one marked ``long``."""
+    default run, every other one marked ``long`` -- and so is an item named in ``slow`` (the
+    measured slowest, each the only one of its kind)."""
     seen: set[object] = set()
     params = []
     for item in items:
         key = kind(item)
-        marks = (pytest.mark.long,) if key in seen else ()
+        marks = (pytest.mark.long,) if key in seen or name(item) in slow else ()
         seen.add(key)
         params.append(pytest.param(item, id=name(item), marks=marks))
     return params

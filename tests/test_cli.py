@@ -296,6 +296,7 @@ def test_example_adapter_stays_short() -> None:
     assert len(lines) < 150, len(lines)
 
 
+@pytest.mark.long  # about 45 s; --workers 2 also runs in the I/O-fault count test below
 @pytest.mark.rule("STATS-3")
 def test_fuzz_workers_spread_backends_over_xdist(tmp_path: Path) -> None:
     """``--workers 2`` fuzzes two backends in parallel and aggregates both reports."""

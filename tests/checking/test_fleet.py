@@ -98,7 +98,7 @@ def _local_files(path: Path) -> int:
     return sum(1 for found in path.rglob("*") if found.is_file()) if path.exists() else 0
 
 
-@pytest.mark.rule("FLEET-1", "FLEET-3")
+@pytest.mark.rule("FLEET-1", "FLEET-3", "INSTALL-9")
 def test_two_workers_share_a_failure_that_a_third_machine_replays_from_redis_alone(
     tmp_path: Path, redis_url: str
 ) -> None:

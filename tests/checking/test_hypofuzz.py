@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.hypofuzz, pytest.mark.slow, pytest.mark.rule("INSTALL-9")]
+# Long: about 40 s, and test_fleet.py runs the same path (HypoFuzz finds, a reuse-only run
+# replays) over a user's backend in the default run.
+pytestmark = [
+    pytest.mark.hypofuzz, pytest.mark.slow, pytest.mark.long, pytest.mark.rule("INSTALL-9")
+]  # fmt: skip
 
 TARGET = """
 import os

@@ -47,6 +47,7 @@ def test_fork_catalogue_has_the_required_entries() -> None:
         FORK_MUTANTS,
         lambda m: m.name.replace("-sqlite-", "-").replace("-jsonl-", "-"),
         lambda m: m.name,
+        slow={"fork-unknown-reserved-copied"},  # about 40 s; FORK-8 also has its cases
     ),
 )
 def test_fork_mutant_is_caught(mutant: Mutant) -> None:
