@@ -165,7 +165,10 @@ class Profile:
     way that was not durable (btrfs's log tree), but no other file's change.  Every profile
     keeps the floor: a file's data is durable after its own fsync, a directory's entries
     after the directory's fsync, and unsynced appended data may be lost, kept, or kept in
-    part (a prefix: never garbage)."""
+    part (a prefix: never garbage).  Sources: Linux ``Documentation/admin-guide/ext4.rst``
+    (``data=ordered``, ``auto_da_alloc``), btrfs's log tree (``fs/btrfs/tree-log.c``, "Btrfs:
+    sync log after logging new name"), Pillai et al., OSDI 2014; ``docs/crash-syscalls.md``
+    lists them with what the profiles approximate."""
 
     name: str
     journal: bool = False
