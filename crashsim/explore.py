@@ -44,6 +44,7 @@ from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.persistence import (
     ANY_BYTE,
     POSIX,
+    PROFILE_NAMES,
     Device,
     FileOp,
     Image,
@@ -160,6 +161,21 @@ class Findings:
         self.failures.append(failure)
         return True
 
+    def merge(self, failure: CrashFailure) -> bool:
+        """Add the profiles of ``failure`` -- a power-loss image of a crash point -- to a kept
+        failure of the same rule at the same crash point, if there is one: a failure says every
+        profile under which the point has a failing image (CRASH-SYS-15)."""
+        if not failure.profiles or failure.run != "crash":
+            return False
+        for index, kept in enumerate(self.failures):
+            same = (kept.run, kept.rule, kept.point) == ("crash", failure.rule, failure.point)
+            if same and kept.profiles:
+                names = set(kept.profiles) | set(failure.profiles)
+                union = tuple(n for n in PROFILE_NAMES if n in names)
+                self.failures[index] = attrs.evolve(kept, profiles=union)
+                return True
+        return False
+
     def limited(self, text: str) -> None:
         if text not in self.limits:
             self.limits.append(text)
@@ -267,7 +283,9 @@ def check_passes(
             for variant, image in rnd.images(volume, rnd.ops, k):
                 failure = rnd.check(k, variant, image)
                 if failure is not None:
-                    findings.add(with_profiles(failure, volume, variant, image))
+                    failure = with_profiles(failure, volume, variant, image)
+                    if not findings.merge(failure):
+                        findings.add(failure)
                     if findings.full:
                         break
                 elif (

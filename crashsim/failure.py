@@ -115,8 +115,10 @@ class CrashFailure:
     #: What a reader is shown besides the problem (expected and recovered states, files).
     shown: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
     backend: str = ""
-    profiles: tuple[str, ...] = ()
-    built_under: str = "posix"
+    #: Not part of a failure's identity (its key has them): a rerun of one image by its name
+    #: does not see the other profiles' images of its crash point.
+    profiles: tuple[str, ...] = attrs.field(default=(), eq=False)
+    built_under: str = attrs.field(default="posix", eq=False)
 
     def fails_under(self, profile: str) -> bool:
         """Whether this failure happens under the file-system profile ``profile``

@@ -77,7 +77,7 @@ from scopecheck.crashsim.jsonl_sweep import (
     trace_failure,
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
-from scopecheck.crashsim.persistence import PROFILES, FileOp, Image, power_image
+from scopecheck.crashsim.persistence import PROFILES, FileOp, Image, Profile, power_image
 from scopecheck.crashsim.points import Variant, parse_variant
 from scopecheck.crashsim.recovery import (
     Broken,
@@ -580,11 +580,13 @@ def sweep(
     deadline: float | None = None,
     faults: bool = True,
     crashes: bool = True,
+    profiles: Sequence[Profile] = PROFILES,
 ) -> SweepReport:
     """Check every crash state of ``wl`` in trace order (one pass of every crash point, in
     the exploration loop) and then, with ``faults``, run it once per single I/O fault
     (:func:`scopecheck.crashsim.generic_faults.fault_runs`), until ``max_failures`` failures
-    or ``deadline``."""
+    or ``deadline``; the power-loss images are those of the file-system ``profiles``
+    (CRASH-SYS-14)."""
     started = time.perf_counter()
     report = SweepReport(wl.name, mode)
     findings = Findings(max_failures)
@@ -598,7 +600,10 @@ def sweep(
     rnd = FsRound(factory, tr, mode, seed, recovery=recovery)
     until = float("inf") if deadline is None else deadline
     if crashes:
-        check_passes(rnd, findings, until=until, first=False, passes=[crash_points(tr.file_ops)])
+        check_passes(
+            rnd, findings, until=until, first=False, passes=[crash_points(tr.file_ops)],
+            profiles=profiles,
+        )  # fmt: skip
     report.states = rnd.states
     report.recovery_states = rnd.recovery_states
     if faults and not findings.full and time.perf_counter() < until:

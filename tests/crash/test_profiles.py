@@ -5,9 +5,14 @@ separate the profiles on the ``FileSystem`` path, and a correct backend under ev
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
 
+import attrs
 import pytest
 
+from scopecheck.crashsim.explore import Findings
 from scopecheck.crashsim.failure import CrashFailure, profiles_text
 from scopecheck.crashsim.generic_sweep import explore
 from scopecheck.crashsim.persistence import (
@@ -27,6 +32,7 @@ from scopecheck.crashsim.points import EntriesKept, Strict
 from scopecheck.examples.good_file_backend import make_backend
 from scopecheck.planted import fs_crash
 
+ROOT = Path(__file__).resolve().parents[2]
 ROOT_DIR = FileOp("open", path="", handle=9, flags=frozenset({"directory"}))
 
 
@@ -152,6 +158,20 @@ class TestFailureProfiles:
         assert (again.profiles, again.built_under) == (("posix", "btrfs"), "posix")
         assert again.fails_under("btrfs") and not again.fails_under("ext4-ordered")
 
+    def test_failures_of_one_point_and_rule_join_their_profiles(self) -> None:
+        """A failing image of another profile at the same crash point, for the same rule,
+        adds its profiles to the kept failure instead of a failure of its own."""
+        findings = Findings()
+        first = CrashFailure(
+            "fs", "CRASH-FS-6", "lost", "crash", "strict", 0, None, 3, "strict",
+            profiles=("btrfs",),
+        )  # fmt: skip
+        findings.add(first)
+        other = attrs.evolve(first, kind="entries-kept", profiles=("posix",))
+        assert findings.merge(other)
+        assert findings.failures[0].profiles == ("posix", "btrfs")
+        assert not findings.merge(attrs.evolve(other, point=4))
+
     def test_the_words_name_where_it_happens_and_where_not(self) -> None:
         assert profiles_text(("posix",)) == "under posix; not under ext4-ordered, btrfs"
         assert "every" in profiles_text(PROFILE_NAMES)
@@ -176,3 +196,22 @@ class TestFailureProfiles:
         found = explore(make_backend, budget=2.0, seed=0)
         assert found.failures == []
         assert found.states > 0
+
+
+@pytest.mark.rule("CRASH-SYS-15")
+@pytest.mark.parametrize(("profile", "status"), [("posix", 1), ("ext4-ordered", 0)])
+def test_the_pytest_plugin_fails_only_under_the_chosen_profile(profile: str, status: int) -> None:
+    """The pytest plugin's crash tests fail on the posix-only planted bug under posix, and
+    under ext4-ordered only warn about it."""
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "-q", "-p", "scopecheck.pytest_plugin",
+            "-p", "no:cacheprovider",
+            "--scopecheck-backend=scopecheck.planted.fs_crash:fs_create_without_directory_fsync",
+            f"--scopecheck-fs-profile={profile}", "--pyargs", "scopecheck.conformance.test_crash",
+        ],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == status, result.stdout + result.stderr
+    if status == 0:
+        assert "only under posix" in result.stdout, result.stdout
