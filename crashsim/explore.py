@@ -41,7 +41,19 @@ from scopecheck.crashsim.coverage import (
     ordered_passes,
 )
 from scopecheck.crashsim.failure import CrashFailure
-from scopecheck.crashsim.persistence import ANY_BYTE, Device, FileOp, Image, Volume, call_cuts
+from scopecheck.crashsim.persistence import (
+    ANY_BYTE,
+    POSIX,
+    PROFILE_NAMES,
+    Device,
+    FileOp,
+    Image,
+    Profile,
+    ProfiledVolume,
+    Volume,
+    call_cuts,
+    profiled_volume,
+)
 from scopecheck.crashsim.points import ProcessCrash, Torn, Variant
 
 #: Distinct failures (by rule and kind) an exploration keeps before it stops.
@@ -109,6 +121,20 @@ def point_images(
                 yield variant, image
 
 
+def with_profiles(
+    failure: CrashFailure, volume: Volume, variant: Variant, image: Image
+) -> CrashFailure:
+    """``failure`` of ``image`` -- the crash ``variant`` at the point ``volume`` stands at --
+    saying under which file-system profiles it happens (CRASH-SYS-15): for a power-loss image,
+    every profile whose images of the point include it, and the one that builds it; a
+    process crash happens under every profile alike."""
+    if not variant.power_loss:
+        return failure
+    given = volume.profiles_of(image) if isinstance(volume, ProfiledVolume) else None
+    built, names = given if given is not None else (volume.profile.name, (volume.profile.name,))
+    return attrs.evolve(failure, profiles=names, built_under=built)
+
+
 # -- distinct failures ---------------------------------------------------------------------
 
 
@@ -134,6 +160,21 @@ class Findings:
             return False
         self.failures.append(failure)
         return True
+
+    def merge(self, failure: CrashFailure) -> bool:
+        """Add the profiles of ``failure`` -- a power-loss image of a crash point -- to a kept
+        failure of the same rule at the same crash point, if there is one: a failure says every
+        profile under which the point has a failing image (CRASH-SYS-15)."""
+        if not failure.profiles or failure.run != "crash":
+            return False
+        for index, kept in enumerate(self.failures):
+            same = (kept.run, kept.rule, kept.point) == ("crash", failure.rule, failure.point)
+            if same and kept.profiles:
+                names = set(kept.profiles) | set(failure.profiles)
+                union = tuple(n for n in PROFILE_NAMES if n in names)
+                self.failures[index] = attrs.evolve(kept, profiles=union)
+                return True
+        return False
 
     def limited(self, text: str) -> None:
         if text not in self.limits:
@@ -203,6 +244,7 @@ def check_passes(
     on_state: Callable[[], None] | None = None,
     passes: Sequence[Sequence[int]] | None = None,
     fixed: bool = False,
+    profiles: Sequence[Profile] = (POSIX,),
 ) -> CrashCoverage:
     """Check ``rnd``'s crash points pass by pass (:func:`ordered_passes`, CRASH-COV-1) until
     ``until``; after the priority passes (after, before and around acknowledgements and
@@ -211,7 +253,11 @@ def check_passes(
     the budget, unless it takes ``overrun`` seconds more (then the phase is incomplete,
     CRASH-COV-2).  A later round that did not finish its first pass counts its states only:
     its acknowledged steps are not claimed either way.  ``fixed``: the priority passes and
-    :data:`FIXED_RECOVERIES` recoveries, whatever the clock says.  What was covered."""
+    :data:`FIXED_RECOVERIES` recoveries, whatever the clock says.  The images of each point
+    are those of every profile of ``profiles``, each distinct image checked once, and a
+    failure says under which profiles it happens (:func:`with_profiles`, CRASH-SYS-14,
+    CRASH-SYS-15); the recovery of an image the first profile gives is crashed under that
+    profile.  What was covered."""
     points = crash_points(rnd.ops)
     after_ack = acknowledgement_points(points, rnd.acked_at)
     if passes is None:
@@ -225,7 +271,7 @@ def check_passes(
         if fixed and number > recover_after:
             break
         stop_at = until + overrun if first and number == 0 else until
-        volume = Volume(rnd.base)
+        volume = profiled_volume(rnd.base, profiles)
         done = 0
         for k in pass_points:
             if findings.full or (not fixed and time.perf_counter() >= stop_at):
@@ -237,10 +283,16 @@ def check_passes(
             for variant, image in rnd.images(volume, rnd.ops, k):
                 failure = rnd.check(k, variant, image)
                 if failure is not None:
-                    findings.add(failure)
+                    failure = with_profiles(failure, volume, variant, image)
+                    if not findings.merge(failure):
+                        findings.add(failure)
                     if findings.full:
                         break
-                elif number <= recover_after and rnd.recovers(variant, image):
+                elif (
+                    number <= recover_after
+                    and rnd.recovers(variant, image)
+                    and _first_profile_gives(volume, variant, image)
+                ):
                     candidates.append((k, variant, image))
                 if on_state is not None:
                     on_state()
@@ -270,6 +322,15 @@ def check_passes(
         acked_total=len(after_ack) if counted else 0,
         recovery_states=rnd.recovery_states - recovery_before,
     )
+
+
+def _first_profile_gives(volume: Volume, variant: Variant, image: Image) -> bool:
+    """Whether the first profile's images include ``image``: a recovery is crashed under it,
+    so its replay rebuilds the image by the variant alone."""
+    if not variant.power_loss or not isinstance(volume, ProfiledVolume):
+        return True
+    given = volume.profiles_of(image)
+    return given is None or given[0] == volume.profile.name
 
 
 def _recovery_rank(variant: Variant) -> int:
@@ -315,6 +376,8 @@ def crash_recoveries(
                     continue  # the image itself, checked already
                 failure = rnd.check_recovery(k, variant, rops, j, during, crashed)
                 if failure is not None:
+                    if variant.power_loss or during.power_loss:  # judged under posix only
+                        failure = attrs.evolve(failure, profiles=(volume.profile.name,))
                     findings.add(failure)
                     failed = True
                     break
@@ -336,6 +399,8 @@ class Plan:
     faults: bool = True
     overrun: float = OVERRUN
     recovery_share: float = 0.2
+    #: The file-system profiles whose images each crash point gives (CRASH-SYS-14).
+    profiles: tuple[Profile, ...] = (POSIX,)
 
 
 @attrs.define
@@ -435,7 +500,7 @@ def explore(
             checked = check_passes(  # which calls early(), adding to found.coverage
                 rnd, found.findings, until=now + (deadline - now) * share, first=first,
                 overrun=plan.overrun, recovery_share=plan.recovery_share, after_priority=early,
-                on_state=progress, fixed=fixed,
+                on_state=progress, fixed=fixed, profiles=plan.profiles,
             )  # fmt: skip
             found.coverage += checked
             found.states += rnd.states - states_before

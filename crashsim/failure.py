@@ -25,6 +25,7 @@ import attrs
 import orjson
 
 from scopecheck.crashsim.persistence import (
+    PROFILE_NAMES,
     FileOp,
     Image,
     image_from_json,
@@ -91,7 +92,12 @@ class CrashFailure:
     recovery's operations.  Names, not the typed variants, because they are the reproducer's
     own terms (format :data:`VERSION`); :attr:`crash_point` and :attr:`recovery_point` give
     them typed.  ``kind`` is what tells two failures of one rule apart (CRASH-COV-4): the
-    image family, or the call and fault."""
+    image family, or the call and fault.
+
+    ``profiles`` are the file-system profiles (CRASH-SYS-14) whose images of the crash point
+    include the failing one, ``built_under`` the one whose rules rebuild it (a replay does so);
+    both only for a power-loss image -- a process crash, a fault or a kill fails alike under
+    every profile, and ``profiles`` is empty (CRASH-SYS-15)."""
 
     source: str
     rule: str
@@ -109,6 +115,15 @@ class CrashFailure:
     #: What a reader is shown besides the problem (expected and recovered states, files).
     shown: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
     backend: str = ""
+    #: Not part of a failure's identity (its key has them): a rerun of one image by its name
+    #: does not see the other profiles' images of its crash point.
+    profiles: tuple[str, ...] = attrs.field(default=(), eq=False)
+    built_under: str = attrs.field(default="posix", eq=False)
+
+    def fails_under(self, profile: str) -> bool:
+        """Whether this failure happens under the file-system profile ``profile``
+        (CRASH-SYS-15): a failure of no power-loss image, under every one."""
+        return not self.profiles or profile in self.profiles
 
     @classmethod
     def of_image(
@@ -156,8 +171,11 @@ class CrashFailure:
 
     @property
     def key(self) -> tuple[str, str]:
-        """Rule and kind of crash point or fault: what makes two failures distinct."""
-        return self.rule, ("recovery:" + self.kind if self.run == "recovery" else self.kind)
+        """Rule and kind of crash point or fault, and the profiles a power-loss image fails
+        under: what makes two failures distinct (a failure under one profile does not hide
+        one under another, CRASH-SYS-15)."""
+        kind = "recovery:" + self.kind if self.run == "recovery" else self.kind
+        return self.rule, kind + ("@" + "+".join(self.profiles) if self.profiles else "")
 
     @property
     def what(self) -> str:
@@ -209,6 +227,8 @@ class CrashFailure:
             "evidence": None if self.evidence is None else self.evidence.to_json(),
             "target": dict(self.target),
             "shown": dict(self.shown),
+            "profiles": list(self.profiles),
+            "built_under": self.built_under,
             "replay": f"scopecheck replay FILE  # replays {self.what}",
         }
 
@@ -243,6 +263,8 @@ class CrashFailure:
                 target=dict(data.get("target") or {}),
                 shown=dict(data.get("shown") or {}),
                 backend=str(data.get("backend", "")),
+                profiles=tuple(str(name) for name in data.get("profiles") or ()),
+                built_under=str(data.get("built_under") or "posix"),
             )
             if run in ("crash", "recovery"):  # the names of crash images must parse
                 parse_variant(failure.variant)
@@ -269,6 +291,16 @@ def relative_to_root(text: str, root: str | None) -> str:
         if form in text:
             text = re.sub(re.escape(form) + r"(?![\w.-])", ROOT_SHOWN, text)
     return text
+
+
+def profiles_text(profiles: Sequence[str]) -> str:
+    """Where a failure happens, in words (CRASH-SYS-15): ``under posix; not under
+    ext4-ordered, btrfs``, or every profile for a failure of no power-loss image."""
+    if not profiles:
+        return "under every file-system profile (not a power loss)"
+    others = [name for name in PROFILE_NAMES if name not in profiles]
+    where = f"under {', '.join(profiles)}"
+    return f"{where}; not under {', '.join(others)}" if others else f"{where} (every profile)"
 
 
 def crash_kind(variant: Variant, recovery: tuple[int, Variant] | None = None) -> str:

@@ -33,7 +33,17 @@ from collections.abc import Callable, Sequence
 import attrs
 import orjson
 
-from scopecheck.crashsim.persistence import ANY_BYTE, Device, FileOp, Image, Volume
+from scopecheck.crashsim.persistence import (
+    ANY_BYTE,
+    POSIX,
+    PROFILE_NAMES,
+    Device,
+    FileOp,
+    Image,
+    Profile,
+    ProfiledVolume,
+    profiled_volume,
+)
 from scopecheck.crashsim.recovery import error_text, ours
 from scopecheck.crashsim.sandbox import describe
 from scopecheck.models.records import Snapshot
@@ -57,6 +67,9 @@ class FaultProblem:
     files: dict[str, bytes] = attrs.field(factory=dict)
     #: It was a power-loss image that showed it, not the disk as the run left it.
     power_loss: bool = False
+    #: For a power-loss image, the file-system profiles with a failing image (CRASH-SYS-15);
+    #: empty: every profile.
+    profiles: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -66,6 +79,8 @@ class FaultImage:
     label: str
     image: Image
     power_loss: bool
+    #: For a power-loss image, the file-system profiles that give it (CRASH-SYS-14).
+    profiles: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -94,12 +109,15 @@ def fault_images(
     limit: int = FAULT_TORN_IMAGES,
     device: Device = ANY_BYTE,
     disk_label: str = "a process crash",
+    profiles: Sequence[Profile] = (POSIX,),
 ) -> list[FaultImage]:
     """``disk`` (what a process crash right now leaves), then the power-loss images of the
     persistence model over ``ops`` from ``initial``, each different from those before it
     on ``device`` (CRASH-SYS-1, CRASH-SYS-11); torn images are sampled down to ``limit`` with
-    a generator seeded by ``seed``, so a replay rebuilds the same ones."""
-    volume = Volume(initial)
+    a generator seeded by ``seed``, so a replay rebuilds the same ones.  The power-loss images
+    are those of every profile of ``profiles``, each distinct one once, saying which profiles
+    give it (CRASH-SYS-14)."""
+    volume = profiled_volume(initial, profiles)
     for op in ops:
         volume.apply(op)
     found = [FaultImage(disk_label, disk, False)]
@@ -109,7 +127,9 @@ def fault_images(
     ):
         if image not in seen:
             seen.append(image)
-            found.append(FaultImage(f"power loss ({variant})", image, True))
+            given = volume.profiles_of(image) if isinstance(volume, ProfiledVolume) else None
+            names = given[1] if given is not None else (volume.profile.name,)
+            found.append(FaultImage(f"power loss ({variant})", image, True, names))
     return found
 
 
@@ -142,7 +162,30 @@ def judge_images(
     not open, or opens to a state not in ``allowed``, is the problem (its rule from
     ``rules``), with ``what`` saying what the image is right after and ``hint(image)`` what
     to do.  ``errors`` raised by the reopen are the backend's failing to open; an error of our
-    own tooling propagates (:func:`~scopecheck.crashsim.recovery.ours`)."""
+    own tooling propagates (:func:`~scopecheck.crashsim.recovery.ours`).  A problem of a
+    power-loss image says under which profiles it happens: the later power-loss images of
+    profiles it does not name yet are judged too (CRASH-SYS-15)."""
+    found = _judge(reopen, images, allowed, rules, what, hint, errors)
+    if found is None or not found.power_loss:
+        return found
+    failing = set(found.profiles)
+    for image in images:
+        if not image.power_loss or set(image.profiles) <= failing:
+            continue
+        if _judge(reopen, [image], allowed, rules, what, hint, errors) is not None:
+            failing.update(image.profiles)
+    return attrs.evolve(found, profiles=tuple(n for n in PROFILE_NAMES if n in failing))
+
+
+def _judge(
+    reopen: Reopen,
+    images: Sequence[FaultImage],
+    allowed: Sequence[Snapshot | None],
+    rules: FaultRules,
+    what: str,
+    hint: Callable[[FaultImage], str],
+    errors: tuple[type[BaseException], ...],
+) -> FaultProblem | None:
     for image in images:
         try:
             got = reopen(image.image)
@@ -157,6 +200,7 @@ def judge_images(
                 f"{image.label} right after {what}: {got}{hint(image)}",
                 dict(image.image.files),
                 image.power_loss,
+                image.profiles,
             )
         if got not in allowed:
             return FaultProblem(
@@ -165,5 +209,6 @@ def judge_images(
                 f"acknowledged state {' or '.join(shown(s) for s in allowed)}{hint(image)}",
                 dict(image.image.files),
                 image.power_loss,
+                image.profiles,
             )
     return None

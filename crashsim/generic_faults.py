@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from scopecheck.crashsim.coverage import ordered_passes
-from scopecheck.crashsim.failure import CrashFailure
+from scopecheck.crashsim.failure import CrashFailure, profiles_text
 from scopecheck.crashsim.fault_check import (
     FaultImage,
     FaultProblem,
@@ -70,7 +70,7 @@ from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCr
 from scopecheck.crashsim.fs_session import EMPTY, ROOT, SESSION, Factory, read_session
 from scopecheck.crashsim.fs_source import file_ops
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
-from scopecheck.crashsim.persistence import FileOp, Image
+from scopecheck.crashsim.persistence import PROFILES, FileOp, Image
 from scopecheck.crashsim.recovery import close, error_text
 from scopecheck.crashsim.sandbox import BASE_TIME, Sandbox, StepClock, show_files
 from scopecheck.models.errors import ScopecheckError, UsageError
@@ -123,10 +123,11 @@ class FaultExtra:
 class _Found(Exception):
     """Ends a fault run: ``rule`` is broken, as ``problem`` says."""
 
-    def __init__(self, rule: str, problem: str) -> None:
+    def __init__(self, rule: str, problem: str, profiles: tuple[str, ...] = ()) -> None:
         super().__init__(problem)
         self.rule = rule
         self.problem = problem
+        self.profiles = profiles
 
 
 class FaultRun:
@@ -212,7 +213,7 @@ class FaultRun:
         scratch = self._scratch
         images = fault_images(
             self.box.state(), file_ops(self.fs.ops, ROOT, self.initial), initial=self.initial,
-            seed=f"{self.fault.target}:{len(self.fs.ops)}",
+            seed=f"{self.fault.target}:{len(self.fs.ops)}", profiles=PROFILES,
         )  # fmt: skip
         self.images += len(images)
 
@@ -227,7 +228,7 @@ class FaultRun:
             reopen, images, [self.expected(), *extra], FaultRules.one(rule), what, hint=hint
         )
         if found is not None:
-            raise _Found(found.rule, found.problem)
+            raise _Found(found.rule, found.problem, found.profiles)
 
     def _durability_hint(self) -> str:
         hint = ": fsync the data (and the directory) before acknowledging"
@@ -258,7 +259,9 @@ class FaultRun:
             self._finish()
         except _Found as found:
             rule = self.extra.rules.get(found.rule, found.rule)
-            return FaultProblem(rule, found.problem, self.box.tree())
+            return FaultProblem(
+                rule, found.problem, self.box.tree(), bool(found.profiles), found.profiles
+            )
         if self.fault.hit is None:
             return FaultProblem(
                 UNFIRED_RULE,
@@ -616,6 +619,7 @@ def fault_failure(
         source=source, rule=problem.rule, problem=problem.problem, run="fault",
         kind=f"fault:{op.kind}:{variant.removeprefix('fault:')}", seed=seed,
         workload=tr.workload.to_json(), point=target, variant=variant,
+        profiles=problem.profiles,
         shown={
             "op": f"{op.describe()} in step {op.step + 1} ({tr.workload.steps[op.step].op})",
             "files_after": show_files(problem.files),
@@ -656,4 +660,5 @@ def replay_fault(
         lines.append("every check passes: the fault is handled")
         return False, "\n".join(lines)
     lines.append(f"FAILED {problem.rule}: {problem.problem}")
+    lines.append(f"file-system profiles: fails {profiles_text(problem.profiles)}")
     return True, "\n".join(lines)

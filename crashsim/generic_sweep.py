@@ -60,7 +60,7 @@ from scopecheck.crashsim.explore import (
     check_passes,
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
-from scopecheck.crashsim.failure import BadReproducer, CrashFailure
+from scopecheck.crashsim.failure import BadReproducer, CrashFailure, profiles_text
 from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_session import EMPTY, ROOT, SESSION, Factory, read_session
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
@@ -77,7 +77,7 @@ from scopecheck.crashsim.jsonl_sweep import (
     trace_failure,
 )
 from scopecheck.crashsim.jsonl_workloads import Step, Workload, generated, workload_from_json
-from scopecheck.crashsim.persistence import FileOp, Image, power_image
+from scopecheck.crashsim.persistence import PROFILES, FileOp, Image, Profile, power_image
 from scopecheck.crashsim.points import Variant, parse_variant
 from scopecheck.crashsim.recovery import (
     Broken,
@@ -580,11 +580,13 @@ def sweep(
     deadline: float | None = None,
     faults: bool = True,
     crashes: bool = True,
+    profiles: Sequence[Profile] = PROFILES,
 ) -> SweepReport:
     """Check every crash state of ``wl`` in trace order (one pass of every crash point, in
     the exploration loop) and then, with ``faults``, run it once per single I/O fault
     (:func:`scopecheck.crashsim.generic_faults.fault_runs`), until ``max_failures`` failures
-    or ``deadline``."""
+    or ``deadline``; the power-loss images are those of the file-system ``profiles``
+    (CRASH-SYS-14)."""
     started = time.perf_counter()
     report = SweepReport(wl.name, mode)
     findings = Findings(max_failures)
@@ -598,7 +600,10 @@ def sweep(
     rnd = FsRound(factory, tr, mode, seed, recovery=recovery)
     until = float("inf") if deadline is None else deadline
     if crashes:
-        check_passes(rnd, findings, until=until, first=False, passes=[crash_points(tr.file_ops)])
+        check_passes(
+            rnd, findings, until=until, first=False, passes=[crash_points(tr.file_ops)],
+            profiles=profiles,
+        )  # fmt: skip
     report.states = rnd.states
     report.recovery_states = rnd.recovery_states
     if faults and not findings.full and time.perf_counter() < until:
@@ -646,7 +651,7 @@ def explore(
     seconds, fault runs with their share, distinct failures kept up to ``max_failures``)."""
     return explore_rounds(
         FsSource(factory, transactions, mode), budget=budget, seed=seed,
-        plan=Plan(overrun=overrun), max_failures=max_failures,
+        plan=Plan(overrun=overrun, profiles=PROFILES), max_failures=max_failures,
     )  # fmt: skip
 
 
@@ -691,9 +696,16 @@ def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool | None
         raise UsageError("invalid_payload", "a crash reproducer without its recorded operations")
     op_index, variant = failure.point, failure.variant
     lines = [f"replaying {failure.what}"]
+    if failure.profiles:
+        lines.append(
+            f"file-system profiles: fails {profiles_text(failure.profiles)} (the image is "
+            f"rebuilt under {failure.built_under}; CRASH-SYS-15)"
+        )
     try:
         crashed = parse_variant(variant)
-        image = power_image(evidence.ops, op_index, crashed, start=evidence.base)
+        image = power_image(
+            evidence.ops, op_index, crashed, start=evidence.base, profile=failure.built_under
+        )
     except ValueError as exc:
         raise UsageError("invalid_payload", f"the reproducer names no image: {exc}") from None
     tr = Trace(wl, (), model_states(wl), evidence.base, evidence.ops, evidence.acked_at)

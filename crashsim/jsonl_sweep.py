@@ -63,11 +63,12 @@ from scopecheck.crashsim.explore import (
     point_images,
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
-from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence
+from scopecheck.crashsim.failure import BadReproducer, CrashFailure, Evidence, profiles_text
 from scopecheck.crashsim.fs_recorder import Op, RecordingFs
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import (
+    PROFILES,
     FileOp,
     Image,
     Volume,
@@ -343,6 +344,7 @@ def crash_state(
     k: int,
     variant: Variant | str,
     allowed: tuple[int, ...],
+    profile: str = "posix",
 ) -> CrashState | None:
     """The crash state ``(k, variant)`` rebuilt by its variant or name alone
     (:func:`~scopecheck.crashsim.persistence.power_image`), for a replay; ``None`` when the
@@ -353,7 +355,7 @@ def crash_state(
         return None
     try:
         variant = parse_variant(variant) if isinstance(variant, str) else variant
-        image = power_image(ops, k, variant, start=initial)
+        image = power_image(ops, k, variant, start=initial, profile=profile)
     except ValueError:
         return None
     return CrashState(k, variant, image, allowed)
@@ -785,7 +787,7 @@ def explore_workload(
     until = float("inf") if deadline is None else deadline
     check_passes(
         rnd, findings, until=until, first=False, passes=[crash_points(tr.file_ops)],
-        on_state=None if on_state is None else lambda: on_state(rnd.states),
+        on_state=None if on_state is None else lambda: on_state(rnd.states), profiles=PROFILES,
     )  # fmt: skip
     report.states = rnd.states
     report.recovery_states = rnd.recovery_states
@@ -896,7 +898,7 @@ def explore_with_faults(
     I/O faults (CRASH-10..12) with their share, distinct failures kept."""
     return explore_rounds(
         JsonlSource(repo_class, mode), budget=budget, seed=seed, max_failures=max_failures,
-        plan=Plan(overrun=overrun),
+        plan=Plan(overrun=overrun, profiles=PROFILES),
     )  # fmt: skip
 
 
@@ -933,7 +935,10 @@ def replay_record(
     evidence = failure.evidence
     same = evidence is not None and evidence.ops == tr.file_ops
     checker = Checker(tr, mode, repo_class)
-    crash = crash_state(tr.file_ops, tr.initial, op_index, variant, allowed_for(tr)(op_index))
+    crash = crash_state(
+        tr.file_ops, tr.initial, op_index, variant, allowed_for(tr)(op_index),
+        failure.built_under,
+    )  # fmt: skip
     if crash is None:
         return False, (
             f"{head}\n{workload.name}: the trace has no crash state (op {op_index}, {variant}) "
@@ -949,6 +954,8 @@ def replay_record(
         if same
         else "the backend now makes other operations than the recorded ones",
         f"{workload.name}: crash at op {op_index} ({op}), {variant}, mode {mode}",
+        f"file-system profiles: fails {profiles_text(failure.profiles)} (the image is rebuilt "
+        f"under {failure.built_under}; CRASH-SYS-15)",
         *render_files(
             "files on disk after the crash (before recovery)", absolute(crash.state, ROOT)
         ),

@@ -21,6 +21,12 @@ filesystem layer records).  It is the conservative POSIX model, stated once in
 * **The device** (:class:`Device`, CRASH-SYS-12) says at what granularity a write may tear (any
   byte, a 512-byte sector, a 4096-byte block) and whether unsynced writes to different files may
   reach the disk out of order.
+* **The profile** (:class:`Profile`, CRASH-SYS-14) says what a file system makes durable beyond
+  that floor: ``posix`` (the default) nothing; ``ext4-ordered`` commits every earlier directory
+  change with any fsync (its journal) and flushes a file's data when it is renamed over another
+  or closed after a truncate to zero (``auto_da_alloc``); ``btrfs`` persists a file's names
+  (and new ancestor directories) with its fsync (the log tree).  :data:`PROFILES` lists them;
+  ``docs/crash-syscalls.md`` has their sources and limits.
 
 :class:`Volume` applies :class:`FileOp` s to inodes and directories that each keep a current
 and a durable version, and builds the images of a crash before any operation:
@@ -143,6 +149,65 @@ class Device:
 
 #: The conservative device: writes tear at any byte and files persist in any order.
 ANY_BYTE = Device()
+
+
+@attrs.frozen
+class Profile:
+    """What a file system makes durable beyond the POSIX floor at a power loss (CRASH-SYS-14).
+
+    ``journal``: an fsync or fdatasync of any file or directory commits every earlier
+    directory change (create, rename, unlink, link, mkdir, rmdir) -- the running journal
+    transaction of ext4 ``data=ordered``.  ``replace_flush``: a rename over an existing file
+    makes the renamed file's data durable first, and so does the close of a file that was
+    truncated to zero and written (ext4's ``auto_da_alloc``; modelled as completing at the
+    rename or close).  ``fsync_names``: an fsync of a file makes its current names durable
+    and forgets its names that are gone (a rename's old name), with every directory on the
+    way that was not durable (btrfs's log tree), but no other file's change.  Every profile
+    keeps the floor: a file's data is durable after its own fsync, a directory's entries
+    after the directory's fsync, and unsynced appended data may be lost, kept, or kept in
+    part (a prefix: never garbage).  Sources: Linux ``Documentation/admin-guide/ext4.rst``
+    (``data=ordered``, ``auto_da_alloc``), btrfs's log tree (``fs/btrfs/tree-log.c``, "Btrfs:
+    sync log after logging new name"), Pillai et al., OSDI 2014; ``docs/crash-syscalls.md``
+    lists them with what the profiles approximate."""
+
+    name: str
+    journal: bool = False
+    replace_flush: bool = False
+    fsync_names: bool = False
+    #: One line: what it adds, for reports.
+    summary: str = ""
+
+
+#: The conservative POSIX model (the default): nothing is durable before its own fsync.
+POSIX = Profile(
+    "posix", summary="a name durable after its directory's fsync, data after its file's"
+)
+#: ext4, ``data=ordered`` with ``auto_da_alloc`` (its defaults).
+EXT4_ORDERED = Profile(
+    "ext4-ordered", journal=True, replace_flush=True,
+    summary="any fsync commits every earlier directory change; a rename over a file, or a "
+    "close after a truncate to zero, flushes the file's data first",
+)  # fmt: skip
+#: btrfs (its defaults): an fsync persists the file through the log tree.
+BTRFS = Profile(
+    "btrfs", fsync_names=True,
+    summary="a file's fsync persists its data and its names, no other file's change",
+)  # fmt: skip
+#: Every profile, the default first: what an exploration builds images under.
+PROFILES: tuple[Profile, ...] = (POSIX, EXT4_ORDERED, BTRFS)
+PROFILE_NAMES: tuple[str, ...] = tuple(p.name for p in PROFILES)
+
+
+def profile_named(name: str) -> Profile:
+    """The profile called ``name``; :class:`ValueError` naming the choices for any other."""
+    for profile in PROFILES:
+        if profile.name == name:
+            return profile
+    raise ValueError(
+        f"unknown file-system profile {name!r}: one of {', '.join(PROFILE_NAMES)} (CRASH-SYS-14)"
+    )
+
+
 #: The granularities :func:`coarser_tears` tries, coarsest first.
 COARSER = (4096, 512)
 #: At most this many aligned cut points per write for a granularity above one byte.
@@ -183,6 +248,9 @@ class _Node:
     #: ``(offset, data, seq)`` or ``(size, None, seq)``; ``seq`` orders them across files.
     pending: list[tuple[int, bytes | None, int]] = attrs.field(factory=list)
     target: str = ""
+    #: Truncated to zero from a non-empty size: a profile with ``replace_flush`` flushes its
+    #: data at the next close.
+    flush_on_close: bool = False
 
 
 def _replay(base: bytes, changes: Iterable[tuple[int, bytes | None, int]]) -> bytearray:
@@ -227,11 +295,13 @@ class PathError(ValueError):
 
 
 class Volume:
-    """Inodes and directories under one root, each with a current and a durable version."""
+    """Inodes and directories under one root, each with a current and a durable version, the
+    durable one kept by ``profile``'s rules (CRASH-SYS-1, CRASH-SYS-14)."""
 
     ROOT = 0
 
-    def __init__(self, image: Image | None = None) -> None:
+    def __init__(self, image: Image | None = None, profile: Profile = POSIX) -> None:
+        self.profile = profile
         self._nodes: dict[int, _Node] = {self.ROOT: _Node("dir")}
         self._entries: dict[int, dict[str, int]] = {self.ROOT: {}}
         self._durable: dict[int, dict[str, int]] = {self.ROOT: {}}
@@ -311,7 +381,10 @@ class Volume:
                 self._change(found, 0, None)
             self._handles[op.handle] = found
         elif kind == "close":
-            self._handles.pop(op.handle, None)
+            number = self._handles.pop(op.handle, None)
+            if number is not None and self._nodes[number].flush_on_close:
+                self._nodes[number].flush_on_close = False
+                self._sync(number)  # auto_da_alloc: a truncated file's data at close
         elif kind == "write":
             number = self._handles[op.handle]
             node = self._nodes[number]
@@ -322,7 +395,7 @@ class Volume:
             if "extend" not in op.flags or op.size > len(self._nodes[number].data):
                 self._change(number, op.size, None)
         elif kind == "sync":
-            self._sync(self._handles[op.handle])
+            self._synced(self._handles[op.handle])
         elif kind == "syncfail":
             self._syncfail(self._handles[op.handle])
         elif kind == "syncall":
@@ -353,6 +426,14 @@ class Volume:
         if moving is None:
             raise PathError(f"rename of a missing {op.path}")
         target_parent, target_leaf = self._parent(op.target)
+        replaced = self._entries[target_parent].get(target_leaf)
+        if (
+            self.profile.replace_flush
+            and replaced is not None
+            and self._nodes[replaced].kind == "file"
+            and self._nodes[moving].kind == "file"
+        ):
+            self._sync(moving)  # auto_da_alloc: the data before the rename over a file
         if "exchange" in op.flags:
             other = self._entries[target_parent][target_leaf]
             self._entries[source_parent][source_leaf] = other
@@ -363,6 +444,8 @@ class Volume:
     def _change(self, number: int, offset: int, data: bytes | None) -> None:
         node = self._nodes[number]
         if data is None:
+            if offset == 0 and node.data and self.profile.replace_flush:
+                node.flush_on_close = True
             _truncate(node.data, offset)
         else:
             _write(node.data, offset, data)
@@ -379,6 +462,33 @@ class Volume:
         elif node.kind == "file":
             node.synced = bytes(_replay(node.synced, node.pending))
             node.pending.clear()
+
+    def _synced(self, number: int) -> None:
+        """An fsync of ``number`` that succeeded: its own changes durable (CRASH-SYS-1), and
+        what the profile adds (CRASH-SYS-14): every directory change so far with a journal,
+        the file's names with ``fsync_names``."""
+        self._sync(number)
+        if self.profile.journal:
+            for directory, entries in self._entries.items():
+                self._durable[directory] = dict(entries)
+        elif self.profile.fsync_names and self._nodes[number].kind == "file":
+            self._persist_names(number)
+
+    def _persist_names(self, number: int) -> None:
+        """Make the current names of file ``number`` durable, each with the directories on its
+        way that were not, and forget its durable names that are gone."""
+        for directory, entries in self._durable.items():
+            for leaf, found in list(entries.items()):
+                if found == number and self._entries.get(directory, {}).get(leaf) != number:
+                    del entries[leaf]
+        for path, found in self._names(self._entries).items():
+            if found != number:
+                continue
+            directory = self.ROOT
+            for part in path.split("/"):
+                child = self._entries[directory][part]
+                self._durable.setdefault(directory, {})[part] = child
+                directory = child
 
     def _syncfail(self, number: int) -> None:
         """An fsync failed with EIO: the writeback of its dirty pages failed and Linux marked
@@ -630,6 +740,72 @@ class Volume:
         return found
 
 
+def _image_key(image: Image) -> tuple[Any, ...]:
+    """``image`` as a dictionary key (equal keys, equal images)."""
+    return (tuple(sorted(image.files.items())), image.dirs, image.links)
+
+
+class ProfiledVolume(Volume):
+    """The volume of the first of ``profiles`` -- what every caller of a :class:`Volume` sees
+    -- with a volume of each other profile beside it, applying the same operations
+    (CRASH-SYS-14).  :meth:`power_images` gives the power-loss images of every profile,
+    each distinct image once (the first profile to give it builds it, by its variant), and
+    :meth:`profiles_of` says which profiles give an image at this crash point: an image
+    the profiles share is checked once, and a failure of it says where it happens."""
+
+    def __init__(self, image: Image | None = None, profiles: Sequence[Profile] = PROFILES) -> None:
+        super().__init__(image, profiles[0])
+        self.others = [Volume(image, profile) for profile in profiles[1:]]
+        self._given: dict[tuple[Any, ...], tuple[str, tuple[str, ...]]] = {}
+
+    def apply(self, op: FileOp) -> None:
+        super().apply(op)
+        for other in self.others:
+            other.apply(op)
+
+    def power_images(
+        self,
+        rng: random.Random,
+        cuts: int = 3,
+        *,
+        device: Device = ANY_BYTE,
+        limit: int = 64,
+    ) -> Iterator[tuple[PowerLoss, Image]]:
+        """Every profile's :meth:`Volume.power_images`, sampled alike (each starts from
+        ``rng``'s state), each distinct image once: the first profile's in its order, then
+        the images only later profiles give."""
+        state = rng.getstate()
+        found: dict[tuple[Any, ...], tuple[PowerLoss, Image, str, list[str]]] = {}
+        for volume in (self, *self.others):
+            rng.setstate(state)
+            name = volume.profile.name
+            for variant, image in Volume.power_images(
+                volume, rng, cuts, device=device, limit=limit
+            ):
+                key = _image_key(image)
+                seen = found.get(key)
+                if seen is None:
+                    found[key] = (variant, image, name, [name])
+                elif seen[3][-1] != name:
+                    seen[3].append(name)
+        self._given = {key: (built, tuple(names)) for key, (_, _, built, names) in found.items()}
+        for variant, image, _, _ in found.values():
+            yield variant, image
+
+    def profiles_of(self, image: Image) -> tuple[str, tuple[str, ...]] | None:
+        """For a power-loss image :meth:`power_images` gave at this crash point: the profile
+        that builds it (its variant's) and every profile that gives it; ``None`` for another
+        image."""
+        return self._given.get(_image_key(image))
+
+
+def profiled_volume(image: Image | None, profiles: Sequence[Profile]) -> Volume:
+    """A volume of ``profiles`` (a plain one for a single profile)."""
+    if len(profiles) == 1:
+        return Volume(image, profiles[0])
+    return ProfiledVolume(image, profiles)
+
+
 def op_to_json(op: FileOp) -> dict[str, Any]:
     """``op`` as JSON (data in base64): how a reproducer keeps the operations it rebuilds its
     image from byte for byte (CRASH-COV-5)."""
@@ -662,8 +838,8 @@ def image_from_json(data: Mapping[str, Any]) -> Image:
     )
 
 
-def _volume(ops: Sequence[FileOp], k: int, start: Image | None) -> Volume:
-    volume = Volume(start)
+def _volume(ops: Sequence[FileOp], k: int, start: Image | None, profile: Profile = POSIX) -> Volume:
+    volume = Volume(start, profile)
     for op in ops[:k]:
         volume.apply(op)
     return volume
@@ -677,20 +853,23 @@ def power_image(
     device: Device = ANY_BYTE,
     *,
     start: Image | None = None,
+    profile: Profile | str = POSIX,
 ) -> Image:
-    """The image ``variant`` of a crash before ``ops[k]`` -- :class:`ProcessCrash`,
-    :class:`TornCall` (:meth:`Volume.torn_calls`: ``ops[k]``, a write, in flight at a process
-    crash) or one of :meth:`Volume.power_images`' power losses, or the name of one, as a
-    reproducer stores it (:func:`~scopecheck.crashsim.points.parse_variant`) -- rebuilt from the
-    operations alone, so a replay gets exactly the image the exploration checked (CRASH-SYS-9).
-    A variant spells out everything the image depends on (the cut of a torn write included), so
-    ``seed`` -- the one the exploration sampled with -- does not change the result: any seed
-    gives the same image.  :class:`ValueError` for a name of no image, or an image these
-    operations cannot have."""
+    """The image ``variant`` of a crash before ``ops[k]`` under ``profile`` (or its name,
+    CRASH-SYS-14) -- :class:`ProcessCrash`, :class:`TornCall` (:meth:`Volume.torn_calls`:
+    ``ops[k]``, a write, in flight at a process crash) or one of :meth:`Volume.power_images`'
+    power losses, or the name of one, as a reproducer stores it
+    (:func:`~scopecheck.crashsim.points.parse_variant`) -- rebuilt from the operations alone, so
+    a replay gets exactly the image the exploration checked (CRASH-SYS-9). A variant spells out
+    everything the image depends on (the cut of a torn write included), so ``seed`` -- the one
+    the exploration sampled with -- does not change the result: any seed gives the same image.
+    :class:`ValueError` for a name of no image, or an image these operations cannot have."""
     del seed
     if isinstance(variant, str):
         variant = parse_variant(variant)
-    volume = _volume(ops, k, start)
+    if isinstance(profile, str):
+        profile = profile_named(profile or POSIX.name)
+    volume = _volume(ops, k, start, profile)
     match variant:
         case ProcessCrash():
             return volume.process_image()
@@ -708,6 +887,7 @@ def coarser_tears(
     *,
     device: Device = ANY_BYTE,
     start: Image | None = None,
+    profile: Profile = POSIX,
 ) -> list[tuple[int, Torn, Image]]:
     """The write a failing torn variant cuts, cut instead at block and sector boundaries
     (CRASH-SYS-12): ``(granularity, variant, image)`` for 4096 then 512, at each the
@@ -716,7 +896,7 @@ def coarser_tears(
     boundary inside the write gives nothing: the write cannot tear there.  ``source`` is the
     operations (the volume is rebuilt up to ``k``) or a volume already at the crash point (``k``
     unused)."""
-    volume = source if isinstance(source, Volume) else _volume(source, k, start)
+    volume = source if isinstance(source, Volume) else _volume(source, k, start, profile)
     offset, length, cut = volume.torn_write(variant)
     found: list[tuple[int, Torn, Image]] = []
     for granularity in COARSER:

@@ -65,9 +65,10 @@ from scopecheck.crashsim.failure import (
     Run,
     acked_before,
     crash_kind,
+    profiles_text,
 )
 from scopecheck.crashsim.fault_check import FaultProblem, FaultRules, fault_images, judge_images
-from scopecheck.crashsim.persistence import Device, FileOp, Image, Volume, power_image
+from scopecheck.crashsim.persistence import PROFILES, Device, FileOp, Image, Volume, power_image
 from scopecheck.crashsim.points import Variant, parse_variant
 from scopecheck.crashsim.recovery import (
     FS_RULES,
@@ -680,13 +681,15 @@ class SqliteRound:
 
     def check_image(
         self, k: int, variant: Variant, recovery: tuple[int, Variant] | None = None,
-        recovery_ops: Sequence[FileOp] | None = None,
+        recovery_ops: Sequence[FileOp] | None = None, profile: str = "posix",
     ) -> CrashFailure | None:  # fmt: skip
-        """Judge the one image ``variant`` of crash point ``k``, rebuilt by its name
-        (:func:`power_image`), and with ``recovery=(j, during)`` the image ``during`` of a
-        crash before op ``j`` of its recovery -- ``recovery_ops``, or the recovery recorded
-        again (CRASH-COV-5)."""
-        image = power_image(self.ops, k, variant, device=self.device, start=self.base)
+        """Judge the one image ``variant`` of crash point ``k``, rebuilt by its name under the
+        file-system ``profile`` (:func:`power_image`, CRASH-SYS-14), and with ``recovery=(j,
+        during)`` the image ``during`` of a crash before op ``j`` of its recovery --
+        ``recovery_ops``, or the recovery recorded again (CRASH-COV-5)."""
+        image = power_image(
+            self.ops, k, variant, device=self.device, start=self.base, profile=profile
+        )
         failure = self.check(k, variant, image)
         if failure is not None or recovery is None or self._last is None:
             return failure
@@ -780,8 +783,9 @@ def crash_sweep(
             else:
                 passes = _strided(ordered_passes(rec.ops, rec.acked_at), stride)
             report.coverage = check_passes(
-                rnd, report.findings, until=math.inf, first=True, passes=passes
-            )
+                rnd, report.findings, until=math.inf, first=True, passes=passes,
+                profiles=PROFILES,
+            )  # fmt: skip
             report.fault_points = report.coverage.points_checked
         report.states = rnd.states
     finally:
@@ -1220,7 +1224,8 @@ def explore(
     (CRASH-COV-4)."""
     return explore_rounds(
         SqliteSource(layout, repository_class), budget=budget, seed=seed,
-        plan=Plan(state_share=STATE_SHARE, overrun=overrun), max_failures=max_failures,
+        plan=Plan(state_share=STATE_SHARE, overrun=overrun, profiles=PROFILES),
+        max_failures=max_failures,
     )  # fmt: skip
 
 
@@ -1275,11 +1280,16 @@ def replay_record(
                 "invalid_payload", "a SQLite crash reproducer without its recorded operations"
             )
         k, variant = failure.point, failure.variant
-        image = power_image(evidence.ops, k, variant, device=SECTOR_TEARS, start=evidence.base)
+        image = power_image(
+            evidence.ops, k, variant, device=SECTOR_TEARS, start=evidence.base,
+            profile=failure.built_under,
+        )  # fmt: skip
         acked = evidence.acked(k)
         lines = [
             f"workload seed {workload_seed} ({len(workload)} commits, {acked} "
             f"acknowledged), crash {_before(evidence.ops, k, 'workload')}, image {variant}",
+            f"file-system profiles: fails {profiles_text(failure.profiles)} (the image is "
+            f"rebuilt under {failure.built_under}; CRASH-SYS-15)",
             "files after the crash: "
             + ", ".join(
                 f"{name} ({len(data)} bytes)" for name, data in sorted(image.files.items())
@@ -1296,7 +1306,7 @@ def replay_record(
         inner = failure.recovery_point
         found = rnd.check_image(
             k, parse_variant(variant), None if inner is None else (inner.op, inner.variant),
-            evidence.recovery_ops,
+            evidence.recovery_ops, failure.built_under,
         )  # fmt: skip
     finally:
         box.cleanup()
@@ -1380,8 +1390,9 @@ def delete_crash_sweep(
             box, rec, origin, victim_state, empty_state, torn=variants, device=device
         )
         report.coverage = check_passes(
-            rnd, report.findings, until=math.inf, first=True, passes=[crash_points(rec.ops)]
-        )
+            rnd, report.findings, until=math.inf, first=True, passes=[crash_points(rec.ops)],
+            profiles=PROFILES,
+        )  # fmt: skip
         report.fault_points = report.coverage.points_checked
         report.states = rnd.states
     finally:

@@ -48,12 +48,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH_OR_MODULE:FACTORY",
         help="Backend factory to check (repeatable); default: the bundled backends.",
     )
+    group.addoption(
+        "--scopecheck-fs-profile",
+        dest="scopecheck_fs_profile",
+        default="posix",
+        metavar="NAME",
+        help="File-system profile a crash failure must happen under to fail (posix, "
+        "ext4-ordered, btrfs); one under other profiles only is a warning (CRASH-SYS-15).",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     specs = config.getoption("scopecheck_backend") or []
+    profile = config.getoption("scopecheck_fs_profile", default="posix")
+    if profile != "posix":
+        from scopecheck.crashsim.persistence import profile_named
+
+        try:
+            profile_named(profile)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--scopecheck-fs-profile: {exc}") from None
     if specs:
         from scopecheck.models.errors import ScopecheckError
 

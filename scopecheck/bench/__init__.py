@@ -162,7 +162,7 @@ def _render_syscall(console: Any, result: dict[str, Any]) -> None:
     table = Table(title=f"crash exploration from system calls (median of {runs})")
     for column in (
         "backend", "plain s", "traced s", "overhead", "images", "checked/s", "overall/s",
-        "fault run s",
+        "fault run s", "profiles off/s", "on/s", "on images", "profiles cost",
     ):  # fmt: skip
         table.add_column(column)
     for name, row in rows.items():
@@ -175,6 +175,10 @@ def _render_syscall(console: Any, result: dict[str, Any]) -> None:
             f"{row['check_states_per_s']:,.0f}",
             f"{row['states_per_s']:,.0f}",
             "-" if row["fault_run_s"] is None else f"{row['fault_run_s']:.2f}",
+            f"{row['profiles_off_states_per_s']:,.0f}",
+            f"{row['profiles_on_states_per_s']:,.0f}",
+            f"{row['profiles_on_images']:,}",
+            f"{row['profiles_cost']:.1%}",
         )
     console.print(table)
 

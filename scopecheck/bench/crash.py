@@ -50,6 +50,7 @@ def _generic_factories() -> dict[str, Any]:
 def bench_crash(runs: int) -> dict[str, Any]:
     from scopecheck.crashsim.jsonl_sweep import MODES, count_states, explore_workload, trace
     from scopecheck.crashsim.jsonl_workloads import BUNDLED, generated
+    from scopecheck.crashsim.persistence import POSIX
 
     workload = generated(2, 50)
     rates: dict[str, list[float]] = {"prefix": [], "unsynced": []}
@@ -58,6 +59,8 @@ def bench_crash(runs: int) -> dict[str, Any]:
     generic_rates: dict[str, list[float]] = {name: [] for name in generic}
     generic_checked: dict[str, int] = {}
     fault_rates: dict[str, list[float]] = {name: [] for name in generic}
+    posix_rates: dict[str, list[float]] = {name: [] for name in generic}
+    posix_checked: dict[str, int] = {}
     fault_counts: dict[str, int] = {}
     for _ in range(runs):
         for mode in MODES:
@@ -75,6 +78,10 @@ def bench_crash(runs: int) -> dict[str, Any]:
             found = sweep(factory, wl, seed=1, faults=False)
             generic_rates[name].append(found.states / (time.perf_counter() - started))
             generic_checked[name] = found.states
+            started = time.perf_counter()
+            posix = sweep(factory, wl, seed=1, faults=False, profiles=(POSIX,))
+            posix_rates[name].append(posix.states / (time.perf_counter() - started))
+            posix_checked[name] = posix.states
             started = time.perf_counter()
             faulted = sweep(factory, wl, seed=1, crashes=False)
             fault_rates[name].append(faulted.fault_runs / (time.perf_counter() - started))
@@ -118,6 +125,16 @@ def bench_crash(runs: int) -> dict[str, Any]:
                 n: round(statistics.median(v), 1) for n, v in fault_rates.items()
             },
             "fault_note": "single I/O faults without a crash (CRASH-FS-9..11), the trace included",
+            "profiles_off_states_checked": posix_checked,
+            "profiles_off_states_per_second_median": {
+                n: round(statistics.median(v), 1) for n, v in posix_rates.items()
+            },
+            "profiles_cost": {
+                n: round(1 - statistics.median(generic_rates[n]) / statistics.median(v), 3)
+                for n, v in posix_rates.items()
+            },
+            "profiles_note": "states_per_second_median: every file-system profile, each distinct "
+            "image once (CRASH-SYS-14); profiles_off: posix alone",
         },
         "sqlite_sweep": _sqlite_sweep(runs),
         "enumerated_states": per_workload,

@@ -17,6 +17,19 @@ class UserMistake(click.ClickException):
     exit_code = 2
 
 
+#: ``--fs-profile NAME``: the file-system profile a crash failure must happen under to fail
+#: (CRASH-SYS-15); checked by the command, so an unknown name is one line, exit 2.
+FS_PROFILE_OPTION = click.option(
+    "--fs-profile",
+    default="posix",
+    show_default=True,
+    metavar="NAME",
+    help="The file-system profile a power-loss failure must happen under to fail the run: "
+    "posix, ext4-ordered or btrfs; a failure under other profiles only is a warning "
+    "(docs/crash-syscalls.md).",
+)
+
+
 def fail(message: str) -> NoReturn:
     raise UserMistake(message)
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from scopecheck.cli.common import DEFAULT_FAILURES
+from scopecheck.cli.common import DEFAULT_FAILURES, FS_PROFILE_OPTION, fail
 
 
 @click.command()
@@ -30,6 +30,7 @@ from scopecheck.cli.common import DEFAULT_FAILURES
 )
 @click.option("--replay", "replay_file", default=None, help="Replay one crash reproducer file.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@FS_PROFILE_OPTION
 def crash(
     workloads: tuple[str, ...],
     mode: str,
@@ -38,9 +39,17 @@ def crash(
     failures_dir: str,
     replay_file: str | None,
     as_json: bool,
+    fs_profile: str,
 ) -> None:
     """Explore every crash state of JSONL workloads on a fake filesystem (or replay one)."""
+    from scopecheck.models.errors import ScopecheckError
     from scopecheck.run.crash import crash_command
+    from scopecheck.run.validate import check_fs_profile
+
+    try:
+        check_fs_profile(fs_profile)
+    except ScopecheckError as exc:
+        fail(str(exc))
 
     sys.exit(
         crash_command(
@@ -51,5 +60,6 @@ def crash(
             failures_dir,
             as_json,
             replay_file,
+            fs_profile,
         )
     )

@@ -11,7 +11,13 @@ from typing import Any
 import click
 import orjson
 
-from scopecheck.cli.common import DEFAULT_BUDGET, DEFAULT_FAILURES, emit_json, fail
+from scopecheck.cli.common import (
+    DEFAULT_BUDGET,
+    DEFAULT_FAILURES,
+    FS_PROFILE_OPTION,
+    emit_json,
+    fail,
+)
 from scopecheck.models.errors import ScopecheckError
 
 
@@ -43,6 +49,7 @@ from scopecheck.models.errors import ScopecheckError
     help="Fuzz backends in parallel on N pytest-xdist workers.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of a table.")
+@FS_PROFILE_OPTION
 def fuzz(
     backends: tuple[str, ...],
     budget: float | None,
@@ -51,6 +58,7 @@ def fuzz(
     failures_dir: str,
     workers: int,
     as_json: bool,
+    fs_profile: str,
 ) -> None:
     """Run the stateful machine against each backend for a time budget."""
     from rich.console import Console
@@ -85,6 +93,14 @@ def fuzz(
         fail(f"unknown profile {given!r} ({where}); choose from {', '.join(PROFILES)}")
     if workers < 1:
         fail(f"--workers must be at least 1 (got {workers})")
+    from scopecheck.run.validate import check_fs_profile
+
+    try:
+        check_fs_profile(fs_profile)
+    except ScopecheckError as exc:
+        fail(str(exc))
+    if workers > 1 and fs_profile != "posix":
+        fail("--fs-profile other than posix runs with --workers 1 only")
     chosen_seed = seed if seed is not None else int(time.time()) % 1_000_000
     settings = load_profile(profile_name)
     console = Console(stderr=True, quiet=as_json)
@@ -123,6 +139,7 @@ def fuzz(
                 profile=profile_name,
                 on_progress=update,
                 spec=name if is_user_spec(name) else None,
+                fs_profile=fs_profile,
             )
             progress.update(task, completed=per_backend)
     total_failures = sum(r.failures for r in reports.values())
@@ -131,6 +148,8 @@ def fuzz(
             {
                 "backends": {n: r.as_json() for n, r in reports.items()},
                 "failures": total_failures,
+                "warnings": sum(r.warnings for r in reports.values()),
+                "fs_profile": fs_profile,
                 "seed": chosen_seed,
             }
         )
@@ -153,10 +172,16 @@ def fuzz(
     for report in reports.values():
         for path in report.reproducers:
             record = orjson.loads(Path(path).read_bytes())
+            profiles = record.get("profiles") or ()
+            what = "Warning" if profiles and fs_profile not in profiles else "Failure"
             click.echo(
-                f"\nFailure on {record['backend']}: {record['error'].splitlines()[0]}", err=True
+                f"\n{what} on {record['backend']}: {record['error'].splitlines()[0]}", err=True
             )
             click.echo(_failure_text(record), err=True)
+            if record.get("kind") == "crash":
+                from scopecheck.crashsim.failure import profiles_text
+
+                click.echo(f"file-system profiles: fails {profiles_text(profiles)}", err=True)
             click.echo(f"Replay it with: scopecheck replay {path}", err=True)
     sys.exit(1 if total_failures else 0)
 

@@ -12,7 +12,13 @@ from typing import Any
 
 import click
 
-from scopecheck.cli.common import DEFAULT_BUDGET, DEFAULT_FAILURES, emit_json, fail
+from scopecheck.cli.common import (
+    DEFAULT_BUDGET,
+    DEFAULT_FAILURES,
+    FS_PROFILE_OPTION,
+    emit_json,
+    fail,
+)
 from scopecheck.models.errors import ScopecheckError
 
 
@@ -60,6 +66,7 @@ from scopecheck.models.errors import ScopecheckError
     metavar="'CMD ...'",
     help="Validate a backend process speaking the process protocol (any language) instead.",
 )
+@FS_PROFILE_OPTION
 def validate(
     factory: str | None,
     budget: float,
@@ -69,6 +76,7 @@ def validate(
     failures_dir: str,
     as_json: bool,
     command: str | None,
+    fs_profile: str,
 ) -> None:
     """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend, or
     exec:'CMD ...' (the same as --exec) for a backend in a child process.
@@ -85,13 +93,20 @@ def validate(
     from rich.console import Console
     from rich.live import Live
 
-    from scopecheck.run.validate import PHASES, PhaseReport, parse_required, summary_lines
+    from scopecheck.run.validate import (
+        PHASES,
+        PhaseReport,
+        check_fs_profile,
+        parse_required,
+        summary_lines,
+    )
     from scopecheck.run.validate import validate as run_validate
 
     if not budget > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
     try:
         required = parse_required(require)
+        check_fs_profile(fs_profile)
     except ScopecheckError as exc:
         fail(str(exc))
     console = Console(stderr=True, quiet=as_json)
@@ -113,7 +128,7 @@ def validate(
         try:
             verdict = run_validate(
                 spec, budget, Path(failures_dir), seed, progress=LiveProgress(),
-                examples=examples, require=required, started=started,
+                examples=examples, require=required, started=started, fs_profile=fs_profile,
             )  # fmt: skip
         except ScopecheckError as exc:
             live.stop()

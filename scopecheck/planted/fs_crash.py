@@ -15,9 +15,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from scopecheck.examples.good_backend import DictRepository
 from scopecheck.examples.good_file_backend import FileRepository, FileStorage
 from scopecheck.impl.fs import AppendFile, FileSystem, ForwardingFileSystem
-from scopecheck.models.errors import CorruptError, StorageIOError
+from scopecheck.impl.validation import check_session_id
+from scopecheck.models.errors import CorruptError, StorageIOError, usage
 from scopecheck.planted import MutantResult, register_factories
 from scopecheck.planted.jsonl_crash import NoAppendFsync, RetryingFsync
 
@@ -152,6 +154,62 @@ def fs_two_files_out_of_order(clock: Any, *, fs: FileSystem, root: str) -> FileR
     return IndexedRepository(clock, fs, root)
 
 
+# -- bugs that separate the file-system profiles (CRASH-SYS-14, CRASH-SYS-15) ----------------
+
+
+class CreateWithoutDirectorySync(FileRepository):
+    def create(self, session_id: str) -> Any:
+        """Writes the new Session's empty log and fsyncs it, but never fsyncs the directory:
+        the name is durable where a file system commits it with the file's fsync (ext4's
+        journal, btrfs's log tree), not under POSIX, where a power loss after the create was
+        acknowledged loses the Session (CRASH-FS-6)."""
+        if check_session_id(session_id) in self.sessions:
+            raise usage("already_exists", f"session {session_id!r} exists")
+        self.fs.write_file(self.path(session_id), b"")
+        self.fs.fsync_file(self.path(session_id))
+        return DictRepository.create(self, session_id)
+
+
+def fs_create_without_directory_fsync(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    return CreateWithoutDirectorySync(clock, fs, root)
+
+
+class ReplacingStorage(FileStorage):
+    def persist(self, line: bytes) -> None:
+        """Commits by rewriting the log: its lines and the new one written to a new file,
+        renamed over the log, the directory fsynced -- the new file's data never fsynced.  A
+        power loss keeps the durable rename and can lose the data (CRASH-FS-6), unless the file
+        system flushes a file renamed over another first (ext4's ``auto_da_alloc``)."""
+        path = self.handle.path
+        self.fs.write_file(path + ".new", self.fs.read_bytes(path) + line)
+        self.fs.rename(path + ".new", path)
+        self.fs.fsync_dir(path.rsplit("/", 1)[0] or "/")
+        self.size += len(line)
+
+
+class ReplacingRepository(FileRepository):
+    storage_class = ReplacingStorage
+
+
+def fs_rename_without_file_fsync(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    return ReplacingRepository(clock, fs, root)
+
+
+def fs_append_without_fsync(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    """Commits acknowledged once appended, never fsynced: lost under every profile."""
+    return FileRepository(clock, NoAppendFsync(fs), root)
+
+
+#: The planted bugs that separate the file-system profiles, with the profiles each fails
+#: under (CRASH-SYS-15): a missing directory fsync after a create only under posix, a missing
+#: fsync of a file renamed over another under every profile without ext4's flush, a missing
+#: fsync of appended data under all.
+PROFILE_BUGS: dict[str, tuple[str, ...]] = {
+    "fs-create-without-directory-fsync": ("posix",),
+    "fs-rename-without-file-fsync": ("posix", "btrfs"),
+    "fs-append-without-fsync": ("posix", "ext4-ordered", "btrfs"),
+}
+
 #: name -> (factory, the rules that may catch it, one line).
 PLANTED = {
     "fs-ack-after-long-startup": (
@@ -184,6 +242,21 @@ PLANTED = {
         "fs_two_files_out_of_order",
         "CRASH-FS-1",
         "two files made durable in the wrong order: an index fsynced before the log it names",
+    ),
+    "fs-create-without-directory-fsync": (
+        "fs_create_without_directory_fsync",
+        "CRASH-FS-2 CRASH-FS-6",
+        "a new Session's log fsynced, its directory not: lost under posix only",
+    ),
+    "fs-rename-without-file-fsync": (
+        "fs_rename_without_file_fsync",
+        "CRASH-FS-6",
+        "a rewritten log renamed over the old one and the directory fsynced, the new data not",
+    ),
+    "fs-append-without-fsync": (
+        "fs_append_without_fsync",
+        "CRASH-FS-3 CRASH-FS-6",
+        "commits acknowledged once appended, never fsynced",
     ),
 }
 

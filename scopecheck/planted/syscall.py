@@ -25,7 +25,9 @@ from scopecheck.models.errors import StorageIOError, usage
 from scopecheck.planted import MutantResult, register_factories
 from scopecheck.planted.fs_crash import (
     STARTUP_WRITES,
+    CreateWithoutDirectorySync,
     IndexedRepository,
+    ReplacingRepository,
     RewritingRepair,
     SyncingEveryOther,
 )
@@ -140,6 +142,33 @@ def index_before_log(clock: Any, *, root: str) -> FileRepository:
     return IndexedRepository(clock, OsFileSystem(), root)
 
 
+# -- bugs that separate the file-system profiles (CRASH-SYS-14, CRASH-SYS-15) ----------------
+
+
+def file_create_without_directory_fsync(clock: Any, *, root: str) -> FileRepository:
+    """A new Session's log fsynced, its directory never: lost under posix only."""
+    return CreateWithoutDirectorySync(clock, OsFileSystem(), root)
+
+
+def rename_without_file_fsync(clock: Any, *, root: str) -> FileRepository:
+    """A rewritten log renamed over the old one, the directory fsynced, the data not: lost
+    under every profile without ext4's flush of a file renamed over another."""
+    return ReplacingRepository(clock, OsFileSystem(), root)
+
+
+def append_without_fsync(clock: Any, *, root: str) -> FileRepository:
+    """Commits acknowledged once appended, never fsynced: lost under every profile."""
+    return FileRepository(clock, NoAppendFsync(OsFileSystem()), root)
+
+
+#: The planted bugs that separate the file-system profiles, with the profiles each fails
+#: under (CRASH-SYS-15).
+PROFILE_BUGS: dict[str, tuple[str, ...]] = {
+    "syscall-file-create-without-directory-fsync": ("posix",),
+    "syscall-rename-without-file-fsync": ("posix", "btrfs"),
+    "syscall-append-without-fsync": ("posix", "ext4-ordered", "btrfs"),
+}
+
 #: name -> (factory, the rules that may catch it, one line).  With synchronous=OFF the schema
 #: itself may be lost, so the image does not even open (CRASH-FS-1) as often as it opens short
 #: of an acknowledged commit (CRASH-FS-6).
@@ -198,6 +227,21 @@ PLANTED = {
         "recovery_rewrite_unsynced",
         "CRASH-FS-5",
         "a torn tail repaired by renaming an unsynced rewrite over the log",
+    ),
+    "syscall-file-create-without-directory-fsync": (
+        "file_create_without_directory_fsync",
+        "CRASH-FS-2 CRASH-FS-6",
+        "a new Session's log fsynced, its directory not: lost under posix only",
+    ),
+    "syscall-rename-without-file-fsync": (
+        "rename_without_file_fsync",
+        "CRASH-FS-6",
+        "a rewritten log renamed over the old one and the directory fsynced, the new data not",
+    ),
+    "syscall-append-without-fsync": (
+        "append_without_fsync",
+        "CRASH-FS-3 CRASH-FS-6",
+        "commits acknowledged once appended, never fsynced",
     ),
 }
 

@@ -70,6 +70,7 @@ from scopecheck.crashsim.failure import (
     CrashFailure,
     Evidence,
     crash_kind,
+    profiles_text,
     relative_to_root,
 )
 from scopecheck.crashsim.fault_check import (
@@ -88,11 +89,16 @@ from scopecheck.crashsim.jsonl_sweep import (
 )
 from scopecheck.crashsim.jsonl_workloads import Workload, workload_from_json
 from scopecheck.crashsim.persistence import (
+    POSIX,
+    PROFILES,
     FileOp,
     Image,
+    Profile,
     Volume,
     coarser_tears,
     power_image,
+    profile_named,
+    profiled_volume,
 )
 from scopecheck.crashsim.points import DataKept, Strict, Torn, Variant, parse_variant
 from scopecheck.crashsim.recovery import (
@@ -418,13 +424,17 @@ EMPTY_SESSION: Snapshot = ReferenceRepository().create(SESSION).snapshot()
 
 
 def crash_images(
-    ops: Sequence[FileOp], seed: int, points: Sequence[int] | None = None
+    ops: Sequence[FileOp],
+    seed: int,
+    points: Sequence[int] | None = None,
+    profiles: Sequence[Profile] = (POSIX,),
 ) -> Iterator[tuple[int, Variant, Image]]:
     """The crash images of ``ops`` at ``points`` (sorted; default every crash point: before
     each mutating operation, and at the end) as ``(point, variant, image)``, in one sweep over
-    the operations (:func:`~scopecheck.crashsim.explore.point_images`, CRASH-SYS-1)."""
+    the operations (:func:`~scopecheck.crashsim.explore.point_images`, CRASH-SYS-1), each
+    distinct image of the ``profiles`` once (CRASH-SYS-14)."""
     wanted = crash_points(ops) if points is None else points
-    volume = Volume()
+    volume = profiled_volume(None, profiles)
     done = 0
     for k in wanted:
         while done < k:
@@ -749,7 +759,9 @@ class SyscallSource:
         try:
             found = explore_rounds(
                 self, budget=budget, seed=seed,
-                plan=Plan(state_share=STATE_SHARE, overrun=overrun, faults=faults),
+                plan=Plan(
+                    state_share=STATE_SHARE, overrun=overrun, faults=faults, profiles=PROFILES
+                ),
                 max_failures=max_failures, on_progress=on_progress,
             )  # fmt: skip
         finally:
@@ -966,7 +978,7 @@ class SyscallRound:
                         source=SOURCE, rule=problem[0], problem=problem[1], run=outcome,
                         kind=fault_kind(mode), seed=self.seed,
                         workload=self.recording.workload.to_json(), point=k,
-                        variant=expression, target=source.target(mode),
+                        variant=expression, target=source.target(mode), profiles=problem[2],
                     )
                 )  # fmt: skip
         return made
@@ -1002,7 +1014,11 @@ def _tearing(rec: Recording, k: int, variant: Variant, checker: ImageChecker) ->
     if not isinstance(variant, Torn) or variant.granularity != 1:
         return ""
     allowed = rec.allowed(k)
-    for granularity, coarser, image in coarser_tears(rec.ops, k, variant):
+    try:
+        tears = coarser_tears(rec.ops, k, variant)
+    except ValueError:  # a torn write of a profile's image that posix gives no such write
+        return ""
+    for granularity, coarser, image in tears:
         if checker.check(k, coarser, image, allowed) is not None:
             return f" (it still fails when writes tear only at {granularity}-byte boundaries)"
     return (
@@ -1174,7 +1190,7 @@ def fault_run(
     child: int,
     expression: str,
     k: int,
-) -> tuple[Outcome, tuple[str, str] | None]:
+) -> tuple[Outcome, tuple[str, str, tuple[str, ...]] | None]:
     """One faulted or killed rerun of ``rec``'s workload aimed at operation ``k`` (``-1``: any
     call on a file under the root), and its check: what became of the run, and the rule it
     broke with why.  A fault that missed its call is dropped, never judged (CRASH-COV-3)."""
@@ -1256,7 +1272,7 @@ FAULT_RULES = FaultRules("CRASH-FS-9", "CRASH-FS-9", "CRASH-FS-11", "CRASH-FS-9"
 
 def _check_fault_run(
     checker: ImageChecker, run: Recording, disk: Image, expression: str, kill: bool
-) -> tuple[str, str] | None:
+) -> tuple[str, str, tuple[str, ...]] | None:
     """The disk a faulted or killed run leaves, and a power loss right then, reopen to what
     was acknowledged: the one fault checker's images and judgement
     (:mod:`~scopecheck.crashsim.fault_check`) with a process backend's reopen."""
@@ -1264,9 +1280,9 @@ def _check_fault_run(
     if not kill and first in ("OSError", "protocol_error"):
         tail = next((t.strip() for t in reversed(run.stderr) if t.strip()), "")
         said = f"; the backend's stderr ends: {tail[-400:]}" if tail else ""
-        return "CRASH-FS-9", uncoded("a step", expression, f"{first}{said}")
+        return "CRASH-FS-9", uncoded("a step", expression, f"{first}{said}"), ()
     images = (
-        fault_images(disk, run.ops, seed=expression, disk_label="the disk")
+        fault_images(disk, run.ops, seed=expression, disk_label="the disk", profiles=PROFILES)
         if run.ops
         else [FaultImage("the disk", disk, False)]
     )
@@ -1301,7 +1317,9 @@ def _check_fault_run(
         reopen, images, allowed_after(run, kill), KILL_RULES if kill else FAULT_RULES,
         f"the run with {expression}", hint=hint, errors=(ScopecheckError,),
     )  # fmt: skip
-    return None if found is None else (found.rule, relative_to_root(found.problem, directory))
+    if found is None:
+        return None
+    return found.rule, relative_to_root(found.problem, directory), found.profiles
 
 
 # -- replay ---------------------------------------------------------------------------------
@@ -1349,7 +1367,10 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
     k, variant = failure.point, parse_variant(failure.variant)
     rec = Recording(wl, evidence.ops, evidence.acked_at, (), (), (), (0,), model_states(wl))
     try:
-        image = power_image(evidence.ops, k, variant, failure.seed, start=evidence.base)
+        built = profile_named(failure.built_under)
+        image = power_image(
+            evidence.ops, k, variant, failure.seed, start=evidence.base, profile=built
+        )
         shown = image
         if failure.recovery is not None:
             j, during = failure.recovery
@@ -1368,6 +1389,11 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
             allowed = rec.narrowed(k, checker.read(image))
         found = checker.check(k, variant, shown, allowed, remember=failure.recovery is None)
     lines = [f"replaying {failure.what}", _story(failure, evidence, wl)]
+    if variant.power_loss or failure.profiles:
+        lines.append(
+            f"file-system profiles: fails {profiles_text(failure.profiles)} (the image is "
+            f"rebuilt under {failure.built_under}; CRASH-SYS-15)"
+        )
     if failure.recovery is not None:
         lines.append(_recovery_story(failure, evidence))
     if history:
@@ -1448,8 +1474,11 @@ def _replay_fault(
                                              expression, -1)  # fmt: skip
                 dropped += outcome == "dropped"
                 if problem is not None:
-                    rule, text = problem
-                    return True, f"{head}\nreproduced on try {attempt}:\n{rule}: {text}"
+                    rule, text, profiles = problem
+                    return True, (
+                        f"{head}\nreproduced on try {attempt}:\n{rule}: {text}\n"
+                        f"file-system profiles: fails {profiles_text(profiles)}"
+                    )
     finally:
         shutil.rmtree(base, ignore_errors=True)
     missed = (

@@ -16,6 +16,7 @@ import attrs
 import click
 import orjson
 
+from scopecheck.crashsim.failure import profiles_text
 from scopecheck.crashsim.jsonl_sweep import (
     Mode,
     WorkloadReport,
@@ -38,7 +39,10 @@ def crash_command(
     failures_dir: str,
     as_json: bool,
     replay_file: str | None,
+    fs_profile: str = "posix",
 ) -> int:
+    """Explore ``workloads``; exit 1 when a failure happens under ``fs_profile``, one under
+    other file-system profiles only being a warning (CRASH-SYS-15)."""
     from rich.console import Console
 
     if replay_file is not None:
@@ -79,7 +83,8 @@ def crash_command(
                 saved.append(save_reproducer(Path(failures_dir), record))
     seconds = time.perf_counter() - started
     states = sum(r.states for r in reports)
-    failures = sum(len(r.failures) for r in reports)
+    failures = sum(1 for r in reports for f in r.failures if f.fails_under(fs_profile))
+    warnings = sum(len(r.failures) for r in reports) - failures
     rate = round(states / seconds, 1) if seconds else 0.0
     if as_json:
         click.echo(
@@ -101,6 +106,8 @@ def crash_command(
                     "states": states,
                     "recovery_states": sum(r.recovery_states for r in reports),
                     "failures": failures,
+                    "warnings": warnings,
+                    "fs_profile": fs_profile,
                     "states_per_second": rate,
                     "reproducers": [str(p) for p in saved],
                 },
@@ -132,7 +139,9 @@ def crash_command(
         Console().print(f"{rate:,.0f} crash states checked per second")
     for report in reports:
         for failure in report.failures[:MAX_REPRODUCERS]:
-            click.echo(f"\nFailure: {failure}", err=True)
+            what = "Failure" if failure.fails_under(fs_profile) else "Warning"
+            click.echo(f"\n{what}: {failure}", err=True)
+            click.echo(f"  file-system profiles: fails {profiles_text(failure.profiles)}", err=True)
     for path in saved:
         click.echo(f"Replay it with: scopecheck crash --replay {path}", err=True)
     return 1 if failures else 0

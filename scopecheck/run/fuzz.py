@@ -73,6 +73,9 @@ class BackendReport:
     #: Single-I/O-fault runs without a crash, where the backend's explorer makes them.
     crash_fault_runs: int = 0
     failures: int = 0
+    #: Crash failures only under other file-system profiles than the run's (CRASH-SYS-15):
+    #: saved, listed, not failing the run.
+    warnings: int = 0
     seconds: float = 0.0
     reproducers: list[str] = attrs.field(factory=list)
     saved: list[SavedFailure] = attrs.field(factory=list)
@@ -83,6 +86,12 @@ class BackendReport:
         self.failures += 1
         self.saved.append(failure)
         self.reproducers.append(failure.path)
+
+    def warn(self, directory: Path, record: Mapping[str, Any]) -> None:
+        """Write the reproducer of a failure under other file-system profiles only, counted
+        as a warning (CRASH-SYS-15)."""
+        self.reproducers.append(save_failure(directory, record).path)
+        self.warnings += 1
 
     @property
     def steps_per_second(self) -> float:
@@ -95,6 +104,7 @@ class BackendReport:
             "crash_states": self.crash_states,
             "crash_fault_runs": self.crash_fault_runs,
             "failures": self.failures,
+            "warnings": self.warnings,
             "steps_per_second": self.steps_per_second,
             "reproducers": self.reproducers,
         }
@@ -299,6 +309,7 @@ def fuzz_backend(
     deadline: float | None = None,
     shrink_deadline: float | None = None,
     saved: ExampleDatabase | None = None,
+    fs_profile: str = "posix",
 ) -> BackendReport:
     """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails,
     saving a reproducer for each distinct failure of that round (:func:`machine_record`);
@@ -313,7 +324,9 @@ def fuzz_backend(
     ``shrink_deadline`` ends Hypothesis's shrinking there: the failure is then saved as
     found, with ``"shrunk": false``.  ``saved``: an example database whose examples for this
     machine are replayed first (the reuse phase alone, then shrinking).  What Hypothesis
-    reports while it runs goes into the reproducer (``"reports"``), never to stdout."""
+    reports while it runs goes into the reproducer (``"reports"``), never to stdout.  A crash
+    failure that happens only under other file-system profiles than ``fs_profile`` is a
+    warning (CRASH-SYS-15)."""
     report = BackendReport()
     machine_budget = budget * (1 - CRASH_SHARE) if backend.crash is not None else budget
     roots = WorldRoots()
@@ -393,7 +406,11 @@ def fuzz_backend(
         report.crash_states += states
         for record in records:
             record.setdefault("spec", spec)
-            report.save(failures_dir, record)
+            profiles = record.get("profiles") or ()
+            if profiles and fs_profile not in profiles:
+                report.warn(failures_dir, record)  # CRASH-SYS-15
+            else:
+                report.save(failures_dir, record)
         report.seconds = time.perf_counter() - started
         if on_progress is not None:
             on_progress(report)

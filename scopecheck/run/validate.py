@@ -80,6 +80,8 @@ from scopecheck.backends.adapters import (
     load,
 )
 from scopecheck.backends.registry import Backend
+from scopecheck.crashsim.failure import profiles_text
+from scopecheck.crashsim.persistence import PROFILE_NAMES, profile_named
 from scopecheck.machines.storage import rules_of_program
 from scopecheck.models.errors import UsageError
 from scopecheck.run.example_db import named_database
@@ -88,7 +90,7 @@ from scopecheck.run.report_plugin import REPORT_ENV
 
 #: The version of the verdict's JSON (``"version"``); a change to its fields changes it and
 #: ``scopecheck/schemas/verdict.schema.json`` (INSTALL-10).
-VERSION = 1
+VERSION = 2
 #: Share of what is left of the budget after the fixed work that crash exploration gets.
 CRASH_SHARE = 0.3
 #: Share of the machines' time given to the fork machine when the repository has ``fork()``.
@@ -152,6 +154,19 @@ class Failure:
     message: str = ""
     program: str = ""
     shrunk: bool = True
+    #: For a crash failure of a power-loss image, the file-system profiles it happens under
+    #: (CRASH-SYS-15); empty: under every profile (or not a crash failure).
+    profiles: tuple[str, ...] = ()
+
+    @property
+    def not_profiles(self) -> tuple[str, ...]:
+        """The profiles under which it does not happen."""
+        if not self.profiles:
+            return ()
+        return tuple(name for name in PROFILE_NAMES if name not in self.profiles)
+
+    def fails_under(self, profile: str) -> bool:
+        return not self.profiles or profile in self.profiles
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -164,6 +179,8 @@ class Failure:
             "program": self.program,
             "shrunk": self.shrunk,
             "reproducer": self.reproducer,
+            "profiles": list(self.profiles or PROFILE_NAMES),
+            "not_profiles": list(self.not_profiles),
         }
 
 
@@ -194,6 +211,11 @@ class Verdict:
     backend: str
     phases: Mapping[str, PhaseReport] = attrs.field(factory=dict, converter=_phases)
     failures: tuple[Failure, ...] = ()
+    #: Crash failures that happen only under file-system profiles other than ``fs_profile``:
+    #: listed, never failing the verdict (CRASH-SYS-15).
+    warnings: tuple[Failure, ...] = ()
+    #: The file-system profile a crash failure must happen under to fail the verdict.
+    fs_profile: str = "posix"
     #: What crash exploration could not see or should not have seen (CRASH-SYS-4, CRASH-SYS-8),
     #: each once.
     limits: tuple[str, ...] = attrs.field(default=(), converter=_once)
@@ -271,6 +293,8 @@ class Verdict:
             "complete": self.complete,
             "phases": {name: phase.as_json() for name, phase in self.phases.items()},
             "failures": [failure.as_json() for failure in self.failures],
+            "warnings": [failure.as_json() for failure in self.warnings],
+            "fs_profile": self.fs_profile,
             "required": [_requirement_name(name) for name in self.required],
             "unmet": [_requirement_name(name) for name in self.unmet],
             "machine_steps": self.machine_steps,
@@ -333,6 +357,11 @@ def headline(verdict: Verdict) -> str:
         return f"FAILED {verdict.backend}, {', '.join(parts)} {took}"
     if verdict.outcome == "incomplete":
         return f"INCOMPLETE {verdict.backend}, a phase did not cover its ground {took}"
+    if verdict.warnings:
+        return (
+            f"PASSED {verdict.backend} under {verdict.fs_profile}, {len(verdict.warnings)} "
+            f"warnings (failures under other file-system profiles) {took}"
+        )
     return f"PASSED {verdict.backend} {took}"
 
 
@@ -351,9 +380,19 @@ def summary_lines(verdict: Verdict) -> list[str]:
             f"REQUIRED {name} was {phase.status} ({phase.detail}): "
             f"--require {_requirement_name(name)} makes that a failure"
         )
-    for failure in verdict.failures:
+    for failure, warned in [(f, False) for f in verdict.failures] + [
+        (f, True) for f in verdict.warnings
+    ]:
         rules = ", ".join(failure.rules) or failure.rule or "(no rule)"
-        lines += ["", f"{rules} ({failure.phase}): {failure.error}"]
+        head = f"{rules} ({failure.phase}): {failure.error}"
+        lines += ["", f"WARNING {head}" if warned else head]
+        if failure.phase == "crash exploration":
+            lines.append(f"  file-system profiles: fails {profiles_text(failure.profiles)}")
+        if warned:
+            lines.append(
+                f"  not under --fs-profile {verdict.fs_profile}: listed, does not fail the "
+                "verdict (CRASH-SYS-15)"
+            )
         if failure.test:
             lines.append(f"  case: {failure.test}")
         lines += [f"    {line}" for line in failure.message.splitlines()]
@@ -550,6 +589,7 @@ def failures_of(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
                     rules=(rule,) if rule else (),
                     error=message,
                     reproducer=f"scopecheck replay {path}",
+                    profiles=tuple(str(name) for name in record.get("profiles") or ()),
                 )
             )
     return found
@@ -634,6 +674,7 @@ class _Run:
     progress: Progress
     phases: dict[str, PhaseReport] = attrs.field(factory=dict)
     failures: list[Failure] = attrs.field(factory=list)
+    warnings: list[Failure] = attrs.field(factory=list)
     began: dict[str, float] = attrs.field(factory=dict)
 
     def set(self, name: str, report: PhaseReport) -> None:
@@ -682,6 +723,16 @@ def _run_machine(
     )
 
 
+def check_fs_profile(name: str) -> str:
+    """``name`` if it names a file-system profile (CRASH-SYS-14); else a ``UsageError``
+    naming the choices."""
+    try:
+        profile_named(name)
+    except ValueError as exc:
+        raise UsageError("invalid_query", str(exc)) from None
+    return name
+
+
 def crash_overrun(budget: float) -> float:
     """How far past the wall budget crash exploration's first pass over the states after
     every acknowledgement may run (CRASH-COV-2): a tenth of the budget, at least 2 s, so the
@@ -691,10 +742,11 @@ def crash_overrun(budget: float) -> float:
 
 def _crash_phase(
     loaded: LoadedBackend, run: _Run, budget: float, seed: int, failures_dir: Path, spec: str,
-    overrun: float,
+    overrun: float, fs_profile: str = "posix",
 ) -> tuple[tuple[str, ...], Mapping[str, Any] | None]:  # fmt: skip
     """Run crash exploration (or say why it cannot run), its first pass at most ``overrun``
-    seconds past ``budget``; ``(limits, coverage)``."""
+    seconds past ``budget``; ``(limits, coverage)``.  A failure that happens only under other
+    file-system profiles than ``fs_profile`` is a warning (CRASH-SYS-15)."""
     name = "crash exploration"
     why = crash_skip_reason(loaded.backend, loaded.capabilities.kind)
     explorer = loaded.backend.crash
@@ -705,12 +757,19 @@ def _crash_phase(
     states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun)
     kills = explorer.kill_runs
     saved = [save_failure(failures_dir, {**record, "spec": spec}) for record in records]
-    failures = failures_of(saved, name)
+    found = failures_of(saved, name)
+    failures = [f for f in found if f.fails_under(fs_profile)]
+    warnings = [f for f in found if not f.fails_under(fs_profile)]
     run.failures.extend(failures)
+    run.warnings.extend(warnings)
     detail = f"{states:,} crash states, {runs - kills:,} I/O-fault runs"
     if kills:
         detail += f", {kills:,} kill runs"
     detail += f" ({explorer.how})"
+    if fs_profile != "posix":
+        detail += f"; failing under file-system profile {fs_profile}"
+    if warnings:
+        detail += f", {len(warnings)} failures only under other profiles (warnings)"
     status: Status = "failed" if failures else "ran"
     counts = {"crash_states": states, "crash_fault_runs": runs - kills, "kill_runs": kills}
     coverage = explorer.coverage
@@ -765,12 +824,17 @@ def validate(
     examples: int | None = None,
     require: Sequence[str] = (),
     started: float | None = None,
+    fs_profile: str = "posix",
 ) -> Verdict:
     """Check the backend ``PATH_OR_MODULE:FACTORY`` (or ``exec:COMMAND``) with every phase it
     can take (see the module docstring) within ``budget`` seconds of wall time counted from
     ``started`` (a ``time.perf_counter()`` reading; default now); ``examples`` fixes the
     machines' work instead (INSTALL-12); ``require`` names phases (:data:`PHASES`) whose
-    skip fails the verdict (INSTALL-13).  A ``UsageError`` when ``spec`` cannot be loaded."""
+    skip fails the verdict (INSTALL-13); ``fs_profile`` is the file-system profile a crash
+    failure must happen under to fail the verdict, one under other profiles only being a
+    warning (CRASH-SYS-15).  A ``UsageError`` when ``spec`` cannot be loaded or
+    ``fs_profile`` names no profile."""
+    check_fs_profile(fs_profile)
     started = time.perf_counter() if started is None else started
     deadline = started + budget
     run = _Run(_Quiet() if progress is None else progress)
@@ -797,7 +861,7 @@ def validate(
             # overrun: the machines after it then run their one example each.
             owed = max(0.0, left - crash_budget) + crash_overrun(budget)
             limits, coverage = _crash_phase(
-                loaded, run, crash_budget, seed, failures_dir, spec, owed
+                loaded, run, crash_budget, seed, failures_dir, spec, owed, fs_profile
             )
             stopped = protocol_stop(run.failures)
 
@@ -861,6 +925,8 @@ def validate(
         backend=loaded.backend.name,
         phases=run.phases,
         failures=tuple(sorted(run.failures, key=lambda f: order[f.phase])),
+        warnings=tuple(run.warnings),
+        fs_profile=fs_profile,
         limits=limits,
         crash_coverage=coverage,
         required=tuple(phase for phase in PHASES if phase in set(require)),
