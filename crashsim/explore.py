@@ -132,6 +132,9 @@ def with_profiles(
         return failure
     given = volume.profiles_of(image) if isinstance(volume, ProfiledVolume) else None
     built, names = given if given is not None else (volume.profile.name, (volume.profile.name,))
+    # posix is the weakest profile: every image a stronger one admits is a posix state too,
+    # though posix's own sample of the point's images may not hold it (CRASH-SYS-14).
+    names = tuple(n for n in PROFILE_NAMES if n in {*names, POSIX.name})
     return attrs.evolve(failure, profiles=names, built_under=built)
 
 
@@ -141,22 +144,39 @@ def with_profiles(
 @attrs.define
 class Findings:
     """The failures an exploration keeps: the first of each rule and kind (CRASH-COV-4), up
-    to ``limit``; and what it could not judge (limits, each said once)."""
+    to ``limit``; and what it could not judge (limits, each said once).
+
+    Only failures of images posix builds count towards ``limit`` (every failure of a process
+    crash, a fault run or a posix image): the images another profile adds (CRASH-SYS-14) are
+    kept beside them, up to ``limit`` more per other profile, so the profiles never end a
+    search sooner than posix alone would, nor let it run unbounded (CRASH-SYS-15)."""
 
     limit: int = MAX_FAILURES
     failures: list[CrashFailure] = attrs.field(factory=list)
     limits: list[str] = attrs.field(factory=list)
+    #: How many profiles the images come from: the bound on all failures kept is
+    #: ``limit * profiles``.
+    profiles: int = 1
 
     @property
     def full(self) -> bool:
-        return len(self.failures) >= self.limit
+        counted = [f for f in self.failures if not f.profiles or f.built_under == POSIX.name]
+        return len(counted) >= self.limit or len(self.failures) >= self.limit * self.profiles
 
     def known(self, key: tuple[str, str]) -> bool:
         return any(failure.key == key for failure in self.failures)
 
     def add(self, failure: CrashFailure) -> bool:
-        """Keep ``failure`` unless one of its kind is kept already (or enough are)."""
-        if self.full or self.known(failure.key):
+        """Keep ``failure`` unless one of its rule and kind is kept already (or enough are);
+        a kept one of its rule and kind takes the profiles it adds (CRASH-SYS-15)."""
+        for index, kept in enumerate(self.failures):
+            if kept.key == failure.key:
+                if kept.profiles and failure.profiles:
+                    names = set(kept.profiles) | set(failure.profiles)
+                    union = tuple(n for n in PROFILE_NAMES if n in names)
+                    self.failures[index] = attrs.evolve(kept, profiles=union)
+                return False
+        if self.full:
             return False
         self.failures.append(failure)
         return True
@@ -436,10 +456,11 @@ def explore(
     on_progress: Callable[[Exploration], None] | None = None,
 ) -> Exploration:
     """Record a workload per round, from ``seed`` on, until ``budget`` seconds pass (or
-    ``max_failures`` distinct failures are kept), and crash each: its crash states in coverage
-    order with a few fault runs after the priority passes, then its other fault runs.  The
-    first round always runs: its states after every acknowledgement are what a verdict may
-    not do without (CRASH-COV-2).  Nothing starts after the budget and ``plan.overrun``.
+    ``max_failures`` distinct failures are kept, :class:`Findings`), and crash each: its crash
+    states in coverage order with a few fault runs after the priority passes, then its other
+    fault runs.  The first round always runs: its states after every acknowledgement are what
+    a verdict may not do without (CRASH-COV-2).  Nothing starts after the budget and
+    ``plan.overrun``.
 
     A budget of ``math.inf`` is a fixed amount of work, the same on every run of the same
     ``seed`` (INSTALL-12): the first round only, its priority passes (after, before and
@@ -449,7 +470,7 @@ def explore(
     deadline = started + budget
     hard_stop = deadline + plan.overrun
     fixed = not math.isfinite(budget)
-    found = Exploration(Findings(max_failures))
+    found = Exploration(Findings(max_failures, profiles=len(plan.profiles)))
     round_seed = seed
     while not found.findings.full and (
         round_seed == seed or (not fixed and time.perf_counter() < deadline)

@@ -171,11 +171,12 @@ class CrashFailure:
 
     @property
     def key(self) -> tuple[str, str]:
-        """Rule and kind of crash point or fault, and the profiles a power-loss image fails
-        under: what makes two failures distinct (a failure under one profile does not hide
-        one under another, CRASH-SYS-15)."""
+        """Rule and kind of crash point or fault: what makes two failures distinct
+        (CRASH-COV-4).  The profiles are not part of it: a later failure of a kept key adds its
+        profiles to the kept one (:meth:`~scopecheck.crashsim.explore.Findings.add`), so
+        profiles never multiply the failures a search keeps, nor hide one (CRASH-SYS-15)."""
         kind = "recovery:" + self.kind if self.run == "recovery" else self.kind
-        return self.rule, kind + ("@" + "+".join(self.profiles) if self.profiles else "")
+        return self.rule, kind
 
     @property
     def what(self) -> str:
