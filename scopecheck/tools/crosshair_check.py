@@ -314,7 +314,7 @@ PLANTED: tuple[PlantedBug, ...] = (
         "return list(elements[: index + 1])",
         "return list(elements[:index])",
         "stop_at_tag cuts before the marker instead of after it (LIST-5)",
-        post="_stops_at_marker(elements, stop_at_tag, __return__)",
+        post="stops_at_marker(elements, stop_at_tag, __return__)",
     ),
     PlantedBug(
         "page-cursor-inclusive",
