@@ -25,14 +25,6 @@ from scopecheck.examples.stores.sessions import (
 )
 
 
-def fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class DumbLog:
     def __init__(self, base: str, durable: bool) -> None:
         self.base, self.durable = base, durable
@@ -47,8 +39,8 @@ class DumbLog:
             self.fsync()
         self.count += 1
     def fsync(self) -> None:
-        fsync_path(self.base + ".dat")
-        fsync_path(self.base + ".dir")
+        fsync_dir(self.base + ".dat")
+        fsync_dir(self.base + ".dir")
         fsync_dir(os.path.dirname(self.base))
     def close(self) -> None:
         self.db.close()  # rewrites db.dir through db.bak

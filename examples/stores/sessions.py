@@ -53,6 +53,7 @@ def loads(data: bytes | str) -> dict[str, Any]:
 
 
 def fsync_dir(path: str) -> None:
+    """fsync the directory (or file) at ``path``, opened read-only."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
