@@ -55,6 +55,7 @@ from scopecheck.crashsim.persistence import (
     profiled_volume,
 )
 from scopecheck.crashsim.points import ProcessCrash, Torn, Variant
+from scopecheck.crashsim.shards import Shard, Units, workload_digest
 
 #: Distinct failures (by rule and kind) an exploration keeps before it stops.
 MAX_FAILURES = 8
@@ -251,6 +252,17 @@ class Round(Protocol):
         """Make the round's fault (and kill) runs ``start`` .. ``start + limit`` until
         ``deadline`` (at least ``at_least`` of them); the number made."""
 
+    @property
+    def fault_plan_size(self) -> int:
+        """How many fault (and kill) runs the round's plan holds: the indices ``fault_runs``
+        takes are ``0 .. fault_plan_size - 1``."""
+
+
+def priority_passes(passes: Sequence[Sequence[int]]) -> Sequence[Sequence[int]]:
+    """The passes checked before the recoveries are crashed -- after, before and around the
+    acknowledgements and syncs (at most the first three): all a fixed exploration checks."""
+    return passes[: min(2, len(passes) - 1) + 1]
+
 
 def check_passes(
     rnd: Round,
@@ -265,6 +277,8 @@ def check_passes(
     passes: Sequence[Sequence[int]] | None = None,
     fixed: bool = False,
     profiles: Sequence[Profile] = (POSIX,),
+    shard: Shard | None = None,
+    checked: set[int] | None = None,
 ) -> CrashCoverage:
     """Check ``rnd``'s crash points pass by pass (:func:`ordered_passes`, CRASH-COV-1) until
     ``until``; after the priority passes (after, before and around acknowledgements and
@@ -277,13 +291,23 @@ def check_passes(
     are those of every profile of ``profiles``, each distinct image checked once, and a
     failure says under which profiles it happens (:func:`with_profiles`, CRASH-SYS-14,
     CRASH-SYS-15); the recovery of an image the first profile gives is crashed under that
-    profile.  What was covered."""
+    profile.  With ``shard``, only the points it owns by their position in the passes
+    (FLEET-4), and the coverage counts those alone.  What was covered; ``checked`` is
+    given the points checked."""
     points = crash_points(rnd.ops)
     after_ack = acknowledgement_points(points, rnd.acked_at)
     if passes is None:
         passes = ordered_passes(rnd.ops, rnd.acked_at)
-    recover_after = min(2, len(passes) - 1)
-    checked: set[int] = set()
+    recover_after = len(priority_passes(passes)) - 1
+    acked_elsewhere = 0
+    if shard is not None:
+        order = itertools.chain.from_iterable(passes)
+        owned = {k for position, k in enumerate(order) if shard.owns(position)}
+        passes = [[k for k in pass_points if k in owned] for pass_points in passes]
+        points = [k for k in points if k in owned]
+        acked_elsewhere = sum(1 for k in after_ack if k not in owned)
+        after_ack = [k for k in after_ack if k in owned]
+    checked = set() if checked is None else checked
     states_before, recovery_before = rnd.states, rnd.recovery_states
     candidates: list[tuple[int, Variant, Image]] = []
     stopped = priority_done = False
@@ -340,6 +364,7 @@ def check_passes(
         states_checked=rnd.states - states_before,
         acked_covered=sum(1 for k in after_ack if k in checked) if counted else 0,
         acked_total=len(after_ack) if counted else 0,
+        acked_elsewhere=acked_elsewhere if counted else 0,
         recovery_states=rnd.recovery_states - recovery_before,
     )
 
@@ -421,6 +446,9 @@ class Plan:
     recovery_share: float = 0.2
     #: The file-system profiles whose images each crash point gives (CRASH-SYS-14).
     profiles: tuple[Profile, ...] = (POSIX,)
+    #: The share of a fixed exploration's crash points and fault runs to make (FLEET-4):
+    #: ``None``, all of them.  Only a fixed amount of work (an infinite budget) is shared.
+    shard: Shard | None = None
 
 
 @attrs.define
@@ -434,6 +462,9 @@ class Exploration:
     rounds: int = 0
     coverage: CrashCoverage = attrs.field(factory=CrashCoverage)
     seconds: float = 0.0
+    #: What a fixed exploration covered, by kind (``crash points``, ``fault runs``): the
+    #: units a shard's report lists for ``scopecheck merge`` (FLEET-5); empty for a budget.
+    units: dict[str, Units] = attrs.field(factory=dict)
 
     @property
     def failures(self) -> list[CrashFailure]:
@@ -465,11 +496,17 @@ def explore(
     A budget of ``math.inf`` is a fixed amount of work, the same on every run of the same
     ``seed`` (INSTALL-12): the first round only, its priority passes (after, before and
     around every acknowledgement and sync), :data:`FIXED_RECOVERIES` recoveries and every
-    fault and kill run of its workload."""
+    fault and kill run of its workload, one at a time in plan order; what it covered is
+    listed in :attr:`Exploration.units`.  ``plan.shard`` makes only its share of those crash
+    points and fault runs (FLEET-4); a shard of a budget is a ``ValueError``, since what a
+    budget covers is not fixed."""
     started = time.perf_counter()
     deadline = started + budget
     hard_stop = deadline + plan.overrun
     fixed = not math.isfinite(budget)
+    if plan.shard is not None and not fixed:
+        raise ValueError("only a fixed exploration (an infinite budget) can be sharded")
+    shard = plan.shard or Shard(1, 1)
     found = Exploration(Findings(max_failures, profiles=len(plan.profiles)))
     round_seed = seed
     while not found.findings.full and (
@@ -493,8 +530,36 @@ def explore(
                 found.fault_runs += made
                 return made
 
-            def early(first: bool = first) -> None:
+            fault_ids: list[str] = []
+
+            def fixed_runs(
+                start: int, stop: int | None, rnd: Round = rnd, ids: list[str] = fault_ids
+            ) -> int:
+                """The plan's runs from ``start`` to ``stop`` that the shard owns, one at a
+                time; how many were tried (a run the source dropped was tried too)."""
+                size = rnd.fault_plan_size
+                tried = 0
+                for index in range(start, size if stop is None else min(stop, size)):
+                    if not plan.faults or found.findings.full:
+                        break
+                    if shard.owns(index):
+                        found.fault_runs += rnd.fault_runs(
+                            found.findings, deadline, start=index, limit=1, at_least=1
+                        )
+                        ids.append(str(index))
+                        tried += 1
+                return tried
+
+            def early(first: bool = first, rnd: Round = rnd) -> None:
                 if not plan.early_faults:
+                    return
+                if fixed:
+                    size = min(plan.early_faults, rnd.fault_plan_size) if plan.faults else 0
+                    owed = sum(1 for index in range(size) if shard.owns(index))
+                    made = fixed_runs(0, plan.early_faults)
+                    if found.findings.full:
+                        owed = made
+                    found.coverage += CrashCoverage(early_runs_made=made, early_runs_owed=owed)
                     return
                 if not first:
                     runs(0, plan.early_faults, 0)
@@ -518,14 +583,29 @@ def explore(
                     found.seconds = time.perf_counter() - started
                     on_progress(found)
 
+            points: set[int] = set()
             checked = check_passes(  # which calls early(), adding to found.coverage
                 rnd, found.findings, until=now + (deadline - now) * share, first=first,
                 overrun=plan.overrun, recovery_share=plan.recovery_share, after_priority=early,
-                on_state=progress, fixed=fixed, profiles=plan.profiles,
+                on_state=progress, fixed=fixed, profiles=plan.profiles, shard=plan.shard,
+                checked=points,
             )  # fmt: skip
             found.coverage += checked
             found.states += rnd.states - states_before
-            runs(plan.early_faults, None, 0 if plan.early_faults or not first else 2)
+            if fixed:
+                fixed_runs(plan.early_faults, None)
+                name = workload_digest(rnd.ops)
+                planned = priority_passes(ordered_passes(rnd.ops, rnd.acked_at))
+                found.units = {
+                    "crash points": Units(
+                        sum(map(len, planned)), tuple(str(k) for k in sorted(points)), name
+                    ),
+                    "fault runs": Units(
+                        rnd.fault_plan_size if plan.faults else 0, tuple(fault_ids), name
+                    ),
+                }
+            else:
+                runs(plan.early_faults, None, 0 if plan.early_faults or not first else 2)
         round_seed += 1
     found.seconds = time.perf_counter() - started
     return found

@@ -91,6 +91,7 @@ from scopecheck.crashsim.recovery import (
     read_again,
 )
 from scopecheck.crashsim.sandbox import Sandbox, StepClock, describe, render_files, show_files
+from scopecheck.crashsim.shards import Shard
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import UsageError
 from scopecheck.models.records import Snapshot
@@ -568,6 +569,12 @@ class FsRound(SandboxRound):
         )  # fmt: skip
         return report.runs
 
+    @property
+    def fault_plan_size(self) -> int:
+        from scopecheck.crashsim.generic_faults import fault_plan
+
+        return len(fault_plan(self.trace))
+
 
 def sweep(
     factory: Factory,
@@ -643,15 +650,17 @@ def explore(
     mode: Mode = "unsynced",
     max_failures: int = MAX_FAILURES,
     overrun: float = OVERRUN,
+    shard: Shard | None = None,
 ) -> Exploration:
     """Crash exploration of a factory taking ``fs`` and ``root`` for about ``budget`` seconds:
     fresh seeded workloads, one per round, through the exploration loop
     (:func:`scopecheck.crashsim.explore.explore`: crash states in coverage order, the first
     round's states after every acknowledgement even past the budget by at most ``overrun``
-    seconds, fault runs with their share, distinct failures kept up to ``max_failures``)."""
+    seconds, fault runs with their share, distinct failures kept up to ``max_failures``;
+    ``shard``: its share of a fixed exploration, FLEET-4)."""
     return explore_rounds(
         FsSource(factory, transactions, mode), budget=budget, seed=seed,
-        plan=Plan(overrun=overrun, profiles=PROFILES), max_failures=max_failures,
+        plan=Plan(overrun=overrun, profiles=PROFILES, shard=shard), max_failures=max_failures,
     )  # fmt: skip
 
 

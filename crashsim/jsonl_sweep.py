@@ -84,6 +84,7 @@ from scopecheck.crashsim.sandbox import (
     render_files,
     show_files,
 )
+from scopecheck.crashsim.shards import Shard
 from scopecheck.impl.jsonl import JsonlRepository, session_paths
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import ScopecheckError, UsageError
@@ -761,6 +762,13 @@ class JsonlRound(SandboxRound):
         )  # fmt: skip
         return runs
 
+    @property
+    def fault_plan_size(self) -> int:
+        """:func:`fault_sweep`'s runs: those of the generic fault plan of the trace."""
+        from scopecheck.crashsim.generic_faults import fault_plan
+
+        return len(fault_plan(self.trace))
+
 
 def explore_workload(
     workload: Workload,
@@ -891,14 +899,16 @@ def explore_with_faults(
     mode: Mode = "unsynced",
     max_failures: int = MAX_FAILURES,
     overrun: float = OVERRUN,
+    shard: Shard | None = None,
 ) -> Exploration:
     """Crash exploration of fresh generated workloads for about ``budget`` seconds (the JSONL
     half of ``scopecheck fuzz``), through the exploration loop: crash states in coverage
     order (the first pass at most ``overrun`` seconds past the budget, CRASH-COV-2), single
-    I/O faults (CRASH-10..12) with their share, distinct failures kept."""
+    I/O faults (CRASH-10..12) with their share, distinct failures kept; ``shard``: its share
+    of a fixed exploration (FLEET-4)."""
     return explore_rounds(
         JsonlSource(repo_class, mode), budget=budget, seed=seed, max_failures=max_failures,
-        plan=Plan(overrun=overrun, profiles=PROFILES),
+        plan=Plan(overrun=overrun, profiles=PROFILES, shard=shard),
     )  # fmt: skip
 
 

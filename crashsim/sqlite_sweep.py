@@ -79,6 +79,7 @@ from scopecheck.crashsim.recovery import (
     image_key,
     judge,
 )
+from scopecheck.crashsim.shards import Shard
 from scopecheck.crashsim.sqlite_vfs import (
     SECTOR_TEARS,
     FaultPlan,
@@ -710,6 +711,11 @@ class SqliteRound:
             until=deadline, at_least=at_least, spread=True, start=start, limit=limit,
         )  # fmt: skip
 
+    @property
+    def fault_plan_size(self) -> int:
+        """One run per recorded I/O call (:func:`_io_faults`)."""
+        return self.rec.io_calls
+
 
 def _strided(passes: list[list[int]], stride: int) -> list[list[int]]:
     """Every crash point after an acknowledgement, and every ``stride``-th of the rest."""
@@ -1211,6 +1217,7 @@ def explore(
     repository_class: RepositoryFactory | None = None,
     max_failures: int = MAX_FAILURES,
     overrun: float = OVERRUN,
+    shard: Shard | None = None,
 ) -> Exploration:
     """Crash states and single I/O faults over fresh random workloads until ``budget``
     seconds are spent: the SQLite half of ``scopecheck fuzz``'s crash injection, through the
@@ -1221,10 +1228,10 @@ def explore(
     ``overrun`` seconds (CRASH-COV-2).  Its single-I/O-fault runs (a few right after the
     priority passes, the rest after its crash states) get the rest.  A failure does not end
     the exploration: the first of each rule and kind is kept, up to ``max_failures``
-    (CRASH-COV-4)."""
+    (CRASH-COV-4).  ``shard``: its share of a fixed exploration (FLEET-4)."""
     return explore_rounds(
         SqliteSource(layout, repository_class), budget=budget, seed=seed,
-        plan=Plan(state_share=STATE_SHARE, overrun=overrun, profiles=PROFILES),
+        plan=Plan(state_share=STATE_SHARE, overrun=overrun, profiles=PROFILES, shard=shard),
         max_failures=max_failures,
     )  # fmt: skip
 

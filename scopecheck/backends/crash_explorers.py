@@ -8,7 +8,8 @@ things -- ``explore_with_faults(budget, seed)`` returns ``(crash states, fault a
 reproducer records)``, one record per distinct failure (CRASH-COV-4), each a
 :class:`~scopecheck.crashsim.failure.CrashFailure` as JSON; afterwards ``coverage`` is what the
 crash states covered (CRASH-COV-2), ``limits`` what the runs could not judge, ``kill_runs`` the
-kill runs among the fault runs; ``unavailable`` says why it cannot run here (``None``: it can);
+kill runs among the fault runs, ``units`` what a fixed exploration covered (its ``shard``'s share
+of it, FLEET-4); ``unavailable`` says why it cannot run here (``None``: it can);
 ``replay(record)`` re-checks one record: ``(still failing, text)``, ``None`` for a run that did
 not reproduce in several tries.  A subclass names its source (:meth:`CrashExplorer.source_run`)
 and how a record replays.
@@ -23,6 +24,7 @@ import attrs
 from scopecheck.crashsim.coverage import CrashCoverage
 from scopecheck.crashsim.explore import OVERRUN, Exploration
 from scopecheck.crashsim.failure import CrashFailure
+from scopecheck.crashsim.shards import Shard, Units
 
 
 @attrs.define
@@ -34,15 +36,19 @@ class CrashExplorer:
     coverage: CrashCoverage | None = attrs.field(default=None, kw_only=True)
     limits: list[str] = attrs.field(factory=list, kw_only=True)
     kill_runs: int = attrs.field(default=0, kw_only=True)
+    units: dict[str, Units] = attrs.field(factory=dict, kw_only=True)
 
     @property
     def unavailable(self) -> str | None:
         """Why this explorer cannot run on this machine (``None``: it can)."""
         return None
 
-    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
+    def source_run(
+        self, budget: float, seed: int, overrun: float, shard: Shard | None = None
+    ) -> Exploration:
         """Run the explorer's source through the exploration loop; its first pass may run
-        ``overrun`` seconds past ``budget`` (CRASH-COV-2)."""
+        ``overrun`` seconds past ``budget`` (CRASH-COV-2); with ``shard`` (an infinite
+        budget), only its share of the fixed work (FLEET-4)."""
         raise NotImplementedError
 
     def record(self, failure: CrashFailure) -> dict[str, Any]:
@@ -55,15 +61,15 @@ class CrashExplorer:
         return states, records
 
     def explore_with_faults(
-        self, budget: float, seed: int, *, overrun: float = OVERRUN
+        self, budget: float, seed: int, *, overrun: float = OVERRUN, shard: Shard | None = None
     ) -> tuple[int, int, list[dict[str, Any]]]:
         """``(crash states, fault and kill runs, reproducer records)``: one record per
         distinct failure (CRASH-COV-4).  The first pass over the states after every
         acknowledgement may run ``overrun`` seconds past ``budget``; one that would run
         longer leaves the phase incomplete (CRASH-COV-2)."""
         self.limits, self.kill_runs, self.coverage = [], 0, None  # this run's, not the last
-        found = self.source_run(budget, seed, overrun)
-        self.coverage = found.coverage
+        found = self.source_run(budget, seed, overrun, shard)
+        self.coverage, self.units = found.coverage, found.units
         self.limits.extend(text for text in found.findings.limits if text not in self.limits)
         return found.states, found.fault_runs, [self.record(f) for f in found.failures]
 
@@ -87,11 +93,13 @@ class JsonlCrashExplorer(CrashExplorer):
 
         return JsonlRepository
 
-    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
+    def source_run(
+        self, budget: float, seed: int, overrun: float, shard: Shard | None = None
+    ) -> Exploration:
         from scopecheck.crashsim.jsonl_sweep import explore_with_faults
 
         return explore_with_faults(
-            budget=budget, seed=seed, repo_class=self._repo(), overrun=overrun
+            budget=budget, seed=seed, repo_class=self._repo(), overrun=overrun, shard=shard
         )
 
     def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
@@ -112,7 +120,9 @@ class SqliteCrashExplorer(CrashExplorer):
     repository: Any = None
     backend: str = "sqlite"
 
-    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
+    def source_run(
+        self, budget: float, seed: int, overrun: float, shard: Shard | None = None
+    ) -> Exploration:
         from scopecheck.crashsim.sqlite_sweep import explore
 
         return explore(
@@ -121,6 +131,7 @@ class SqliteCrashExplorer(CrashExplorer):
             seed=seed,
             repository_class=self.repository,
             overrun=overrun,
+            shard=shard,
         )
 
     def replay(self, record: dict[str, Any]) -> tuple[bool | None, str]:
@@ -142,10 +153,12 @@ class GenericCrashExplorer(CrashExplorer):
     backend: str
     spec: str | None = None
 
-    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
+    def source_run(
+        self, budget: float, seed: int, overrun: float, shard: Shard | None = None
+    ) -> Exploration:
         from scopecheck.crashsim.generic_sweep import explore
 
-        return explore(self.factory, budget=budget, seed=seed, overrun=overrun)
+        return explore(self.factory, budget=budget, seed=seed, overrun=overrun, shard=shard)
 
     def record(self, failure: CrashFailure) -> dict[str, Any]:
         target = {**failure.target, "spec": self.spec}
@@ -179,11 +192,13 @@ class SyscallCrashExplorer(CrashExplorer):
 
         return unavailable()
 
-    def source_run(self, budget: float, seed: int, overrun: float) -> Exploration:
+    def source_run(
+        self, budget: float, seed: int, overrun: float, shard: Shard | None = None
+    ) -> Exploration:
         from scopecheck.process.syscall_crash import SyscallSource
 
         source = SyscallSource(self.spec, self.command, self.cwd)
-        found = source.explore(budget, seed, overrun=overrun)
+        found = source.explore(budget, seed, overrun=overrun, shard=shard)
         self.kill_runs += source.kill_runs
         return found
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import orjson
+
+if TYPE_CHECKING:
+    from scopecheck.run.validate import Verdict
 
 DEFAULT_BUDGET = 20.0
 DEFAULT_FAILURES = ".scopecheck/failures"
@@ -36,3 +40,25 @@ def fail(message: str) -> NoReturn:
 
 def emit_json(data: Any) -> None:
     click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+
+
+def show_verdict(verdict: Verdict, as_json: bool) -> NoReturn:
+    """Print ``verdict`` -- its ``--json`` object, or the summary with its first words
+    coloured -- and exit 0 when it passed, else 1 (``validate`` and ``merge``)."""
+    if as_json:
+        emit_json(verdict.as_json())
+        sys.exit(0 if verdict.passed else 1)
+    from rich.console import Console
+    from rich.text import Text
+
+    from scopecheck.run.validate import summary_lines
+
+    out = Console(highlight=False)
+    styles = {"PASSED": "green", "FAILED": "red", "INCOMPLETE": "yellow", "REQUIRED": "red"}
+    for line in summary_lines(verdict):
+        text = Text(line)
+        first = line.split(" ", 1)[0]
+        if first in styles:
+            text.stylize(styles[first], 0, len(first))
+        out.print(text, soft_wrap=True)
+    sys.exit(0 if verdict.passed else 1)

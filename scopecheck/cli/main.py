@@ -16,6 +16,7 @@ from scopecheck.cli.crosshair import crosshair
 from scopecheck.cli.fuzz import fuzz
 from scopecheck.cli.hypofuzz import hypofuzz
 from scopecheck.cli.inspect_session import inspect
+from scopecheck.cli.merge import merge
 from scopecheck.cli.mutants import mutants
 from scopecheck.cli.replay import replay
 from scopecheck.cli.rules import rules
@@ -36,6 +37,7 @@ for command in (
     replay,
     crash,
     validate,
+    merge,
     serve,
     mutants,
     crosshair,

@@ -16,9 +16,10 @@ from scopecheck.cli.common import (
     DEFAULT_BUDGET,
     DEFAULT_FAILURES,
     FS_PROFILE_OPTION,
-    emit_json,
     fail,
+    show_verdict,
 )
+from scopecheck.crashsim.shards import Shard
 from scopecheck.models.errors import ScopecheckError
 
 
@@ -66,6 +67,14 @@ from scopecheck.models.errors import ScopecheckError
     metavar="'CMD ...'",
     help="Validate a backend process speaking the process protocol (any language) instead.",
 )
+@click.option(
+    "--shard",
+    default=None,
+    metavar="K/N",
+    help="Make the K-th of N shares of the fixed work (conformance cases, crash points, fault "
+    "and kill runs; needs --examples) and run the machines from seed --seed + K - 1; join the "
+    "jobs' --json reports with scopecheck merge (docs/ci.md).",
+)
 @FS_PROFILE_OPTION
 def validate(
     factory: str | None,
@@ -76,6 +85,7 @@ def validate(
     failures_dir: str,
     as_json: bool,
     command: str | None,
+    shard: str | None,
     fs_profile: str,
 ) -> None:
     """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend, or
@@ -98,7 +108,6 @@ def validate(
         PhaseReport,
         check_fs_profile,
         parse_required,
-        summary_lines,
     )
     from scopecheck.run.validate import validate as run_validate
 
@@ -107,8 +116,14 @@ def validate(
     try:
         required = parse_required(require)
         check_fs_profile(fs_profile)
-    except ScopecheckError as exc:
+        share = None if shard is None else Shard.parse(shard)
+    except (ScopecheckError, ValueError) as exc:
         fail(str(exc))
+    if share is not None and examples is None:
+        fail(
+            "--shard needs --examples N: only a fixed amount of work can be split with no "
+            "overlap and no gap (give each job its own --seed to split a wall budget)"
+        )
     console = Console(stderr=True, quiet=as_json)
     shown: dict[str, PhaseReport] = {name: PhaseReport() for name in PHASES}
 
@@ -129,24 +144,12 @@ def validate(
             verdict = run_validate(
                 spec, budget, Path(failures_dir), seed, progress=LiveProgress(),
                 examples=examples, require=required, started=started, fs_profile=fs_profile,
+                shard=share,
             )  # fmt: skip
         except ScopecheckError as exc:
             live.stop()
-            fail(f"{exc.code}: {exc}")
-    if as_json:
-        emit_json(verdict.as_json())
-        sys.exit(0 if verdict.passed else 1)
-    from rich.text import Text
-
-    out = Console(highlight=False)
-    styles = {"PASSED": "green", "FAILED": "red", "INCOMPLETE": "yellow", "REQUIRED": "red"}
-    for line in summary_lines(verdict):
-        text = Text(line)
-        first = line.split(" ", 1)[0]
-        if first in styles:
-            text.stylize(styles[first], 0, len(first))
-        out.print(text, soft_wrap=True)
-    sys.exit(0 if verdict.passed else 1)
+            fail(str(exc))
+    show_verdict(verdict, as_json)
 
 
 @contextlib.contextmanager

@@ -110,6 +110,7 @@ from scopecheck.crashsim.recovery import (
     read_again,
 )
 from scopecheck.crashsim.sandbox import BASE_TIME, StepClock, describe
+from scopecheck.crashsim.shards import Shard
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.models.addresses import value
@@ -748,10 +749,12 @@ class SyscallSource:
         on_progress: Callable[[Exploration], None] | None = None,
         max_failures: int = MAX_FAILURES,
         overrun: float = OVERRUN,
+        shard: Shard | None = None,
     ) -> Exploration:
         """The exploration loop over this source's rounds (crash states in coverage order, the
         first round's states after every acknowledgement even past the budget by at most
-        ``overrun`` seconds, CRASH-COV-2; fault and kill runs with ``faults``); a limit says
+        ``overrun`` seconds, CRASH-COV-2; fault and kill runs with ``faults``; ``shard``: its
+        share of a fixed exploration, FLEET-4); a limit says
         how many fault runs were dropped, and that no write was left partial when the faults
         went through strace because FUSE is not available here."""
         self.first_seed = seed
@@ -760,7 +763,8 @@ class SyscallSource:
             found = explore_rounds(
                 self, budget=budget, seed=seed,
                 plan=Plan(
-                    state_share=STATE_SHARE, overrun=overrun, faults=faults, profiles=PROFILES
+                    state_share=STATE_SHARE, overrun=overrun, faults=faults, profiles=PROFILES,
+                    shard=shard,
                 ),
                 max_failures=max_failures, on_progress=on_progress,
             )  # fmt: skip
@@ -944,6 +948,16 @@ class SyscallRound:
             },
         )  # fmt: skip
 
+    def _fault_plan(self) -> list[tuple[int, int, str]]:
+        if self._plans is None:
+            turn = self.seed - self.source.first_seed
+            self._plans = _fault_plans(self.recording, turn)[:FAULT_RUNS_PER_ROUND]
+        return self._plans
+
+    @property
+    def fault_plan_size(self) -> int:
+        return len(self._fault_plan())
+
     def fault_runs(
         self, findings: Findings, deadline: float, *, start: int, limit: int | None,
         at_least: int,
@@ -952,10 +966,8 @@ class SyscallRound:
         :data:`FAULT_RUNS_PER_ROUND` a round) once each, or kill the child at them, rerunning
         the workload, and check the disk each run leaves (and its power-loss image) against
         the acknowledged steps; the runs judged (a dropped one is counted by the source)."""
-        if self._plans is None:
-            turn = self.seed - self.source.first_seed
-            self._plans = _fault_plans(self.recording, turn)[:FAULT_RUNS_PER_ROUND]
-        chosen = self._plans[start:] if limit is None else self._plans[start : start + limit]
+        plans = self._fault_plan()
+        chosen = plans[start:] if limit is None else plans[start : start + limit]
         source = self.source
         made = 0
         for done, (child, k, expression) in enumerate(chosen):

@@ -4,6 +4,11 @@ The parent process reads ``$SCOPECHECK_VALIDATE_REPORT`` while the run goes on (
 rewritten after every test, so a live display can count) and once more at the end.  A failure
 carries pytest's one-line summary of the exception (``error``) and the explanation pytest
 prints under it, assertion diff included (``message``, INSTALL-7).
+
+With ``$SCOPECHECK_VALIDATE_SHARD`` set to ``K/N`` the run keeps only its share of the cases
+collected (every N-th in collection order from the K-th, FLEET-4) and deselects the rest; the
+report lists the cases kept (``units``: their node ids, how many were collected, and a digest
+of every collected id, so ``scopecheck merge`` can tell that N shards made every case once).
 """
 
 from __future__ import annotations
@@ -16,7 +21,11 @@ from typing import Any
 import orjson
 import pytest
 
+from scopecheck.crashsim.shards import Shard, Units, digest
+
 REPORT_ENV = "SCOPECHECK_VALIDATE_REPORT"
+#: ``K/N``: run only the K-th of N shares of the collected cases (FLEET-4).
+SHARD_ENV = "SCOPECHECK_VALIDATE_SHARD"
 
 _results: dict[str, Any] = {"ran": 0, "skipped": [], "failed": [], "done": False}
 _RULES: dict[str, list[tuple[str, ...]]] = {}
@@ -48,10 +57,24 @@ def _write() -> None:
         os.replace(target + ".tmp", target)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Note each case's rules; with a shard, keep its share of the cases (after every other
+    plugin has ordered and filtered them, so the shares are of the list that runs)."""
     for item in items:
         _RULES[item.nodeid] = [tuple(m.args) for m in item.iter_markers("rule")]
-    _results["collected"] = len(items)
+    collected = [item.nodeid for item in items]
+    shard_text = os.environ.get(SHARD_ENV)
+    if shard_text:
+        shard = Shard.parse(shard_text)
+        kept = [item for position, item in enumerate(items) if shard.owns(position)]
+        dropped = [item for position, item in enumerate(items) if not shard.owns(position)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    units = Units(len(collected), tuple(item.nodeid for item in items), digest(collected))
+    _results["collected"] = len(collected)
+    _results["units"] = units.to_json()
     _write()
 
 

@@ -82,15 +82,16 @@ from scopecheck.backends.adapters import (
 from scopecheck.backends.registry import Backend
 from scopecheck.crashsim.failure import profiles_text
 from scopecheck.crashsim.persistence import PROFILE_NAMES, profile_named
+from scopecheck.crashsim.shards import UNIT_KINDS, Shard, Units
 from scopecheck.machines.storage import rules_of_program
 from scopecheck.models.errors import UsageError
 from scopecheck.run.example_db import named_database
 from scopecheck.run.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_backend, save_failure
-from scopecheck.run.report_plugin import REPORT_ENV
+from scopecheck.run.report_plugin import REPORT_ENV, SHARD_ENV
 
 #: The version of the verdict's JSON (``"version"``); a change to its fields changes it and
 #: ``scopecheck/schemas/verdict.schema.json`` (INSTALL-10).
-VERSION = 2
+VERSION = 3
 #: Share of what is left of the budget after the fixed work that crash exploration gets.
 CRASH_SHARE = 0.3
 #: Share of the machines' time given to the fork machine when the repository has ``fork()``.
@@ -104,6 +105,12 @@ REQUIRABLE = {
     "crash": "crash exploration",
     "conformance": "conformance",
     "restarts": "restarts",
+}
+#: The phase whose ground each kind of fixed work is (FLEET-5).
+UNIT_PHASES = {
+    "conformance cases": "conformance",
+    "crash points": "crash exploration",
+    "fault runs": "crash exploration",
 }
 #: The conformance modules every backend runs, and the one that needs ``fork()``.
 CONFORMANCE = ("test_scoped_storage.py", "test_storage_cases.py")
@@ -135,6 +142,12 @@ class PhaseReport:
             "seconds": round(self.seconds, 2),
             **self.counts,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PhaseReport:
+        """A phase of a ``--json`` verdict (:meth:`as_json`)."""
+        counts = {k: int(v) for k, v in data.items() if k not in ("status", "detail", "seconds")}
+        return cls(data["status"], str(data["detail"]), counts, float(data["seconds"]))
 
 
 @attrs.frozen
@@ -183,6 +196,19 @@ class Failure:
             "not_profiles": list(self.not_profiles),
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Failure:
+        """A failure of a ``--json`` verdict (:meth:`as_json`): every profile listed is none
+        named."""
+        profiles = tuple(str(name) for name in data["profiles"])
+        return cls(
+            phase=str(data["phase"]), rule=data["rule"], error=str(data["error"]),
+            reproducer=str(data["reproducer"]), rules=tuple(data["rules"]),
+            test=str(data["test"]), message=str(data["message"]),
+            program=str(data["program"]), shrunk=bool(data["shrunk"]),
+            profiles=() if set(profiles) == set(PROFILE_NAMES) else profiles,
+        )  # fmt: skip
+
 
 def _phases(value: Mapping[str, PhaseReport]) -> Mapping[str, PhaseReport]:
     """Every phase of :data:`PHASES`, in report order; one not given is ``pending``."""
@@ -228,6 +254,12 @@ class Verdict:
     examples: int | None = None
     seed: int = 0
     seconds: float = 0.0
+    #: The shares of the fixed work this verdict holds (FLEET-4): one for ``--shard K/N``,
+    #: those joined for ``scopecheck merge``, none for a whole run.
+    shards: tuple[Shard, ...] = ()
+    #: What the fixed work covered, by kind (:data:`UNIT_PHASES`): a run with ``--examples``
+    #: lists its conformance cases, crash points and fault runs (FLEET-5).
+    units: Mapping[str, Units] = attrs.field(factory=dict)
 
     def _count(self, phase: str, name: str) -> int:
         return int(self.phases[phase].counts.get(name, 0))
@@ -309,7 +341,51 @@ class Verdict:
             "examples": self.examples,
             "seed": self.seed,
             "seconds": round(self.seconds, 2),
-        }
+            "shard": shard_json(self.shards),
+            "units": {kind: self.units[kind].to_json() for kind in UNIT_KINDS
+                      if kind in self.units},
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+        """The verdict a ``--json`` object (version :data:`VERSION`) holds; a ``ValueError``
+        saying what is wrong for anything else."""
+        if not isinstance(data, Mapping) or data.get("version") != VERSION:
+            found = data.get("version") if isinstance(data, Mapping) else type(data).__name__
+            raise ValueError(f"not a version-{VERSION} verdict (version {found!r})")
+        try:
+            shard = data["shard"]
+            shards = () if shard is None else tuple(
+                Shard(int(index), int(shard["count"])) for index in shard["indices"]
+            )  # fmt: skip
+            unknown = set(data["units"]) - set(UNIT_KINDS)
+            if unknown:
+                raise ValueError(f"unknown units {sorted(unknown)}")
+            return cls(
+                backend=str(data["backend"]),
+                phases={name: PhaseReport.from_json(p) for name, p in data["phases"].items()},
+                failures=tuple(Failure.from_json(f) for f in data["failures"]),
+                warnings=tuple(Failure.from_json(f) for f in data["warnings"]),
+                fs_profile=str(data["fs_profile"]),
+                limits=tuple(str(limit) for limit in data["limits"]),
+                crash_coverage=data["crash_coverage"],
+                required=tuple(REQUIRABLE[name] for name in data["required"]),
+                budget=data["budget"],
+                examples=data["examples"],
+                seed=int(data["seed"]),
+                seconds=float(data["seconds"]),
+                shards=shards,
+                units={kind: Units.from_json(u) for kind, u in data["units"].items()},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"a malformed verdict: {type(exc).__name__}: {exc}") from None
+
+
+def shard_json(shards: Sequence[Shard]) -> dict[str, Any] | None:
+    """``{"count": N, "indices": [K, ...]}`` of a shard's (or merged shards') verdict."""
+    if not shards:
+        return None
+    return {"count": shards[0].count, "indices": [shard.index for shard in shards]}
 
 
 def _requirement_name(phase: str) -> str:
@@ -365,6 +441,18 @@ def headline(verdict: Verdict) -> str:
     return f"PASSED {verdict.backend} {took}"
 
 
+def shards_line(verdict: Verdict) -> str:
+    """``  shards: 2/4 -- 38 of 152 conformance cases, ...``: which shares of the fixed work
+    the verdict holds and how much of each kind they made (FLEET-4, FLEET-5)."""
+    count = verdict.shards[0].count
+    which = ", ".join(str(shard.index) for shard in verdict.shards)
+    held = f"{which} of {count}"
+    made = ", ".join(
+        f"{len(units.ids):,} of {units.total:,} {kind}" for kind, units in verdict.units.items()
+    )
+    return f"  {'shards:':<19}{held}" + (f" -- {made}" if made else "")
+
+
 def phase_line(name: str, phase: PhaseReport) -> str:
     return f"  {name + ':':<19}{STATUS_WORDS.get(phase.status, phase.status)} {phase.detail}"
 
@@ -374,6 +462,8 @@ def summary_lines(verdict: Verdict) -> list[str]:
     then each failure with its rules, error, explanation, steps and rerun command."""
     lines = [headline(verdict)]
     lines += [phase_line(name, phase) for name, phase in verdict.phases.items()]
+    if verdict.shards:
+        lines.append(shards_line(verdict))
     for name in verdict.unmet:
         phase = verdict.phases[name]
         lines.append(
@@ -481,11 +571,23 @@ def conformance_failure(test: Mapping[str, Any], reproducer: str, phase: str) ->
     )
 
 
+@attrs.frozen
+class ConformanceRun:
+    """What the conformance subprocess reported: cases run, failures, the skipped cases with
+    their reasons, and the cases it made (``None`` when it did not finish)."""
+
+    ran: int
+    failures: tuple[Failure, ...]
+    skipped: tuple[Mapping[str, Any], ...]
+    units: Units | None = None
+
+
 def run_conformance(
-    spec: str, *, forks: bool, on_progress: Any = None
-) -> tuple[int, list[Failure], list[dict[str, Any]]]:
-    """Run the conformance modules (not the machine) against ``spec`` in a pytest subprocess;
-    ``(tests run, failures, skipped)``.  ``on_progress(ran, failed)`` is called while it runs."""
+    spec: str, *, forks: bool, on_progress: Any = None, shard: Shard | None = None
+) -> ConformanceRun:
+    """Run the conformance modules (not the machine) against ``spec`` in a pytest subprocess
+    (with ``shard``, only its share of the cases, FLEET-4).  ``on_progress(ran, failed)`` is
+    called while it runs."""
     import scopecheck.conformance
 
     suite = Path(scopecheck.conformance.__file__).resolve().parent
@@ -494,6 +596,9 @@ def run_conformance(
     with tempfile.TemporaryDirectory(prefix="scopecheck-conformance-") as scratch:
         out = Path(scratch) / "report.json"
         env = {**os.environ, REPORT_ENV: str(out), EXEC_CWD_ENV: os.getcwd()}
+        env.pop(SHARD_ENV, None)
+        if shard is not None:
+            env[SHARD_ENV] = str(shard)
         command = [
             sys.executable,
             "-m",
@@ -534,7 +639,7 @@ def run_conformance(
                 error=f"the conformance run did not finish: {tail}",
                 reproducer=shlex.join(command),
             )
-            return 0, [unfinished], []
+            return ConformanceRun(0, (unfinished,), ())
         data = orjson.loads(out.read_bytes())
     failures = [
         conformance_failure(test, rerun_command(spec, suite, test["nodeid"]), "conformance")
@@ -542,7 +647,8 @@ def run_conformance(
     ]
     first = next((f for f in failures if f.rule == "PROC-2"), None)
     failures = [f for f in failures if f.rule != "PROC-2" or f is first]  # reported once
-    return int(data["ran"]), failures, list(data["skipped"])
+    units = Units.from_json(data["units"]) if "units" in data else None
+    return ConformanceRun(int(data["ran"]), tuple(failures), tuple(data["skipped"]), units)
 
 
 def _cut(rest: list[str], keep: int = 40) -> str:
@@ -742,19 +848,20 @@ def crash_overrun(budget: float) -> float:
 
 def _crash_phase(
     loaded: LoadedBackend, run: _Run, budget: float, seed: int, failures_dir: Path, spec: str,
-    overrun: float, fs_profile: str = "posix",
-) -> tuple[tuple[str, ...], Mapping[str, Any] | None]:  # fmt: skip
+    overrun: float, fs_profile: str = "posix", shard: Shard | None = None,
+) -> tuple[tuple[str, ...], Mapping[str, Any] | None, Mapping[str, Units]]:  # fmt: skip
     """Run crash exploration (or say why it cannot run), its first pass at most ``overrun``
-    seconds past ``budget``; ``(limits, coverage)``.  A failure that happens only under other
-    file-system profiles than ``fs_profile`` is a warning (CRASH-SYS-15)."""
+    seconds past ``budget``; ``(limits, coverage, units)``.  A failure that happens only
+    under other file-system profiles than ``fs_profile`` is a warning (CRASH-SYS-15).  With
+    ``shard`` (an infinite budget), its share of the fixed work (FLEET-4)."""
     name = "crash exploration"
     why = crash_skip_reason(loaded.backend, loaded.capabilities.kind)
     explorer = loaded.backend.crash
     if explorer is None or why is not None:
         run.set(name, PhaseReport("skipped", why or "the backend has no crash explorer"))
-        return (), None
+        return (), None, {}
     run.set(name, PhaseReport("running", "crash states and I/O faults"))
-    states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun)
+    states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun, shard=shard)
     kills = explorer.kill_runs
     saved = [save_failure(failures_dir, {**record, "spec": spec}) for record in records]
     found = failures_of(saved, name)
@@ -787,19 +894,23 @@ def _crash_phase(
     limits = tuple(explorer.limits)
     detail += "".join(f"; limit: {limit}" for limit in limits)
     run.set(name, PhaseReport(status, detail, counts))
-    return limits, None if coverage is None else coverage.to_json()
+    return limits, None if coverage is None else coverage.to_json(), dict(explorer.units)
 
 
-def _conformance_phase(loaded: LoadedBackend, run: _Run, spec: str) -> list[Failure]:
-    """Run the conformance suite; its fork cases' failures are returned for the forks phase."""
+def _conformance_phase(
+    loaded: LoadedBackend, run: _Run, spec: str, shard: Shard | None
+) -> tuple[list[Failure], Units | None]:
+    """Run the conformance suite (``shard``: its share); its fork cases' failures are
+    returned for the forks phase, with the cases it made."""
     run.set("conformance", PhaseReport("running", "starting pytest"))
 
     def on_progress(ran: int, failed: int) -> None:
         run.set("conformance", PhaseReport("running", f"{ran} cases, {failed} failed"))
 
-    ran, failures, skipped = run_conformance(
-        spec, forks=loaded.capabilities.fork, on_progress=on_progress
+    made = run_conformance(
+        spec, forks=loaded.capabilities.fork, on_progress=on_progress, shard=shard
     )
+    ran, failures, skipped = made.ran, made.failures, made.skipped
     fork_cases = [attrs.evolve(f, phase="forks") for f in failures if FORK_CONFORMANCE in f.test]
     run.failures.extend(f for f in failures if FORK_CONFORMANCE not in f.test)
     run.failures.extend(fork_cases)
@@ -811,7 +922,7 @@ def _conformance_phase(loaded: LoadedBackend, run: _Run, spec: str) -> list[Fail
             {"cases": ran, "failed": len(failures), "skipped": len(skipped)},
         ),
     )
-    return fork_cases
+    return fork_cases, made.units
 
 
 def validate(
@@ -825,6 +936,7 @@ def validate(
     require: Sequence[str] = (),
     started: float | None = None,
     fs_profile: str = "posix",
+    shard: Shard | None = None,
 ) -> Verdict:
     """Check the backend ``PATH_OR_MODULE:FACTORY`` (or ``exec:COMMAND``) with every phase it
     can take (see the module docstring) within ``budget`` seconds of wall time counted from
@@ -832,9 +944,18 @@ def validate(
     machines' work instead (INSTALL-12); ``require`` names phases (:data:`PHASES`) whose
     skip fails the verdict (INSTALL-13); ``fs_profile`` is the file-system profile a crash
     failure must happen under to fail the verdict, one under other profiles only being a
-    warning (CRASH-SYS-15).  A ``UsageError`` when ``spec`` cannot be loaded or
-    ``fs_profile`` names no profile."""
+    warning (CRASH-SYS-15).  ``shard`` makes its share of the fixed work -- conformance cases,
+    crash points, fault and kill runs -- and runs the machines from seed ``seed + K - 1``
+    (FLEET-4); it needs ``examples``.  A ``UsageError`` when ``spec`` cannot be loaded,
+    ``fs_profile`` names no profile or a shard is asked of a wall budget."""
     check_fs_profile(fs_profile)
+    if shard is not None and examples is None:
+        raise UsageError(
+            "invalid_query",
+            "--shard needs --examples N: only a fixed amount of work can be split with no "
+            "overlap and no gap (give each job its own --seed to split a wall budget)",
+        )
+    machine_seed = seed if shard is None else seed + shard.index - 1
     started = time.perf_counter() if started is None else started
     deadline = started + budget
     run = _Run(_Quiet() if progress is None else progress)
@@ -846,7 +967,7 @@ def validate(
             run.set(name, PhaseReport())
 
         # The fixed work first: the conformance suite is a fixed set of cases.
-        fork_cases = _conformance_phase(loaded, run, spec)
+        fork_cases, conformance_units = _conformance_phase(loaded, run, spec, shard)
         stopped = protocol_stop(run.failures)
 
         # Then crash exploration, whose first round is owed however small the budget: its
@@ -854,14 +975,15 @@ def validate(
         # last and take what is left after it, so they absorb its overrun.
         limits: tuple[str, ...] = ()
         coverage: Mapping[str, Any] | None = None
+        units: Mapping[str, Units] = {}
         if stopped is None:
             left = max(0.0, deadline - time.perf_counter())
             crash_budget = math.inf if examples is not None else max(1.0, left * CRASH_SHARE)
             # What the first workload owes may run on to the end of the whole budget and its
             # overrun: the machines after it then run their one example each.
             owed = max(0.0, left - crash_budget) + crash_overrun(budget)
-            limits, coverage = _crash_phase(
-                loaded, run, crash_budget, seed, failures_dir, spec, owed, fs_profile
+            limits, coverage, units = _crash_phase(
+                loaded, run, crash_budget, seed, failures_dir, spec, owed, fs_profile, shard
             )
             stopped = protocol_stop(run.failures)
 
@@ -870,7 +992,8 @@ def validate(
         if capabilities.fork and stopped is None:
             share = FORK_SHARE * max(0.0, machines_end - time.perf_counter())
             forked = _run_machine(
-                loaded, "fork", run, "forks", seed=seed, failures_dir=failures_dir, spec=spec,
+                loaded, "fork", run, "forks", seed=machine_seed, failures_dir=failures_dir,
+                spec=spec,
                 deadline=time.perf_counter() + share, examples=examples,
             )  # fmt: skip
             fork_failures = failures_of(forked.saved, "forks")
@@ -894,7 +1017,8 @@ def validate(
 
         skip_machine = stopped
         storage = BackendReport() if stopped is not None else _run_machine(
-            loaded, "storage", run, "machine", seed=seed, failures_dir=failures_dir, spec=spec,
+            loaded, "storage", run, "machine", seed=machine_seed, failures_dir=failures_dir,
+            spec=spec,
             deadline=machines_end, examples=examples,
         )  # fmt: skip
         machine_failures = failures_of(storage.saved, "machine")
@@ -934,4 +1058,9 @@ def validate(
         examples=examples,
         seed=seed,
         seconds=time.perf_counter() - started,
+        shards=() if shard is None else (shard,),
+        units={
+            **({} if conformance_units is None else {"conformance cases": conformance_units}),
+            **units,
+        },
     )

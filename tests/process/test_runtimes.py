@@ -139,6 +139,6 @@ def test_the_go_backend_passes_the_machine_and_the_conformance_suite(
         )
         assert report.failures == 0, report.reproducers
         assert report.steps > 100 and loaded.counts.restarts > 0
-        ran, failures, skipped = run_conformance(spec, forks=False)
-    assert failures == [], failures[0]
-    assert ran > 0 and skipped == []
+        cases = run_conformance(spec, forks=False)
+    assert cases.failures == (), cases.failures[0]
+    assert cases.ran > 0 and cases.skipped == ()
