@@ -14,9 +14,9 @@ whole process group (HypoFuzz's hub starts the worker and a manager process; a s
 alone leaves them running).
 
 **Two runs per repetition**, because HypoFuzz stops fuzzing a test once it holds a failure for
-it: on the planted bug (:data:`BUGGY`, the README's broken example) the search ends within the
-first few examples and what follows is shrinking, so a rate taken there would be a rate of
-shrinking, and a run past the failure would measure an idle worker.
+it: on the planted bug (:data:`BUGGY`, the README's broken example) the search ends within its
+first examples and what follows is shrinking, so a rate taken there would be a rate of
+shrinking, and a run past the failure would measure a worker with nothing left to fuzz.
 
 * *find*: :data:`BUGGY`, stopped as soon as the bug's failure is saved in the example database
   or at the budget.  **Time to first failure** is seconds from starting the workers until the
