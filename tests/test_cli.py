@@ -44,6 +44,9 @@ def scopecheck(
         ("mutants", "--name", "nope"),
         ("bench", "nope"),
         ("bench", "machine", "--large"),
+        ("bench", "fleet", "--budget", "0"),
+        ("bench", "machine", "--budget", "5"),
+        ("bench", "fleet", "examples/good_backend.py:make_backend"),
     ],
 )
 def test_user_mistakes_print_one_line_and_exit_2(args: tuple[str, ...]) -> None:

@@ -90,6 +90,14 @@ def bench_process_figures(runs: int) -> dict[str, Any]:
     return bench_process(runs)
 
 
+def bench_fleet_figures(runs: int) -> dict[str, Any]:
+    """HypoFuzz over the planted-bug example with 1 and 2 workers, a shared Redis or a directory
+    database each: distinct examples/s and time to first failure (scopecheck/bench/fleet.py)."""
+    from scopecheck.bench.fleet import bench_fleet
+
+    return bench_fleet(runs)
+
+
 BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "machine": bench_machine,
     "jsonl": bench_jsonl_figures,
@@ -98,6 +106,7 @@ BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "fork": bench_fork_figures,
     "syscall": bench_syscall_figures,
     "process": bench_process_figures,
+    "fleet": bench_fleet_figures,
 }
 
 
@@ -120,6 +129,10 @@ def render(which: str, result: dict[str, Any]) -> None:
         from scopecheck.bench.process import render as render_process
 
         render_process(console, result)
+    elif which == "fleet":
+        from scopecheck.bench.fleet import render as render_fleet
+
+        render_fleet(console, result)
     elif which in ("machine", "lifecycle"):
         table = Table(title=f"{which} machine steps/s (median of {result['runs']})")
         for column in ("machine", "steps/s", "ratio to trivial", "runs"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from scopecheck.cli.common import emit_json, fail
@@ -16,7 +18,12 @@ from scopecheck.cli.common import emit_json, fail
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--large", is_flag=True, help="jsonl only: also open a 100 MB Session.")
 @click.option("--exec", "command", help="process only: the backend command to measure.")
-@click.option("--budget", type=float, help="process only: machine seconds a run (default 8).")
+@click.option(
+    "--budget",
+    type=float,
+    help="process: machine seconds a run (default 8); fleet: seconds a HypoFuzz run may last "
+    "(default 30).",
+)
 def bench(
     which: str,
     target: str | None,
@@ -26,7 +33,8 @@ def bench(
     command: str | None,
     budget: float | None,
 ) -> None:
-    """Benchmarks (figures, never assertions): machine, …; ``process [--exec CMD | SPEC]``."""
+    """Benchmarks (figures, never assertions): machine, …; ``process [--exec CMD | SPEC]``;
+    ``fleet [--budget S]``."""
     from scopecheck.bench import BENCHMARKS, bench_jsonl_figures
 
     if which not in BENCHMARKS:
@@ -35,8 +43,12 @@ def bench(
         fail("--runs must be at least 1")
     if large and which != "jsonl":
         fail("--large applies to the jsonl benchmark only")
-    if which != "process" and (target or command or budget is not None):
-        fail("a target, --exec and --budget apply to the process benchmark only")
+    if which != "process" and (target or command):
+        fail("a target and --exec apply to the process benchmark only")
+    if which not in ("process", "fleet") and budget is not None:
+        fail("--budget applies to the process and fleet benchmarks only")
+    if budget is not None and not (budget > 0 and math.isfinite(budget)):
+        fail(f"--budget must be a positive number of seconds, not {budget:g}")
     if target and command:
         fail("give --exec CMD or a PATH_OR_MODULE:FACTORY, not both")
     if which == "process":
@@ -44,6 +56,11 @@ def bench(
 
         spec = f"exec:{command}" if command else target
         result = bench_process(runs, spec, BUDGET if budget is None else budget)
+    elif which == "fleet":
+        from scopecheck.bench.fleet import BUDGET as FLEET_BUDGET
+        from scopecheck.bench.fleet import bench_fleet
+
+        result = bench_fleet(runs, FLEET_BUDGET if budget is None else budget)
     elif large:
         result = bench_jsonl_figures(runs, large=True)
     else:
