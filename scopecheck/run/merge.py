@@ -196,13 +196,17 @@ def _join_units(
         return joined, f"{len(twice)} {kind} were made by two shards"
     left = joined.total - len(made)
     if left:
-        why = (
-            f"shard{'s' if len(missing) > 1 else ''} "
-            + ", ".join(f"{index}/{count}" for index in missing)
-            + " missing"
-            if missing
-            else "a shard stopped short"
-        )
+        gave = {shard.index for shards, _ in given for shard in shards}
+        silent = [index for index in range(1, count + 1) if index not in gave]
+        named = missing or silent
+        listed = ", ".join(f"{index}/{count}" for index in named)
+        plural = "s" if len(named) > 1 else ""
+        if missing:
+            why = f"shard{plural} {listed} missing"
+        elif silent:
+            why = f"shard{plural} {listed} made none: see the phase's detail"
+        else:
+            why = "a shard stopped short of its share"
         return joined, f"{left:,} of {joined.total:,} {kind} made by no shard ({why})"
     return joined, None
 

@@ -199,9 +199,24 @@ def test_shards_that_planned_differently_or_overlap_are_not_joined() -> None:
 
     short = pair(("0",), ("1", "3"))
     assert short.outcome == "incomplete"
-    assert "1 of 4 crash points made by no shard (a shard stopped short)" in (
+    assert "1 of 4 crash points made by no shard (a shard stopped short of its share)" in (
         short.phases["crash exploration"].detail
     )
+
+
+@pytest.mark.rule("FLEET-5")
+def test_a_shard_that_skipped_crash_exploration_leaves_its_share_uncovered() -> None:
+    """A runner without strace skips crash exploration: the other shard's crash points are
+    not the whole plan, and the merged phase says which shard made none."""
+    skipped = Verdict(
+        "b", {"crash exploration": PhaseReport("skipped", "strace not found")},
+        shards=(Shard(2, 2),), examples=1,
+    )  # fmt: skip
+    merged = merge_verdicts([_shard_verdict(1, ("0", "2"), "a"), skipped])
+    crash = merged.phases["crash exploration"]
+    assert merged.outcome == "incomplete" and crash.status == "incomplete"
+    assert "2 of 4 crash points made by no shard (shard 2/2 made none" in crash.detail
+    assert "strace not found" in crash.detail
 
 
 def test_a_verdict_survives_its_json() -> None:
