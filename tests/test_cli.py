@@ -152,12 +152,17 @@ def test_validate_refuses_bad_factories_with_one_line(factory: str) -> None:
 
 @pytest.mark.rule("ARCH-2")
 def test_validate_passes_the_good_example_and_fails_the_broken_one(tmp_path: Path) -> None:
-    """The good adapter passes; the broken one fails with rules and replayable reproducers."""
+    """The good adapter passes; the broken one fails with rules and replayable reproducers.
+    Both run a fixed number of machine examples (``--examples``; the broken example fails in
+    the first ten) rather than until a wall budget is spent, so a loaded machine does the same
+    work, only slower; the budget bounds shrinking alone."""
     good = scopecheck(
         "validate",
         "examples/good_backend.py:make_backend",
         "--budget",
         "3",
+        "--examples",
+        "10",
         "--json",
         "--failures-dir",
         str(tmp_path),
@@ -174,6 +179,8 @@ def test_validate_passes_the_good_example_and_fails_the_broken_one(tmp_path: Pat
         "examples/broken_backend.py:make_backend",
         "--budget",
         "20",
+        "--examples",
+        "10",
         "--json",
         "--failures-dir",
         str(tmp_path),
