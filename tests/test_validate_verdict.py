@@ -186,8 +186,12 @@ def test_shrinking_stops_at_the_deadline_and_the_failure_says_it_is_unshrunk(
     assert "  steps (not shrunk: the budget was spent):" in summary_lines(verdict)
 
 
+@pytest.mark.long
 @pytest.mark.rule("INSTALL-12")
 def test_the_same_seed_and_examples_do_the_same_work(tmp_path: Path) -> None:
+    """The dict example, twice with the same seed and examples.  Long: the default run checks
+    the same on the file example (tests/test_validate_fixed_work.py), whose runs add crash
+    exploration to the machine, restarts and examples compared here."""
     first = validate(GOOD, budget=30, failures_dir=tmp_path, seed=3, examples=12)
     second = validate(GOOD, budget=30, failures_dir=tmp_path, seed=3, examples=12)
     assert first.passed and second.passed, (first.failures, second.failures)
