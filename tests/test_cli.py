@@ -332,12 +332,14 @@ def test_fuzz_workers_spread_backends_over_xdist(tmp_path: Path) -> None:
 
 
 @pytest.mark.rule("CRASH-FS-9")
-@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("workers", [pytest.param("1", marks=pytest.mark.long), "2"])
 def test_fuzz_counts_the_single_io_fault_runs_of_a_file_backend(
     tmp_path: Path, workers: str
 ) -> None:
     """Crash injection of a backend taking ``fs`` and ``root`` makes I/O-fault runs too, and
-    the report counts them apart from crash states, in one process and with ``--workers``."""
+    the report counts them apart from crash states, in one process and with ``--workers``.
+    One process is long: each ``--workers`` worker fuzzes its backend in one process the same
+    way, and the default run counts its report through the workers' aggregation."""
     result = scopecheck(
         "fuzz",
         "--backend",
