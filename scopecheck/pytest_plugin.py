@@ -17,6 +17,10 @@ The suite runs the phases ``scopecheck validate`` runs, decided by the same func
 otherwise *skipped* with the reason ``validate`` gives, never passed (CRASH-FS-8).  At the end
 the plugin prints the run as a :class:`~scopecheck.run.validate.Verdict` with ``validate``'s
 headline and phase lines (INSTALL-10), the machine's with the steps and examples it ran.
+
+The machine is the class ``scopecheck.fuzz_targets_for`` gives HypoFuzz for the same spec, so
+the examples the example database (``$SCOPECHECK_DB``) holds for it run first (FLEET-3);
+``--scopecheck-replay`` runs those alone and generates none, to recheck a fleet's findings.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from hypothesis import settings as Settings
+
     from scopecheck.backends.adapters import LoadedBackend
     from scopecheck.run.validate import Verdict
 
@@ -47,6 +53,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="PATH_OR_MODULE:FACTORY",
         help="Backend factory to check (repeatable); default: the bundled backends.",
+    )
+    group.addoption(
+        "--scopecheck-replay",
+        action="store_true",
+        dest="scopecheck_replay",
+        default=False,
+        help="Run the machine on the examples the example database ($SCOPECHECK_DB) holds for "
+        "it and generate none: recheck what an earlier run, a HypoFuzz worker or a fleet saved.",
     )
     group.addoption(
         "--scopecheck-fs-profile",
@@ -79,6 +93,27 @@ def pytest_configure(config: pytest.Config) -> None:
             except ScopecheckError as exc:
                 raise pytest.UsageError(f"--scopecheck-backend: {exc}") from None
         config.pluginmanager.register(VerdictCollector(config, specs), "scopecheck-verdict")
+
+
+#: The Hypothesis phases (by name) of the machine under ``--scopecheck-replay``: the
+#: database's examples and the explicit ones, a failure shrunk, nothing generated.
+REPLAY_PHASES = ("explicit", "reuse", "shrink")
+
+
+def machine_settings(config: pytest.Config) -> Settings:
+    """The settings ``test_machine.py`` runs the machine with: scopecheck's profile
+    (``$SCOPECHECK_PROFILE``), limited to :data:`REPLAY_PHASES` under ``--scopecheck-replay``.
+    Hypothesis is imported here, not with the plugin, which every pytest run of the venv
+    loads."""
+    from hypothesis import Phase
+    from hypothesis import settings as Settings
+
+    from scopecheck.run.profiles import get_profile
+
+    profile = get_profile()
+    if config.getoption("scopecheck_replay", default=False):
+        return Settings(profile, phases=[Phase[name] for name in REPLAY_PHASES])
+    return profile
 
 
 #: The phase each conformance module checks (``validate``'s phases, INSTALL-15).

@@ -155,12 +155,17 @@ def test_validate_refuses_bad_factories_with_one_line(factory: str) -> None:
 
 @pytest.mark.rule("ARCH-2")
 def test_validate_passes_the_good_example_and_fails_the_broken_one(tmp_path: Path) -> None:
-    """The good adapter passes; the broken one fails with rules and replayable reproducers."""
+    """The good adapter passes; the broken one fails with rules and replayable reproducers.
+    Both run a fixed number of machine examples (``--examples``; the broken example fails in
+    the first ten) rather than until a wall budget is spent, so a loaded machine does the same
+    work, only slower; the budget bounds shrinking alone."""
     good = scopecheck(
         "validate",
         "examples/good_backend.py:make_backend",
         "--budget",
         "3",
+        "--examples",
+        "10",
         "--json",
         "--failures-dir",
         str(tmp_path),
@@ -177,6 +182,8 @@ def test_validate_passes_the_good_example_and_fails_the_broken_one(tmp_path: Pat
         "examples/broken_backend.py:make_backend",
         "--budget",
         "20",
+        "--examples",
+        "10",
         "--json",
         "--failures-dir",
         str(tmp_path),
@@ -328,12 +335,14 @@ def test_fuzz_workers_spread_backends_over_xdist(tmp_path: Path) -> None:
 
 
 @pytest.mark.rule("CRASH-FS-9")
-@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("workers", [pytest.param("1", marks=pytest.mark.long), "2"])
 def test_fuzz_counts_the_single_io_fault_runs_of_a_file_backend(
     tmp_path: Path, workers: str
 ) -> None:
     """Crash injection of a backend taking ``fs`` and ``root`` makes I/O-fault runs too, and
-    the report counts them apart from crash states, in one process and with ``--workers``."""
+    the report counts them apart from crash states, in one process and with ``--workers``.
+    One process is long: each ``--workers`` worker fuzzes its backend in one process the same
+    way, and the default run counts its report through the workers' aggregation."""
     result = scopecheck(
         "fuzz",
         "--backend",

@@ -19,6 +19,8 @@ FILE = f"{ROOT}/examples/good_file_backend.py:make_backend"
 
 @pytest.mark.rule("INSTALL-12")
 def test_the_same_seed_and_examples_do_the_same_crash_work(tmp_path: Path) -> None:
+    """Two runs of the file example with the same seed and examples: the same crash states and
+    runs, coverage, machine steps (exactly the examples asked for) and restarts."""
     runs = [validate(FILE, budget=5, failures_dir=tmp_path, seed=2, examples=3) for _ in "ab"]
     for verdict in runs:
         assert verdict.passed, verdict.failures
@@ -26,3 +28,5 @@ def test_the_same_seed_and_examples_do_the_same_crash_work(tmp_path: Path) -> No
     assert first == second and first["crash_states"] > 0 and first["crash_fault_runs"] > 0
     assert runs[0].crash_coverage == runs[1].crash_coverage
     assert runs[0].machine_steps == runs[1].machine_steps > 0
+    assert runs[0].phases["machine"].counts["examples"] == 3
+    assert runs[0].phases["restarts"].counts == runs[1].phases["restarts"].counts

@@ -7,8 +7,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends.registry import Backend
 from scopecheck.machines.storage import make_machine
-from scopecheck.pytest_plugin import MACHINE_COUNTS
-from scopecheck.run.profiles import get_profile
+from scopecheck.pytest_plugin import MACHINE_COUNTS, machine_settings
 
 MACHINE_RULES = (
     "SCOPE-1",
@@ -36,12 +35,15 @@ MACHINE_RULES = (
 def test_machine_agrees_with_the_model(backend: Backend, request: pytest.FixtureRequest) -> None:
     """Every result, error code and the complete logical state equal the model's, every step,
     across close/reopen and restarts (scopecheck's profile, ``$SCOPECHECK_PROFILE``, sets the
-    budget; the user's own Hypothesis settings are left alone).  The steps and examples run,
+    budget; the user's own Hypothesis settings are left alone).  The example database's
+    examples for this machine run first; under ``--scopecheck-replay`` they are all it runs
+    (:func:`~scopecheck.pytest_plugin.machine_settings`).  The steps and examples run,
     passing or not, go into the test's ``user_properties`` for the plugin's verdict
     (:data:`~scopecheck.pytest_plugin.MACHINE_COUNTS`)."""
     machine = make_machine(backend)
     try:
-        run_state_machine_as_test(machine, settings=get_profile())  # type: ignore[no-untyped-call]
+        settings = machine_settings(request.config)
+        run_state_machine_as_test(machine, settings=settings)  # type: ignore[no-untyped-call]
     finally:
         counts = {"steps": machine.steps_run, "examples": machine.examples_run}
         request.node.user_properties.append((MACHINE_COUNTS, counts))

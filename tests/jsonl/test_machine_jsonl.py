@@ -2,6 +2,10 @@
 
 Close/reopen and restart are machine rules, so every run replays the files through the nine
 open stages many times (JSONL-7, JSONL-8, JSONL-16, JSONL-17).
+
+``TestJsonlMachine`` is long: the default run runs the same machine class on the same backend
+under the same profile as ``scopecheck/conformance/test_machine.py``'s ``jsonl`` case.  The
+pyfakefs and unlink-fails worlds run only here.
 """
 
 import pytest
@@ -30,7 +34,7 @@ _RULES = (
 JsonlMachine = make_machine(JSONL)
 JsonlFakefsMachine = make_machine(JSONL_FAKEFS)
 
-TestJsonlMachine = pytest.mark.rule(*_RULES)(JsonlMachine.TestCase)
+TestJsonlMachine = pytest.mark.long(pytest.mark.rule(*_RULES)(JsonlMachine.TestCase))
 TestJsonlFakefsMachine = pytest.mark.rule(*_RULES)(JsonlFakefsMachine.TestCase)
 JsonlUnlinkFailsMachine = make_machine(JSONL_UNLINK_FAILS)
 TestJsonlUnlinkFailsMachine = pytest.mark.rule(*_RULES)(JsonlUnlinkFailsMachine.TestCase)

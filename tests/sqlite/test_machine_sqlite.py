@@ -2,6 +2,11 @@
 
 The machine's own rules close and reopen Sessions and restart the whole repository over the
 same files, so every run also checks durability across close/reopen (SQLITE-14).
+
+Long: the default run runs these very machine classes (``make_machine`` of the same backends,
+under the same profile) as ``scopecheck/conformance/test_machine.py``'s ``sqlite`` and
+``sqlite-shared`` cases; here they carry the SQLite rules and run again with
+``SCOPECHECK_LONG=1``.
 """
 
 from __future__ import annotations
@@ -25,5 +30,5 @@ RULES = (
 SqliteMachine = make_machine(SQLITE)
 SqliteSharedMachine = make_machine(SQLITE_SHARED)
 
-TestSqliteMachine = pytest.mark.rule(*RULES)(SqliteMachine.TestCase)
-TestSqliteSharedMachine = pytest.mark.rule(*RULES)(SqliteSharedMachine.TestCase)
+TestSqliteMachine = pytest.mark.long(pytest.mark.rule(*RULES)(SqliteMachine.TestCase))
+TestSqliteSharedMachine = pytest.mark.long(pytest.mark.rule(*RULES)(SqliteSharedMachine.TestCase))
