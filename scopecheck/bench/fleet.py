@@ -224,7 +224,8 @@ def failure_saved(database: Any) -> bool:
     return False
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback TCP port free right now (for a server started next)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
@@ -244,7 +245,7 @@ def redis_server(directory: Path) -> Iterator[str | Skipped]:
     except ImportError:
         yield Skipped("the redis package is not installed: pip install 'scopecheck[hypofuzz]'")
         return
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [program, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(directory)],

@@ -14,7 +14,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+
+from scopecheck.bench.fleet import Skipped, free_port, redis_server
 
 pytestmark = [pytest.mark.hypofuzz, pytest.mark.slow]
 
@@ -45,46 +46,17 @@ if os.environ.get("REUSE_ONLY"):
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
-    """A real redis-server on a free loopback port, stopped afterwards."""
-    program = shutil.which("redis-server")
-    if program is None:
-        message = "NO REDIS SERVER: install Debian's redis-server (.ci/run does)"
-        if os.environ.get("SCOPECHECK_REQUIRE_REDIS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    port = _free_port()
-    server = subprocess.Popen(
-        [program, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    import redis
-
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                pytest.fail(f"redis-server on port {port} did not answer in 10 s")
-            time.sleep(0.05)
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        server.kill()
-        server.wait()
+    """A real redis-server on a free loopback port, stopped afterwards (the one
+    ``scopecheck bench fleet`` starts)."""
+    with redis_server(tmp_path) as url:
+        if isinstance(url, Skipped):
+            message = f"NO REDIS SERVER: {url.reason} (.ci/run installs one)"
+            if os.environ.get("SCOPECHECK_REQUIRE_REDIS") == "1":
+                pytest.fail(message)
+            pytest.skip(message)
+        yield url
 
 
 def _saved(url: str) -> int:
@@ -193,7 +165,7 @@ def test_a_redis_that_stops_answering_loses_no_finding(
 
 @pytest.mark.rule("FLEET-1")
 def test_an_unreachable_redis_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    url = f"redis://127.0.0.1:{_free_port()}/0"
+    url = f"redis://127.0.0.1:{free_port()}/0"
     env = {**os.environ, "SCOPECHECK_DB": url}
     done = subprocess.run(
         [sys.executable, "-m", "scopecheck", "fuzz", "--backend", "memory", "--budget", "1"],
