@@ -35,10 +35,12 @@ TWO_BUGS = f"{ROOT}/tests/data/two_bugs_backend.py:make_backend"
 SCHEMA = ROOT / "scopecheck" / "schemas" / "verdict.schema.json"
 
 
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "scopecheck", *args],
-        capture_output=True, text=True, timeout=300, check=False, cwd=cwd,
+        capture_output=True, text=True, timeout=300, check=False, cwd=cwd, env=env,
     )  # fmt: skip
 
 
@@ -260,19 +262,26 @@ def _shape(line: str) -> str:
     return re.sub(r"\d[\d,]*", "N", line).rstrip()
 
 
-@pytest.mark.rule("INSTALL-16")
+@pytest.mark.rule("INSTALL-16", "INSTALL-5")
 @pytest.mark.parametrize("sample", _samples(), ids=lambda s: s[0].split()[2])
 def test_the_readme_validate_samples_have_the_shape_of_real_runs(
     sample: tuple[str, list[str]], tmp_path: Path
 ) -> None:
-    """The sample's headline and phase lines, numbers aside, are the real run's.  The sample's
-    command runs with ``--examples`` added: fixed work (each machine's examples, crash
-    exploration's one workload) instead of filling the wall budget, so the run takes the same
-    work on a loaded machine and its crash exploration is never cut short (incomplete); the
-    phase lines have the shape they have under a budget."""
+    """The sample's headline and phase lines, numbers aside, are the real run's, and the run
+    leaves nothing in its temporary directory.  The sample's command runs with ``--examples``
+    added: fixed work (each machine's examples, crash exploration's one workload) instead of
+    filling the wall budget, so the run takes the same work on a loaded machine and its crash
+    exploration is never cut short (incomplete); the phase lines have the shape they have
+    under a budget."""
     command, expected = sample
     args = shlex.split(command)[1:]
-    result = cli(*args, "--examples", str(SAMPLE_EXAMPLES), "--failures-dir", str(tmp_path))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    result = cli(
+        *args, "--examples", str(SAMPLE_EXAMPLES), "--failures-dir", str(tmp_path / "failures"),
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+    )  # fmt: skip
+    assert sorted(os.listdir(tmpdir)) == [], result.stdout + result.stderr
     real = [_shape(line) for line in result.stdout.splitlines()]
     shown = [line for line in expected if line.startswith(("PASSED", "FAILED", "  "))]
     for line in shown:

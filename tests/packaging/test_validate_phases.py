@@ -74,13 +74,17 @@ def test_every_phase_is_reported_and_a_missing_capability_is_skipped_with_its_re
     assert any(p == "conformance" and "cases" in d for p, _, d in progress.updates)
 
 
+@pytest.mark.long
 @pytest.mark.rule("INSTALL-5", "INSTALL-6")
 def test_a_root_factory_is_restarted_over_its_directory_and_nothing_is_left_behind(
     tmp_path: Path,
 ) -> None:
     """``make_backend(clock, *, root)`` on the standard library's sqlite3: restarts call the
     factory again over the same directory, crash exploration runs from its system calls, and
-    the run's temporary directory ends empty."""
+    the run's temporary directory ends empty.  Long: the default run checks the same on the
+    same command (``validate`` of the sqlite3 example with ``--examples``) in
+    tests/test_validate_verdict.py's README sample, whose restarts and crash exploration lines
+    say ``ran`` with these words and whose temporary directory must end empty."""
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     failures = tmp_path / "failures"
