@@ -54,14 +54,14 @@ def _pytest(args: list[str], cwd: Path, database: Path) -> tuple[int, str]:
 
 
 def _blobs(output: str) -> list[str]:
-    """The ``@reproduce_failure`` choice sequences Hypothesis printed (``print_blob``)."""
-    return re.findall(r"@reproduce_failure\('[^']+', (b'[^']*')\)", output)
+    """The distinct ``@reproduce_failure`` choice sequences Hypothesis printed (``print_blob``),
+    in order: pytest prints a failure's message twice when ``$CI`` is set (in the traceback
+    and, untruncated, in the short summary)."""
+    found = re.findall(r"@reproduce_failure\('[^']+', (b'[^']*')\)", output)
+    return list(dict.fromkeys(found))
 
 
 @pytest.mark.slow
-# long: failed once in a clean-clone CI run (the replay did not reproduce the saved failure);
-# it stays out of the default run until that is understood.
-@pytest.mark.long
 @pytest.mark.rule("FLEET-3")
 def test_the_plugin_replays_first_the_failure_the_fuzz_targets_saved(tmp_path: Path) -> None:
     targets = TARGETS.format(spec=SPEC, name="targets.py", workers=1)
