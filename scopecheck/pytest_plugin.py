@@ -11,16 +11,19 @@ user's settings.  The conformance suite passes scopecheck's profile to the runs 
 
 The suite runs the phases ``scopecheck validate`` runs, decided by the same functions
 (INSTALL-15): ``test_machine.py`` the machine, ``test_scoped_storage.py`` and
-``test_storage_cases.py`` the conformance cases, ``test_fork_cases.py`` the fork cases, and
+``test_storage_cases.py`` the conformance cases, ``test_fork_cases.py`` and
+``test_fork_machine.py`` the forks phase (the fork cases and the fork machine), and
 ``test_crash.py`` crash exploration -- the generic crash sweep for a factory taking ``fs`` and
 ``root``, the system-call exploration for a factory taking ``root`` (where strace can run), and
 otherwise *skipped* with the reason ``validate`` gives, never passed (CRASH-FS-8).  At the end
 the plugin prints the run as a :class:`~scopecheck.run.validate.Verdict` with ``validate``'s
-headline and phase lines (INSTALL-10), the machine's with the steps and examples it ran.
+headline and phase lines (INSTALL-10), the machines' with the steps and examples they ran.
 
-The machine is the class ``scopecheck.fuzz_targets_for`` gives HypoFuzz for the same spec, so
-the examples the example database (``$SCOPECHECK_DB``) holds for it run first (FLEET-3);
-``--scopecheck-replay`` runs those alone and generates none, to recheck a fleet's findings.
+The storage and fork machines are the classes ``scopecheck.fuzz_targets_for`` gives HypoFuzz
+for the same spec, so the examples the example database (``$SCOPECHECK_DB``) holds for them
+run first, and ``test_crash.py`` explores again the workload seeds it holds for the crash
+target (FLEET-3).  ``--scopecheck-replay`` runs those alone -- no generated examples, no
+seeded workloads -- to recheck a fleet's findings.
 """
 
 from __future__ import annotations
@@ -59,8 +62,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         dest="scopecheck_replay",
         default=False,
-        help="Run the machine on the examples the example database ($SCOPECHECK_DB) holds for "
-        "it and generate none: recheck what an earlier run, a HypoFuzz worker or a fleet saved.",
+        help="Run the machines and crash exploration on what the example database "
+        "($SCOPECHECK_DB) holds for them alone: recheck what an earlier run, a HypoFuzz worker "
+        "or a fleet saved.",
     )
     group.addoption(
         "--scopecheck-fs-profile",
@@ -122,6 +126,7 @@ PHASE_OF = {
     "test_scoped_storage.py": "conformance",
     "test_storage_cases.py": "conformance",
     "test_fork_cases.py": "forks",
+    "test_fork_machine.py": "forks",
     "test_crash.py": "crash exploration",
 }
 
@@ -139,8 +144,9 @@ def loaded_backend(config: pytest.Config, spec: str) -> LoadedBackend:
     return cache[spec]
 
 
-#: The name of the ``user_properties`` entry in which ``test_machine.py`` leaves the steps and
-#: examples its machine ran: the machine phase reports them, as ``validate`` does.
+#: The name of the ``user_properties`` entry in which ``test_machine.py`` and
+#: ``test_fork_machine.py`` leave the steps and examples their machine ran: the machine and
+#: forks phases report them, as ``validate`` does.
 MACHINE_COUNTS = "scopecheck_machine"
 
 
@@ -161,6 +167,10 @@ def machine_counts(reports: list[pytest.TestReport]) -> dict[str, int] | None:
 def machine_detail(counts: dict[str, int]) -> str:
     """The machine phase's line, as ``validate`` words it."""
     return f"{counts['steps']:,} steps, {counts['examples']:,} examples"
+
+
+#: The phases whose tests include a machine, and how ``validate`` names its counts there.
+MACHINE_PHASES = {"machine": ("", ""), "forks": ("fork machine: ", "fork_machine_")}
 
 
 class VerdictCollector:
@@ -192,9 +202,9 @@ class VerdictCollector:
         """What this pytest run checked of ``spec``, phase by phase: a phase whose tests all
         ran is ``ran``, one with a failing test ``failed``, one whose tests were all skipped
         ``skipped`` with their reason, one not in the run ``skipped`` too; restarts are judged
-        by the function ``validate`` uses.  The machine phase counts its steps and examples
-        (what ``test_machine.py`` puts in its ``user_properties``) and says them as
-        ``validate`` does."""
+        by the function ``validate`` uses.  The machine and forks phases count their machine's
+        steps and examples (what ``test_machine.py`` and ``test_fork_machine.py`` put in their
+        ``user_properties``) and say them as ``validate`` does."""
         from scopecheck.run.report_plugin import explain_failure
         from scopecheck.run.validate import (
             PHASES,
@@ -221,24 +231,27 @@ class VerdictCollector:
                                     f"--scopecheck-backend={spec}", report.nodeid])  # fmt: skip
                 failures.append(conformance_failure(test, rerun, phase))
             counts = {"passed": passed, "failed": len(failed), "skipped": len(skipped)}
-            machine = machine_counts(seen) if phase == "machine" else None
+            machine = machine_counts(seen) if phase in MACHINE_PHASES else None
+            ran, label = f"{passed} tests passed", ""
             if machine is not None:
-                counts.update(machine)
+                label, prefix = MACHINE_PHASES[phase]
+                counts.update({prefix + key: value for key, value in machine.items()})
+                ran = label + machine_detail(machine)
+                if phase != "machine":
+                    ran += f"; {passed} tests passed"
             if not seen:
                 phases[phase] = PhaseReport("skipped", "not in this pytest run")
             elif failed:
                 detail = f"{len(failed)} of {len(seen)} tests failed"
                 if machine is not None:
-                    detail = f"{machine_detail(machine)}; {detail}"
+                    detail = f"{label}{machine_detail(machine)}; {detail}"
                 phases[phase] = PhaseReport("failed", detail, counts)
             elif not passed:
                 longrepr = skipped[0].longrepr
                 reason = str(longrepr[2]) if isinstance(longrepr, tuple) else ""
                 phases[phase] = PhaseReport("skipped", reason.removeprefix("Skipped: "), counts)
-            elif machine is not None:
-                phases[phase] = PhaseReport("ran", machine_detail(machine), counts)
             else:
-                phases[phase] = PhaseReport("ran", f"{passed} tests passed", counts)
+                phases[phase] = PhaseReport("ran", ran, counts)
         phases["restarts"] = restarts_phase(loaded.capabilities, loaded.counts)
         return Verdict(name, phases, tuple(failures))
 

@@ -254,7 +254,7 @@ def test_validate_explores_crashes_of_backends_that_take_a_filesystem(tmp_path: 
         ("good_file_backend", 0, "4 passed", "ran"),
         ("broken_file_backend", 1, "4 failed", "FAILED"),
         ("sqlite3_backend", 0, "4 passed", "ran"),
-        ("good_backend", 0, "4 skipped", "skipped"),
+        ("good_backend", 0, "5 skipped", "skipped"),
     ],
 )
 def test_pytest_plugin_runs_crash_exploration_as_validate_does_or_skips_it(

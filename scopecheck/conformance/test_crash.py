@@ -12,6 +12,11 @@ that backend, and skip it for the reason ``validate`` gives -- one function deci
   whose crash states the first test judges and whose fault and kill runs the second
   (CRASH-SYS-*); skipped with the reason when strace cannot run here (CRASH-SYS-5).
 
+A third test replays the workload seeds the example database (``$SCOPECHECK_DB``) holds for
+the backend's crash target -- what ``scopecheck.fuzz_targets_for`` gave HypoFuzz, so what a
+worker or a fleet saved -- and is skipped when it holds none (FLEET-3).  Under
+``--scopecheck-replay`` it is the only one that runs: the seeded workloads are skipped.
+
 Without the option they run against our JSONL backend through the generic sweep (no false
 alarms on a backend known to recover).
 """
@@ -24,6 +29,7 @@ import attrs
 import pytest
 
 from scopecheck.backends.crash_explorers import CrashExplorer, GenericCrashExplorer
+from scopecheck.backends.registry import Backend
 from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.generic_sweep import jsonl_factory, sweep, workload
 
@@ -41,6 +47,8 @@ class CrashTarget:
     name: str
     explorer: CrashExplorer | None
     skipped: str | None = None
+    #: The backend named by ``--scopecheck-backend`` (``None``: the bundled JSONL sweep).
+    backend: Backend | None = None
 
 
 @attrs.frozen
@@ -73,6 +81,14 @@ def fs_profile(request: pytest.FixtureRequest) -> str:
     return str(request.config.getoption("scopecheck_fs_profile", default="posix") or "posix")
 
 
+@pytest.fixture
+def seeded(request: pytest.FixtureRequest) -> None:
+    """Skips a seeded workload under ``--scopecheck-replay``, which runs only what the example
+    database holds."""
+    if request.config.getoption("scopecheck_replay", default=False):
+        pytest.skip("seeded workloads: skipped (--scopecheck-replay runs the database's alone)")
+
+
 def _failing(failures: list[CrashFailure], profile: str) -> list[CrashFailure]:
     for failure in failures:
         if not failure.fails_under(profile):
@@ -92,7 +108,7 @@ def _targets(config: pytest.Config) -> list[CrashTarget]:
         loaded = loaded_backend(config, spec)
         why = crash_skip_reason(loaded.backend, loaded.capabilities.kind)
         explorer = None if why is not None else loaded.backend.crash
-        chosen.append(CrashTarget(loaded.backend.name, explorer, why))
+        chosen.append(CrashTarget(loaded.backend.name, explorer, why, loaded.backend))
     return chosen
 
 
@@ -125,6 +141,7 @@ REPLAY = "(`scopecheck validate SPEC` saves a reproducer that `scopecheck replay
     "CRASH-FS-7", "CRASH-FS-8", "INSTALL-15",
 )  # fmt: skip
 @pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.usefixtures("seeded")
 def test_every_crash_state_recovers(crash_target: CrashTarget, seed: int, fs_profile: str) -> None:
     """Every process-crash and power-loss state of a seeded workload reopens to an allowed
     model state, commits above every acknowledged seq, reopens idempotently and survives a
@@ -148,6 +165,7 @@ def test_every_crash_state_recovers(crash_target: CrashTarget, seed: int, fs_pro
     "CRASH-FS-7", "CRASH-FS-8", "CRASH-FS-9", "CRASH-FS-10", "CRASH-FS-11", "INSTALL-15"
 )
 @pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.usefixtures("seeded")
 def test_every_single_io_fault_is_handled(
     crash_target: CrashTarget, seed: int, fs_profile: str
 ) -> None:
@@ -167,3 +185,31 @@ def test_every_single_io_fault_is_handled(
     failures = found.under(fs_profile)
     assert not failures, "\n".join([*failures, REPLAY])
     assert found.fault_runs > 0
+
+
+@pytest.mark.rule("FLEET-3", "CRASH-FS-8", "INSTALL-15")
+def test_saved_crash_findings_still_fail_or_recover(
+    crash_target: CrashTarget, fs_profile: str
+) -> None:
+    """The workload seeds the example database holds for this backend's crash target (a
+    HypoFuzz worker's or a fleet's findings) are explored again, the fixed work ``validate
+    --examples`` does for a seed: each must now recover."""
+    from scopecheck.run.hypofuzz import replay_crash_findings
+    from scopecheck.run.profiles import get_profile
+
+    if crash_target.explorer is None:
+        pytest.skip(f"saved crash findings: skipped ({crash_target.skipped})")
+    if crash_target.backend is None:
+        pytest.skip("saved crash findings: skipped (only for --scopecheck-backend)")
+    database = get_profile().database
+    explored = {} if database is None else replay_crash_findings(crash_target.backend, database)
+    if not explored:
+        pytest.skip("saved crash findings: skipped (the example database holds none)")
+    failing = [
+        (seed, failure)
+        for seed, (_, _, records) in sorted(explored.items())
+        for failure in _failing([CrashFailure.from_json(r) for r in records], fs_profile)
+    ]
+    assert not failing, "\n".join(
+        [f"workload seed {seed}: {failure}" for seed, failure in failing] + [REPLAY]
+    )

@@ -15,16 +15,21 @@ The tests run under scopecheck's profile (namespaced, INSTALL-2), loaded as Hypo
 settings, because HypoFuzz fuzzes a test only when its database is the default settings' one:
 ``$SCOPECHECK_DB``, a directory or a Redis shared by the fleet (FLEET-1).  The machines are the
 classes ``pytest --scopecheck-backend`` runs for the same spec, so their saved failures are
-replayed first there (the database key is the machine's).
+replayed first there (the database key is the machine's); the crash target's saved workload
+seeds are explored again by :func:`replay_crash_findings`, which the plugin's crash tests and
+``validate`` call.
 """
 
 from __future__ import annotations
 
 import math
+import unittest
+from collections.abc import Callable
 from typing import Any
 
-from hypothesis import given
+from hypothesis import Phase, Verbosity, given, settings
 from hypothesis import strategies as st
+from hypothesis.database import ExampleDatabase
 
 from scopecheck.backends.adapters import load
 from scopecheck.backends.registry import Backend
@@ -56,11 +61,20 @@ def fuzz_targets_for(spec: str, *, profile: str | None = None) -> dict[str, Any]
     return targets
 
 
-def crash_target(backend: Backend) -> Any:
+#: What one seed's crash exploration gave: states, fault and kill runs, failure records
+#: (``CrashExplorer.explore_with_faults``).
+Explored = tuple[int, int, list[dict[str, Any]]]
+
+
+def crash_target(
+    backend: Backend, on_explored: Callable[[int, Explored], object] | None = None
+) -> Any:
     """A Hypothesis test exploring the crash states of one seeded workload of ``backend``:
     the fixed work ``validate --examples`` does for a seed (its priority crash points, eight
     crashed recoveries, every fault and kill run), so the same seed replays the same states.
-    Fails with the first distinct failure's summary and reproducer record."""
+    Fails with the first distinct failure's summary and reproducer record.  ``on_explored``
+    is given each seed and what its exploration found, failing or not (how
+    :func:`replay_crash_findings` keeps the records)."""
     explorer = backend.crash
     assert explorer is not None
     words = "".join(ch if ch.isalnum() else " " for ch in backend.name).lower().split()
@@ -69,7 +83,10 @@ def crash_target(backend: Backend) -> Any:
     def test(seed: int) -> None:
         from scopecheck.crashsim.failure import CrashFailure
 
-        _, _, records = explorer.explore_with_faults(math.inf, seed)
+        explored = explorer.explore_with_faults(math.inf, seed)
+        if on_explored is not None:
+            on_explored(seed, explored)
+        records = explored[2]
         if records:
             first = CrashFailure.from_json(records[0])
             raise AssertionError(f"{len(records)} crash failure(s); the first:\n{first}")
@@ -80,3 +97,25 @@ def crash_target(backend: Backend) -> Any:
     inner: Any = test.hypothesis.inner_test  # type: ignore[attr-defined]
     inner._hypothesis_internal_add_digest = backend.name.encode()
     return test
+
+
+def replay_crash_findings(backend: Backend, database: ExampleDatabase) -> dict[int, Explored]:
+    """Run :func:`crash_target` on the workload seeds ``database`` holds for ``backend`` --
+    what a HypoFuzz worker, a fleet or an earlier run saved -- and on nothing else;
+    ``{seed: what its exploration found}``, empty when nothing is saved (FLEET-3).  The
+    seeds' failures are in their records: Hypothesis's own report of them is silenced,
+    and a seed that no longer fails is left to Hypothesis to drop from the database."""
+    explored: dict[int, Explored] = {}
+    test = crash_target(backend, on_explored=explored.__setitem__)
+    replay = settings(
+        deadline=None, database=database, phases=[Phase.reuse], verbosity=Verbosity.quiet,
+        print_blob=False, report_multiple_bugs=False,
+    )  # fmt: skip
+    try:
+        replay(test)()
+    except unittest.SkipTest:
+        return {}
+    except AssertionError:
+        if not any(records for _, _, records in explored.values()):
+            raise
+    return explored

@@ -87,6 +87,7 @@ from scopecheck.machines.storage import rules_of_program
 from scopecheck.models.errors import UsageError
 from scopecheck.run.example_db import named_database
 from scopecheck.run.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_backend, save_failure
+from scopecheck.run.hypofuzz import Explored, replay_crash_findings
 from scopecheck.run.report_plugin import REPORT_ENV, SHARD_ENV
 
 #: The version of the verdict's JSON (``"version"``); a change to its fields changes it and
@@ -861,8 +862,10 @@ def _crash_phase(
         run.set(name, PhaseReport("skipped", why or "the backend has no crash explorer"))
         return (), None, {}
     run.set(name, PhaseReport("running", "crash states and I/O faults"))
+    replayed = _replay_crash_findings(loaded, run) if shard is None or shard.index == 1 else {}
     states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun, shard=shard)
     kills = explorer.kill_runs
+    records = [r for _, _, found in replayed.values() for r in found] + records
     saved = [save_failure(failures_dir, {**record, "spec": spec}) for record in records]
     found = failures_of(saved, name)
     failures = [f for f in found if f.fails_under(fs_profile)]
@@ -877,8 +880,15 @@ def _crash_phase(
         detail += f"; failing under file-system profile {fs_profile}"
     if warnings:
         detail += f", {len(warnings)} failures only under other profiles (warnings)"
+    if replayed:
+        detail += (
+            f"; the example database's {len(replayed)} saved workload seed(s) replayed first "
+            f"({sum(bool(found) for _, _, found in replayed.values())} still failing)"
+        )
     status: Status = "failed" if failures else "ran"
     counts = {"crash_states": states, "crash_fault_runs": runs - kills, "kill_runs": kills}
+    if replayed:
+        counts["replayed_seeds"] = len(replayed)
     coverage = explorer.coverage
     if coverage is not None:
         detail += f"; {coverage.describe()}"
@@ -895,6 +905,19 @@ def _crash_phase(
     detail += "".join(f"; limit: {limit}" for limit in limits)
     run.set(name, PhaseReport(status, detail, counts))
     return limits, None if coverage is None else coverage.to_json(), dict(explorer.units)
+
+
+def _replay_crash_findings(loaded: LoadedBackend, run: _Run) -> dict[int, Explored]:
+    """The workload seeds ``$SCOPECHECK_DB`` holds for the backend's crash target (a HypoFuzz
+    worker's or a fleet's findings), each explored again with the fixed work of a seed, before
+    the seeded exploration (FLEET-3); nothing when no database is named (INSTALL-12).  Of a
+    sharded run, shard 1 alone replays them: they are not the plan's units, and N shards
+    would each explore them again."""
+    database = named_database()
+    if database is None:
+        return {}
+    run.set("crash exploration", PhaseReport("running", "replaying the saved workload seeds"))
+    return replay_crash_findings(loaded.backend, database)
 
 
 def _conformance_phase(

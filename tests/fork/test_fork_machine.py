@@ -1,6 +1,8 @@
-"""The fork machine against every bundled backend, and the lockstep machine (FORK-*).
+"""The lockstep fork machine: Memory, JSONL and SQLite forked from one source (FORK-15).
 
-Budgets are small: the machine is shared; ``scopecheck fuzz`` style runs go deeper.
+The fork machine against each bundled backend is the conformance suite's
+(``scopecheck/conformance/test_fork_machine.py``, which this project's test run collects).
+The budget is small; ``scopecheck fuzz`` style runs go deeper.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from scopecheck.backends.registry import BUNDLED
-from scopecheck.machines.fork import make_fork_machine, make_lockstep_machine
+from scopecheck.machines.fork import make_lockstep_machine
 
 _FAST = settings(
     max_examples=25,
@@ -17,31 +19,6 @@ _FAST = settings(
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
-
-_RULES = (
-    "FORK-2",
-    "FORK-3",
-    "FORK-4",
-    "FORK-5",
-    "FORK-6",
-    "FORK-7",
-    "FORK-8",
-    "FORK-9",
-    "FORK-10",
-    "FORK-11",
-)
-
-
-def _case(name: str) -> type:
-    case = make_fork_machine(BUNDLED[name]).TestCase
-    case.settings = _FAST
-    return pytest.mark.rule(*_RULES)(case)  # type: ignore[no-any-return]
-
-
-TestMemoryFork = _case("memory")
-TestSqliteFork = _case("sqlite")
-TestSqliteSharedFork = _case("sqlite-shared")
-TestJsonlFork = _case("jsonl")
 
 _LOCKSTEP = make_lockstep_machine((BUNDLED["memory"], BUNDLED["jsonl"], BUNDLED["sqlite"]))
 
