@@ -29,7 +29,9 @@ def one_of_each(
 ) -> list[Any]:
     """``items`` as pytest parameters named by ``name``: the first of each ``kind`` in the
     default run, every other one marked ``long`` -- and so is an item named in ``slow`` (the
-    measured slowest, each the only one of its kind)."""
+    measured slowest).  A slow item still stands for its kind: when it comes first, none of
+    that kind is in the default run, so name in ``slow`` only kinds whose rule has other
+    tests there."""
     seen: set[object] = set()
     params = []
     for item in items:

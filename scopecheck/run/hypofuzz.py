@@ -115,7 +115,9 @@ def replay_crash_findings(backend: Backend, database: ExampleDatabase) -> dict[i
         replay(test)()
     except unittest.SkipTest:
         return {}
-    except AssertionError:
+    except (AssertionError, ExceptionGroup):
+        # A failing seed, or one that failed once and then passed (Hypothesis's
+        # ``FlakyFailure``): its records say what failed; anything else is raised.
         if not any(records for _, _, records in explored.values()):
             raise
     return explored

@@ -144,9 +144,10 @@ def test_two_workers_share_a_failure_that_a_third_machine_replays_from_redis_alo
         (empty, "ran"),
         ({**third, "SCOPECHECK_LOCAL_DB": str(tmp_path / "v")}, "failed"),
     ):
-        done = subprocess.run(validate, cwd=tmp_path, env=env, capture_output=True, timeout=300)
-        assert done.returncode == 1, done.stderr[-2000:]  # the conformance cases fail either way
-        assert orjson.loads(done.stdout)["phases"]["machine"]["status"] == expected
+        checked = subprocess.run(validate, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+        # the conformance cases fail either way
+        assert checked.returncode == 1, checked.stderr[-2000:]
+        assert orjson.loads(checked.stdout)["phases"]["machine"]["status"] == expected
 
 
 @pytest.mark.rule("FLEET-2")
