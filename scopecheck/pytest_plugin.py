@@ -22,8 +22,9 @@ headline and phase lines (INSTALL-10), the machines' with the steps and examples
 The storage and fork machines are the classes ``scopecheck.fuzz_targets_for`` gives HypoFuzz
 for the same spec, so the examples the example database (``$SCOPECHECK_DB``) holds for them
 run first, and ``test_crash.py`` explores again the workload seeds it holds for the crash
-target (FLEET-3).  ``--scopecheck-replay`` runs those alone -- no generated examples, no
-seeded workloads -- to recheck a fleet's findings.
+target (FLEET-3).  ``--scopecheck-replay`` makes the machines and crash tests run those alone
+-- no generated examples, no seeded workloads -- to recheck a fleet's findings; the conformance
+and fork cases, which draw nothing, run as always.
 """
 
 from __future__ import annotations
@@ -133,6 +134,19 @@ PHASE_OF = {
 _loaded = pytest.StashKey[dict[str, "LoadedBackend"]]()
 
 
+def loaded_for(config: pytest.Config, backend: Any) -> LoadedBackend:
+    """The loaded spec whose backend is ``backend`` (without ``--scopecheck-backend``, a
+    bundled backend as ``load`` takes one), so a test asks the capabilities ``validate``
+    decides by (INSTALL-15)."""
+    from scopecheck.backends.adapters import loaded_as_is
+
+    for spec in config.getoption("scopecheck_backend", default=None) or []:
+        loaded = loaded_backend(config, spec)
+        if loaded.backend is backend:
+            return loaded
+    return loaded_as_is(backend)
+
+
 def loaded_backend(config: pytest.Config, spec: str) -> LoadedBackend:
     """``spec`` loaded once per run: every module's tests use the same backend, and its
     counts (restarts) add up over the run."""
@@ -164,13 +178,21 @@ def machine_counts(reports: list[pytest.TestReport]) -> dict[str, int] | None:
     return {key: sum(int(value.get(key, 0)) for value in found) for key in ("steps", "examples")}
 
 
+def _carries_counts(report: pytest.TestReport) -> bool:
+    return any(name == MACHINE_COUNTS for name, _ in report.user_properties)
+
+
 def machine_detail(counts: dict[str, int]) -> str:
     """The machine phase's line, as ``validate`` words it."""
     return f"{counts['steps']:,} steps, {counts['examples']:,} examples"
 
 
-#: The phases whose tests include a machine, and how ``validate`` names its counts there.
-MACHINE_PHASES = {"machine": ("", ""), "forks": ("fork machine: ", "fork_machine_")}
+#: The phases whose tests include a machine: how ``validate`` names its counts there, the
+#: words before its steps and examples, and what the phase's other tests are (``None``: none).
+MACHINE_PHASES: dict[str, tuple[str, str, str | None]] = {
+    "machine": ("", "", None),
+    "forks": ("fork_machine_", "fork machine: ", "fork cases"),
+}
 
 
 class VerdictCollector:
@@ -232,13 +254,14 @@ class VerdictCollector:
                 failures.append(conformance_failure(test, rerun, phase))
             counts = {"passed": passed, "failed": len(failed), "skipped": len(skipped)}
             machine = machine_counts(seen) if phase in MACHINE_PHASES else None
-            ran, label = f"{passed} tests passed", ""
+            ran = f"{passed} tests passed"
             if machine is not None:
-                label, prefix = MACHINE_PHASES[phase]
+                prefix, label, others = MACHINE_PHASES[phase]
                 counts.update({prefix + key: value for key, value in machine.items()})
                 ran = label + machine_detail(machine)
-                if phase != "machine":
-                    ran += f"; {passed} tests passed"
+                if others is not None:
+                    machines = sum(1 for r in seen if r.passed and _carries_counts(r))
+                    ran += f"; {passed - machines} {others} passed"
             if not seen:
                 phases[phase] = PhaseReport("skipped", "not in this pytest run")
             elif failed:

@@ -333,6 +333,12 @@ def load_process(spec: str) -> LoadedBackend:
     return LoadedBackend(backend, capabilities, counts)
 
 
+def loaded_as_is(backend: Backend) -> LoadedBackend:
+    """A :class:`Backend` itself (a bundled one, or a spec naming one): its repositories
+    reopen and fork, as every bundled repository does."""
+    return LoadedBackend(backend, Capabilities("plain", reopen=True, fork=True), RunCounts())
+
+
 def load(spec: str) -> LoadedBackend:
     """``PATH_OR_MODULE:FACTORY`` (or ``exec:COMMAND``) → a :class:`LoadedBackend`; a
     ``UsageError`` says what is wrong.  A factory taking ``fs`` and ``root`` also gets the
@@ -342,7 +348,7 @@ def load(spec: str) -> LoadedBackend:
     name, factory = load_factory(spec)
     counts = RunCounts()
     if isinstance(factory, Backend):
-        return LoadedBackend(factory, Capabilities("plain", reopen=True, fork=True), counts)
+        return loaded_as_is(factory)
     if not callable(factory):
         raise UsageError("invalid_payload", f"{spec} is not callable")
     capabilities = probe(factory, spec)

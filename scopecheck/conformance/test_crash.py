@@ -12,7 +12,7 @@ that backend, and skip it for the reason ``validate`` gives -- one function deci
   whose crash states the first test judges and whose fault and kill runs the second
   (CRASH-SYS-*); skipped with the reason when strace cannot run here (CRASH-SYS-5).
 
-A third test replays the workload seeds the example database (``$SCOPECHECK_DB``) holds for
+The first test replays the workload seeds the example database (``$SCOPECHECK_DB``) holds for
 the backend's crash target -- what ``scopecheck.fuzz_targets_for`` gave HypoFuzz, so what a
 worker or a fleet saved -- and is skipped when it holds none (FLEET-3).  Under
 ``--scopecheck-replay`` it is the only one that runs: the seeded workloads are skipped.
@@ -136,6 +136,32 @@ def _explored(target: CrashTarget, explorer: CrashExplorer, seed: int) -> Explor
 REPLAY = "(`scopecheck validate SPEC` saves a reproducer that `scopecheck replay` reruns)"
 
 
+@pytest.mark.rule("FLEET-3", "CRASH-FS-8", "INSTALL-15")
+def test_saved_crash_findings_now_recover(crash_target: CrashTarget, fs_profile: str) -> None:
+    """The workload seeds the example database holds for this backend's crash target (a
+    HypoFuzz worker's or a fleet's findings) are explored again, first, with the fixed work
+    ``validate --examples`` does for a seed: each must now recover."""
+    from scopecheck.run.hypofuzz import replay_crash_findings
+    from scopecheck.run.profiles import get_profile
+
+    if crash_target.explorer is None:
+        pytest.skip(f"saved crash findings: skipped ({crash_target.skipped})")
+    if crash_target.backend is None:
+        pytest.skip("saved crash findings: skipped (only for --scopecheck-backend)")
+    database = get_profile().database
+    explored = {} if database is None else replay_crash_findings(crash_target.backend, database)
+    if not explored:
+        pytest.skip("saved crash findings: skipped (the example database holds none)")
+    failing = [
+        (seed, failure)
+        for seed, (_, _, records) in sorted(explored.items())
+        for failure in _failing([CrashFailure.from_json(r) for r in records], fs_profile)
+    ]
+    assert not failing, "\n".join(
+        [f"workload seed {seed}: {failure}" for seed, failure in failing] + [REPLAY]
+    )
+
+
 @pytest.mark.rule(
     "CRASH-FS-1", "CRASH-FS-2", "CRASH-FS-3", "CRASH-FS-4", "CRASH-FS-5", "CRASH-FS-6",
     "CRASH-FS-7", "CRASH-FS-8", "INSTALL-15",
@@ -185,31 +211,3 @@ def test_every_single_io_fault_is_handled(
     failures = found.under(fs_profile)
     assert not failures, "\n".join([*failures, REPLAY])
     assert found.fault_runs > 0
-
-
-@pytest.mark.rule("FLEET-3", "CRASH-FS-8", "INSTALL-15")
-def test_saved_crash_findings_still_fail_or_recover(
-    crash_target: CrashTarget, fs_profile: str
-) -> None:
-    """The workload seeds the example database holds for this backend's crash target (a
-    HypoFuzz worker's or a fleet's findings) are explored again, the fixed work ``validate
-    --examples`` does for a seed: each must now recover."""
-    from scopecheck.run.hypofuzz import replay_crash_findings
-    from scopecheck.run.profiles import get_profile
-
-    if crash_target.explorer is None:
-        pytest.skip(f"saved crash findings: skipped ({crash_target.skipped})")
-    if crash_target.backend is None:
-        pytest.skip("saved crash findings: skipped (only for --scopecheck-backend)")
-    database = get_profile().database
-    explored = {} if database is None else replay_crash_findings(crash_target.backend, database)
-    if not explored:
-        pytest.skip("saved crash findings: skipped (the example database holds none)")
-    failing = [
-        (seed, failure)
-        for seed, (_, _, records) in sorted(explored.items())
-        for failure in _failing([CrashFailure.from_json(r) for r in records], fs_profile)
-    ]
-    assert not failing, "\n".join(
-        [f"workload seed {seed}: {failure}" for seed, failure in failing] + [REPLAY]
-    )

@@ -4,7 +4,8 @@ machine's steps and forks between them, every successful fork compared with the 
 It is the class ``scopecheck.fuzz_targets_for`` gives HypoFuzz for the same backend, so the
 example database's examples for it run first, and alone under ``--scopecheck-replay``
 (FLEET-3); ``validate`` runs the same machine in its forks phase.  A repository without
-``fork()`` skips it, never passes it.
+``fork()`` -- decided as ``validate`` decides it, by the loaded backend's capabilities
+(INSTALL-15) -- skips it, never passes it.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends.registry import Backend
-from scopecheck.conformance.helpers import Clock
 from scopecheck.machines.fork import make_fork_machine
-from scopecheck.pytest_plugin import MACHINE_COUNTS, machine_settings
+from scopecheck.pytest_plugin import MACHINE_COUNTS, loaded_for, machine_settings
 
 FORK_MACHINE_RULES = (
     "FORK-2",
@@ -31,24 +31,13 @@ FORK_MACHINE_RULES = (
 )
 
 
-def _has_fork(backend: Backend) -> bool:
-    """Whether the backend's repository has ``fork()``, asked of a fresh world as the fork
-    cases ask it (``test_fork_cases.py``)."""
-    world = backend.new_world(Clock())
-    try:
-        repository = world.repository()
-        return callable(getattr(getattr(repository, "inner", repository), "fork", None))
-    finally:
-        world.cleanup()
-
-
 @pytest.mark.rule(*FORK_MACHINE_RULES)
 def test_fork_machine_agrees_with_the_model(
     backend: Backend, request: pytest.FixtureRequest
 ) -> None:
     """Every fork's destination and source equal the model's, every step, across restarts;
     the steps and examples run go into ``user_properties`` as ``test_machine.py``'s do."""
-    if not _has_fork(backend):
+    if not loaded_for(request.config, backend).capabilities.fork:
         pytest.skip("fork machine: skipped (the repository has no fork())")
     machine = make_fork_machine(backend)
     try:

@@ -66,27 +66,27 @@ def fuzz_targets_for(spec: str, *, profile: str | None = None) -> dict[str, Any]
 Explored = tuple[int, int, list[dict[str, Any]]]
 
 
-def crash_target(
-    backend: Backend, on_explored: Callable[[int, Explored], object] | None = None
-) -> Any:
+def crash_target(backend: Backend, explore: Callable[[int], Explored] | None = None) -> Any:
     """A Hypothesis test exploring the crash states of one seeded workload of ``backend``:
     the fixed work ``validate --examples`` does for a seed (its priority crash points, eight
     crashed recoveries, every fault and kill run), so the same seed replays the same states.
-    Fails with the first distinct failure's summary and reproducer record.  ``on_explored``
-    is given each seed and what its exploration found, failing or not (how
-    :func:`replay_crash_findings` keeps the records)."""
+    Fails with the first distinct failure's summary and reproducer record.  ``explore`` makes
+    a seed's exploration (default: the backend's explorer); :func:`replay_crash_findings`
+    passes one that keeps what each seed found."""
     explorer = backend.crash
     assert explorer is not None
     words = "".join(ch if ch.isalnum() else " " for ch in backend.name).lower().split()
+
+    def explore_seed(seed: int) -> Explored:
+        return explorer.explore_with_faults(math.inf, seed)
+
+    made = explore if explore is not None else explore_seed
 
     @given(seed=st.integers(min_value=0, max_value=MAX_SEED))
     def test(seed: int) -> None:
         from scopecheck.crashsim.failure import CrashFailure
 
-        explored = explorer.explore_with_faults(math.inf, seed)
-        if on_explored is not None:
-            on_explored(seed, explored)
-        records = explored[2]
+        records = made(seed)[2]
         if records:
             first = CrashFailure.from_json(records[0])
             raise AssertionError(f"{len(records)} crash failure(s); the first:\n{first}")
@@ -99,25 +99,39 @@ def crash_target(
     return test
 
 
+#: Until a saved workload seed fails, at most this many that pass are explored again: the
+#: database's primary examples first, then, when none of those fails, its secondary ones
+#: (intermediate seeds of a shrink).  Every primary example runs once one has failed.
+REPLAY_PASSING = 4
+
+
 def replay_crash_findings(backend: Backend, database: ExampleDatabase) -> dict[int, Explored]:
     """Run :func:`crash_target` on the workload seeds ``database`` holds for ``backend`` --
     what a HypoFuzz worker, a fleet or an earlier run saved -- and on nothing else;
-    ``{seed: what its exploration found}``, empty when nothing is saved (FLEET-3).  The
-    seeds' failures are in their records: Hypothesis's own report of them is silenced,
-    and a seed that no longer fails is left to Hypothesis to drop from the database."""
+    ``{seed: what its exploration found}``, empty when nothing is saved (FLEET-3).  Each seed
+    is explored once: Hypothesis's rerun of a failing seed for its report gets the kept
+    result, so a seed that fails once is reported failing, never flaky.  Every failing seed
+    of the primary examples runs (``report_multiple_bugs``); of those that pass (at most
+    :data:`REPLAY_PASSING` before one fails), Hypothesis drops them from the database."""
+    explorer = backend.crash
+    assert explorer is not None
     explored: dict[int, Explored] = {}
-    test = crash_target(backend, on_explored=explored.__setitem__)
+
+    def explore(seed: int) -> Explored:
+        if seed not in explored:
+            explored[seed] = explorer.explore_with_faults(math.inf, seed)
+        return explored[seed]
+
     replay = settings(
         deadline=None, database=database, phases=[Phase.reuse], verbosity=Verbosity.quiet,
-        print_blob=False, report_multiple_bugs=False,
+        print_blob=False, report_multiple_bugs=True, max_examples=REPLAY_PASSING,
     )  # fmt: skip
     try:
-        replay(test)()
+        replay(crash_target(backend, explore))()
     except unittest.SkipTest:
         return {}
     except (AssertionError, ExceptionGroup):
-        # A failing seed, or one that failed once and then passed (Hypothesis's
-        # ``FlakyFailure``): its records say what failed; anything else is raised.
+        # Failing seeds: their records say what failed.  Anything else is raised.
         if not any(records for _, _, records in explored.values()):
             raise
     return explored

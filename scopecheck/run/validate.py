@@ -80,7 +80,7 @@ from scopecheck.backends.adapters import (
     load,
 )
 from scopecheck.backends.registry import Backend
-from scopecheck.crashsim.failure import profiles_text
+from scopecheck.crashsim.failure import CrashFailure, profiles_text
 from scopecheck.crashsim.persistence import PROFILE_NAMES, profile_named
 from scopecheck.crashsim.shards import UNIT_KINDS, Shard, Units
 from scopecheck.machines.storage import rules_of_program
@@ -862,7 +862,11 @@ def _crash_phase(
         run.set(name, PhaseReport("skipped", why or "the backend has no crash explorer"))
         return (), None, {}
     run.set(name, PhaseReport("running", "crash states and I/O faults"))
+    started = time.perf_counter()
     replayed = _replay_crash_findings(loaded, run) if shard is None or shard.index == 1 else {}
+    replay_limits = list(explorer.limits) if replayed else []
+    # The replay's time comes out of the seeded exploration's budget.
+    budget = max(0.0, budget - (time.perf_counter() - started))
     states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun, shard=shard)
     kills = explorer.kill_runs
     records = [r for _, _, found in replayed.values() for r in found] + records
@@ -881,9 +885,13 @@ def _crash_phase(
     if warnings:
         detail += f", {len(warnings)} failures only under other profiles (warnings)"
     if replayed:
+        failing = sum(
+            any(CrashFailure.from_json(r).fails_under(fs_profile) for r in found)
+            for _, _, found in replayed.values()
+        )
         detail += (
             f"; the example database's {len(replayed)} saved workload seed(s) replayed first "
-            f"({sum(bool(found) for _, _, found in replayed.values())} still failing)"
+            f"({failing} still failing)"
         )
     status: Status = "failed" if failures else "ran"
     counts = {"crash_states": states, "crash_fault_runs": runs - kills, "kill_runs": kills}
@@ -901,7 +909,7 @@ def _crash_phase(
         if not coverage.complete and not failures:
             status = "incomplete"
             detail += f" -- INCOMPLETE: {'; '.join(coverage.shortfall())}; raise --budget"
-    limits = tuple(explorer.limits)
+    limits = tuple(dict.fromkeys([*replay_limits, *explorer.limits]))
     detail += "".join(f"; limit: {limit}" for limit in limits)
     run.set(name, PhaseReport(status, detail, counts))
     return limits, None if coverage is None else coverage.to_json(), dict(explorer.units)

@@ -169,3 +169,34 @@ def test_the_plugins_machine_phase_counts_steps_and_examples_as_validate_does(
     assert found is not None, line
     steps, examples = (int(group.replace(",", "")) for group in found.groups())
     assert steps >= examples > 0, line
+
+
+@pytest.mark.rule("INSTALL-10", "INSTALL-15")
+def test_the_plugins_forks_phase_counts_the_fork_machine_and_its_cases_as_validate_does(
+    tmp_path: Path,
+) -> None:
+    """For a user's repository with ``fork()`` the forks phase runs the fork machine and the
+    fork cases; its line gives the machine's steps and examples, as ``validate`` words them,
+    and how many fork cases passed (the machine's own test is not one of them)."""
+    (tmp_path / "jsonl_backend.py").write_text(
+        "import scopecheck\n\n\ndef make_backend(clock, *, root):\n"
+        "    return scopecheck.JsonlRepository(root, clock=clock)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "scopecheck.pytest_plugin",
+         "-p", "no:cacheprovider", "--scopecheck-backend=jsonl_backend.py:make_backend",
+         "--pyargs", "scopecheck.conformance.test_fork_machine",
+         "scopecheck.conformance.test_fork_cases"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    passed = int(re.search(r"(\d+) passed", result.stdout).group(1))  # type: ignore[union-attr]
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("  forks:")]
+    found = re.fullmatch(
+        r"  forks: +ran fork machine: ([\d,]+) steps, ([\d,]+) examples; (\d+) fork cases passed",
+        line,
+    )
+    assert found is not None, line
+    steps, examples, cases = (int(group.replace(",", "")) for group in found.groups())
+    assert steps >= examples > 0, line
+    assert cases == passed - 1 > 0, (line, passed)
