@@ -584,18 +584,19 @@ def explore(
                     on_progress(found)
 
             points: set[int] = set()
+            passes = ordered_passes(rnd.ops, rnd.acked_at)
             checked = check_passes(  # which calls early(), adding to found.coverage
                 rnd, found.findings, until=now + (deadline - now) * share, first=first,
                 overrun=plan.overrun, recovery_share=plan.recovery_share, after_priority=early,
                 on_state=progress, fixed=fixed, profiles=plan.profiles, shard=plan.shard,
-                checked=points,
+                checked=points, passes=passes,
             )  # fmt: skip
             found.coverage += checked
             found.states += rnd.states - states_before
             if fixed:
                 fixed_runs(plan.early_faults, None)
                 name = workload_digest(rnd.ops)
-                planned = priority_passes(ordered_passes(rnd.ops, rnd.acked_at))
+                planned = priority_passes(passes)
                 found.units = {
                     "crash points": Units(
                         sum(map(len, planned)), tuple(str(k) for k in sorted(points)), name

@@ -39,6 +39,7 @@ in coverage order, fault runs with their share, distinct failures kept (CRASH-CO
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import time
@@ -569,7 +570,7 @@ class FsRound(SandboxRound):
         )  # fmt: skip
         return report.runs
 
-    @property
+    @functools.cached_property  # the trace is fixed: asked once per fault run
     def fault_plan_size(self) -> int:
         from scopecheck.crashsim.generic_faults import fault_plan
 

@@ -762,7 +762,7 @@ class JsonlRound(SandboxRound):
         )  # fmt: skip
         return runs
 
-    @property
+    @functools.cached_property  # the trace is fixed: asked once per fault run
     def fault_plan_size(self) -> int:
         """:func:`fault_sweep`'s runs: those of the generic fault plan of the trace."""
         from scopecheck.crashsim.generic_faults import fault_plan

@@ -121,6 +121,19 @@ def machine_settings(config: pytest.Config) -> Settings:
     return profile
 
 
+def run_machine(machine: Any, request: pytest.FixtureRequest) -> None:
+    """Run the machine class ``machine`` as the conformance suite runs its machines (with
+    :func:`machine_settings`), leaving the steps and examples it ran, passing or not, in the
+    test's ``user_properties`` for the verdict (:data:`MACHINE_COUNTS`)."""
+    from hypothesis.stateful import run_state_machine_as_test
+
+    try:
+        run_state_machine_as_test(machine, settings=machine_settings(request.config))  # type: ignore[no-untyped-call]
+    finally:
+        counts = {"steps": machine.steps_run, "examples": machine.examples_run}
+        request.node.user_properties.append((MACHINE_COUNTS, counts))
+
+
 #: The phase each conformance module checks (``validate``'s phases, INSTALL-15).
 PHASE_OF = {
     "test_machine.py": "machine",

@@ -107,6 +107,7 @@ def validate(
         PHASES,
         PhaseReport,
         check_fs_profile,
+        check_shard,
         parse_required,
     )
     from scopecheck.run.validate import validate as run_validate
@@ -117,13 +118,9 @@ def validate(
         required = parse_required(require)
         check_fs_profile(fs_profile)
         share = None if shard is None else Shard.parse(shard)
+        check_shard(share, examples)
     except (ScopecheckError, ValueError) as exc:
         fail(str(exc))
-    if share is not None and examples is None:
-        fail(
-            "--shard needs --examples N: only a fixed amount of work can be split with no "
-            "overlap and no gap (give each job its own --seed to split a wall budget)"
-        )
     console = Console(stderr=True, quiet=as_json)
     shown: dict[str, PhaseReport] = {name: PhaseReport() for name in PHASES}
 

@@ -149,7 +149,9 @@ def test_saved_crash_findings_now_recover(crash_target: CrashTarget, fs_profile:
     if crash_target.backend is None:
         pytest.skip("saved crash findings: skipped (only for --scopecheck-backend)")
     database = get_profile().database
-    explored = {} if database is None else replay_crash_findings(crash_target.backend, database)
+    explored = (
+        {} if database is None else replay_crash_findings(crash_target.backend, database).seeds
+    )
     if not explored:
         pytest.skip("saved crash findings: skipped (the example database holds none)")
     failing = [

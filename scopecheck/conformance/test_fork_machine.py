@@ -11,11 +11,10 @@ example database's examples for it run first, and alone under ``--scopecheck-rep
 from __future__ import annotations
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends.registry import Backend
 from scopecheck.machines.fork import make_fork_machine
-from scopecheck.pytest_plugin import MACHINE_COUNTS, loaded_for, machine_settings
+from scopecheck.pytest_plugin import loaded_for, run_machine
 
 FORK_MACHINE_RULES = (
     "FORK-2",
@@ -39,9 +38,4 @@ def test_fork_machine_agrees_with_the_model(
     the steps and examples run go into ``user_properties`` as ``test_machine.py``'s do."""
     if not loaded_for(request.config, backend).capabilities.fork:
         pytest.skip("fork machine: skipped (the repository has no fork())")
-    machine = make_fork_machine(backend)
-    try:
-        run_state_machine_as_test(machine, settings=machine_settings(request.config))  # type: ignore[no-untyped-call]
-    finally:
-        counts = {"steps": machine.steps_run, "examples": machine.examples_run}
-        request.node.user_properties.append((MACHINE_COUNTS, counts))
+    run_machine(make_fork_machine(backend), request)

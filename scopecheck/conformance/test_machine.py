@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends.registry import Backend
 from scopecheck.machines.storage import make_machine
-from scopecheck.pytest_plugin import MACHINE_COUNTS, machine_settings
+from scopecheck.pytest_plugin import run_machine
 
 MACHINE_RULES = (
     "SCOPE-1",
@@ -40,10 +39,4 @@ def test_machine_agrees_with_the_model(backend: Backend, request: pytest.Fixture
     (:func:`~scopecheck.pytest_plugin.machine_settings`).  The steps and examples run,
     passing or not, go into the test's ``user_properties`` for the plugin's verdict
     (:data:`~scopecheck.pytest_plugin.MACHINE_COUNTS`)."""
-    machine = make_machine(backend)
-    try:
-        settings = machine_settings(request.config)
-        run_state_machine_as_test(machine, settings=settings)  # type: ignore[no-untyped-call]
-    finally:
-        counts = {"steps": machine.steps_run, "examples": machine.examples_run}
-        request.node.user_properties.append((MACHINE_COUNTS, counts))
+    run_machine(make_machine(backend), request)

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import math
 import unittest
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
 from hypothesis import Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
@@ -105,21 +106,32 @@ def crash_target(backend: Backend, explore: Callable[[int], Explored] | None = N
 REPLAY_PASSING = 4
 
 
-def replay_crash_findings(backend: Backend, database: ExampleDatabase) -> dict[int, Explored]:
+@attrs.frozen
+class Replayed:
+    """What :func:`replay_crash_findings` explored: each saved seed's exploration, and the
+    limits the explorer noted over all of them (it notes them afresh for every seed)."""
+
+    seeds: Mapping[int, Explored] = attrs.field(factory=dict)
+    limits: tuple[str, ...] = ()
+
+
+def replay_crash_findings(backend: Backend, database: ExampleDatabase) -> Replayed:
     """Run :func:`crash_target` on the workload seeds ``database`` holds for ``backend`` --
-    what a HypoFuzz worker, a fleet or an earlier run saved -- and on nothing else;
-    ``{seed: what its exploration found}``, empty when nothing is saved (FLEET-3).  Each seed
-    is explored once: Hypothesis's rerun of a failing seed for its report gets the kept
-    result, so a seed that fails once is reported failing, never flaky.  Every failing seed
-    of the primary examples runs (``report_multiple_bugs``); of those that pass (at most
-    :data:`REPLAY_PASSING` before one fails), Hypothesis drops them from the database."""
+    what a HypoFuzz worker, a fleet or an earlier run saved -- and on nothing else; no seeds
+    when nothing is saved (FLEET-3).  Each seed is explored once: Hypothesis's rerun of a
+    failing seed for its report gets the kept result, so a seed that fails once is reported
+    failing, never flaky.  Every failing seed of the primary examples runs
+    (``report_multiple_bugs``); of those that pass (at most :data:`REPLAY_PASSING` before
+    one fails), Hypothesis drops them from the database."""
     explorer = backend.crash
     assert explorer is not None
     explored: dict[int, Explored] = {}
+    limits: dict[str, None] = {}
 
     def explore(seed: int) -> Explored:
         if seed not in explored:
             explored[seed] = explorer.explore_with_faults(math.inf, seed)
+            limits.update(dict.fromkeys(explorer.limits))
         return explored[seed]
 
     replay = settings(
@@ -129,9 +141,9 @@ def replay_crash_findings(backend: Backend, database: ExampleDatabase) -> dict[i
     try:
         replay(crash_target(backend, explore))()
     except unittest.SkipTest:
-        return {}
+        return Replayed()
     except (AssertionError, ExceptionGroup):
         # Failing seeds: their records say what failed.  Anything else is raised.
         if not any(records for _, _, records in explored.values()):
             raise
-    return explored
+    return Replayed(explored, tuple(limits))

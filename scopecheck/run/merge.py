@@ -121,7 +121,7 @@ def merge_verdicts(verdicts: Sequence[Verdict]) -> Verdict:
         failures=tuple(sorted(failures, key=lambda f: order[f.phase])),
         warnings=tuple(_once([f for v in verdicts for f in v.warnings])),
         fs_profile=first.fs_profile,
-        limits=tuple(limit for v in verdicts for limit in v.limits),
+        limits=tuple(dict.fromkeys(limit for v in verdicts for limit in v.limits)),
         crash_coverage=_join_coverage([v.crash_coverage for v in verdicts], complete=not missing),
         required=first.required,
         budget=max((v.budget for v in verdicts if v.budget is not None), default=None),

@@ -87,7 +87,7 @@ from scopecheck.machines.storage import rules_of_program
 from scopecheck.models.errors import UsageError
 from scopecheck.run.example_db import named_database
 from scopecheck.run.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_backend, save_failure
-from scopecheck.run.hypofuzz import Explored, replay_crash_findings
+from scopecheck.run.hypofuzz import Replayed, replay_crash_findings
 from scopecheck.run.report_plugin import REPORT_ENV, SHARD_ENV
 
 #: The version of the verdict's JSON (``"version"``); a change to its fields changes it and
@@ -830,6 +830,17 @@ def _run_machine(
     )
 
 
+def check_shard(shard: Shard | None, examples: int | None) -> None:
+    """A ``UsageError`` when a shard is asked of a wall budget (FLEET-4): what it covers is
+    not fixed, so it cannot be split with no overlap and no gap."""
+    if shard is not None and examples is None:
+        raise UsageError(
+            "invalid_query",
+            "--shard needs --examples N: only a fixed amount of work can be split with no "
+            "overlap and no gap (give each job its own --seed to split a wall budget)",
+        )
+
+
 def check_fs_profile(name: str) -> str:
     """``name`` if it names a file-system profile (CRASH-SYS-14); else a ``UsageError``
     naming the choices."""
@@ -863,8 +874,8 @@ def _crash_phase(
         return (), None, {}
     run.set(name, PhaseReport("running", "crash states and I/O faults"))
     started = time.perf_counter()
-    replayed = _replay_crash_findings(loaded, run) if shard is None or shard.index == 1 else {}
-    replay_limits = list(explorer.limits) if replayed else []
+    replay = _replay_crash_findings(loaded, run) if shard is None or shard.index == 1 else None
+    replayed = {} if replay is None else replay.seeds
     # The replay's time comes out of the seeded exploration's budget.
     budget = max(0.0, budget - (time.perf_counter() - started))
     states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun, shard=shard)
@@ -909,13 +920,13 @@ def _crash_phase(
         if not coverage.complete and not failures:
             status = "incomplete"
             detail += f" -- INCOMPLETE: {'; '.join(coverage.shortfall())}; raise --budget"
-    limits = tuple(dict.fromkeys([*replay_limits, *explorer.limits]))
+    limits = tuple(dict.fromkeys([*(replay.limits if replay is not None else ()), *explorer.limits]))
     detail += "".join(f"; limit: {limit}" for limit in limits)
     run.set(name, PhaseReport(status, detail, counts))
     return limits, None if coverage is None else coverage.to_json(), dict(explorer.units)
 
 
-def _replay_crash_findings(loaded: LoadedBackend, run: _Run) -> dict[int, Explored]:
+def _replay_crash_findings(loaded: LoadedBackend, run: _Run) -> Replayed | None:
     """The workload seeds ``$SCOPECHECK_DB`` holds for the backend's crash target (a HypoFuzz
     worker's or a fleet's findings), each explored again with the fixed work of a seed, before
     the seeded exploration (FLEET-3); nothing when no database is named (INSTALL-12).  Of a
@@ -923,7 +934,7 @@ def _replay_crash_findings(loaded: LoadedBackend, run: _Run) -> dict[int, Explor
     would each explore them again."""
     database = named_database()
     if database is None:
-        return {}
+        return None
     run.set("crash exploration", PhaseReport("running", "replaying the saved workload seeds"))
     return replay_crash_findings(loaded.backend, database)
 
@@ -980,12 +991,7 @@ def validate(
     (FLEET-4); it needs ``examples``.  A ``UsageError`` when ``spec`` cannot be loaded,
     ``fs_profile`` names no profile or a shard is asked of a wall budget."""
     check_fs_profile(fs_profile)
-    if shard is not None and examples is None:
-        raise UsageError(
-            "invalid_query",
-            "--shard needs --examples N: only a fixed amount of work can be split with no "
-            "overlap and no gap (give each job its own --seed to split a wall budget)",
-        )
+    check_shard(shard, examples)
     machine_seed = seed if shard is None else seed + shard.index - 1
     started = time.perf_counter() if started is None else started
     deadline = started + budget

@@ -61,7 +61,7 @@ def test_every_saved_failing_seed_is_explored_once() -> None:
     assert len(saved) == 3, saved
 
     counting = CountingExplorer(backend.crash)
-    explored = replay_crash_findings(attrs.evolve(backend, crash=counting), database)
+    explored = replay_crash_findings(attrs.evolve(backend, crash=counting), database).seeds
     assert set(explored) == saved
     assert all(records for _, _, records in explored.values()), explored
     assert sorted(counting.seeds) == sorted(saved)  # once each
@@ -72,5 +72,5 @@ def test_an_empty_database_replays_nothing() -> None:
     backend = load(SPEC).backend
     counting = CountingExplorer(backend.crash)
     empty = InMemoryExampleDatabase()
-    assert replay_crash_findings(attrs.evolve(backend, crash=counting), empty) == {}
+    assert replay_crash_findings(attrs.evolve(backend, crash=counting), empty).seeds == {}
     assert counting.seeds == []
