@@ -920,7 +920,8 @@ def _crash_phase(
         if not coverage.complete and not failures:
             status = "incomplete"
             detail += f" -- INCOMPLETE: {'; '.join(coverage.shortfall())}; raise --budget"
-    limits = tuple(dict.fromkeys([*(replay.limits if replay is not None else ()), *explorer.limits]))
+    replay_limits = replay.limits if replay is not None else ()
+    limits = tuple(dict.fromkeys([*replay_limits, *explorer.limits]))
     detail += "".join(f"; limit: {limit}" for limit in limits)
     run.set(name, PhaseReport(status, detail, counts))
     return limits, None if coverage is None else coverage.to_json(), dict(explorer.units)
