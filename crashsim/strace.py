@@ -114,6 +114,19 @@ class Exit:
     signal: str | None
 
 
+@attrs.frozen
+class Unreadable:
+    """A line of the trace the reader could not read (cut, interleaved, an unknown syntax):
+    ``name`` is the call it names when the line shows one, ``reason`` why it could not be read,
+    ``excerpt`` its start, for the limit a run reports (CRASH-SYS-16)."""
+
+    index: int
+    pid: int | None
+    name: str | None
+    reason: str
+    excerpt: str
+
+
 _LINE = re.compile(r"^(?P<pid>\d+) +(?P<rest>.*)$")
 _CALL = re.compile(r"^(?P<name>[a-z_0-9]+)\((?P<body>.*)$")
 _RESUMED = re.compile(r"^<\.\.\. (?P<name>[a-z_0-9]+) resumed>(?P<body>.*)$")
@@ -123,9 +136,9 @@ _RESULT = re.compile(
 )
 
 
-def parse(lines: Iterable[str]) -> list[Syscall | Exit]:
+def parse(lines: Iterable[str]) -> list[Syscall | Exit | Unreadable]:
     """The calls and exits of a trace, in the order they completed."""
-    found: list[Syscall | Exit] = []
+    found: list[Syscall | Exit | Unreadable] = []
     pending: dict[int, tuple[str, str]] = {}
     for raw in lines:
         match = _LINE.match(raw.rstrip("\n"))
@@ -183,7 +196,7 @@ def parse(lines: Iterable[str]) -> list[Syscall | Exit]:
     return found
 
 
-def read_trace(path: str) -> list[Syscall | Exit]:
+def read_trace(path: str) -> list[Syscall | Exit | Unreadable]:
     with open(path, encoding="latin-1") as handle:  # the record is ASCII: data is hex
         return parse(handle)
 

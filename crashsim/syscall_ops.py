@@ -23,7 +23,10 @@ cannot see or should not do becomes a :class:`Finding`, each once per path (or o
   cannot follow (CRASH-SYS-13);
 * ``no-guarantee``: a ``sync_file_range``, which promises no durability and is not taken as a
   sync (CRASH-SYS-10);
-* ``outside``: a file changed outside the root (CRASH-SYS-4).
+* ``outside``: a file changed outside the root (CRASH-SYS-4);
+* ``unreadable``: a line of the trace the reader could not read (:class:`~.strace.Unreadable`)
+  naming a call the crash model follows, or no call it can name: the operations after it may
+  miss that call, so no crash image built past it is judged (CRASH-SYS-16).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import attrs
 import orjson
 
 from scopecheck.crashsim.persistence import FileOp
-from scopecheck.crashsim.strace import Exit, Fd, Syscall
+from scopecheck.crashsim.strace import TRACED, Exit, Fd, Syscall, Unreadable
 
 #: Paths outside the root that a backend may touch without it being reported.
 QUIET_PREFIXES = ("/dev/", "/proc/", "/sys/")
@@ -60,17 +63,21 @@ class Ack:
     call: int
 
 
-FindingKind = Literal["mmap", "msync", "no-guarantee", "outside"]
+FindingKind = Literal["mmap", "msync", "no-guarantee", "outside", "unreadable"]
 
 
 @attrs.frozen
 class Finding:
     """What the run cannot see or should not do, at call ``call``; ``kind`` is ``mmap``,
-    ``msync``, ``no-guarantee`` or ``outside`` (see the module docstring)."""
+    ``msync``, ``no-guarantee``, ``outside`` or ``unreadable`` (see the module docstring);
+    ``at`` is how many of the timeline's operations came before it, ``path`` the file it is
+    about (relative to the root) when it is about one."""
 
     kind: FindingKind
     call: int
     text: str
+    at: int = 0
+    path: str | None = None
 
 
 @attrs.frozen
@@ -170,7 +177,12 @@ class _Extractor:
     def _outside(self, path: str, what: str) -> None:
         if not path.startswith(QUIET_PREFIXES):
             self.findings.append(
-                Finding("outside", self.call, f"{what} {path}, outside the root {self.root}")
+                Finding(
+                    "outside",
+                    self.call,
+                    f"{what} {path}, outside the root {self.root}",
+                    at=len(self.ops),
+                )
             )
 
     def _emit(self, op: FileOp, name: str, pid: int) -> None:
@@ -184,11 +196,31 @@ class _Extractor:
         """Report a limit once per ``(kind, path)`` in the run."""
         if (kind, path) not in self.reported:
             self.reported.add((kind, path))
-            self.findings.append(Finding(kind, self.call, text))
+            self.findings.append(
+                Finding(kind, self.call, text, at=len(self.ops), path=self._relative(path))
+            )
 
     def _fd(self, value: Any) -> _Open | None:
         number = value.number if isinstance(value, Fd) else value
         return self.fds.get(number) if isinstance(number, int) else None
+
+    def unreadable(self, record: Unreadable) -> None:
+        """A line the reader could not read: a finding when it may hide a call the model
+        follows (every traced call but the mapping ones it names, or no name at all)."""
+        self.call = record.index
+        if record.name is not None and (
+            record.name not in TRACED or record.name in ("munmap", "mprotect")
+        ):
+            return
+        call = f"a {record.name} call" if record.name else "a call"
+        self.findings.append(
+            Finding(
+                "unreadable",
+                record.index,
+                f"{call} of the trace could not be read ({record.reason}: {record.excerpt})",
+                at=len(self.ops),
+            )
+        )
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -667,7 +699,11 @@ class _Extractor:
 
 
 def extract(
-    records: Iterable[Syscall | Exit], root: str, cwd: str, *, first_handle: int = 0
+    records: Iterable[Syscall | Exit | Unreadable],
+    root: str,
+    cwd: str,
+    *,
+    first_handle: int = 0,
 ) -> Timeline:
     """The timeline of one traced process tree whose files live under ``root``."""
     extractor = _Extractor(root, cwd, first_handle)
@@ -676,6 +712,9 @@ def extract(
     for record in records:
         if isinstance(record, Exit):
             status, killed = record.status, record.signal
+            continue
+        if isinstance(record, Unreadable):
+            extractor.unreadable(record)
             continue
         extractor.feed(record)
     return Timeline(
