@@ -15,7 +15,9 @@ A restart, as the machine and the conformance suite run it, is: close every open
   of the backend is tested, and ``scopecheck validate`` says so (INSTALL-6).
 
 A world that owns a directory closes its handles and repository and removes the directory at
-``cleanup()``, whatever the backend did (INSTALL-5).  :class:`RunCounts` counts what the
+``cleanup()``, whatever the backend did (INSTALL-5).  A repository may declare its store's own
+files there -- ``own_files``, glob patterns relative to the root (:func:`check_own_files`) --
+which the disk checks never take for leftovers (HYGIENE-4).  :class:`RunCounts` counts what the
 worlds of one backend did, so a report can say how many restarts really ran.
 """
 
@@ -26,6 +28,8 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 import attrs
@@ -57,6 +61,8 @@ class Capabilities:
     reopen: bool
     fork: bool
     process: bool = False
+    #: The files the repository declares its store's own (``own_files``), never leftovers.
+    own_files: tuple[str, ...] = ()
 
     @property
     def restarts(self) -> bool:
@@ -147,12 +153,20 @@ class DirectoryAdapterWorld(AdapterWorld):
     """A world over ``make_backend(clock, *, root)`` or ``(clock, *, fs, root)``: a fresh
     real directory (under ``$SCOPECHECK_SCRATCH`` if set, e.g. a RAM disk), real fsyncs, a
     restart that calls the factory again over the same directory, and a cleanup that removes
-    the directory."""
+    the directory.  ``own_files``: what the repository declares its store's own."""
 
     def __init__(
-        self, factory: Any, clock: Clock, counts: RunCounts | None = None, *, fs: bool = False
+        self,
+        factory: Any,
+        clock: Clock,
+        counts: RunCounts | None = None,
+        *,
+        fs: bool = False,
+        own_files: tuple[str, ...] = (),
     ) -> None:
         from scopecheck.impl.fs import OsFileSystem
+
+        self.own_files = own_files
 
         scratch = os.environ.get("SCOPECHECK_SCRATCH") or None
         self._root = tempfile.mkdtemp(prefix="scopecheck-user-", dir=scratch)
@@ -196,11 +210,37 @@ class DirectoryAdapterWorld(AdapterWorld):
             shutil.rmtree(self._root, ignore_errors=True)
 
 
-def world_for(factory: Any, kind: FactoryKind, clock: Clock, counts: RunCounts) -> AdapterWorld:
-    """The world for a factory of ``kind``."""
+def world_for(
+    factory: Any,
+    kind: FactoryKind,
+    clock: Clock,
+    counts: RunCounts,
+    own_files: tuple[str, ...] = (),
+) -> AdapterWorld:
+    """The world for a factory of ``kind``, whose repository declares ``own_files``."""
     if kind == "plain":
         return AdapterWorld(factory, clock, counts)
-    return DirectoryAdapterWorld(factory, clock, counts, fs=kind == "fs")
+    return DirectoryAdapterWorld(factory, clock, counts, fs=kind == "fs", own_files=own_files)
+
+
+def check_own_files(value: object, spec: str) -> tuple[str, ...]:
+    """A repository's ``own_files`` as declared, or a ``UsageError`` saying what is wrong: a
+    sequence of glob patterns, each relative to the root and staying under it, matched from
+    the right against a file's path under the root (``Data.fs.tmp``: that name in any folder;
+    ``*.zodb/Data.fs.tmp``: in a folder ending in ``.zodb``), as
+    :meth:`pathlib.PurePath.match` does (HYGIENE-4)."""
+
+    def wrong(why: str) -> UsageError:
+        return UsageError("invalid_payload", f"{spec}: own_files {why} (HYGIENE-4)")
+
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise wrong(f"is {value!r}, not a tuple of glob patterns relative to the root")
+    for pattern in value:
+        if not isinstance(pattern, str) or not pattern.strip("/ "):
+            raise wrong(f"holds {pattern!r}, not a glob pattern")
+        if pattern.startswith("/") or ".." in PurePosixPath(pattern).parts:
+            raise wrong(f"pattern {pattern!r} is not relative to the root")
+    return tuple(value)
 
 
 def anchored(spec: str, cwd: str) -> str:
@@ -251,10 +291,17 @@ def probe(factory: Any, spec: str) -> Capabilities:
             f"factory {spec} returned {type(inner).__name__}, not a repository: it has no "
             f"{', '.join(name + '()' for name in missing)} (INSTALL-14)",
         )
+    try:
+        own = check_own_files(getattr(inner, "own_files", ()), spec)
+    except UsageError:
+        with contextlib.suppress(Exception):
+            world.cleanup()
+        raise
     found = Capabilities(
         kind,
         reopen=callable(getattr(inner, "reopen", None)),
         fork=callable(getattr(inner, "fork", None)),
+        own_files=own,
     )
     try:
         world.cleanup()
@@ -355,7 +402,7 @@ def load(spec: str) -> LoadedBackend:
     kind = capabilities.kind
 
     def new_world(clock: Clock) -> AdapterWorld:
-        return world_for(factory, kind, clock, counts)
+        return world_for(factory, kind, clock, counts, capabilities.own_files)
 
     if kind == "plain":
         return LoadedBackend(Backend(name, new_world, f"user backend {spec}"), capabilities, counts)
