@@ -25,14 +25,15 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import scopecheck.machines.hygiene as hygiene
 import scopecheck.machines.strategies as sx
 from scopecheck.backends.registry import Backend, World
+from scopecheck.machines.failures import MismatchError
 from scopecheck.machines.storage import (
     BASE_TIME,
     SESSION_IDS,
-    MismatchError,
     SessionPairMachine,
     describe_difference,
     outcome,
     same,
+    step,
 )
 from scopecheck.models.addresses import ValueAddress, value, value_list
 from scopecheck.models.fork import BranchFork, ForkOptions, TreeFork
@@ -211,20 +212,24 @@ class ForkMachine(SessionPairMachine):
         return data.draw(st.none() | st.sampled_from(entries), "entry_id")
 
     @rule(sid=st.sampled_from(SESSION_IDS), writes=st.lists(sx.session_writes, max_size=3))
+    @step
     def commit_session(self, sid: str, writes: list[Any]) -> None:
         self._commit(sid, writes)
 
     @rule(sid=st.sampled_from(SESSION_IDS), writes=sx.ephemeral_transactions())
+    @step
     def commit_ephemeral(self, sid: str, writes: list[Any]) -> None:
         """Ephemeral state, including reserved namespaces: never copied (FORK-10)."""
         self._commit(sid, writes)
 
     @rule(sid=st.sampled_from(SESSION_IDS), writes=harness_writes())
+    @step
     def commit_harness(self, sid: str, writes: list[AnyWrite]) -> None:
         """Lanes, labels, names, op/pending state, unknown reserved namespaces, app state."""
         self._commit(sid, writes)
 
     @rule(sid=st.sampled_from(SESSION_IDS), branch=st.sampled_from(BRANCHES), data=st.data())
+    @step
     def configure_lane(self, sid: str, branch: str, data: st.DataObject) -> None:
         """A complete lane whose tip is an existing entry (or null)."""
         tip = data.draw(st.sampled_from([None, *self._entries(sid)]), "tip")
@@ -243,6 +248,7 @@ class ForkMachine(SessionPairMachine):
         dead=st.sampled_from((True, True, True, False)),
         as_list=st.booleans(),
     )
+    @step
     def unknown_reserved(self, sid: str, namespace: str, dead: bool, as_list: bool) -> None:
         """State in an undeclared reserved namespace: it fails a fork only while current
         (FORK-8); set-then-deleted history must not."""
@@ -257,6 +263,7 @@ class ForkMachine(SessionPairMachine):
         self._commit(sid, writes)
 
     @rule(sid=st.sampled_from(SESSION_IDS), count=st.integers(1, 3), data=st.data())
+    @step
     def add_entries(self, sid: str, count: int, data: st.DataObject) -> None:
         """A chain of new entries under an existing parent (or a new root), so trees branch."""
         existing = self._entries(sid)
@@ -272,6 +279,7 @@ class ForkMachine(SessionPairMachine):
         self._commit(sid, writes)
 
     @rule(sid=st.sampled_from(SESSION_IDS), app=st.sampled_from(("my-app.state", "my-app.log")))
+    @step
     def app_write(self, sid: str, app: str) -> None:
         self.now += 1
         writes: list[Any] = (
@@ -282,6 +290,7 @@ class ForkMachine(SessionPairMachine):
         self._commit(sid, writes)
 
     @rule(sid=st.sampled_from(SESSION_IDS), branch=st.sampled_from(BRANCHES))
+    @step
     def app_state_then_turn(self, sid: str, branch: str) -> None:
         """The 001 §1.1 scalar and list trace: the application records state (a scalar and a
         list element), then the lane takes a turn — a new entry under its tip, the tip moves
@@ -319,6 +328,7 @@ class ForkMachine(SessionPairMachine):
         dest=st.sampled_from((None, "fork1", "s1")),
         data=st.data(),
     )
+    @step
     def fork_branch(
         self, sid: str, branch: str, position: Any, dest: str | None, data: st.DataObject
     ) -> None:
@@ -327,11 +337,13 @@ class ForkMachine(SessionPairMachine):
         self._fork(sid, BranchFork(branch, entry_id=entry, position=position, id=dest))
 
     @rule(sid=st.sampled_from(SESSION_IDS), options=fork_options)
+    @step
     def fork(self, sid: str, options: ForkOptions) -> None:
         """Fork with random scope/branch/entry/position; compare the destination (FORK-*)."""
         self._fork(sid, options)
 
     @rule(sid=st.sampled_from(SESSION_IDS), dest=st.sampled_from((None, "fork1")))
+    @step
     def fork_tree(self, sid: str, dest: str | None) -> None:
         self._fork(sid, TreeFork(id=dest))
 
@@ -341,6 +353,7 @@ class ForkMachine(SessionPairMachine):
         position=st.sampled_from(("at", "before")),
         data=st.data(),
     )
+    @step
     def fork_closed(self, sid: str, tree: bool, position: Any, data: st.DataObject) -> None:
         """Fork a *closed* source, then reopen it: a closed legacy file takes the bounded disk
         normaliser and must fork, where the open one rejects (001 §1.3, LEGACY-13)."""
@@ -361,6 +374,7 @@ class ForkMachine(SessionPairMachine):
         self._reopen(sid)
 
     @rule(call=st.sampled_from(REFUSED_FORKS))
+    @step
     def fork_refused(self, call: tuple[str, object, str]) -> None:
         """A fork every backend refuses before it copies anything, leaving nothing behind
         (FORK-1, FORK-2): ``call`` is ``(source, options, first)`` from
@@ -419,9 +433,14 @@ class ForkMachine(SessionPairMachine):
                 hygiene.strays(before, after, dest) if actual[0] == "ok" else sorted(after - before)
             )
             if left:
-                raise MismatchError(
-                    f"fork({sid!r}, {options!r}) left paths under {root} that are not its "
-                    f"destination's (HYGIENE-3): {left}"
+                self.finding(
+                    MismatchError(
+                        f"fork({sid!r}, {options!r}) left paths under {root} that are not its "
+                        f"destination's (HYGIENE-3): {left}",
+                        rules=("HYGIENE-3",),
+                        check="a fork leaves paths beside its destination",
+                        diverged=False,
+                    )
                 )
         type(self).forks_run += 1
         key = actual[1] if actual[0] == "error" else "ok"
@@ -434,13 +453,17 @@ class ForkMachine(SessionPairMachine):
 
     @precondition(lambda self: self.may_restart())
     @rule()
+    @step
     def restart(self) -> None:
         """Forks of closed-then-reopened sources read what reached the disk."""
         self.restart_world()
 
     @invariant()
     def same_state(self) -> None:
+        """Each Session's state is the model's, and the step left nothing behind (HYGIENE-1,
+        HYGIENE-4)."""
         self.compare_sessions()
+        self.check_leftovers()
 
 
 def check_destination(model: ReferenceRepository, repo: Any, dest: str, source: str) -> None:
@@ -478,6 +501,7 @@ class LegacyForkMachine(ForkMachine):
         position=st.sampled_from(("at", "before")),
         data=st.data(),
     )
+    @step
     def legacy_fork_first(
         self, sid: str, closed: bool, tree: bool, position: Any, data: st.DataObject
     ) -> None:
@@ -514,6 +538,9 @@ FORK_STEP_RULES: dict[str, tuple[str, ...]] = {
     "fork_refused": ("FORK-1", "FORK-2", "REPO-1"),
     "restart": ("REPO-2", "SEQ-7"),
 }
+
+
+ForkMachine.step_rules = {**FORK_STEP_RULES, "legacy_fork_first": FORK_STEP_RULES["fork"]}
 
 
 def make_fork_machine(backend: Backend) -> type[ForkMachine]:

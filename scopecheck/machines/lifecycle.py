@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from scopecheck.backends.registry import Backend, World
-from scopecheck.machines.storage import BASE_TIME, MismatchError, describe_difference, outcome, same
+from scopecheck.machines.failures import MismatchError
+from scopecheck.machines.storage import BASE_TIME, describe_difference, outcome, same
 from scopecheck.models.addresses import ListAddress, ValueAddress
 from scopecheck.models.lifecycle import (
     TERMINAL_OUTCOMES,

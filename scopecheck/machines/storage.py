@@ -16,9 +16,10 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
+from hypothesis.errors import HypothesisException
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -31,6 +32,8 @@ from hypothesis.stateful import (
 import scopecheck.machines.hygiene as hygiene
 import scopecheck.machines.strategies as sx
 from scopecheck.backends.registry import Backend, World
+from scopecheck.machines.failures import FailureKey, stamp
+from scopecheck.machines.failures import MismatchError as MismatchError
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import ProtocolError, ScopecheckError
 from scopecheck.models.fork import TreeFork
@@ -82,8 +85,28 @@ def restart_spacing(world: World) -> int:
     return int(getattr(world, "restart_spacing", 0))
 
 
-class MismatchError(AssertionError):
-    """The backend disagreed with the model."""
+T = TypeVar("T")
+
+
+def step(function: Callable[..., T]) -> Callable[..., T | None]:
+    """A machine step (under its ``@rule``): it names the step a failure comes from, and a
+    failure the run already reported is recorded instead of raised (CHECK-9) -- after it the
+    example runs its remaining steps as no-ops, since the backend may no longer agree with the
+    model.  A step called by another step is part of it."""
+
+    @functools.wraps(function)
+    def run(self: SessionPairMachine, *args: Any, **kwargs: Any) -> T | None:
+        if self.halted:
+            return None
+        if self.stepping:
+            return function(self, *args, **kwargs)
+        self.step, self.stepping = function.__name__, True
+        try:
+            return self.guard(lambda: function(self, *args, **kwargs))
+        finally:
+            self.stepping = False
+
+    return run
 
 
 #: The corner steps ``StorageMachine.corner`` takes, each with its arguments' values (every
@@ -221,8 +244,19 @@ def kind(result: Outcome) -> Outcome:
 
 
 def same(what: str, expected: Outcome, actual: Outcome) -> None:
+    """``expected == actual``, else a :class:`MismatchError` whose check is what was compared,
+    without its arguments (``"commit"``, ``"repository.open"``): one comparison failing on any
+    Session or with any argument is one failure (CHECK-9)."""
     if expected != actual:
-        raise MismatchError(f"{what}: model gave {expected!r}, backend gave {actual!r}")
+        raise MismatchError(
+            f"{what}: model gave {expected!r}, backend gave {actual!r}", check=compared(what)
+        )
+
+
+def compared(what: str) -> str:
+    """What a comparison's label compares, without its arguments, Sessions or numbers."""
+    label = re.sub(r"\(.*\)|\d+| on \S+$", "", what.split(" on ", 1)[0])
+    return " ".join(label.split())
 
 
 class SessionPairMachine(RuleBasedStateMachine):
@@ -235,6 +269,13 @@ class SessionPairMachine(RuleBasedStateMachine):
     #: by the runner on the machine class it made).
     examples_run: ClassVar[int] = 0
     steps_run: ClassVar[int] = 0
+    #: The failures the run already reported (CHECK-9), set by the runner on the machine class
+    #: it made: met again, each is counted in ``repeats`` and not raised.
+    known_failures: ClassVar[frozenset[FailureKey]] = frozenset()
+    repeats: ClassVar[int] = 0
+    #: The spec rules of each step, by name: the rules a failure in it broke, unless the
+    #: failing check names its own.
+    step_rules: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init__(self) -> None:
         super().__init__()
@@ -242,12 +283,22 @@ class SessionPairMachine(RuleBasedStateMachine):
         self.now = BASE_TIME
         self.gate: AdmissionGate | None = None
         self.race_held = False
+        #: The step running (or last run), whether one is running, and whether a failure the
+        #: run already reported ended this example's comparisons (:func:`step`).
+        self.step = ""
+        self.stepping = False
+        self.halted = False
         self.world: World = self.backend.new_world(self.clock)
         #: Steps since the world started or last restarted, and how many a restart step needs
         #: (PROC-9: a restart that starts a process comes at most once per that many steps).
         self.since_restart = 0
         self.restart_spacing = restart_spacing(self.world)
-        self.repo: Repository = self.world.repository()
+        root = hygiene.disk_root(self.world)
+        #: What the stores made under the world's root, and by which operation (HYGIENE-1, -4).
+        self.leftovers = (
+            None if root is None else hygiene.Leftovers(root, hygiene.own_files(self.world))
+        )
+        self.repo: Repository = hygiene.watched(self.world.repository(), self.leftovers)
         self.model = ReferenceRepository()
         self.stores: dict[str, Storage] = {}
         self.models: dict[str, ReferenceSession] = {}
@@ -264,17 +315,50 @@ class SessionPairMachine(RuleBasedStateMachine):
                 self.models[sid] = self.model.create(sid)
                 self.stores[sid] = self.repo.create(sid)
 
+    def known(self, failure: BaseException) -> bool:
+        """Whether the run already reported ``failure`` (its key, :func:`stamp`); if so it is
+        counted as a repeat (CHECK-9)."""
+        key = stamp(failure, self.step_rules.get(self.step, ()))
+        if key not in type(self).known_failures:
+            return False
+        type(self).repeats += 1
+        return True
+
+    def finding(self, failure: MismatchError) -> None:
+        """A check after which the state can still be compared (what is left on disk) failed:
+        raised, unless the run already reported it -- then the example goes on (CHECK-9)."""
+        if not self.known(failure):
+            raise failure
+
+    def guard(self, call: Callable[[], T]) -> T | None:
+        """``call()``; a failure the run already reported ends this example's comparisons
+        instead of being raised (CHECK-9).  Hypothesis's own exceptions pass untouched."""
+        try:
+            return call()
+        except HypothesisException:
+            raise
+        except Exception as exc:
+            if not self.known(exc):
+                raise
+            self.halted = True
+            return None
+
     def may_restart(self) -> bool:
         """Whether a restart step may come now (PROC-9)."""
         return self.since_restart >= self.restart_spacing
 
     def restart_world(self) -> None:
         """Process restart: every handle closed, a new repository over the same location,
-        both Sessions opened again on the model and the backend."""
+        both Sessions opened again on the model and the backend.  What the new repository's
+        making leaves under the root is its own, as at the world's start (HYGIENE-4)."""
         self.since_restart = 0
         for sid in SESSION_IDS:
             self.model.close_session(sid)
-        self.repo = self.world.restart()
+        if self.leftovers is None:
+            self.repo = self.world.restart()
+        else:
+            repo = self.leftovers.opening(self.world.restart, lambda _: None)
+            self.repo = hygiene.watched(repo, self.leftovers)
         for sid in SESSION_IDS:
             self.models[sid] = self.model.open(sid)
             self.stores[sid] = self.repo.open(sid)
@@ -286,13 +370,30 @@ class SessionPairMachine(RuleBasedStateMachine):
 
     def compare_sessions(self) -> None:
         """Each Session's complete logical state equals the model's (the machines' invariant,
-        after the step is counted)."""
+        after the step is counted).  Nothing once a failure the run already reported ended this
+        example's comparisons (:func:`step`); such a failure ends them here too."""
+        if not self.halted:
+            self.guard(self._compare_sessions)
+
+    def check_leftovers(self) -> None:
+        """What the step left on disk (HYGIENE-1, HYGIENE-4), once its comparisons passed:
+        each finding raised, unless the run already reported it (CHECK-9)."""
+        if self.halted or self.leftovers is None:
+            return
+        for failure in self.leftovers.findings():
+            self.finding(failure)
+
+    def _compare_sessions(self) -> None:
         self.count_step()
         for sid in SESSION_IDS:
             expected = self.models[sid].snapshot()
             actual = self.stores[sid].snapshot()
             if expected != actual:
-                raise MismatchError(describe_difference(sid, expected, actual))
+                fields = [n for n in SNAPSHOT_FIELDS if getattr(expected, n) != getattr(actual, n)]
+                raise MismatchError(
+                    describe_difference(sid, expected, actual),
+                    check=f"logical state differs: {', '.join(fields)}",
+                )
 
     def clock(self) -> int:
         gate = self.gate
@@ -336,11 +437,13 @@ class StorageMachine(SessionPairMachine):
         return address
 
     @rule(sid=SIDS, writes=st.lists(sx.session_writes, max_size=3))
+    @step
     def commit_session(self, sid: str, writes: list[Any]) -> None:
         """Session-scoped values and lists, entries and usage (TX-1, SEQ-1, WRITE-5/6)."""
         self._commit(sid, writes)
 
     @rule(target=scopes, sid=SIDS, writes=sx.ephemeral_transactions())
+    @step
     def commit_ephemeral(self, sid: str, writes: list[Any]) -> EphemeralScope:
         """One ephemeral scope's values and lists; the scope joins the bundle for retirement."""
         self._commit(sid, writes)
@@ -348,6 +451,7 @@ class StorageMachine(SessionPairMachine):
         return scope
 
     @rule(target=lists, sid=SIDS, writes=sx.list_batches())
+    @step
     def append_batch(self, sid: str, writes: list[Any]) -> Any:
         """Several appends to one list in one transaction (LIST-1, SEQ-1)."""
         self._commit(sid, writes)
@@ -360,6 +464,7 @@ class StorageMachine(SessionPairMachine):
         position=st.sampled_from((0, 1, 2, 3)),
         twice=st.booleans(),
     )
+    @step
     def retire(
         self, sid: str, scope: EphemeralScope, siblings: list[Any], position: int, twice: bool
     ) -> None:
@@ -371,6 +476,7 @@ class StorageMachine(SessionPairMachine):
         self._commit(sid, writes)
 
     @rule(sid=SIDS, scope=scopes, data=st.data())
+    @step
     def retire_then_reuse(self, sid: str, scope: EphemeralScope, data: st.DataObject) -> None:
         """Retire a scope, then write under the same ID at once: a new lifetime starts empty
         and nothing from before the retirement comes back (RETIRE-3, RETIRE-4)."""
@@ -379,6 +485,7 @@ class StorageMachine(SessionPairMachine):
         self._commit(sid, writes)
 
     @rule(sid=SIDS, writes=sx.mixed_transactions())
+    @step
     def commit_invalid(self, sid: str, writes: list[Any]) -> None:
         """Mixed-scope, two-ID and non-write transactions are rejected before mutation (TX-4)."""
         result = self._commit(sid, writes)
@@ -461,9 +568,14 @@ class StorageMachine(SessionPairMachine):
         if root is not None and expected[0] == "ok" and paths.get(first):
             left = hygiene.leftovers(paths[first], hygiene.tree(root))
             if left:
-                raise MismatchError(
-                    f"repository.delete({first!r}) left paths of the Session under {root} "
-                    f"(HYGIENE-2): {left}"
+                self.finding(
+                    MismatchError(
+                        f"repository.delete({first!r}) left paths of the Session under {root} "
+                        f"(HYGIENE-2): {left}",
+                        rules=("HYGIENE-2",),
+                        check="delete leaves paths of the Session",
+                        diverged=False,
+                    )
                 )
         same("repository.list()", ("ok", self.model.list()), outcome(self.repo.list))
         if second in self.model.list():
@@ -495,7 +607,9 @@ class StorageMachine(SessionPairMachine):
             if found != sorted(found, key=lambda key: [ord(ch) for ch in key]):
                 raise MismatchError(
                     f"scan_values({namespace!r}, {prefix!r}) is not in code-point order "
-                    f"(LIST-9): {found!r}"
+                    f"(LIST-9): {found!r}",
+                    rules=("LIST-9",),
+                    check="scan_values not in code-point order",
                 )
 
     def many_elements(self, sid: str, address: Any, count: int, limit: int, order: Any) -> None:
@@ -514,6 +628,7 @@ class StorageMachine(SessionPairMachine):
             cursor = page[-1].seq
 
     @rule(step=CORNER_STEPS)
+    @step
     def corner(self, step: tuple[str, dict[str, Any]]) -> None:
         """One of the corners reached on purpose -- related ids as scopes, names or Sessions,
         many keys, long lists, commits racing close() or a fork -- drawn as ``(kind,
@@ -521,11 +636,13 @@ class StorageMachine(SessionPairMachine):
         (:data:`CORNER_STEPS`).  One rule for all of them keeps each a small share of the
         steps, so the machine stays fast while every corner is reached within a few steps."""
         kind, arguments = step
+        self.step = kind  # a failure in it breaks that corner's rules (CORNER_RULES)
         getattr(self, kind)(**arguments)
 
     # -- reads -----------------------------------------------------------------------------
 
     @rule(sid=SIDS, address=sx.value_addresses())
+    @step
     def get_value(self, sid: str, address: Any) -> None:
         self._read(sid, "get_value", lambda s: s.get_value(address))
 
@@ -535,6 +652,7 @@ class StorageMachine(SessionPairMachine):
         prefix=st.sampled_from(("", "k", "z")),
         scope=sx.any_scopes,
     )
+    @step
     def scan_values(self, sid: str, namespace: str, prefix: str, scope: Any) -> None:
         self._read(sid, "scan_values", lambda s: s.scan_values(namespace, prefix, scope))
 
@@ -546,6 +664,7 @@ class StorageMachine(SessionPairMachine):
         limit=st.sampled_from(LIMITS),
         stop_at_tag=st.sampled_from(STOPS),
     )
+    @step
     def read_list(
         self, sid: str, address: Any, cursor: Any, order: Any, limit: Any, stop_at_tag: Any
     ) -> None:
@@ -573,6 +692,7 @@ class StorageMachine(SessionPairMachine):
         limit=st.sampled_from((1, 2, 3)),
         stop_at_tag=st.sampled_from(sx.TAGS),
     )
+    @step
     def read_page(
         self, sid: str, address: Any, cursor: Any, order: Any, limit: int, stop_at_tag: str
     ) -> None:
@@ -580,6 +700,7 @@ class StorageMachine(SessionPairMachine):
         self.read_list(sid, address, cursor, order, limit, stop_at_tag)
 
     @rule(sid=SIDS, ident=st.sampled_from(sx.ENTRY_IDS + sx.USAGE_IDS))
+    @step
     def get_entry_and_usage(self, sid: str, ident: str) -> None:
         """Entry and usage rows by id, and the stats they feed (WRITE-5, STATS-1/2)."""
         self._read(sid, "get_entry", lambda s: s.get_entry(ident))
@@ -587,6 +708,7 @@ class StorageMachine(SessionPairMachine):
         self._read(sid, "stats", lambda s: s.stats())
 
     @rule(bad=st.sampled_from(sx.BAD_PAYLOADS), kind=st.sampled_from((0, 1, 2)))
+    @step
     def commit_bad_payload(self, bad: Any, kind: int) -> None:
         """A write carrying an unstorable payload never reaches storage: building it raises
         ``invalid_payload`` and every Session's state stays the model's (WRITE-3)."""
@@ -600,6 +722,7 @@ class StorageMachine(SessionPairMachine):
     # -- lifecycle -------------------------------------------------------------------------
 
     @rule(sid=SIDS, writes=st.lists(sx.session_writes, max_size=2))
+    @step
     def close_and_reopen(self, sid: str, writes: list[Any]) -> None:
         """Close seals at once; later reads and commits fail ``closed``; reopen restores the
         same state (LIFE-1, LIFE-2, REPO-2)."""
@@ -680,17 +803,24 @@ class StorageMachine(SessionPairMachine):
             raise raised[0]
         if racing.is_alive():
             raise MismatchError(f"{op}() racing commits on {sid} did not return within "
-                                f"{RACE_TIMEOUT} s")  # fmt: skip
+                                f"{RACE_TIMEOUT} s (LIFE-1)", rules=("LIFE-1",),
+                                check=f"{op}() racing commits hangs")  # fmt: skip
         forked = done[0] if fork else None
         reopened: Storage | None = None
         if not fork:
             if done[0] != ("ok", None):
-                raise MismatchError(f"close() racing commits on {sid} gave {done[0]!r} (LIFE-1)")
+                raise MismatchError(
+                    f"close() racing commits on {sid} gave {done[0]!r} (LIFE-1)",
+                    rules=("LIFE-1",),
+                    check="close() racing commits fails",
+                )
             result = outcome(lambda: self.repo.open(sid))  # before any writer is joined
             if result[0] != "ok":
                 raise MismatchError(
                     f"open({sid!r}) the moment close() returned gave {result!r}: close must "
-                    "have drained its commits and released the Session (LIFE-1, REPO-4)"
+                    "have drained its commits and released the Session (LIFE-1, REPO-4)",
+                    rules=("LIFE-1", "REPO-4"),
+                    check="open after a racing close() fails",
                 )
             reopened = result[1]
             at_close = reopened.snapshot()
@@ -698,7 +828,8 @@ class StorageMachine(SessionPairMachine):
             thread.join(RACE_TIMEOUT)
             if thread.is_alive():
                 raise MismatchError(f"a commit racing {op}() on {sid} did not return within "
-                                    f"{RACE_TIMEOUT} s")  # fmt: skip
+                                    f"{RACE_TIMEOUT} s (LIFE-1)", rules=("LIFE-1",),
+                                    check=f"a commit racing {op}() hangs")  # fmt: skip
         if raised:
             raise raised[0]
         #: Whether this race held a commit inside its clock read (LIFE-4 was checked).
@@ -709,7 +840,9 @@ class StorageMachine(SessionPairMachine):
                 raise MismatchError(
                     f"commit {held} racing {op}() on {sid} had read its clock -- it was admitted "
                     f"and running when {op}() started -- and gave {results[held]!r}: an "
-                    "admitted commit must finish (LIFE-4)"
+                    "admitted commit must finish (LIFE-4)",
+                    rules=("LIFE-4",),
+                    check=f"an admitted commit racing {op}() does not finish",
                 )
         admitted: list[tuple[int, int]] = []
         for index, answer in enumerate(results):
@@ -719,7 +852,9 @@ class StorageMachine(SessionPairMachine):
             elif fork or answer != ("error", "closed"):
                 raise MismatchError(
                     f"a commit racing {op}() on {sid} gave {answer!r}; only ('error', 'closed') "
-                    "may refuse it (LIFE-1)"
+                    "may refuse it (LIFE-1)",
+                    rules=("LIFE-1",),
+                    check=f"a commit racing {op}() refused otherwise than closed",
                 )
         admitted.sort()
         if fork:
@@ -740,7 +875,9 @@ class StorageMachine(SessionPairMachine):
                 raise MismatchError(
                     f"close() on {sid} returned before every commit it admitted was in the "
                     "Session (LIFE-1): reopened at once, "
-                    + describe_difference(sid, expected_state, at_close)
+                    + describe_difference(sid, expected_state, at_close),
+                    rules=("LIFE-1",),
+                    check="close() returns before its admitted commits are in",
                 )
 
     def _check_racing_fork(self, dest: str, order: list[int], race: int) -> None:
@@ -756,7 +893,9 @@ class StorageMachine(SessionPairMachine):
             if present != order[: len(present)]:
                 raise MismatchError(
                     f"fork {dest!r} holds racing commits {present} of {order} (seq order): not "
-                    "a prefix, so it is not one commit boundary (FORK-12)"
+                    "a prefix, so it is not one commit boundary (FORK-12)",
+                    rules=("FORK-12",),
+                    check="a fork racing commits is not one commit boundary",
                 )
             model = self.model.open(dest)
             for index in present:
@@ -772,11 +911,13 @@ class StorageMachine(SessionPairMachine):
 
     @precondition(lambda self: self.may_restart())
     @rule()
+    @step
     def restart(self) -> None:
         """Process restart: every handle closed, a new repository over the same location."""
         self.restart_world()
 
     @rule(sid=SIDS, op=st.sampled_from(("create", "open", "delete")))
+    @step
     def repository_misuse(self, sid: str, op: str) -> None:
         """Duplicate create, double open and deleting an open Session are refused (REPO-1/3/4)."""
         expected = outcome(lambda: getattr(self.model, op)(sid))
@@ -788,16 +929,11 @@ class StorageMachine(SessionPairMachine):
 
     @invariant()
     def same_state(self) -> None:
-        """After every step each Session's complete logical state equals the model's."""
+        """After every step each Session's complete logical state equals the model's, and
+        no temp file an operation made outlives it (HYGIENE-1; one a store's opening made is
+        that store's, judged as it is used: HYGIENE-4)."""
         self.compare_sessions()
-        root = hygiene.disk_root(self.world)
-        if root is not None:
-            left = hygiene.temp_files(hygiene.tree(root))
-            if left:
-                raise MismatchError(
-                    f"temp files left under {root} after an acknowledged operation "
-                    f"(HYGIENE-1): {left}"
-                )
+        self.check_leftovers()
 
 
 #: The spec rules each corner checks (a ``corner`` step names its kind).
@@ -832,6 +968,9 @@ STEP_RULES: dict[str, tuple[str, ...]] = {
 }
 
 
+StorageMachine.step_rules = {**STEP_RULES, **CORNER_RULES}
+
+
 def rules_of_program(
     program: str, table: dict[str, tuple[str, ...]] | None = None
 ) -> tuple[str, ...]:
@@ -851,10 +990,14 @@ def rules_of_program(
     return ()
 
 
+#: The fields of a Session's snapshot, in the order a difference lists them.
+SNAPSHOT_FIELDS = ("entries", "usage", "values", "lists", "stats")
+
+
 def describe_difference(sid: str, expected: Any, actual: Any) -> str:
     """One line per differing field of two snapshots."""
     lines = [f"logical state of session {sid!r} differs from the model:"]
-    for name in ("entries", "usage", "values", "lists", "stats"):
+    for name in SNAPSHOT_FIELDS:
         want, got = getattr(expected, name), getattr(actual, name)
         if want != got:
             lines.append(f"  {name}: model={want!r}")

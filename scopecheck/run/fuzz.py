@@ -4,9 +4,17 @@ A run is a sequence of rounds; round ``i`` uses seed ``seed + i`` and the number
 its reproducer records (``examples_per_round``), so any failing round is reproducible from the
 seed alone.  Each distinct failure Hypothesis found in a round is saved as its own reproducer
 holding that failure's exact choice sequence (its ``@reproduce_failure`` blob, ``"reproduce"``),
-which ``scopecheck replay`` runs as it is, without generating or shrinking anything.  A path
-under a world's root directory is shown as ``<root>/...`` in what a reproducer says
-(:class:`WorldRoots`), so the same failure reads the same in every run.
+which ``scopecheck replay`` runs as it is, without generating or shrinking anything, and the
+rules it broke (``"rules"``: the failing check's own, else its step's).  A path under a world's
+root directory is shown as ``<root>/...`` in what a reproducer says (:class:`WorldRoots`), so
+the same failure reads the same in every run.
+
+One failure never hides the others (CHECK-9): after a round that found failures the run goes
+on with the next, and the machine of every later round knows the failures already reported
+(their :class:`~scopecheck.machines.failures.FailureKey`): met again, one is recorded as a
+repeat and not raised, so its examples, steps and restarts go on counting and a failure
+reached only later is found and reported too.  Only a backend that broke the protocol ends the
+run at once (PROC-2).
 """
 
 from __future__ import annotations
@@ -33,9 +41,16 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends.registry import Backend, World
 from scopecheck.crashsim.failure import relative_to_root
-from scopecheck.machines.failures import distinct_failures, failure_program
+from scopecheck.machines.failures import (
+    FailureKey,
+    distinct_failures,
+    failure_key,
+    failure_program,
+    failure_rules,
+    origin_of,
+)
 from scopecheck.machines.hygiene import disk_root
-from scopecheck.machines.storage import StorageMachine, make_machine
+from scopecheck.machines.storage import StorageMachine, make_machine, rules_of_program
 from scopecheck.models.protocols import Clock
 from scopecheck.process.client import ProtocolFailure
 
@@ -69,6 +84,8 @@ class BackendReport:
 
     examples: int = 0
     steps: int = 0
+    #: Times a machine met again a failure the run had already reported (CHECK-9).
+    repeats: int = 0
     crash_states: int = 0
     #: Single-I/O-fault runs without a crash, where the backend's explorer makes them.
     crash_fault_runs: int = 0
@@ -168,20 +185,50 @@ class WorldRoots:
         return text
 
 
+def step_rules_of(kind: MachineKind) -> dict[str, tuple[str, ...]] | None:
+    """The step rules of the machine of ``kind`` for
+    :func:`~scopecheck.machines.storage.rules_of_program` (``None``: the storage machine's)."""
+    if kind == "fork":
+        from scopecheck.machines.fork import FORK_STEP_RULES
+
+        return FORK_STEP_RULES
+    return None
+
+
+def key_of(failure: BaseException) -> FailureKey:
+    """What makes ``failure`` one failure of the run (CHECK-9): the key its machine stamped
+    on it, or, for one raised outside any step (while a world was made), where it came from."""
+    return failure_key(failure) or FailureKey((), f"outside a step: {origin_of(failure)}")
+
+
+def rules_of(failure: BaseException, program: str, kind: MachineKind) -> tuple[str, ...]:
+    """The rules ``failure`` broke: those its machine found (the failing check's own, else its
+    step's), or, for one raised outside any step, those of its program's last step."""
+    found = failure_rules(failure)
+    return found if found is not None else rules_of_program(program, step_rules_of(kind))
+
+
 def machine_record(
-    failure: BaseException, roots: WorldRoots, reports: list[str], **fields: Any
+    failure: BaseException,
+    roots: WorldRoots,
+    reports: list[str],
+    kind: MachineKind = "storage",
+    **fields: Any,
 ) -> dict[str, Any]:
     """The reproducer of one distinct failure
-    (:func:`~scopecheck.machines.failures.distinct_failures`): ``fields`` (machine, backend,
-    seed, ...), then its own error, its shrunk program and its exact choice sequence
-    (``reproduce``: ``[version, blob]``, ``None`` when Hypothesis printed none), whether
-    shrinking ran to its end, and what Hypothesis reported; paths under a world's root are
-    shown as ``<root>``."""
+    (:func:`~scopecheck.machines.failures.distinct_failures`) of the machine of ``kind``:
+    ``fields`` (backend, seed, ...), then its own error, the rules it broke (:func:`rules_of`:
+    the failing check's own, else its step's), its shrunk program and its exact choice
+    sequence (``reproduce``: ``[version, blob]``, ``None`` when Hypothesis printed none),
+    whether shrinking ran to its end, and what Hypothesis reported; paths under a world's root
+    are shown as ``<root>``."""
     program = roots.shown(failure_program(failure))
     return {
         "kind": "machine",
+        "machine": kind,
         **fields,
         "error": roots.shown(f"{type(failure).__name__}: {failure}"),
+        "rules": list(rules_of(failure, program, kind)),
         "program": program,
         "reproduce": reproduce_blob(program),
         "shrunk": not any(SHRINK_STOPPED in text for text in reports),
@@ -311,10 +358,12 @@ def fuzz_backend(
     saved: ExampleDatabase | None = None,
     fs_profile: str = "posix",
 ) -> BackendReport:
-    """Run rounds of the machine on ``backend`` until ``budget`` seconds pass or one fails,
-    saving a reproducer for each distinct failure of that round (:func:`machine_record`);
-    a backend with a crash explorer (``Backend.crash``) spends :data:`CRASH_SHARE` of the
-    budget on crash states after the machine, filling ``crash_states``.  ``machine_kind``
+    """Run rounds of the machine on ``backend`` until ``budget`` seconds pass, saving a
+    reproducer for each distinct failure (:func:`machine_record`) once: a failure already
+    reported is a repeat in later rounds, and the rounds go on (CHECK-9) -- only a backend
+    that broke the protocol ends them (PROC-2).  A backend with a crash explorer
+    (``Backend.crash``) spends :data:`CRASH_SHARE` of the budget on crash states after the
+    machine, filling ``crash_states``, whatever the machine found.  ``machine_kind``
     picks the storage machine or the fork machine (:func:`machine_for`).
 
     ``examples`` runs exactly that many examples instead, in rounds of
@@ -334,13 +383,17 @@ def fuzz_backend(
     started = time.perf_counter()
     end = deadline if deadline is not None else started + machine_budget
     round_index = planned = 0
+    #: The failures reported so far, each once (CHECK-9).
+    known: set[FailureKey] = set()
 
     def run_round(
         round_settings: Settings, round_seed: int, size: int, *, replay: bool = False
     ) -> bool:
-        """One round of ``size`` examples; ``True`` when it found a failure (saved).  In the
+        """One round of ``size`` examples, saving each failure it found that the run had not
+        reported; ``True`` when the backend broke the protocol (the run ends).  In the
         ``replay`` of a database with nothing saved, Hypothesis has no example to run."""
-        machine.examples_run = machine.steps_run = 0
+        machine.examples_run = machine.steps_run = machine.repeats = 0
+        machine.known_failures = frozenset(known)
         roots.roots.clear()
         reports: list[object] = []
         try:
@@ -360,15 +413,20 @@ def fuzz_backend(
                     failure,
                     roots,
                     shown,
-                    machine=machine_kind,
+                    machine_kind,
                     backend=backend.name,
                     spec=spec,
                     seed=round_seed,
                     profile=profile,
                     examples_per_round=size,
                 )
+                key = key_of(failure)
+                if key in known:
+                    report.repeats += 1
+                    continue
+                known.add(key)
                 report.save(failures_dir, record)
-            return True
+            return False
         except ProtocolFailure as broke:  # the backend broke the protocol: reported once (PROC-2)
             record = protocol_record(broke, backend.name, spec, round_seed, profile)
             record.update(machine=machine_kind, examples_per_round=examples_per_round)
@@ -377,6 +435,7 @@ def fuzz_backend(
         finally:
             report.examples += machine.examples_run
             report.steps += machine.steps_run
+            report.repeats += machine.repeats
             report.seconds = time.perf_counter() - started
             if on_progress is not None:
                 on_progress(report)
@@ -384,10 +443,10 @@ def fuzz_backend(
 
     # What the example database holds for this machine -- a finding of another run, a HypoFuzz
     # worker or a fleet sharing a Redis -- is replayed before the seeded rounds (FLEET-3).
-    failed = saved is not None and run_round(
+    stopped = saved is not None and run_round(
         Settings(settings, database=saved, phases=[Phase.reuse, Phase.shrink]), seed, 1, replay=True
     )
-    while not failed and (
+    while not stopped and (
         size := _round_size(
             report, planned=planned, examples=examples, per_round=examples_per_round,
             started=started, end=end, sized=deadline is not None,
@@ -396,9 +455,9 @@ def fuzz_backend(
         round_seed = seed + round_index
         round_index += 1
         planned += size
-        failed = run_round(settings, round_seed, size)
+        stopped = run_round(settings, round_seed, size)
     remaining = max(0.0, budget - (time.perf_counter() - started))
-    if backend.crash is not None and not report.failures:
+    if backend.crash is not None and not stopped:
         # Even with nothing left, the first workload's states after every acknowledgement
         # are checked (CRASH-COV-2): a run never shows a crash phase that did not run.
         states, faults, records = backend.crash.explore_with_faults(remaining, seed)

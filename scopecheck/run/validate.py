@@ -670,7 +670,11 @@ def failures_of(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
         record, path = failure.record, failure.path
         if record.get("kind") == "machine":
             table = FORK_STEP_RULES if record.get("machine") == "fork" else None
-            rules = rules_of_program(record.get("program", ""), table)
+            # the rules the failing check broke, as the run recorded them (CHECK-9); a
+            # reproducer written before records carried them: its last step's
+            rules = tuple(record.get("rules") or ()) or rules_of_program(
+                record.get("program", ""), table
+            )
             first = str(record.get("error", "")).splitlines()[0:1] or [""]
             if first[0].startswith("ProtocolError"):  # the backend spoke the protocol wrongly
                 rules = tuple(record.get("rules") or ("PROC-2",))
