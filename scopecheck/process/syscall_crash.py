@@ -1277,9 +1277,20 @@ def allowed_after(run: Recording, kill: bool) -> list[Snapshot | None]:
 
 #: The rule each image of a killed run breaks (CRASH-FS-1, -2 and -6), and of a faulted one
 #: (CRASH-FS-9 for a state a power loss or the disk should not hold, CRASH-FS-11 for a disk a
-#: failed create or delete left unopenable).
+#: failed create, restart or delete left unopenable; :func:`_fault_rules`).
 KILL_RULES = FaultRules("CRASH-FS-2", "CRASH-FS-6", "CRASH-FS-1", "CRASH-FS-1")
 FAULT_RULES = FaultRules("CRASH-FS-9", "CRASH-FS-9", "CRASH-FS-11", "CRASH-FS-9")
+
+
+def _fault_rules(run: Recording) -> FaultRules:
+    """:data:`FAULT_RULES`, except when the first step the fault failed is a commit: a disk it
+    leaves unopenable breaks CRASH-FS-9 (after a failed commit every acknowledged transaction
+    reopens) -- such as a log whose failed append kept the bytes a short write stored, with
+    the next commit's line appended after them (CRASH-SYS-18)."""
+    failed = next((i for i, o in enumerate(run.outcomes) if o != "ok"), None)
+    if failed is not None and run.workload.steps[failed].op == "commit":
+        return FaultRules.one("CRASH-FS-9")
+    return FAULT_RULES
 
 
 def _check_fault_run(
@@ -1326,7 +1337,7 @@ def _check_fault_run(
         return ": fsync what a step wrote (and its directory) before acknowledging it"
 
     found = judge_images(
-        reopen, images, allowed_after(run, kill), KILL_RULES if kill else FAULT_RULES,
+        reopen, images, allowed_after(run, kill), KILL_RULES if kill else _fault_rules(run),
         f"the run with {expression}", hint=hint, errors=(ScopecheckError,),
     )  # fmt: skip
     if found is None:
