@@ -36,8 +36,10 @@ _guarded: list[str] = []
 
 
 def _entries(folder: str) -> set[str]:
+    """The entries of ``folder``, but pytest's own base temps (``pytest-of-USER``: a pytest run
+    inside a test keeps them, as pytest does, and they go with this directory at the end)."""
     try:
-        return set(os.listdir(folder))
+        return {name for name in os.listdir(folder) if not name.startswith("pytest-of-")}
     except OSError:
         return set()
 

@@ -315,3 +315,22 @@ def test_fuzz_crash_and_hypofuzz_stopped_by_sigterm_leave_nothing(
     finally:
         run.kill()
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+@pytest.mark.rule("INSTALL-20")
+def test_the_plugin_stops_a_hanging_test_and_calls_its_phase_incomplete(tmp_path: Path) -> None:
+    spec = f"{_write(tmp_path, 'hanging.py', HANGS_IN_COMMIT)}:make_backend"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "scopecheck.pytest_plugin", "-p", "no:cacheprovider",
+         "-o", "addopts=", f"--scopecheck-backend={spec}", "--scopecheck-phase-timeout", "2",
+         "--pyargs", "scopecheck.conformance.test_machine",
+         "scopecheck.conformance.test_storage_cases", "-k", "machine or retire_then_reopen"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    out = done.stdout
+    assert done.returncode == 1, out[-3000:]
+    assert "scopecheck: incomplete: " in out and "did not finish within 2s" in out, out[-3000:]
+    verdict = out.split("scopecheck verdict:", 1)[1]
+    assert "INCOMPLETE" in verdict.splitlines()[1], verdict
+    assert any(line.strip().startswith("machine:") and "INCOMPLETE" in line
+               for line in verdict.splitlines()), verdict  # fmt: skip
