@@ -107,6 +107,28 @@ def pytest_configure(config: pytest.Config) -> None:
             except ScopecheckError as exc:
                 raise pytest.UsageError(f"--scopecheck-backend: {exc}") from None
         config.pluginmanager.register(VerdictCollector(config, specs), "scopecheck-verdict")
+        _sigterm_as_interrupt()
+
+
+def _sigterm_as_interrupt() -> None:
+    """A cancelled CI job's SIGTERM stops the run as Ctrl-C does (INSTALL-21): pytest then
+    tears down -- backend processes, strace, FUSE mounts and temp folders go -- and prints
+    what it ran, instead of dying on the spot.  Only where SIGTERM has its default action,
+    in the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        del signum, frame
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the teardown is not cut short
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 #: How a scopecheck test stopped by the watchdog fails: its phase is incomplete, not failed.

@@ -12,6 +12,10 @@ removed, a FUSE mount nobody unmounted, a backend, strace or daemon nobody stopp
 What a fixture of a wider scope (module, session) starts is its own, not a test's: processes
 started while such a fixture was set up are exempt until it is torn down.  pytest's own
 ``tmp_path`` folders live under its base temp, outside the guarded directory.
+
+Only the project's own test session is guarded (its rootdir is the repository): a pytest run
+of the conformance suite that a test or ``validate`` starts inside the checkout sees this file
+too, and there what the run leaves is the outer test's to answer for.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ SETTLE = 5.0
 
 _exempt: set[int] = set()
 _guarded: list[str] = []
+#: The repository: the rootdir of the session this guard watches.
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def _entries(folder: str) -> set[str]:
@@ -84,6 +90,8 @@ def _mounts(item: pytest.Item) -> set[str]:
 def pytest_configure(config: pytest.Config) -> None:
     """A temporary directory for this pytest process alone; pytest's base temp stays where
     pytest puts it (made first, before ``$TMPDIR`` changes)."""
+    if Path(config.rootpath).resolve() != REPOSITORY:
+        return
     factory = getattr(config, "_tmp_path_factory", None)
     if factory is not None:
         factory.getbasetemp()
@@ -103,7 +111,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object]) -> Iterator[None]:
     """Processes a fixture of a wider scope than a function starts are its own."""
-    if fixturedef.scope == "function":
+    if fixturedef.scope == "function" or not _guarded:
         yield
         return
     before = set(descendants(os.getpid()))
@@ -113,7 +121,10 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object]) -> Iterator[None
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    folder = _guarded[0] if _guarded else tempfile.gettempdir()
+    if not _guarded:
+        yield
+        return
+    folder = _guarded[0]
     files = _entries(folder)
     mounts = _mounts(item)
     processes = set(descendants(os.getpid()))
