@@ -500,3 +500,22 @@ def test_the_reader_has_no_regular_expression() -> None:
         for alias in node.names
     } | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not imported & {"re", "regex"}, imported
+
+
+def test_the_benchmark_reports_the_reader_before_and_after() -> None:
+    """``scopecheck bench trace-reader`` at its smallest: this reader's figures, and the regex
+    reader's from git, which gives up on the cut line only when its timeout ends it."""
+    from scopecheck.bench import BENCHMARKS
+    from scopecheck.bench.trace_reader import bench_trace_reader
+
+    assert "trace-reader" in BENCHMARKS
+    result = bench_trace_reader(1, size=50_000, escapes=400, growth=(4, 6), timeout=1.0)
+    after = result["after"]
+    assert after["trace"]["records"] > 0 and after["trace"]["unreadable"] == 0
+    assert after["cut_line"]["unreadable"] == 2
+    before = result["before"]
+    assert "skipped" in before or (
+        before["cut_line"]["said"] == "did not finish in 1 s"
+        and before["trace"]["records"] <= after["trace"]["records"]
+        and set(before["growth"]) == {"4", "6"}
+    )
