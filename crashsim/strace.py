@@ -439,6 +439,7 @@ def _result(text: str, start: int) -> tuple[int, Any, str | None, bool]:
 
 
 def _path(text: str) -> str:
+    """A descriptor's path as ``-y`` shows it, as the file system names it."""
     return _unhex(text).decode("utf-8", "surrogateescape")
 
 

@@ -353,6 +353,16 @@ def test_every_line_is_read_as_it_is_read_alone_at_length(lines: list[str]) -> N
 
 
 @pytest.mark.rule("CRASH-SYS-16")
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=80) | JUNK.map(lambda junk: "7 " + junk), max_size=8))
+def test_any_text_reads_without_an_error(lines: list[str]) -> None:
+    """Whatever a line holds -- any character, strace's syntax in any order -- the reader gives
+    records, never an exception (the regex reader raised ValueError on a short cut string)."""
+    for record in parse(lines):
+        assert isinstance(record, Syscall | Exit | Unreadable)
+
+
+@pytest.mark.rule("CRASH-SYS-16")
 def test_a_trace_two_straces_wrote_at_once_reads_with_its_cut_lines_unreadable() -> None:
     """A real trace file (trimmed: long runs of hex escapes shortened): a backend process whose
     hello failed was left running under its strace while the next one's strace wrote the same
