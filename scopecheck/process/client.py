@@ -159,7 +159,14 @@ class BackendProcess:
         self._poller = select.poll()  # one for the child's life: a request is a write and a read
         self._poller.register(self._stdout_fd, select.POLLIN)
         if root is not None:
-            self.hello(root)
+            try:
+                self.hello(root)
+            except BaseException:
+                # Nobody holds a process whose constructor raised: it is stopped here, or it
+                # would live on (under strace, still writing its trace file) while the caller
+                # starts the next one.
+                self.stop()
+                raise
 
     def hello(self, root: str) -> None:
         """Move the child to ``root`` (PROC-1, PROC-8): its first hello, or a later one."""

@@ -267,8 +267,11 @@ def run_workload(
         trace = os.path.join(traces, f"trace-{index}.txt")
         expressions = [inject[1]] if inject is not None and inject[0] == index else []
         run = strace_command(trace, command, inject=expressions) if traced else list(command)
-        process = BackendProcess(run, root, clock, cwd=cwd)
+        process = BackendProcess(run, None, clock, cwd=cwd)
+        # A child is one before its hello: one whose hello fails is stopped and its trace read
+        # like any other's (its calls changed the disk), and no later child reuses its file.
         children.append((process, trace))
+        process.hello(root)
         return ProcessRepository(process)
 
     acks: list[tuple[int, int] | None] = []
