@@ -137,7 +137,7 @@ def with_profiles(
     saying under which file-system profiles it happens (CRASH-SYS-15): for a power-loss image,
     every profile whose images of the point include it, and the one that builds it; a
     process crash happens under every profile alike."""
-    if not variant.power_loss:
+    if not variant.power_loss or failure.rule in STOPPING:  # the wire fails under every one
         return failure
     given = volume.profiles_of(image) if isinstance(volume, ProfiledVolume) else None
     built, names = given if given is not None else (volume.profile.name, (volume.profile.name,))

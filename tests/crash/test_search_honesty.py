@@ -29,6 +29,7 @@ from scopecheck.crashsim.persistence import PROFILE_NAMES, FileOp, Image, PathEr
 from scopecheck.crashsim.points import Variant
 from scopecheck.planted.fs_crash import CreateWithoutDirectorySync, SyncingEveryOther
 from tests.crash.test_explore import ACKED, OPS, ToyRound, _toy_source
+from tests.crash.test_generic_faults import UncodedStartupError, _factory
 
 
 def _failure(rule: str, kind: str, point: int = 3, profiles: tuple[str, ...] = ()) -> CrashFailure:
@@ -248,6 +249,17 @@ class TestUncodedPlaces:
         assert error_place("OSError: [Errno 5] failed on /tmp/x/7.db") == error_place(
             "OSError: [Errno 28] failed on /var/y/z.db"
         )
+
+    def test_a_start_that_raises_its_own_exception_on_every_fault_is_one_failure(self) -> None:
+        """A repository that wraps any start-up failure in a ``RuntimeError`` escapes that way
+        on every fault its factory call meets (EACCES, ENOSPC, EIO, on every call): one
+        failure, where it comes from, not one per fault kind."""
+        found = explore_fs(_factory(UncodedStartupError), budget=math.inf, seed=0)
+        uncoded = [f for f in found.failures if f.kind.startswith("uncoded:")]
+        assert [f.kind for f in uncoded] == [
+            "uncoded:RuntimeError at test_generic_faults.py:__init__"
+        ], [str(f) for f in found.failures]
+        assert found.fault_runs > 5
 
 
 def _ops(ops: Sequence[FileOp]) -> list[str]:
