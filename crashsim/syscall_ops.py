@@ -6,7 +6,8 @@ F_DUPFD``, ``close``) bound to the file they were opened on, each descriptor's o
 ``read``, ``write``, ``lseek``; ``O_APPEND`` writes at the end), the working directory
 (``chdir``) for relative paths and ``*at`` directories, and turns every call that changes a
 file or a directory under the root into a :class:`~.persistence.FileOp`.  Failed calls change
-nothing and are left out, but for an fsync or fdatasync failed with EIO: it becomes a
+nothing and are left out, and so are calls that never returned (``= ?``: killed in the call);
+but an fsync or fdatasync failed with EIO becomes a
 ``syncfail``, the writes it was to make durable being lost (CRASH-SYS-11).  Every way a call is
 made durable counts (CRASH-SYS-10): a write through a descriptor opened ``O_SYNC`` or
 ``O_DSYNC``, and a ``pwritev2`` with ``RWF_SYNC`` or ``RWF_DSYNC``, is followed by a ``sync`` of
@@ -225,9 +226,15 @@ class _Extractor:
     # -- calls -----------------------------------------------------------------------------
 
     def feed(self, call: Syscall) -> None:
+        """Follow one call.  A call that never returned (strace's ``= ?``: the process was
+        killed in it, as a kill run does at the call's entry, before the kernel runs it) is
+        not taken as done: a rename or an unlink the model applied but the disk never saw
+        would make every later call on those paths contradict the model."""
         self.call = call.index
         key = (call.pid, call.name)
         try:
+            if call.result is None and call.error is None:
+                return
             if call.ok:
                 getattr(self, f"_{call.name}", self._ignore)(call)
             elif call.name in ("fsync", "fdatasync") and call.error == "EIO":

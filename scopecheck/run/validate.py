@@ -1093,6 +1093,7 @@ def _crash_phase(
             acked_total=coverage.acked_total,
             points_checked=coverage.points_checked,
             points_total=coverage.points_total,
+            points_unjudged=coverage.points_unjudged,
         )
         if not coverage.complete and not failures:
             status = "incomplete"
