@@ -1302,6 +1302,8 @@ def _check_fault_run(
 
     def reopen(image: Image) -> Snapshot | None:
         write_image(image, directory)
+        if checker.broken:  # an image check before broke it: its answers are not this image's
+            checker.fresh()
         try:
             repo = checker.reopen(directory)
             if SESSION not in repo.list():
