@@ -199,7 +199,12 @@ class FaultMount:
     """A FUSE mount of ``backing`` on ``mountpoint`` (both existing directories), served by a
     daemon process, with an optional :class:`FaultPlan`.  ``with FaultMount(...) as mount``
     returns once the mount is live; leaving the block unmounts it (lazily if the daemon died
-    or something still holds it open) and never leaves a stale mount behind."""
+    or something still holds it open) and never leaves a stale mount behind.
+
+    The daemon's report and log live in a state folder of their own while it runs; closing
+    reads them into memory and removes the folder, so what the run did stays readable
+    (:meth:`events`, :meth:`log`) and nothing is left in the temporary directory
+    (INSTALL-21)."""
 
     def __init__(
         self,
@@ -213,10 +218,12 @@ class FaultMount:
         self.mountpoint = os.path.abspath(mountpoint)
         self.plan = plan
         self.timeout = timeout
-        self._state = tempfile.mkdtemp(prefix="scopecheck-fuse-")
-        self.report_path = os.path.join(self._state, "report.jsonl")
-        self.log_path = os.path.join(self._state, "daemon.log")
+        self._state = ""
+        self.report_path = ""
+        self.log_path = ""
         self.process: subprocess.Popen[bytes] | None = None
+        #: The report and the log as the daemon left them, read when the mount closed.
+        self._kept: tuple[bytes, str] | None = None
 
     # lifecycle
 
@@ -235,19 +242,26 @@ class FaultMount:
                 raise FileNotFoundError(f"not a directory: {path}")
         if is_mounted(self.mountpoint):
             raise RuntimeError(f"something is mounted on {self.mountpoint} already")
+        self._state = tempfile.mkdtemp(prefix="scopecheck-fuse-")
+        self.report_path = os.path.join(self._state, "report.jsonl")
+        self.log_path = os.path.join(self._state, "daemon.log")
         command = [sys.executable, "-m", "scopecheck.crashsim.fuse_faults", "SERVE"]
         command += [self.backing, self.mountpoint, self.report_path]
         if self.plan is not None:
             command.append(orjson.dumps(self.plan.to_json()).decode())
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                cwd="/",
-                start_new_session=True,
-            )
+        try:
+            with open(self.log_path, "wb") as log:
+                self.process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    cwd="/",
+                    start_new_session=True,
+                )
+        except BaseException:
+            self._keep()
+            raise
         _live[id(self)] = self
         try:
             self._wait_live()
@@ -302,10 +316,20 @@ class FaultMount:
                 raise RuntimeError(f"could not unmount {self.mountpoint}")
         finally:
             _live.pop(id(self), None)
+            if process.poll() is not None:
+                self._keep()
+
+    def _keep(self) -> None:
+        """Read the report and the log into memory and remove the state folder."""
+        if self._kept is not None or not self._state:
+            return
+        self._kept = (self._report_bytes(), self.log())
+        shutil.rmtree(self._state, ignore_errors=True)
 
     def cleanup(self) -> None:
-        """Remove the report and the daemon's log (after :meth:`close`)."""
-        shutil.rmtree(self._state, ignore_errors=True)
+        """Remove the state folder now (closing removes it too: kept for callers that ask)."""
+        if self.process is None or self.process.poll() is not None:
+            self._keep()
 
     # what happened
 
@@ -314,17 +338,24 @@ class FaultMount:
         return None if self.process is None else self.process.pid
 
     def log(self) -> str:
+        if self._kept is not None:
+            return self._kept[1]
         try:
             return Path(self.log_path).read_text(errors="replace")
         except OSError:
             return ""
 
+    def _report_bytes(self) -> bytes:
+        if self._kept is not None:
+            return self._kept[0]
+        try:
+            return Path(self.report_path).read_bytes()
+        except OSError:
+            return b""
+
     def events(self) -> list[dict[str, Any]]:
         """The daemon's report so far: ``ready``, ``fired``, ``then_failed``, ``exit`` events."""
-        try:
-            raw = Path(self.report_path).read_bytes()
-        except FileNotFoundError:
-            return []
+        raw = self._report_bytes()
         events = []
         for line in raw.splitlines():
             with contextlib.suppress(orjson.JSONDecodeError):
@@ -711,7 +742,8 @@ def _die_with_parent() -> None:
 def serve(backing: str, mountpoint: str, report: str, plan: FaultPlan | None) -> int:
     """The daemon: mount ``backing`` on ``mountpoint`` and serve until unmounted (libfuse's
     own handlers unmount on SIGTERM, SIGINT and SIGHUP; the daemon gets SIGTERM if its parent
-    dies)."""
+    dies, and then removes the state folder its parent would have read: INSTALL-21)."""
+    parent = os.getppid()
     _die_with_parent()
     os.umask(0)  # the kernel already applied the caller's umask to modes
     library = _libfuse3()
@@ -763,6 +795,9 @@ def serve(backing: str, mountpoint: str, report: str, plan: FaultPlan | None) ->
         )
     finally:
         ops.finish()
+        state = os.path.dirname(os.path.abspath(report))
+        if os.getppid() != parent and os.path.basename(state).startswith("scopecheck-fuse-"):
+            shutil.rmtree(state, ignore_errors=True)  # nobody is left to read it
     return 0
 
 

@@ -55,6 +55,7 @@ from scopecheck.models.records import (
 )
 from scopecheck.models.scope import Scope
 from scopecheck.process.protocol import PROTOCOL_VERSION, decode_response, encode_request
+from scopecheck.run.watchdog import doing
 
 #: Seconds a backend may take to answer one request.
 REQUEST_TIMEOUT = 60.0
@@ -280,7 +281,8 @@ class BackendProcess:
                     stdin.flush()
                 except (BrokenPipeError, ValueError):
                     raise self._died(op) from None
-                self._answer = self._read_line(op)
+                with doing(f"waiting for the backend's answer to {op} (pid {self.pid})"):
+                    self._answer = self._read_line(op)
                 return decode_response(self._answer, request_id, op)
             except ProtocolError as exc:
                 trace = exc.details.get("traceback")

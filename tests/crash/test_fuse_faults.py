@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -563,3 +564,10 @@ def test_a_parent_that_dies_without_closing_leaves_no_mount(dirs: tuple[Path, Pa
             break
         time.sleep(0.01)
     assert not is_mounted(mnt)
+    # The daemon, its parent gone, removes the state folder nobody will read (INSTALL-21).
+    state = Path(tempfile.gettempdir())
+    for _ in range(1000):
+        if not list(state.glob("scopecheck-fuse-*")):
+            break
+        time.sleep(0.01)
+    assert not list(state.glob("scopecheck-fuse-*"))
