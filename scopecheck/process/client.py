@@ -88,6 +88,15 @@ class ProtocolFailure(BaseException):
         return self.error.message
 
 
+class BackendRaised(ProtocolError):
+    """``scopecheck serve`` reported that the Python backend it serves raised an exception
+    without a code (``protocol_error`` with the backend's ``traceback``): the backend's own
+    answer -- a recovery that raised reading back a damaged file, say -- judged by the rule of
+    the call that raised it (CRASH-FS-1 for a reopen), not a child speaking the protocol
+    wrongly.  The child goes on serving.  In a world that escalates (the machines, the
+    conformance suite) it stays a :class:`ProtocolFailure`, as every protocol error there."""
+
+
 @attrs.define
 class StartCount:
     """Backend processes started by this Python process (``scopecheck bench process``)."""
@@ -287,6 +296,9 @@ class BackendProcess:
             except ProtocolError as exc:
                 trace = exc.details.get("traceback")
                 raised = f"\n  traceback:\n{_indent(str(trace))}" if trace else ""
+                if trace is not None and not self.escalate:
+                    message = shown.text(exc.message, MESSAGE_LIMIT)
+                    raise BackendRaised(f"{message}{raised}", op=op) from None
                 raise self.fail(exc.message + raised, op) from None
 
     def stop(self) -> int | None:
