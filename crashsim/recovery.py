@@ -107,7 +107,7 @@ class Expected:
         if all(self.snapshots[i] is None for i in self.allowed):
             return "a Session whose delete was acknowledged is back"
         before = [self.snapshots[i] for i in range(min(self.allowed))]
-        earlier = [i for i in range(len(before)) if _among(got, [before[i]]) is not None]
+        earlier = [i for i in range(len(before)) if among(got, [before[i]]) is not None]
         if earlier:
             lost = [f"{i + 1}:{self.steps[i]}" for i in range(earlier[-1], min(self.allowed))]
             return (
@@ -172,7 +172,7 @@ def listed(found: object) -> list[str]:
     raise Garbled(f"listing the Sessions returned {shown.thing(found)}, not a list of ids")
 
 
-def _among(got: object, states: Sequence[Snapshot | None]) -> int | None:
+def among(got: object, states: Sequence[Snapshot | None]) -> int | None:
     """The index of the first of ``states`` equal to ``got``, or ``None``; a comparison that
     raises (a recovered record holding an object whose ``==`` fails) matches nothing."""
     for index, state in enumerate(states):
@@ -246,7 +246,7 @@ def judge(
             _quietly(repo)
             return Recovered(None, 0)
         return _recreated(repo, session, recreate, rules, errors, root)
-    index = _among(got, allowed)
+    index = among(got, allowed)
     if index is None:
         more = "" if extra.mismatched is None else extra.mismatched(storage, got)
         _quietly(storage, repo)
@@ -298,7 +298,7 @@ def judge(
         if broken is not None:
             return broken
     again, error = read_again(reopen, session, errors, root)
-    if _among(again, [after]) is None:
+    if among(again, [after]) is None:
         return Broken(
             rules["again"],
             "a second reopen gives a different state (recovery is not idempotent, or the "
@@ -382,7 +382,7 @@ def _recreated(
         problem = f"creating the absent Session raised {error_text(exc, root)}"
         return Broken(rules["recreate-raised"], problem, error=exc)
     _quietly(storage, repo)
-    if _among(got, [empty]) is None:
+    if among(got, [empty]) is None:
         return Broken(
             rules["recreate"],
             "the Session is absent, but creating it again gives old data instead of an empty "

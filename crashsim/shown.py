@@ -61,6 +61,16 @@ def text(value: str, limit: int = LIMIT) -> str:
     return _cut(head, len(value), "characters", limit)
 
 
+def escaped(value: str) -> str:
+    """``value`` with each lone surrogate as ``\\udXXX`` and nothing cut: text a report
+    prints and writes as UTF-8 (an error message a backend raised with one in it)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def data(raw: bytes | bytearray | memoryview, limit: int = LIMIT) -> str:
     """Bytes as text: UTF-8 as it reads, any other byte as ``\\xNN``; cut to ``limit`` bytes
     (the length said)."""
@@ -271,11 +281,7 @@ def jsonable(value: object, depth: int = 0) -> Any:
     if isinstance(value, int):
         return value if _INT64[0] <= value <= _INT64[1] else thing(value)
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "backslashreplace").decode("utf-8")
-        return value
+        return escaped(value)
     if depth >= DEPTH:
         return f"<nested deeper than {DEPTH} levels: {thing(value)}>"
     if isinstance(value, dict):

@@ -125,3 +125,42 @@ def _factories(kind: str) -> tuple[Any, Any]:
 
 for _kind in KINDS:
     globals()[f"make_{_kind}"], globals()[f"make_file_{_kind}"] = _factories(_kind)
+
+
+class _RaisingStorage:
+    """A storage whose third commit raises an error without a code, its message holding a
+    lone surrogate."""
+
+    def __init__(self, storage: Any) -> None:
+        self._storage, self._commits = storage, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+    def commit(self, writes: Any) -> Any:
+        self._commits += 1
+        if self._commits == 3:
+            raise ValueError("the store said \ud800 and more")
+        return self._storage.commit(writes)
+
+
+class _RaisingRepository:
+    def __init__(self, repository: Any) -> None:
+        self._repository = repository
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._repository, name)
+
+    def create(self, session_id: str) -> Any:
+        return _RaisingStorage(self._repository.create(session_id))
+
+    def open(self, session_id: str) -> Any:
+        return _RaisingStorage(self._repository.open(session_id))
+
+
+def make_raises_lone_surrogate(clock: Any) -> Any:
+    """The dict example, whose third commit on a handle raises ``ValueError`` with a lone
+    surrogate in its message: the verdict quotes it escaped."""
+    from scopecheck.examples.good_backend import make_backend
+
+    return _RaisingRepository(make_backend(clock))

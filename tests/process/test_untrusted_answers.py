@@ -170,6 +170,30 @@ def test_sqlite3_with_synchronous_off_ends_failed_with_crash_rules(tmp_path: Pat
     assert {verdict["phases"][p]["status"] for p in ("machine", "restarts")} == {"ran"}
 
 
+@pytest.mark.rule("CRASH-FS-13")
+@pytest.mark.parametrize("as_json", [True, pytest.param(False, marks=pytest.mark.long)])
+def test_an_error_message_with_a_lone_surrogate_is_printed_escaped(
+    tmp_path: Path, as_json: bool
+) -> None:
+    """A backend error whose message holds a lone surrogate fails the machine, and the
+    verdict -- summary or JSON -- prints it as ``\\ud800``."""
+    spec = f"{DATA}/garbled_backend.py:make_raises_lone_surrogate"
+    if as_json:
+        status, verdict = validate([spec], tmp_path, "--examples", "2")
+        errors = [f["error"] for f in verdict["failures"]]
+    else:
+        run = subprocess.run(
+            [sys.executable, "-m", "scopecheck", "validate", spec, "--seed", "1",
+             "--examples", "2", "--failures-dir", str(tmp_path / "failures")],
+            capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+            env={**os.environ, "TMPDIR": str(tmp_path)},
+        )  # fmt: skip
+        assert "Traceback" not in run.stderr, run.stderr[-4000:]
+        status, errors = run.returncode, run.stdout.splitlines()
+    assert status == 1
+    assert any("the store said \\ud800 and more" in error for error in errors), errors
+
+
 @pytest.mark.long
 @pytest.mark.rule("CRASH-FS-13")
 @pytest.mark.parametrize("cell", CELLS)
