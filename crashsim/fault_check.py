@@ -49,8 +49,9 @@ from scopecheck.crashsim.persistence import (
     ProfiledVolume,
     profiled_volume,
 )
-from scopecheck.crashsim.recovery import error_text, ours
+from scopecheck.crashsim.recovery import ERROR_LIMIT, among, error_text, ours
 from scopecheck.crashsim.sandbox import describe
+from scopecheck.crashsim.shown import text
 from scopecheck.models.records import Snapshot
 
 _R = TypeVar("_R")
@@ -158,8 +159,11 @@ def fault_images(
 
 
 def shown(state: Snapshot | str | None) -> str:
-    """A state as a report shows it (a string is already why nothing could be read)."""
-    return state if isinstance(state, str) else orjson.dumps(describe(state)).decode()
+    """A state as a report shows it (a string is already why nothing could be read), bounded
+    and escaped whatever the backend gave back (CRASH-FS-13)."""
+    if isinstance(state, str):
+        return text(state, 2 * ERROR_LIMIT)
+    return orjson.dumps(describe(state)).decode()
 
 
 #: A run of digits, or a hexadecimal address, in a message: not part of where an error comes from.
@@ -363,7 +367,7 @@ def _judge(
             image.power_loss,
             image.profiles,
         )
-    if got not in allowed:
+    if among(got, allowed) is None:
         return FaultProblem(
             rules.lost if image.power_loss else rules.wrong,
             f"{image.label} right after {what} reopens to {shown(got)}, not the "

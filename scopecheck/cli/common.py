@@ -61,7 +61,9 @@ def fail(message: str) -> NoReturn:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+    from scopecheck.crashsim.shown import dumps  # odd strings a backend gave, escaped
+
+    click.echo(dumps(data, option=orjson.OPT_INDENT_2).decode())
 
 
 def show_verdict(verdict: Verdict, as_json: bool) -> NoReturn:

@@ -31,10 +31,12 @@ from hypothesis.stateful import (
 import scopecheck.machines.hygiene as hygiene
 import scopecheck.machines.strategies as sx
 from scopecheck.backends.registry import Backend, World
+from scopecheck.crashsim.shown import brief
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import ProtocolError, ScopecheckError
 from scopecheck.models.fork import TreeFork
 from scopecheck.models.protocols import Repository, Storage
+from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository, ReferenceSession
 from scopecheck.models.scope import EphemeralScope, ephemeral_scope
 from scopecheck.models.writes import append_list, retire_scope, set_value
@@ -222,7 +224,7 @@ def kind(result: Outcome) -> Outcome:
 
 def same(what: str, expected: Outcome, actual: Outcome) -> None:
     if expected != actual:
-        raise MismatchError(f"{what}: model gave {expected!r}, backend gave {actual!r}")
+        raise MismatchError(f"{what}: model gave {brief(expected)}, backend gave {brief(actual)}")
 
 
 class SessionPairMachine(RuleBasedStateMachine):
@@ -854,11 +856,13 @@ def rules_of_program(
 def describe_difference(sid: str, expected: Any, actual: Any) -> str:
     """One line per differing field of two snapshots."""
     lines = [f"logical state of session {sid!r} differs from the model:"]
+    if not isinstance(actual, Snapshot):
+        return f"{lines[0]} the backend's snapshot() returned {brief(actual)}"
     for name in ("entries", "usage", "values", "lists", "stats"):
         want, got = getattr(expected, name), getattr(actual, name)
         if want != got:
-            lines.append(f"  {name}: model={want!r}")
-            lines.append(f"  {' ' * len(name)}  backend={got!r}")
+            lines.append(f"  {name}: model={brief(want)}")
+            lines.append(f"  {' ' * len(name)}  backend={brief(got)}")
     return "\n".join(lines)
 
 

@@ -130,7 +130,7 @@ from scopecheck.models.errors import ProtocolError, ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.writes import set_value
-from scopecheck.process.client import BackendProcess, ProcessRepository
+from scopecheck.process.client import BackendProcess, BackendRaised, ProcessRepository
 
 SESSION = "s"
 _PROBE = value("scopecheck.probe", "after-crash")
@@ -768,7 +768,7 @@ class ImageChecker:
         if not isinstance(verdict, Broken):
             return None
         broken = after_power_loss(verdict, variant.name, variant.power_loss)
-        if isinstance(broken.error, ProtocolError):
+        if isinstance(broken.error, ProtocolError) and not isinstance(broken.error, BackendRaised):
             self.broken = True  # the next image gets a new child
             broken = attrs.evolve(
                 broken,
@@ -1786,6 +1786,8 @@ def check_fault_run(
 
     def reopen(image: Image) -> Snapshot | None:
         write_image(image, directory)
+        if checker.broken:  # an image check before broke it: its answers are not this image's
+            checker.fresh()
         try:
             repo = checker.reopen(directory)
             if SESSION not in repo.list():

@@ -84,6 +84,7 @@ from scopecheck.backends.registry import Backend
 from scopecheck.crashsim.failure import CrashFailure, profiles_text
 from scopecheck.crashsim.persistence import PROFILE_NAMES, profile_named
 from scopecheck.crashsim.shards import UNIT_KINDS, Shard, Units
+from scopecheck.crashsim.shown import escaped
 from scopecheck.machines.storage import rules_of_program
 from scopecheck.models.errors import UsageError
 from scopecheck.run.example_db import named_database
@@ -183,12 +184,13 @@ class Failure:
 
     phase: str
     rule: str | None
-    error: str
-    reproducer: str
+    #: The texts may quote what a backend said: lone surrogates escaped, so they print.
+    error: str = attrs.field(converter=escaped)
+    reproducer: str = attrs.field(converter=escaped)
     rules: tuple[str, ...] = ()
-    test: str = ""
-    message: str = ""
-    program: str = ""
+    test: str = attrs.field(default="", converter=escaped)
+    message: str = attrs.field(default="", converter=escaped)
+    program: str = attrs.field(default="", converter=escaped)
     shrunk: bool = True
     #: For a crash failure of a power-loss image, the file-system profiles it happens under
     #: (CRASH-SYS-15); empty: under every profile (or not a crash failure).
