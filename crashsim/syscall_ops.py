@@ -209,6 +209,10 @@ class _Extractor:
         """A line the reader could not read: a finding when it may hide a call the model
         follows (every traced call but the mapping ones it names, or no name at all)."""
         self.call = record.index
+        if record.name is not None and record.pid is not None:
+            # It was a call all the same: strace's ``when=N`` counts it (a fault plan's ordinal).
+            key = (record.pid, record.name)
+            self.ordinals[key] = self.ordinals.get(key, 0) + 1
         if record.name is not None and (
             record.name not in TRACED or record.name in ("munmap", "mprotect")
         ):

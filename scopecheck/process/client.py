@@ -29,6 +29,7 @@ import os
 import select
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -329,6 +330,13 @@ class BackendProcess:
                     self._stderr.close()
 
     def _kill_quietly(self) -> None:
+        """SIGKILL the child and what it started: under strace the backend is strace's child,
+        and killing strace alone would leave it running untraced (INSTALL-21)."""
+        from scopecheck.run.stopping import descendants
+
+        for pid in reversed(descendants(self._child.pid)):
+            with contextlib.suppress(ProcessLookupError, OSError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, OSError):
             self._child.kill()
 
