@@ -601,6 +601,8 @@ class Exploration:
     #: What a fixed exploration covered, by kind (``crash points``, ``fault runs``): the
     #: units a shard's report lists for ``scopecheck merge`` (FLEET-5); empty for a budget.
     units: dict[str, Units] = attrs.field(factory=dict)
+    #: When it began (``time.perf_counter()``): a caller tells its own exploration apart.
+    began: float = attrs.field(factory=time.perf_counter)
 
     @property
     def failures(self) -> list[CrashFailure]:
@@ -611,6 +613,16 @@ class Source(Protocol):
     def round(self, seed: int, findings: Findings) -> AbstractContextManager[Round | None]:
         """Record the workload of ``seed``; ``None`` when it could not be recorded (the
         source has added why to ``findings``: a failure, or a limit)."""
+
+
+#: The exploration :func:`explore` made last, while it runs too: what a run stopped from
+#: outside (a watchdog, a signal) had found is read from it (INSTALL-20, INSTALL-21).
+_latest: list[Exploration] = []
+
+
+def in_flight() -> Exploration | None:
+    """The exploration :func:`explore` is making (or made last) in this process."""
+    return _latest[0] if _latest else None
 
 
 def explore(
@@ -648,6 +660,7 @@ def explore(
     found = Exploration(
         Findings(max_failures, profiles=len(plan.profiles), keep_looking=max_failures > 1)
     )
+    _latest[:] = [found]
     planned_runs = 0
     round_seed = seed
     while not found.findings.done and (

@@ -1057,7 +1057,13 @@ def _crash_phase(
     replayed = {} if replay is None else replay.seeds
     # The replay's time comes out of the seeded exploration's budget.
     budget = max(0.0, budget - (time.perf_counter() - started))
-    states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun, shard=shard)
+    try:
+        states, runs, records = explorer.explore_with_faults(
+            budget, seed, overrun=overrun, shard=shard
+        )
+    except (Overrun, KeyboardInterrupt):
+        _keep_found_so_far(explorer, run, failures_dir, spec, fs_profile, started)
+        raise
     kills = explorer.kill_runs
     records = [r for _, _, found in replayed.values() for r in found] + records
     saved = [save_failure(failures_dir, {**record, "spec": spec}) for record in records]
@@ -1105,6 +1111,23 @@ def _crash_phase(
     detail += "".join(f"; limit: {limit}" for limit in limits)
     run.set(name, PhaseReport(status, detail, counts))
     return limits, None if coverage is None else coverage.to_json(), dict(explorer.units)
+
+
+def _keep_found_so_far(
+    explorer: Any, run: _Run, failures_dir: Path, spec: str, fs_profile: str, started: float
+) -> None:
+    """What a crash exploration stopped from outside had found: its failures are real, and
+    saved and listed like any (INSTALL-20, INSTALL-21); they end no search, so none is lost."""
+    from scopecheck.crashsim.explore import in_flight
+
+    found = in_flight()
+    if found is None or found.began < started:
+        return
+    records = [explorer.record(failure) for failure in found.findings.failures]
+    saved = [save_failure(failures_dir, {**record, "spec": spec}) for record in records]
+    kept = failures_of(saved, "crash exploration")
+    run.failures.extend(f for f in kept if f.fails_under(fs_profile))
+    run.warnings.extend(f for f in kept if not f.fails_under(fs_profile))
 
 
 def _replay_crash_findings(loaded: LoadedBackend, run: _Run) -> Replayed | None:

@@ -334,3 +334,31 @@ def test_the_plugin_stops_a_hanging_test_and_calls_its_phase_incomplete(tmp_path
     assert "INCOMPLETE" in verdict.splitlines()[1], verdict
     assert any(line.strip().startswith("machine:") and "INCOMPLETE" in line
                for line in verdict.splitlines()), verdict  # fmt: skip
+
+
+@pytest.mark.rule("INSTALL-20", "INSTALL-22")
+def test_what_crash_exploration_found_before_it_hung_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search hangs right after its first failure (our analysis slowed on purpose): the
+    phase is incomplete, and the failure it had found is in the verdict with its reproducer."""
+    from scopecheck.crashsim.explore import Findings
+
+    real = Findings.add
+
+    def add_then_hang(self: Findings, failure: Any) -> bool:
+        kept = real(self, failure)
+        if kept:
+            with doing("judging what came after the first failure"):
+                time.sleep(3600)
+        return kept
+
+    monkeypatch.setattr(Findings, "add", add_then_hang)
+    spec = f"{ROOT / 'examples' / 'broken_file_backend.py'}:make_backend"
+    verdict = validate(spec, budget=4, failures_dir=tmp_path / "f")
+    crash = verdict.phases["crash exploration"]
+    assert crash.status == "incomplete", crash
+    assert "while judging what came after the first failure" in crash.detail
+    found = [f for f in verdict.failures if f.phase == "crash exploration"]
+    assert found and found[0].rule and found[0].rule.startswith("CRASH"), verdict.failures
+    assert Path(found[0].reproducer.removeprefix("scopecheck replay ")).exists()
