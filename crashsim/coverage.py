@@ -119,6 +119,10 @@ class CrashCoverage:
     #: how many of them it owed: fewer than owed when the wall budget ran out (CRASH-COV-4).
     early_runs_made: int = 0
     early_runs_owed: int = 0
+    #: Crash points checked of which an image could not be judged (CRASH-SYS-17): built from
+    #: a file the trace cannot see, or past a call the trace or the model lost.  An
+    #: acknowledged step whose crash point is one of them is not covered.
+    points_unjudged: int = 0
 
     @property
     def complete(self) -> bool:
@@ -136,7 +140,10 @@ class CrashCoverage:
         short = []
         if not self._acked_complete:
             left = self.acked_total - self.acked_covered
-            short.append(f"{left} acknowledged steps had no crash state checked after them")
+            short.append(
+                f"{left} acknowledged steps had no crash state checked after them"
+                + (" (or none that could be judged)" if self.points_unjudged else "")
+            )
         if self.early_runs_made < self.early_runs_owed:
             short.append(
                 f"{self.early_runs_made} of the first round's {self.early_runs_owed} early "
@@ -154,6 +161,8 @@ class CrashCoverage:
             f"covered {self.acked_covered:,} of {self.acked_total:,} acknowledged steps, "
             f"{self.points_checked:,} of {self.points_total:,} crash points"
         )
+        if self.points_unjudged:
+            text += f", {self.points_unjudged:,} crash points not judgeable"
         if self.recovery_states:
             text += f", {self.recovery_states:,} states crashed during recovery"
         return text

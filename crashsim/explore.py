@@ -48,6 +48,7 @@ from scopecheck.crashsim.persistence import (
     Device,
     FileOp,
     Image,
+    PathError,
     Profile,
     ProfiledVolume,
     Volume,
@@ -57,8 +58,15 @@ from scopecheck.crashsim.persistence import (
 from scopecheck.crashsim.points import ProcessCrash, Torn, Variant
 from scopecheck.crashsim.shards import Shard, Units, workload_digest
 
-#: Distinct failures (by rule and kind) an exploration keeps before it stops.
+#: Distinct failures (by rule and kind) an exploration keeps before it looks only for rules
+#: not yet found (CRASH-COV-6).
 MAX_FAILURES = 8
+#: Failures that end the search, and why: a backend that broke the process protocol answers
+#: nothing a crash rule can be judged on after that -- it is one failure, said once (PROC-2).
+STOPPING = {
+    "PROC-2": "the backend broke the process protocol (PROC-2), and nothing it answers after "
+    "that can be judged"
+}
 #: A crash during recovery is tried at this many of the recovery's crash points, in coverage
 #: order (its end and around its syncs, renames and unlinks first): where a repair lands.
 RECOVERY_POINTS = 16
@@ -129,7 +137,7 @@ def with_profiles(
     saying under which file-system profiles it happens (CRASH-SYS-15): for a power-loss image,
     every profile whose images of the point include it, and the one that builds it; a
     process crash happens under every profile alike."""
-    if not variant.power_loss:
+    if not variant.power_loss or failure.rule in STOPPING:  # the wire fails under every one
         return failure
     given = volume.profiles_of(image) if isinstance(volume, ProfiledVolume) else None
     built, names = given if given is not None else (volume.profile.name, (volume.profile.name,))
@@ -142,15 +150,36 @@ def with_profiles(
 # -- distinct failures ---------------------------------------------------------------------
 
 
+@attrs.frozen
+class NotJudged:
+    """A crash image a source could not judge, and why (CRASH-SYS-17): it was built from a
+    file whose contents the trace cannot see (a shared writable mapping) and its failure
+    depends on them, or from a trace missing a call (a line the reader could not read).  It is
+    never a failure; the loop counts its crash point as not judgeable."""
+
+    why: str
+
+
+def _profiles_union(profiles: Iterable[str]) -> tuple[str, ...]:
+    names = set(profiles)
+    return tuple(n for n in PROFILE_NAMES if n in names)
+
+
 @attrs.define
 class Findings:
     """The failures an exploration keeps: the first of each rule and kind (CRASH-COV-4), up
-    to ``limit``; and what it could not judge (limits, each said once).
+    to ``limit``; what it could not judge (limits, each said once); and the crash points,
+    recovery states and fault runs it could not judge, by why (CRASH-SYS-17).
 
     Only failures of images posix builds count towards ``limit`` (every failure of a process
     crash, a fault run or a posix image): the images another profile adds (CRASH-SYS-14) are
     kept beside them, up to ``limit`` more per other profile, so the profiles never end a
-    search sooner than posix alone would, nor let it run unbounded (CRASH-SYS-15)."""
+    search sooner than posix alone would, nor let it run unbounded (CRASH-SYS-15).
+
+    Reaching ``limit`` (:attr:`full`) does not end the search when ``keep_looking`` (as
+    :func:`explore` asks): from then on only a failure of a rule none of the kept ones broke
+    is kept, so the cap never hides a rule (CRASH-COV-6); without it (a sweep that wants its
+    first failures) the search stops there."""
 
     limit: int = MAX_FAILURES
     failures: list[CrashFailure] = attrs.field(factory=list)
@@ -158,41 +187,76 @@ class Findings:
     #: How many profiles the images come from: the bound on all failures kept is
     #: ``limit * profiles``.
     profiles: int = 1
+    keep_looking: bool = False
+    #: What could not be judged: why -> {"crash points": n, "recovery states": n,
+    #: "fault runs": n} (CRASH-SYS-17).
+    unjudged: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    #: How many failures were kept when :attr:`full` was first reached (``None``: never).
+    capped_at: int | None = None
+    #: Fault and kill runs a source tried but dropped, not judged (CRASH-COV-3).
+    runs_dropped: int = 0
+    #: Why the search ended before its work: a failure of a rule in :data:`STOPPING` was kept.
+    stopped: str | None = None
 
     @property
     def full(self) -> bool:
         counted = [f for f in self.failures if not f.profiles or f.built_under == POSIX.name]
         return len(counted) >= self.limit or len(self.failures) >= self.limit * self.profiles
 
+    @property
+    def done(self) -> bool:
+        """Whether the search stops: the cap is reached and nothing more is looked for, or a
+        failure ended it (:attr:`stopped`)."""
+        return (self.full and not self.keep_looking) or self.stopped is not None
+
     def known(self, key: tuple[str, str]) -> bool:
         return any(failure.key == key for failure in self.failures)
 
+    @property
+    def rules(self) -> set[str]:
+        return {failure.rule for failure in self.failures}
+
+    def wanted(self, failure: CrashFailure) -> bool:
+        """Whether :meth:`add` would keep ``failure`` (a source confirms only those)."""
+        same = [kept for kept in self.failures if kept.key == failure.key]
+        if same:
+            return self._adds_profiles(same, failure)
+        return not self.full or failure.rule not in self.rules
+
+    @staticmethod
+    def _adds_profiles(same: Sequence[CrashFailure], failure: CrashFailure) -> bool:
+        """A failure of a kept rule and kind is kept only when it happens under a profile
+        none of them does: each failure says the profiles of its own crash point
+        (CRASH-SYS-15), and a ``--fs-profile`` verdict still sees one of its kind."""
+        if not failure.profiles or any(not kept.profiles for kept in same):
+            return False
+        covered = {name for kept in same for name in kept.profiles}
+        return not set(failure.profiles) <= covered
+
     def add(self, failure: CrashFailure) -> bool:
-        """Keep ``failure`` unless one of its rule and kind is kept already (or enough are);
-        a kept one of its rule and kind takes the profiles it adds (CRASH-SYS-15)."""
-        for index, kept in enumerate(self.failures):
-            if kept.key == failure.key:
-                if kept.profiles and failure.profiles:
-                    names = set(kept.profiles) | set(failure.profiles)
-                    union = tuple(n for n in PROFILE_NAMES if n in names)
-                    self.failures[index] = attrs.evolve(kept, profiles=union)
-                return False
-        if self.full:
+        """Keep ``failure`` unless one of its rule and kind is kept already under its profiles
+        (or enough are kept, and its rule is among theirs)."""
+        if not self.wanted(failure):
+            return False
+        if len(self.failures) >= self.limit * self.profiles and failure.rule in self.rules:
             return False
         self.failures.append(failure)
+        if self.full and self.capped_at is None:
+            self.capped_at = len(self.failures)
+        if failure.rule in STOPPING:
+            self.stopped = STOPPING[failure.rule]
         return True
 
     def merge(self, failure: CrashFailure) -> bool:
         """Add the profiles of ``failure`` -- a power-loss image of a crash point -- to a kept
         failure of the same rule at the same crash point, if there is one: a failure says every
-        profile under which the point has a failing image (CRASH-SYS-15)."""
+        profile under which its own crash point has a failing image (CRASH-SYS-15)."""
         if not failure.profiles or failure.run != "crash":
             return False
         for index, kept in enumerate(self.failures):
             same = (kept.run, kept.rule, kept.point) == ("crash", failure.rule, failure.point)
-            if same and kept.profiles:
-                names = set(kept.profiles) | set(failure.profiles)
-                union = tuple(n for n in PROFILE_NAMES if n in names)
+            if same and kept.profiles and kept.seed == failure.seed:
+                union = _profiles_union((*kept.profiles, *failure.profiles))
                 self.failures[index] = attrs.evolve(kept, profiles=union)
                 return True
         return False
@@ -200,6 +264,20 @@ class Findings:
     def limited(self, text: str) -> None:
         if text not in self.limits:
             self.limits.append(text)
+
+    def not_judged(self, why: str, what: str = "crash points", count: int = 1) -> None:
+        """``count`` crash points (or recovery states, or fault runs) could not be judged, for
+        ``why`` (CRASH-SYS-17)."""
+        counts = self.unjudged.setdefault(why, {})
+        counts[what] = counts.get(what, 0) + count
+
+    def unjudged_texts(self) -> list[str]:
+        """What could not be judged, one line per why (CRASH-SYS-17)."""
+        found = []
+        for why, counts in self.unjudged.items():
+            said = ", ".join(f"{n:,} {what}" for what, n in counts.items() if n)
+            found.append(f"not judgeable: {said}: {why} (CRASH-SYS-17)")
+        return found
 
 
 # -- one recorded workload -----------------------------------------------------------------
@@ -228,9 +306,10 @@ class Round(Protocol):
         """The images of a crash before ``ops[k]`` -- the round's operations, or a recovery's
         -- with ``volume`` holding ``ops[:k]`` applied (usually :func:`point_images`)."""
 
-    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | None:
+    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | NotJudged | None:
         """Reopen ``image`` -- the crash ``variant`` before ``ops[k]`` -- and judge it (a
-        failure names the variant by its name)."""
+        failure names the variant by its name); :class:`NotJudged` when the image cannot be
+        judged (CRASH-SYS-17)."""
 
     def recovers(self, variant: Variant, image: Image) -> bool:
         """Whether reopening ``image`` (which passed its check) is worth crashing."""
@@ -241,7 +320,7 @@ class Round(Protocol):
     def check_recovery(
         self, k: int, variant: Variant, recovery_ops: Sequence[FileOp], j: int,
         during: Variant, image: Image,
-    ) -> CrashFailure | None:  # fmt: skip
+    ) -> CrashFailure | NotJudged | None:  # fmt: skip
         """Judge ``image``: a crash before ``recovery_ops[j]`` while image ``(k, variant)``
         was being recovered."""
 
@@ -310,6 +389,7 @@ def check_passes(
     checked = set() if checked is None else checked
     states_before, recovery_before = rnd.states, rnd.recovery_states
     candidates: list[tuple[int, Variant, Image]] = []
+    unjudged: set[int] = set()
     stopped = priority_done = False
     for number, pass_points in enumerate(passes):
         if fixed and number > recover_after:
@@ -317,29 +397,23 @@ def check_passes(
         stop_at = until + overrun if first and number == 0 else until
         volume = profiled_volume(rnd.base, profiles)
         done = 0
+        broken: str | None = None
         for k in pass_points:
-            if findings.full or (not fixed and time.perf_counter() >= stop_at):
+            if findings.done or (not fixed and time.perf_counter() >= stop_at):
                 stopped = True
                 break
-            while done < k:
-                volume.apply(rnd.ops[done])
-                done += 1
-            for variant, image in rnd.images(volume, rnd.ops, k):
-                failure = rnd.check(k, variant, image)
-                if failure is not None:
-                    failure = with_profiles(failure, volume, variant, image)
-                    if not findings.merge(failure):
-                        findings.add(failure)
-                    if findings.full:
-                        break
-                elif (
-                    number <= recover_after
-                    and rnd.recovers(variant, image)
-                    and _first_profile_gives(volume, variant, image)
-                ):
-                    candidates.append((k, variant, image))
-                if on_state is not None:
-                    on_state()
+            if broken is None:
+                broken, done = _advance(volume, rnd.ops, done, k)
+            if broken is not None:  # the model cannot hold the operations up to k
+                findings.not_judged(broken)
+                unjudged.add(k)
+                checked.add(k)
+                continue
+            why = _check_point(rnd, findings, volume, k, number <= recover_after, candidates,
+                               on_state)  # fmt: skip
+            if why is not None:
+                findings.not_judged(why)
+                unjudged.add(k)
             checked.add(k)
         if stopped:
             break
@@ -358,15 +432,67 @@ def check_passes(
     if after_priority is not None:  # the passes were cut short: the early runs still happen
         after_priority()
     counted = first or priority_done
+    judged = checked - unjudged
     return CrashCoverage(
         points_checked=len(checked) if counted else 0,
         points_total=len(points) if counted else 0,
         states_checked=rnd.states - states_before,
-        acked_covered=sum(1 for k in after_ack if k in checked) if counted else 0,
+        acked_covered=sum(1 for k in after_ack if k in judged) if counted else 0,
         acked_total=len(after_ack) if counted else 0,
         acked_elsewhere=acked_elsewhere if counted else 0,
         recovery_states=rnd.recovery_states - recovery_before,
+        points_unjudged=len(unjudged & checked) if counted else 0,
     )
+
+
+def _advance(volume: Volume, ops: Sequence[FileOp], done: int, k: int) -> tuple[str | None, int]:
+    """Apply ``ops[done:k]`` to ``volume``; ``(None, k)``, or -- when an operation names a path
+    the volume does not hold (the trace and the model disagree, :class:`PathError`) -- why
+    no image past it can be built, and where it stopped (CRASH-SYS-17)."""
+    while done < k:
+        try:
+            volume.apply(ops[done])
+        except PathError as exc:
+            return (
+                f"the crash model cannot apply operation {done} of the trace "
+                f"({ops[done].describe()}: {exc}), so no image after it can be built"
+            ), done
+        done += 1
+    return None, done
+
+
+def _check_point(
+    rnd: Round,
+    findings: Findings,
+    volume: Volume,
+    k: int,
+    priority: bool,
+    candidates: list[tuple[int, Variant, Image]],
+    on_state: Callable[[], None] | None,
+) -> str | None:
+    """Judge every image of crash point ``k`` (``volume`` holds ``ops[:k]``), keeping its
+    failures and, in the priority passes, the images whose recovery is worth crashing; why
+    one of them could not be judged, if one could not (CRASH-SYS-17)."""
+    why: str | None = None
+    for variant, image in rnd.images(volume, rnd.ops, k):
+        result = rnd.check(k, variant, image)
+        if isinstance(result, NotJudged):
+            why = why or result.why
+        elif result is not None:
+            failure = with_profiles(result, volume, variant, image)
+            if not findings.merge(failure):
+                findings.add(failure)
+            if findings.done:
+                break
+        elif (
+            priority
+            and rnd.recovers(variant, image)
+            and _first_profile_gives(volume, variant, image)
+        ):
+            candidates.append((k, variant, image))
+        if on_state is not None:
+            on_state()
+    return why
 
 
 def _first_profile_gives(volume: Volume, variant: Variant, image: Image) -> bool:
@@ -402,7 +528,7 @@ def crash_recoveries(
     rng = random.Random(seed)
     order = sorted(candidates, key=lambda c: (_recovery_rank(c[1]), rng.random()))
     for done, (k, variant, image) in enumerate(order):
-        if findings.full or (time.perf_counter() >= until and done >= at_least):
+        if findings.done or (time.perf_counter() >= until and done >= at_least):
             break
         rops = rnd.record_recovery(image)
         if rops is None or not rops:
@@ -411,23 +537,33 @@ def crash_recoveries(
             ordered_passes(rops, ())), points))  # fmt: skip
         volume = Volume(image)
         applied = 0
-        failed = False
         for j in chosen:
-            while applied < j:
-                volume.apply(rops[applied])
-                applied += 1
-            for during, crashed in rnd.images(volume, rops, j) if j < len(rops) else ():
-                if crashed == image:
-                    continue  # the image itself, checked already
-                failure = rnd.check_recovery(k, variant, rops, j, during, crashed)
-                if failure is not None:
-                    if variant.power_loss or during.power_loss:  # judged under posix only
-                        failure = attrs.evolve(failure, profiles=(volume.profile.name,))
-                    findings.add(failure)
-                    failed = True
-                    break
-            if failed:
+            broken, applied = _advance(volume, rops, applied, j)
+            if broken is not None:
+                findings.not_judged(broken, "recovery states", len(chosen) - chosen.index(j))
                 break
+            if _crash_recovery_at(rnd, findings, volume, k, variant, image, rops, j):
+                break
+
+
+def _crash_recovery_at(
+    rnd: Round, findings: Findings, volume: Volume, k: int, variant: Variant, image: Image,
+    rops: Sequence[FileOp], j: int,
+) -> bool:  # fmt: skip
+    """Judge the images of a crash before ``rops[j]`` while image ``(k, variant)`` was
+    recovered; whether one failed (the recovery's search then ends)."""
+    for during, crashed in rnd.images(volume, rops, j) if j < len(rops) else ():
+        if crashed == image:
+            continue  # the image itself, checked already
+        result = rnd.check_recovery(k, variant, rops, j, during, crashed)
+        if isinstance(result, NotJudged):
+            findings.not_judged(result.why, "recovery states")
+        elif result is not None:
+            if variant.power_loss or during.power_loss:  # judged under posix only
+                result = attrs.evolve(result, profiles=(volume.profile.name,))
+            findings.add(result)
+            return True
+    return False
 
 
 # -- rounds --------------------------------------------------------------------------------
@@ -465,6 +601,8 @@ class Exploration:
     #: What a fixed exploration covered, by kind (``crash points``, ``fault runs``): the
     #: units a shard's report lists for ``scopecheck merge`` (FLEET-5); empty for a budget.
     units: dict[str, Units] = attrs.field(factory=dict)
+    #: When it began (``time.perf_counter()``): a caller tells its own exploration apart.
+    began: float = attrs.field(factory=time.perf_counter)
 
     @property
     def failures(self) -> list[CrashFailure]:
@@ -477,6 +615,16 @@ class Source(Protocol):
         source has added why to ``findings``: a failure, or a limit)."""
 
 
+#: The exploration :func:`explore` made last, while it runs too: what a run stopped from
+#: outside (a watchdog, a signal) had found is read from it (INSTALL-20, INSTALL-21).
+_latest: list[Exploration] = []
+
+
+def in_flight() -> Exploration | None:
+    """The exploration :func:`explore` is making (or made last) in this process."""
+    return _latest[0] if _latest else None
+
+
 def explore(
     source: Source,
     *,
@@ -486,12 +634,14 @@ def explore(
     max_failures: int = MAX_FAILURES,
     on_progress: Callable[[Exploration], None] | None = None,
 ) -> Exploration:
-    """Record a workload per round, from ``seed`` on, until ``budget`` seconds pass (or
-    ``max_failures`` distinct failures are kept, :class:`Findings`), and crash each: its crash
-    states in coverage order with a few fault runs after the priority passes, then its other
-    fault runs.  The first round always runs: its states after every acknowledgement are what
-    a verdict may not do without (CRASH-COV-2).  Nothing starts after the budget and
-    ``plan.overrun``.
+    """Record a workload per round, from ``seed`` on, until ``budget`` seconds pass, and crash
+    each: its crash states in coverage order with a few fault runs after the priority passes,
+    then its other fault runs.  Up to ``max_failures`` distinct failures are kept; past that
+    cap only failures of rules not yet found are, and the search goes on (CRASH-COV-6) -- but
+    a cap of one asks for the first failure alone, and the search stops there
+    (:class:`Findings`).  What a cap left unchecked is a limit of the exploration.  The first
+    round always runs: its states after every acknowledgement are what a verdict may not do
+    without (CRASH-COV-2).  Nothing starts after the budget and ``plan.overrun``.
 
     A budget of ``math.inf`` is a fixed amount of work, the same on every run of the same
     ``seed`` (INSTALL-12): the first round only, its priority passes (after, before and
@@ -507,9 +657,13 @@ def explore(
     if plan.shard is not None and not fixed:
         raise ValueError("only a fixed exploration (an infinite budget) can be sharded")
     shard = plan.shard or Shard(1, 1)
-    found = Exploration(Findings(max_failures, profiles=len(plan.profiles)))
+    found = Exploration(
+        Findings(max_failures, profiles=len(plan.profiles), keep_looking=max_failures > 1)
+    )
+    _latest[:] = [found]
+    planned_runs = 0
     round_seed = seed
-    while not found.findings.full and (
+    while not found.findings.done and (
         round_seed == seed or (not fixed and time.perf_counter() < deadline)
     ):
         first = round_seed == seed
@@ -522,7 +676,7 @@ def explore(
             states_before = rnd.states
 
             def runs(start: int, limit: int | None, at_least: int, rnd: Round = rnd) -> int:
-                if not plan.faults or found.findings.full:
+                if not plan.faults or found.findings.done:
                     return 0
                 made = rnd.fault_runs(
                     found.findings, deadline, start=start, limit=limit, at_least=at_least
@@ -540,7 +694,7 @@ def explore(
                 size = rnd.fault_plan_size
                 tried = 0
                 for index in range(start, size if stop is None else min(stop, size)):
-                    if not plan.faults or found.findings.full:
+                    if not plan.faults or found.findings.done:
                         break
                     if shard.owns(index):
                         found.fault_runs += rnd.fault_runs(
@@ -557,7 +711,7 @@ def explore(
                     size = min(plan.early_faults, rnd.fault_plan_size) if plan.faults else 0
                     owed = sum(1 for index in range(size) if shard.owns(index))
                     made = fixed_runs(0, plan.early_faults)
-                    if found.findings.full:
+                    if found.findings.done:
                         owed = made
                     found.coverage += CrashCoverage(early_runs_made=made, early_runs_owed=owed)
                     return
@@ -567,14 +721,14 @@ def explore(
                 # The first round owes its early runs however small the budget, one at a time
                 # until the hard stop: a run cut off there leaves the phase incomplete.
                 made, owed = 0, plan.early_faults if plan.faults else 0
-                while made < owed and not found.findings.full:
+                while made < owed and not found.findings.done:
                     if time.perf_counter() >= hard_stop:
                         break
                     if runs(made, 1, 1) == 0:  # the round has no more runs to make
                         owed = made
                         break
                     made += 1
-                if found.findings.full:  # a failure ends the search: nothing more is owed
+                if found.findings.done:  # a failure ends the search: nothing more is owed
                     owed = made
                 found.coverage += CrashCoverage(early_runs_made=made, early_runs_owed=owed)
 
@@ -593,6 +747,8 @@ def explore(
             )  # fmt: skip
             found.coverage += checked
             found.states += rnd.states - states_before
+            if plan.faults and (first or checked.points_total):
+                planned_runs += sum(1 for i in range(rnd.fault_plan_size) if shard.owns(i))
             if fixed:
                 fixed_runs(plan.early_faults, None)
                 name = workload_digest(rnd.ops)
@@ -609,4 +765,47 @@ def explore(
                 runs(plan.early_faults, None, 0 if plan.early_faults or not first else 2)
         round_seed += 1
     found.seconds = time.perf_counter() - started
+    for text in (*found.findings.unjudged_texts(), *_caps(found, planned_runs, fixed)):
+        found.findings.limited(text)
     return found
+
+
+def _caps(found: Exploration, planned: int, fixed: bool) -> list[str]:
+    """What the search left unchecked at a cap, and which cap (CRASH-COV-6): the distinct
+    failures kept, the fixed work (only the priority passes), the time budget."""
+    findings, coverage = found.findings, found.coverage
+    points = coverage.points_total - coverage.points_checked
+    runs = max(0, planned - found.fault_runs - findings.runs_dropped)
+    if findings.stopped is not None:
+        return [
+            f"search: stopped early with {points:,} of {coverage.points_total:,} crash points "
+            f"and {runs:,} of {planned:,} planned fault and kill runs unchecked: "
+            f"{findings.stopped}; more rules may fail (CRASH-COV-6)"
+        ]
+    said = []
+    if findings.capped_at is not None:
+        after = len(findings.failures) - findings.capped_at
+        said.append(
+            f"search: the cap of {findings.limit} distinct failures was reached; "
+            + (
+                "the search stopped there: more rules may fail"
+                if not findings.keep_looking
+                else f"after it the search went on for rules not yet found ({after} found)"
+            )
+            + " (CRASH-COV-6)"
+        )
+    if fixed and points:
+        said.append(
+            f"search: the fixed work checks the crash points after, before and around "
+            f"acknowledgements and syncs: {points:,} of {coverage.points_total:,} crash points "
+            "were not checked, and more rules may fail there (a run with a time budget checks "
+            "them as time allows) (CRASH-COV-6)"
+        )
+    elif not fixed and (points or runs):
+        left = [f"{points:,} of {coverage.points_total:,} crash points"] if points else []
+        left += [f"{runs:,} of {planned:,} planned fault and kill runs"] if runs else []
+        said.append(
+            f"search: the time budget ran out with {' and '.join(left)} unchecked: more rules "
+            "may fail there (raise the budget) (CRASH-COV-6)"
+        )
+    return said

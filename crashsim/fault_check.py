@@ -27,12 +27,16 @@ JSONL sidecars), never a second copy of them.
 
 from __future__ import annotations
 
+import os
 import random
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import attrs
 import orjson
 
+from scopecheck.crashsim.explore import NotJudged
 from scopecheck.crashsim.persistence import (
     ANY_BYTE,
     POSIX,
@@ -40,13 +44,17 @@ from scopecheck.crashsim.persistence import (
     Device,
     FileOp,
     Image,
+    PathError,
     Profile,
     ProfiledVolume,
     profiled_volume,
 )
-from scopecheck.crashsim.recovery import error_text, ours
+from scopecheck.crashsim.recovery import ERROR_LIMIT, among, error_text, ours
 from scopecheck.crashsim.sandbox import describe
+from scopecheck.crashsim.shown import text
 from scopecheck.models.records import Snapshot
+
+_R = TypeVar("_R")
 
 #: Torn power-loss images checked after a fault, besides ``strict``, ``data-kept``,
 #: ``entries-kept`` and the ``only:``/``prefix:`` ones (each one is a reopen).
@@ -70,6 +78,9 @@ class FaultProblem:
     #: For a power-loss image, the file-system profiles with a failing image (CRASH-SYS-15);
     #: empty: every profile.
     profiles: tuple[str, ...] = ()
+    #: For an uncoded error, where it comes from (:func:`error_place`): what tells it apart
+    #: from others of its rule, whatever fault it escaped on (CRASH-FS-12).
+    place: str | None = None
 
 
 @attrs.frozen
@@ -110,17 +121,31 @@ def fault_images(
     device: Device = ANY_BYTE,
     disk_label: str = "a process crash",
     profiles: Sequence[Profile] = (POSIX,),
+    unbuildable: Callable[[str], None] | None = None,
 ) -> list[FaultImage]:
     """``disk`` (what a process crash right now leaves), then the power-loss images of the
     persistence model over ``ops`` from ``initial``, each different from those before it
     on ``device`` (CRASH-SYS-1, CRASH-SYS-11); torn images are sampled down to ``limit`` with
     a generator seeded by ``seed``, so a replay rebuilds the same ones.  The power-loss images
     are those of every profile of ``profiles``, each distinct one once, saying which profiles
-    give it (CRASH-SYS-14)."""
+    give it (CRASH-SYS-14).
+
+    An operation the volume cannot apply (:class:`PathError`: the trace and the model
+    disagree) leaves only ``disk``, the one image read rather than built: ``unbuildable`` is
+    told why (CRASH-SYS-17); without it the error propagates."""
     volume = profiled_volume(initial, profiles)
-    for op in ops:
-        volume.apply(op)
     found = [FaultImage(disk_label, disk, False)]
+    for index, op in enumerate(ops):
+        try:
+            volume.apply(op)
+        except PathError as exc:
+            if unbuildable is None:
+                raise
+            unbuildable(
+                f"the crash model cannot apply operation {index} of the run's trace "
+                f"({op.describe()}: {exc}), so its power-loss images cannot be built"
+            )
+            return found
     seen = [disk]
     for variant, image in volume.power_images(
         random.Random(f"fault:{seed}"), limit=limit, device=device
@@ -134,8 +159,41 @@ def fault_images(
 
 
 def shown(state: Snapshot | str | None) -> str:
-    """A state as a report shows it (a string is already why nothing could be read)."""
-    return state if isinstance(state, str) else orjson.dumps(describe(state)).decode()
+    """A state as a report shows it (a string is already why nothing could be read), bounded
+    and escaped whatever the backend gave back (CRASH-FS-13)."""
+    if isinstance(state, str):
+        return text(state, 2 * ERROR_LIMIT)
+    return orjson.dumps(describe(state)).decode()
+
+
+#: A run of digits, or a hexadecimal address, in a message: not part of where an error comes from.
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+#: An absolute path in a message.
+_PATHS = re.compile(r"(?:/[^\s/'\"():,]+)+/?")
+
+
+def error_place(exc: BaseException | str) -> str:
+    """Where an uncoded error comes from, the same for every fault run it escapes in
+    (CRASH-FS-12): its type and the innermost frame of its traceback outside scopecheck's own
+    crash tooling (file name and function), or -- without a traceback, as a backend process
+    reports it -- its text with paths and numbers left out."""
+    if isinstance(exc, BaseException):
+        tb, frame = exc.__traceback__, None
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            if not os.path.abspath(name).startswith(_HERE + os.sep):
+                frame = tb.tb_frame
+            tb = tb.tb_next
+        if frame is not None:
+            code = frame.f_code
+            return f"{type(exc).__name__} at {os.path.basename(code.co_filename)}:{code.co_name}"
+        text = f"{type(exc).__name__}: {exc}"
+    else:
+        text = exc
+    return _NUMBERS.sub("N", _PATHS.sub("<path>", text)).strip()[:200]
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def uncoded(what: str, fault: str, exc: BaseException | str) -> str:
@@ -164,9 +222,59 @@ def judge_images(
     to do.  ``errors`` raised by the reopen are the backend's failing to open; an error of our
     own tooling propagates (:func:`~scopecheck.crashsim.recovery.ours`).  A problem of a
     power-loss image says under which profiles it happens: the later power-loss images of
-    profiles it does not name yet are judged too (CRASH-SYS-15)."""
-    found = _judge(reopen, images, allowed, rules, what, hint, errors)
-    if found is None or not found.power_loss:
+    profiles it does not name yet are judged too, and those failing the same rule add theirs
+    (CRASH-SYS-15) -- the images are all of one crash point, the end of the run."""
+    found = judge_blind(reopen, images, allowed, rules, what, hint=hint, errors=errors)
+    assert not isinstance(found, NotJudged)  # no file is blind without ``blind``
+    return found
+
+
+def judge_blind(
+    reopen: Reopen,
+    images: Sequence[FaultImage],
+    allowed: Sequence[Snapshot | None],
+    rules: FaultRules,
+    what: str,
+    *,
+    hint: Callable[[FaultImage], str] = lambda _: "",
+    errors: tuple[type[BaseException], ...] = (Exception,),
+    blind: Mapping[str, str] | None = None,
+) -> FaultProblem | NotJudged | None:
+    """:func:`judge_images` for a run whose trace cannot see the contents of the files
+    ``blind`` (path -> how they are written, CRASH-SYS-8): a built image holding one of them
+    is judged with its contents as the disk the run left holds them (the first image, read,
+    not built:
+    every write through a mapping may have reached the disk before the power loss), or, for
+    a file the disk no longer holds, only when its failure does not depend on that file
+    (:func:`blind_verdict`); otherwise no failure comes of it, and when nothing else failed
+    the run is :class:`NotJudged` (CRASH-SYS-17)."""
+    blind = blind or {}
+    disk = images[0].image if images else None
+
+    def one(image: FaultImage) -> FaultProblem | NotJudged | None:
+        hidden = [path for path in blind if path in image.image.files and image.power_loss]
+        if not hidden:
+            return _judge(reopen, image, allowed, rules, what, hint, errors)
+        real = disk if disk is not None and all(p in disk.files for p in hidden) else None
+        return blind_verdict(
+            lambda built: _judge(reopen, attrs.evolve(image, image=built), allowed, rules, what,
+                                 hint, errors),
+            image.image, {path: blind[path] for path in hidden}, real,
+            lambda a, b: (a.rule, a.problem) == (b.rule, b.problem),
+        )  # fmt: skip
+
+    unjudged: NotJudged | None = None
+    found: FaultProblem | None = None
+    for image in images:
+        result = one(image)
+        if isinstance(result, NotJudged):
+            unjudged = unjudged or result
+        elif result is not None:
+            found = result
+            break
+    if found is None:
+        return unjudged
+    if not found.power_loss:
         return found
     # posix is the weakest profile: an image another profile admits is a posix state too
     # (CRASH-SYS-14), so posix is always among a power-loss problem's profiles.
@@ -174,43 +282,98 @@ def judge_images(
     for image in images:
         if not image.power_loss or set(image.profiles) <= failing:
             continue
-        if _judge(reopen, [image], allowed, rules, what, hint, errors) is not None:
+        again = one(image)
+        if isinstance(again, FaultProblem) and again.rule == found.rule:
             failing.update(image.profiles)
     return attrs.evolve(found, profiles=tuple(n for n in PROFILE_NAMES if n in failing))
 
 
+#: Each byte inverted: the other contents a blind file is tried with.
+_INVERT = bytes(255 - b for b in range(256))
+#: The contents tried for a blind file the trace shows empty.
+_FILLED = b"\xff" * 4096
+
+
+def blind_verdict(
+    judge: Callable[[Image], _R | None],
+    image: Image,
+    hidden: Mapping[str, str],
+    real: Image | None,
+    same: Callable[[_R, _R], bool],
+    *,
+    failed: _R | None = None,
+    later: Mapping[str, bytes] | None = None,
+) -> _R | NotJudged | None:
+    """The judgement of ``image``, built with the files ``hidden`` (path -> how they are
+    written: ``written through a shared mapping``) as the trace shows them, though the trace
+    cannot see what was written into them (CRASH-SYS-8).  With ``real`` (a disk read at the
+    same moment), those files take its contents and that image is judged: a real state.
+    Without it, a failure stands only if it does not depend on them: ``image`` fails the
+    same way (``same``) with each of them removed, with its bytes inverted, and with the
+    contents it had later in the run (``later``, path -> bytes, where known: real data, which
+    a store that keeps its data there would not ignore) -- a lock file or a shared-memory
+    index the store rebuilds on open.  Otherwise it is :class:`NotJudged`, never a failure
+    (CRASH-SYS-17).  ``failed``: what ``judge(image)`` gave already, a failure."""
+    if real is not None:
+        files = dict(image.files)
+        for path in hidden:
+            files[path] = real.files[path]
+        return judge(attrs.evolve(image, files=files))
+    first = judge(image) if failed is None else failed
+    if first is None:
+        return None
+    removed = {p: d for p, d in image.files.items() if p not in hidden}
+    inverted = dict(image.files)
+    for path in hidden:
+        data = image.files[path]
+        inverted[path] = data.translate(_INVERT) if data else _FILLED
+    others = [removed, inverted]
+    known = {path: data for path, data in (later or {}).items() if path in hidden}
+    if known:
+        others.append({**image.files, **known})
+    for files in others:
+        again = judge(attrs.evolve(image, files=files))
+        if again is None or not same(first, again):
+            names = [f"<root>/{path}" for path in hidden]
+            how = " and ".join(dict.fromkeys(hidden.values()))
+            return NotJudged(
+                f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} {how}, and the "
+                "failure depends on contents the trace cannot see"
+            )
+    return first
+
+
 def _judge(
     reopen: Reopen,
-    images: Sequence[FaultImage],
+    image: FaultImage,
     allowed: Sequence[Snapshot | None],
     rules: FaultRules,
     what: str,
     hint: Callable[[FaultImage], str],
     errors: tuple[type[BaseException], ...],
 ) -> FaultProblem | None:
-    for image in images:
-        try:
-            got = reopen(image.image)
-        except errors as exc:
-            if ours(exc):
-                raise
-            got = f"reopening raised {error_text(exc)}"
-        if isinstance(got, str):
-            rule = rules.unopenable_after_power_loss if image.power_loss else rules.unopenable
-            return FaultProblem(
-                rule,
-                f"{image.label} right after {what}: {got}{hint(image)}",
-                dict(image.image.files),
-                image.power_loss,
-                image.profiles,
-            )
-        if got not in allowed:
-            return FaultProblem(
-                rules.lost if image.power_loss else rules.wrong,
-                f"{image.label} right after {what} reopens to {shown(got)}, not the "
-                f"acknowledged state {' or '.join(shown(s) for s in allowed)}{hint(image)}",
-                dict(image.image.files),
-                image.power_loss,
-                image.profiles,
-            )
+    try:
+        got = reopen(image.image)
+    except errors as exc:
+        if ours(exc):
+            raise
+        got = f"reopening raised {error_text(exc)}"
+    if isinstance(got, str):
+        rule = rules.unopenable_after_power_loss if image.power_loss else rules.unopenable
+        return FaultProblem(
+            rule,
+            f"{image.label} right after {what}: {got}{hint(image)}",
+            dict(image.image.files),
+            image.power_loss,
+            image.profiles,
+        )
+    if among(got, allowed) is None:
+        return FaultProblem(
+            rules.lost if image.power_loss else rules.wrong,
+            f"{image.label} right after {what} reopens to {shown(got)}, not the "
+            f"acknowledged state {' or '.join(shown(s) for s in allowed)}{hint(image)}",
+            dict(image.image.files),
+            image.power_loss,
+            image.profiles,
+        )
     return None

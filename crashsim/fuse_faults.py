@@ -95,10 +95,18 @@ class FaultPlan:
     daemon receives the calls.  The fault fires once; later calls pass through.
 
     With ``partial=k`` (``write`` only) that write stores its first ``k`` bytes and returns
-    ``k`` -- a real short write -- and the *next* write to the path fails with ``errno``, as
-    the kernel does when a disk fills up.  A write of ``k`` bytes or fewer is shortened to one
-    byte less than it asked for (:attr:`Fired.written` says what was stored); a one-byte write
-    simply fails."""
+    ``k`` -- a real short write -- and the rest of its bytes never fit: the *next* write to the
+    path fails with ``errno``, as the kernel does when a disk fills up, and so does every
+    later write that carries on with the rest (at the end of what was stored, beginning with
+    the bytes that did not fit), whoever retries it -- libuv retries a short write inside
+    ``fs.writeSync``, ``FileHandle.write`` and write streams and, when that retry fails,
+    returns the short count and drops the error, so the application's own retry of the rest
+    is what must fail for a Node backend to see it; Go's ``(*os.File).Write`` retries once and
+    returns the error (CRASH-SYS-18).  The first write to the path that is not the rest
+    (a cut-back file's next line, the next record appended after the stored bytes) and any
+    truncate of it pass: the disk has room again.  A write of ``k`` bytes or fewer is
+    shortened to one byte less than it asked for (:attr:`Fired.written` says what was
+    stored); a one-byte write simply fails."""
 
     op: str = attrs.field(validator=_check_op)
     path: str = attrs.field(converter=_normal)
@@ -134,8 +142,9 @@ class Fired:
     the application saw (for a partial write, the errno of the write after it), the calling
     thread id the kernel gave (0 for page writeback of a shared ``mmap``), ``time`` (the
     daemon's ``time.time()``), and for writes the ``offset`` and bytes ``requested``/
-    ``written``.  After a partial write, ``then_failed`` is the ordinal of the write that got
-    the error, or ``None`` if no further write to the path came."""
+    ``written``.  After a partial write, ``then_failed`` is the ordinal of the first write that
+    got the error, or ``None`` if no further write to the path came, and ``rest_failed`` how
+    many writes failed in all (that one and the retries of the rest after it)."""
 
     op: str
     path: str
@@ -147,6 +156,7 @@ class Fired:
     requested: int | None = None
     written: int | None = None
     then_failed: int | None = None
+    rest_failed: int = 0
 
 
 # -- the parent's side ------------------------------------------------------------------------
@@ -199,7 +209,12 @@ class FaultMount:
     """A FUSE mount of ``backing`` on ``mountpoint`` (both existing directories), served by a
     daemon process, with an optional :class:`FaultPlan`.  ``with FaultMount(...) as mount``
     returns once the mount is live; leaving the block unmounts it (lazily if the daemon died
-    or something still holds it open) and never leaves a stale mount behind."""
+    or something still holds it open) and never leaves a stale mount behind.
+
+    The daemon's report and log live in a state folder of their own while it runs; closing
+    reads them into memory and removes the folder, so what the run did stays readable
+    (:meth:`events`, :meth:`log`) and nothing is left in the temporary directory
+    (INSTALL-21)."""
 
     def __init__(
         self,
@@ -213,10 +228,12 @@ class FaultMount:
         self.mountpoint = os.path.abspath(mountpoint)
         self.plan = plan
         self.timeout = timeout
-        self._state = tempfile.mkdtemp(prefix="scopecheck-fuse-")
-        self.report_path = os.path.join(self._state, "report.jsonl")
-        self.log_path = os.path.join(self._state, "daemon.log")
+        self._state = ""
+        self.report_path = ""
+        self.log_path = ""
         self.process: subprocess.Popen[bytes] | None = None
+        #: The report and the log as the daemon left them, read when the mount closed.
+        self._kept: tuple[bytes, str] | None = None
 
     # lifecycle
 
@@ -235,19 +252,26 @@ class FaultMount:
                 raise FileNotFoundError(f"not a directory: {path}")
         if is_mounted(self.mountpoint):
             raise RuntimeError(f"something is mounted on {self.mountpoint} already")
+        self._state = tempfile.mkdtemp(prefix="scopecheck-fuse-")
+        self.report_path = os.path.join(self._state, "report.jsonl")
+        self.log_path = os.path.join(self._state, "daemon.log")
         command = [sys.executable, "-m", "scopecheck.crashsim.fuse_faults", "SERVE"]
         command += [self.backing, self.mountpoint, self.report_path]
         if self.plan is not None:
             command.append(orjson.dumps(self.plan.to_json()).decode())
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                cwd="/",
-                start_new_session=True,
-            )
+        try:
+            with open(self.log_path, "wb") as log:
+                self.process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    cwd="/",
+                    start_new_session=True,
+                )
+        except BaseException:
+            self._keep()
+            raise
         _live[id(self)] = self
         try:
             self._wait_live()
@@ -302,10 +326,20 @@ class FaultMount:
                 raise RuntimeError(f"could not unmount {self.mountpoint}")
         finally:
             _live.pop(id(self), None)
+            if process.poll() is not None:
+                self._keep()
+
+    def _keep(self) -> None:
+        """Read the report and the log into memory and remove the state folder."""
+        if self._kept is not None or not self._state:
+            return
+        self._kept = (self._report_bytes(), self.log())
+        shutil.rmtree(self._state, ignore_errors=True)
 
     def cleanup(self) -> None:
-        """Remove the report and the daemon's log (after :meth:`close`)."""
-        shutil.rmtree(self._state, ignore_errors=True)
+        """Remove the state folder now (closing removes it too: kept for callers that ask)."""
+        if self.process is None or self.process.poll() is not None:
+            self._keep()
 
     # what happened
 
@@ -314,17 +348,24 @@ class FaultMount:
         return None if self.process is None else self.process.pid
 
     def log(self) -> str:
+        if self._kept is not None:
+            return self._kept[1]
         try:
             return Path(self.log_path).read_text(errors="replace")
         except OSError:
             return ""
 
+    def _report_bytes(self) -> bytes:
+        if self._kept is not None:
+            return self._kept[0]
+        try:
+            return Path(self.report_path).read_bytes()
+        except OSError:
+            return b""
+
     def events(self) -> list[dict[str, Any]]:
         """The daemon's report so far: ``ready``, ``fired``, ``then_failed``, ``exit`` events."""
-        try:
-            raw = Path(self.report_path).read_bytes()
-        except FileNotFoundError:
-            return []
+        raw = self._report_bytes()
         events = []
         for line in raw.splitlines():
             with contextlib.suppress(orjson.JSONDecodeError):
@@ -339,7 +380,8 @@ class FaultMount:
             if event.get("event") == "fired":
                 fired = {k: v for k, v in event.items() if k != "event"}
             elif event.get("event") == "then_failed" and fired is not None:
-                fired["then_failed"] = event["ordinal"]
+                fired.setdefault("then_failed", event["ordinal"])
+                fired["rest_failed"] = fired.get("rest_failed", 0) + 1
                 fired["errno"] = event["errno"]
         return None if fired is None else Fired(**fired)
 
@@ -367,6 +409,8 @@ class FaultMount:
                 if fired.then_failed is not None
                 else "no write came after it"
             )
+            if fired.rest_failed > 1:
+                after += f", and {fired.rest_failed - 1} retry(s) of the rest after it"
             return (
                 f"fired: {name} wrote {fired.written} of {fired.requested} bytes at offset "
                 f"{fired.offset}; {after}"
@@ -414,6 +458,26 @@ def unavailable() -> str | None:
 # -- the daemon ---------------------------------------------------------------------------------
 
 
+@attrs.frozen
+class _Rest:
+    """The bytes a partial write could not store (``data``), where they would have gone
+    (``offset``: the end of what was stored), and how many writes have ``failed`` since."""
+
+    offset: int
+    data: bytes
+    failed: int = 0
+
+    def refuses(self, data: bytes, offset: int) -> bool:
+        """Whether a write of ``data`` at ``offset`` fails: the first write after the partial
+        one does, whatever it is (the disk is full), and so does any write carrying on with
+        the rest -- at ``offset``, its bytes and the rest's agreeing as far as both go (the rest
+        retried whole, in pieces, or with more after it)."""
+        if self.failed == 0:
+            return True
+        size = min(len(data), len(self.data))
+        return offset == self.offset and size > 0 and data[:size] == self.data[:size]
+
+
 class _Passthrough:
     """The daemon's operations (mfusepy calls them by name, with ``raw_fi``): every call goes to
     the same path under the backing directory, unless the plan says to fail it."""
@@ -426,7 +490,7 @@ class _Passthrough:
         self.report_fd = os.open(report, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.seen = 0
         self.fired = False
-        self.pending: tuple[str, int] | None = None  # after a partial write: (path, errno)
+        self.rest: _Rest | None = None  # after a partial write: the bytes that did not fit
         self.fh_paths: dict[int, str] = {}
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.context: Any = None  # mfusepy.fuse_get_context, set by serve()
@@ -462,6 +526,11 @@ class _Passthrough:
             tid=self._tid(), time=time.time(),
         )  # fmt: skip
         raise OSError(_errno_number(plan.errno), os.strerror(_errno_number(plan.errno)))
+
+    def _room(self, path: str) -> None:
+        """A truncate of the partial write's path frees room: the rest may be written again."""
+        if self.plan is not None and path == self.plan.path:
+            self.rest = None
 
     # attributes and directories
 
@@ -596,6 +665,7 @@ class _Passthrough:
     def open(self, path: str, fi: Any) -> int:
         if fi.flags & os.O_TRUNC:
             self._fault("truncate", path)
+            self._room(path)
         self._set_fi(fi, os.open(self._real(path), self._backing_flags(fi.flags)), path)
         return 0
 
@@ -614,11 +684,13 @@ class _Passthrough:
         if plan is None or plan.op != "write" or path != plan.path:
             return os.pwrite(fi.fh, data, offset)
         self.seen += 1
-        if self.pending is not None:
-            code = self.pending[1]
-            self.pending = None
-            self._emit("then_failed", ordinal=self.seen, errno=plan.errno, tid=self._tid())
-            raise OSError(code, os.strerror(code))
+        if self.rest is not None:
+            if self.rest.refuses(data, offset):
+                self.rest = attrs.evolve(self.rest, failed=self.rest.failed + 1)
+                self._emit("then_failed", ordinal=self.seen, errno=plan.errno, tid=self._tid())
+                code = _errno_number(plan.errno)
+                raise OSError(code, os.strerror(code))
+            self.rest = None
         if self.fired or self.seen != plan.ordinal:
             return os.pwrite(fi.fh, data, offset)
         self.fired = True
@@ -632,13 +704,14 @@ class _Passthrough:
             tid=self._tid(), time=time.time(), offset=offset, requested=len(data), written=written,
         )  # fmt: skip
         if written > 0:
-            self.pending = (path, _errno_number(plan.errno))
+            self.rest = _Rest(offset + written, data[written:])
             return written
         code = _errno_number(plan.errno)
         raise OSError(code, os.strerror(code))
 
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> int:
         self._fault("truncate", self._path(path, fh))
+        self._room(self._path(path, fh))
         if fh is not None:
             os.ftruncate(fh, length)
         else:
@@ -711,7 +784,8 @@ def _die_with_parent() -> None:
 def serve(backing: str, mountpoint: str, report: str, plan: FaultPlan | None) -> int:
     """The daemon: mount ``backing`` on ``mountpoint`` and serve until unmounted (libfuse's
     own handlers unmount on SIGTERM, SIGINT and SIGHUP; the daemon gets SIGTERM if its parent
-    dies)."""
+    dies, and then removes the state folder its parent would have read: INSTALL-21)."""
+    parent = os.getppid()
     _die_with_parent()
     os.umask(0)  # the kernel already applied the caller's umask to modes
     library = _libfuse3()
@@ -763,6 +837,9 @@ def serve(backing: str, mountpoint: str, report: str, plan: FaultPlan | None) ->
         )
     finally:
         ops.finish()
+        state = os.path.dirname(os.path.abspath(report))
+        if os.getppid() != parent and os.path.basename(state).startswith("scopecheck-fuse-"):
+            shutil.rmtree(state, ignore_errors=True)  # nobody is left to read it
     return 0
 
 

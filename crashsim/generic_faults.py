@@ -60,6 +60,7 @@ from scopecheck.crashsim.fault_check import (
     FaultImage,
     FaultProblem,
     FaultRules,
+    error_place,
     fault_images,
     judge_images,
     shown,
@@ -121,13 +122,17 @@ class FaultExtra:
 
 
 class _Found(Exception):
-    """Ends a fault run: ``rule`` is broken, as ``problem`` says."""
+    """Ends a fault run: ``rule`` is broken, as ``problem`` says; ``place`` is where an
+    uncoded error came from (CRASH-FS-12)."""
 
-    def __init__(self, rule: str, problem: str, profiles: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, rule: str, problem: str, profiles: tuple[str, ...] = (), place: str | None = None
+    ) -> None:
         super().__init__(problem)
         self.rule = rule
         self.problem = problem
         self.profiles = profiles
+        self.place = place
 
 
 class FaultRun:
@@ -195,7 +200,7 @@ class FaultRun:
                 raise _Found(self._blame(rule), f"{what} raised {error_text(exc)} {why}") from exc
             self.faulted_step = self.workload.steps[self.index].op
             if not isinstance(exc, ScopecheckError):
-                raise _Found(rule, self._uncoded(what, exc)) from exc
+                raise _Found(rule, self._uncoded(what, exc), place=error_place(exc)) from exc
             return None, exc
 
     def _uncoded(self, what: str, exc: BaseException) -> str:
@@ -260,7 +265,12 @@ class FaultRun:
         except _Found as found:
             rule = self.extra.rules.get(found.rule, found.rule)
             return FaultProblem(
-                rule, found.problem, self.box.tree(), bool(found.profiles), found.profiles
+                rule,
+                found.problem,
+                self.box.tree(),
+                bool(found.profiles),
+                found.profiles,
+                found.place,
             )
         if self.fault.hit is None:
             return FaultProblem(
@@ -455,7 +465,11 @@ class FaultRun:
             if found is not None:
                 raise _Found(found[0], f"{found[1]}: {error_text(exc)}")
         if not isinstance(exc, ScopecheckError):
-            raise _Found(COMMIT_RULE, self._uncoded(f"the commit in {self._where()}", exc))
+            raise _Found(
+                COMMIT_RULE,
+                self._uncoded(f"the commit in {self._where()}", exc),
+                place=error_place(exc),
+            )
         try:
             got = self.storage.snapshot()
         except ScopecheckError:
@@ -603,7 +617,7 @@ def fault_runs(
         report.failures.append(failure)
         if findings is not None:
             findings.add(failure)
-            if findings.full:
+            if findings.done:
                 return report
         elif len(report.failures) >= max_failures:
             return report
@@ -615,9 +629,10 @@ def fault_failure(
     source: str = "fs",
 ) -> CrashFailure:  # fmt: skip
     op = tr.ops[target]
+    kind = f"fault:{op.kind}:{variant.removeprefix('fault:')}"
     return CrashFailure(
         source=source, rule=problem.rule, problem=problem.problem, run="fault",
-        kind=f"fault:{op.kind}:{variant.removeprefix('fault:')}", seed=seed,
+        kind=kind if problem.place is None else f"uncoded:{problem.place}", seed=seed,
         workload=tr.workload.to_json(), point=target, variant=variant,
         profiles=problem.profiles,
         shown={

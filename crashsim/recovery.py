@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from scopecheck.crashsim import shown
 from scopecheck.crashsim.failure import relative_to_root
 from scopecheck.models.errors import ScopecheckError
 from scopecheck.models.records import Snapshot
@@ -100,12 +101,13 @@ class Expected:
     def states(self) -> list[Snapshot | None]:
         return [self.snapshots[i] for i in self.allowed]
 
-    def mismatch(self, got: Snapshot | None) -> str:
+    def mismatch(self, got: object) -> str:
         """Which way ``got`` is wrong: an acknowledged delete undone, acknowledged steps lost
         (it equals an earlier model state), or something no prefix of the workload gives."""
         if all(self.snapshots[i] is None for i in self.allowed):
             return "a Session whose delete was acknowledged is back"
-        earlier = [i for i in range(min(self.allowed)) if self.snapshots[i] == got]
+        before = [self.snapshots[i] for i in range(min(self.allowed))]
+        earlier = [i for i in range(len(before)) if among(got, [before[i]]) is not None]
         if earlier:
             lost = [f"{i + 1}:{self.steps[i]}" for i in range(earlier[-1], min(self.allowed))]
             return (
@@ -139,10 +141,47 @@ def ours(exc: BaseException) -> bool:
 
 def error_text(exc: BaseException, root: str | None = None) -> str:
     """``Type(code): message`` of a backend's error, a path under ``root`` shown as
-    ``<root>/...``."""
+    ``<root>/...``: bounded and escaped (:mod:`~scopecheck.crashsim.shown`), whatever the
+    backend put in it -- a message of megabytes, a lone surrogate, a ``__str__`` that raises."""
+    try:
+        message = str(exc)
+    except Exception as failed:
+        message = f"(its message could not be read: {type(failed).__name__})"
     code = getattr(exc, "code", None)
-    text = f"{type(exc).__name__}({code}): {exc}" if code else f"{type(exc).__name__}: {exc}"
+    kind = type(exc).__name__
+    said = shown.text(message, ERROR_LIMIT)
+    text = f"{kind}({shown.text(str(code), 80)}): {said}" if code else f"{kind}: {said}"
     return relative_to_root(text, root)
+
+
+#: Characters of a backend's error message a report shows.
+ERROR_LIMIT = 2000
+
+
+class Garbled(Exception):
+    """A backend call returned something no backend keeping the contract returns (``list()``
+    giving no list of Session ids, ``commit()`` no committed writes): what the reopen read
+    back is no state a crash point allows."""
+
+
+def listed(found: object) -> list[str]:
+    """What ``repository.list()`` returned, checked to be Session ids; :class:`Garbled`
+    saying what it was instead."""
+    if isinstance(found, (list, tuple)) and all(isinstance(s, str) for s in found):
+        return list(found)
+    raise Garbled(f"listing the Sessions returned {shown.thing(found)}, not a list of ids")
+
+
+def among(got: object, states: Sequence[Snapshot | None]) -> int | None:
+    """The index of the first of ``states`` equal to ``got``, or ``None``; a comparison that
+    raises (a recovered record holding an object whose ``==`` fails) matches nothing."""
+    for index, state in enumerate(states):
+        try:
+            if state == got:
+                return index
+        except Exception:
+            continue
+    return None
 
 
 def close(thing: Any) -> None:
@@ -185,10 +224,13 @@ def judge(
     storage: Any = None
     try:
         repo = reopen()
-        present = session in repo.list()
+        present = session in listed(repo.list())
         if present:
             storage = repo.open(session)
             got: Snapshot | None = storage.snapshot()
+    except Garbled as exc:
+        _quietly(storage, repo)
+        return Broken(rules["state"], f"after the crash {exc}", str(exc))
     except errors as exc:
         if ours(exc):
             raise
@@ -204,12 +246,13 @@ def judge(
             _quietly(repo)
             return Recovered(None, 0)
         return _recreated(repo, session, recreate, rules, errors, root)
-    if got not in allowed:
+    index = among(got, allowed)
+    if index is None:
         more = "" if extra.mismatched is None else extra.mismatched(storage, got)
         _quietly(storage, repo)
         return Broken(rules["state"], expected.mismatch(got) + more, got)
     assert got is not None
-    matched = expected.allowed[allowed.index(got)]
+    matched = expected.allowed[index]
     if extra.recovered is not None:
         broken = extra.recovered(storage, got, matched)
         if broken is not None:
@@ -238,10 +281,13 @@ def judge(
         )
         return Broken(rules["again"], problem, got, error=exc)
     floor = expected.next_seqs[matched]
-    if not done or done[0].seq < floor:
+    first = _first_seq(done)
+    if isinstance(first, str):
+        return Broken(rules["seq"], f"the first commit after recovery returned {first}", got)
+    if first is None or first < floor:
         return Broken(
             rules["seq"],
-            f"the first commit after recovery got seq {done[0].seq if done else None}, but the "
+            f"the first commit after recovery got seq {first}, but the "
             f"recovered state is the model after step {matched}, whose writes used every seq "
             f"below {floor}: a consumed sequence is reused (SEQ-7), or part of a transaction "
             "whose other writes left nothing visible was recovered",
@@ -252,7 +298,7 @@ def judge(
         if broken is not None:
             return broken
     again, error = read_again(reopen, session, errors, root)
-    if again != after:
+    if among(again, [after]) is None:
         return Broken(
             rules["again"],
             "a second reopen gives a different state (recovery is not idempotent, or the "
@@ -265,6 +311,19 @@ def judge(
         if broken is not None:
             return broken
     return Recovered(got, matched)
+
+
+def _first_seq(done: object) -> int | str | None:
+    """The seq the first write of a commit got (``None``: nothing committed), or, for a
+    result that is not the committed writes, what it is instead."""
+    if not isinstance(done, (list, tuple)):
+        return f"{shown.thing(done)}, not its committed writes"
+    if not done:
+        return None
+    seq = getattr(done[0], "seq", None)
+    if type(seq) is not int:
+        return f"{shown.thing(done[0])} as its first committed write, whose seq is no integer"
+    return seq
 
 
 def image_key(image: Image) -> tuple[Any, ...]:
@@ -285,12 +344,16 @@ def read_again(
     repo: Any = None
     try:
         repo = reopen()
-        if session not in repo.list():
+        if session not in listed(repo.list()):
             return None, None
         storage = repo.open(session)
-        snapshot: Snapshot = storage.snapshot()
+        snapshot: object = storage.snapshot()
         storage.close()
+        if not isinstance(snapshot, Snapshot):
+            return f"the Session's snapshot() returned {shown.thing(snapshot)}", None
         return snapshot, None
+    except Garbled as exc:
+        return str(exc), exc
     except errors as exc:
         if ours(exc):
             raise
@@ -319,7 +382,7 @@ def _recreated(
         problem = f"creating the absent Session raised {error_text(exc, root)}"
         return Broken(rules["recreate-raised"], problem, error=exc)
     _quietly(storage, repo)
-    if got != empty:
+    if among(got, [empty]) is None:
         return Broken(
             rules["recreate"],
             "the Session is absent, but creating it again gives old data instead of an empty "

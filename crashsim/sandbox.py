@@ -13,15 +13,15 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
 from pyfakefs.fake_file import FakeDirectory, FakeFile
 
 from scopecheck.crashsim.fake_disk import FakeDiskFileSystem
 from scopecheck.crashsim.fs_session import ROOT
 from scopecheck.crashsim.fs_source import absolute, image_of
 from scopecheck.crashsim.persistence import Image
+from scopecheck.crashsim.shown import data as shown_data
+from scopecheck.crashsim.shown import describe as describe  # the sweeps' import of it
 from scopecheck.impl.fs import DirEntry, fs_error
-from scopecheck.models.records import Snapshot
 
 #: The time of a workload's first step; step ``k`` is ``BASE_TIME + 1000 * k`` (StepClock).
 BASE_TIME = 1_700_000_000_000
@@ -235,33 +235,9 @@ def _dirs(fs: FakeFs, top: str) -> list[str]:
     return [d for d, _, _ in _walk(fs, top)]
 
 
-def describe(snapshot: Snapshot | None) -> Any:
-    """A compact JSON view of a Session state for reports (``None``: no Session)."""
-    if snapshot is None:
-        return None
-    return {
-        "entries": [e.id for e in snapshot.entries],
-        "usage": [u.id for u in snapshot.usage],
-        "values": {
-            f"{k[0] or '-'}/{k[1]}/{k[2]}": orjson.loads(v.value_json) for k, v in snapshot.values
-        },
-        "lists": {f"{k[0] or '-'}/{k[1]}/{k[2]}": len(v) for k, v in snapshot.lists},
-        "next_seq_hint": max(
-            [0]
-            + [e.seq for e in snapshot.entries]
-            + [u.seq for u in snapshot.usage]
-            + [v.seq for _, v in snapshot.values]
-            + [el.seq for _, els in snapshot.lists for el in els]
-        ),
-    }
-
-
 def show_files(files: dict[str, bytes], limit: int = 400) -> dict[str, str]:
-    out = {}
-    for path, data in sorted(files.items()):
-        text = data.decode("utf-8", "replace")
-        out[path] = text if len(text) <= limit else text[:limit] + f"… ({len(data)} bytes)"
-    return out
+    """Each file's first ``limit`` bytes as text (:func:`~scopecheck.crashsim.shown.data`)."""
+    return {path: shown_data(data, limit) for path, data in sorted(files.items())}
 
 
 def render_files(title: str, files: dict[str, Any]) -> list[str]:
@@ -269,7 +245,7 @@ def render_files(title: str, files: dict[str, Any]) -> list[str]:
     if not files:
         lines.append("  (no files)")
     for path, data in sorted(files.items()):
-        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+        text = shown_data(data, 1 << 16) if isinstance(data, bytes) else str(data)
         lines.append(f"  {path}" + ("   (empty)" if not text else ""))
         for line in text.splitlines(keepends=True)[:12]:
             shown = line.rstrip("\n")

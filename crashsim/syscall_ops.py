@@ -6,7 +6,8 @@ F_DUPFD``, ``close``) bound to the file they were opened on, each descriptor's o
 ``read``, ``write``, ``lseek``; ``O_APPEND`` writes at the end), the working directory
 (``chdir``) for relative paths and ``*at`` directories, and turns every call that changes a
 file or a directory under the root into a :class:`~.persistence.FileOp`.  Failed calls change
-nothing and are left out, but for an fsync or fdatasync failed with EIO: it becomes a
+nothing and are left out, and so are calls that never returned (``= ?``: killed in the call);
+but an fsync or fdatasync failed with EIO becomes a
 ``syncfail``, the writes it was to make durable being lost (CRASH-SYS-11).  Every way a call is
 made durable counts (CRASH-SYS-10): a write through a descriptor opened ``O_SYNC`` or
 ``O_DSYNC``, and a ``pwritev2`` with ``RWF_SYNC`` or ``RWF_DSYNC``, is followed by a ``sync`` of
@@ -208,6 +209,10 @@ class _Extractor:
         """A line the reader could not read: a finding when it may hide a call the model
         follows (every traced call but the mapping ones it names, or no name at all)."""
         self.call = record.index
+        if record.name is not None and record.pid is not None:
+            # It was a call all the same: strace's ``when=N`` counts it (a fault plan's ordinal).
+            key = (record.pid, record.name)
+            self.ordinals[key] = self.ordinals.get(key, 0) + 1
         if record.name is not None and (
             record.name not in TRACED or record.name in ("munmap", "mprotect")
         ):
@@ -225,9 +230,15 @@ class _Extractor:
     # -- calls -----------------------------------------------------------------------------
 
     def feed(self, call: Syscall) -> None:
+        """Follow one call.  A call that never returned (strace's ``= ?``: the process was
+        killed in it, as a kill run does at the call's entry, before the kernel runs it) is
+        not taken as done: a rename or an unlink the model applied but the disk never saw
+        would make every later call on those paths contradict the model."""
         self.call = call.index
         key = (call.pid, call.name)
         try:
+            if call.result is None and call.error is None:
+                return
             if call.ok:
                 getattr(self, f"_{call.name}", self._ignore)(call)
             elif call.name in ("fsync", "fdatasync") and call.error == "EIO":

@@ -11,6 +11,14 @@ delete fsync the directory, so a new or removed Session survives a power loss; a
 a ``StorageIOError`` (code ``io_error``) and the transaction is rolled back.  A scalar or list row
 is keyed by ``(scope, namespace, key)`` with ``scope = ''`` for the session scope; retirement
 deletes the scope's rows.  Seqs come from one counter per Session (every write takes the next one).
+
+Any other journal mode and ``synchronous`` setting is one factory name away,
+``make_backend_<journal>_<synchronous>`` (lower case; :data:`JOURNALS` × :data:`SYNCHRONOUS`):
+
+    scopecheck validate examples/sqlite3_backend.py:make_backend_wal_normal
+
+-- what crash exploration says of each setting SQLite offers (``OFF`` is documented as unsafe on
+power loss, ``NORMAL`` in a rollback journal too).
 """
 
 from __future__ import annotations
@@ -247,4 +255,25 @@ class Sqlite3Repository:
 
 def make_backend(clock: Any, *, root: str) -> Sqlite3Repository:
     return Sqlite3Repository(clock, root)
+
+
+#: The journal modes and ``synchronous`` settings ``make_backend_<journal>_<synchronous>`` takes
+#: (journal modes that keep the journal on disk; MEMORY and OFF lose it by design).
+JOURNALS = ("DELETE", "TRUNCATE", "WAL")
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def __getattr__(name: str) -> Any:
+    """``make_backend_<journal>_<synchronous>`` (``make_backend_wal_off``): the factory of this
+    backend with that journal mode and ``synchronous`` setting; any other name is missing."""
+    journal, _, synchronous = name.removeprefix("make_backend_").upper().partition("_")
+    known = journal in JOURNALS and synchronous in SYNCHRONOUS
+    if not name.startswith("make_backend_") or not known:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def factory(clock: Any, *, root: str) -> Sqlite3Repository:
+        return Sqlite3Repository(clock, root, synchronous=synchronous, journal=journal)
+
+    factory.__name__ = factory.__qualname__ = name
+    return factory
 

@@ -13,6 +13,8 @@ storage mismatch.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -68,14 +70,46 @@ class WireError(ValueError):
         self.where = where
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8")
+class NotEncodable(WireError):
+    """A record a Python backend returned that the protocol cannot carry -- a payload that is
+    not bytes, a seq that is no integer, an entry that is a number: ``scopecheck serve``
+    answers it as a ``corrupt`` error naming where (a store that reads back garbage has not
+    kept what it acknowledged), never as the backend speaking the protocol wrongly."""
+
+
+def _text(raw: bytes, what: str) -> str:
+    """Payload bytes as JSON text: UTF-8 as it is, and a byte that is not UTF-8 as the lone
+    surrogate ``U+DC80``..``U+DCFF`` that :func:`_bytes` turns back into that byte
+    (``surrogateescape``), so a payload a reopened store gives back corrupt travels byte for
+    byte and is judged for what it is (PROC-1)."""
+    if not isinstance(raw, bytes):
+        raise NotEncodable(what, f"expected bytes (canonical JSON), got {_what(raw)}")
+    return raw.decode("utf-8", "surrogateescape")
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]+")
 
 
 def _bytes(where: str, text: object) -> bytes:
+    """JSON text back to payload bytes: the inverse of :func:`_text`; any other lone
+    surrogate (``\\ud800`` from a backend in another language) as the three bytes
+    ``surrogatepass`` gives it -- bytes no well-formed payload holds, compared as they are."""
     if not isinstance(text, str):
         raise WireError(where, f"expected JSON text (a string), got {type(text).__name__}")
-    return text.encode("utf-8")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    out = bytearray()
+    at = 0
+    for lone in _SURROGATES.finditer(text):  # linear: one pass, plain runs encoded whole
+        out += text[at : lone.start()].encode("utf-8")
+        for ch in lone.group():
+            code = ord(ch)
+            out += bytes([code - 0xDC00]) if code >= 0xDC80 else ch.encode("utf-8", "surrogatepass")
+        at = lone.end()
+    out += text[at:].encode("utf-8")
+    return bytes(out)
 
 
 def _field(data: object, where: str, name: str, kinds: tuple[type, ...]) -> Any:
@@ -115,21 +149,22 @@ def write_to_json(item: object) -> dict[str, Any]:
     """The JSON form of one write; anything that is not a write is sent as ``not_a_write``,
     which the backend must refuse with ``invalid_transaction`` (TX-1)."""
     if isinstance(item, SetValue):
-        return {"kind": "set", **address_to_json(item.address), "value": _text(item.value_json)}
+        value = _text(item.value_json, "value")
+        return {"kind": "set", **address_to_json(item.address), "value": value}
     if isinstance(item, DeleteValue):
         return {"kind": "delete", **address_to_json(item.address)}
     if isinstance(item, AppendList):
-        element = _text(item.element_json)
+        element = _text(item.element_json, "element")
         return {"kind": "append", **address_to_json(item.address), "element": element,
                 "tag": item.tag}  # fmt: skip
     if isinstance(item, DeleteList):
         return {"kind": "drop", **address_to_json(item.address)}
     if isinstance(item, InsertEntry):
         return {"kind": "entry", "id": item.id, "parent_id": item.parent_id, "type": item.type,
-                "payload": _text(item.payload_json)}  # fmt: skip
+                "payload": _text(item.payload_json, "payload")}  # fmt: skip
     if isinstance(item, InsertUsage):
-        details = None if item.details_json is None else _text(item.details_json)
-        return {"kind": "usage", "id": item.id, "usage": _text(item.usage_json),
+        details = None if item.details_json is None else _text(item.details_json, "details")
+        return {"kind": "usage", "id": item.id, "usage": _text(item.usage_json, "usage"),
                 "entry_id": item.entry_id, "adjustment": item.adjustment,
                 "details": details}  # fmt: skip
     if isinstance(item, RetireScope):
@@ -206,49 +241,156 @@ def write_from_json(data: object, where: str = "write") -> object:
 # -- records -----------------------------------------------------------------------------------
 
 
-def committed_to_json(committed: Committed) -> dict[str, Any]:
+def _what(value: object) -> str:
+    """A value a backend returned, in a few words: its type and the start of its repr."""
+    try:
+        shown = repr(value)
+    except Exception:
+        shown = "(its repr raised)"
+    return f"{type(value).__name__} {shown[:80]}{'…' if len(shown) > 80 else ''}"
+
+
+def _carried(where: str, value: object, kinds: tuple[type, ...]) -> Any:
+    """``value`` when the protocol carries it as one of ``kinds`` (an int: not a bool, and
+    within 64 bits), else :class:`NotEncodable`."""
+    fits = isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
+    if fits and isinstance(value, int) and not isinstance(value, bool):
+        fits = -(2**63) <= value < 2**64
+    elif fits and isinstance(value, float):
+        fits = math.isfinite(value)
+    if not fits:
+        names = "/".join("None" if k is type(None) else k.__name__ for k in kinds)
+        raise NotEncodable(where, f"expected {names}, got {_what(value)}")
+    return value
+
+
+def _record(where: str, record: object, kind: type) -> None:
+    if not isinstance(record, kind):
+        article = "an" if kind.__name__[0] in "AEIOU" else "a"
+        raise NotEncodable(where, f"expected {article} {kind.__name__}, got {_what(record)}")
+
+
+_NONE = type(None)
+
+
+def committed_to_json(committed: Committed, where: str = "committed") -> dict[str, Any]:
     """One element of a commit's result: the write's seq and the commit's timestamp."""
-    return {"seq": committed.seq, "timestamp": committed.timestamp}
+    _record(where, committed, Committed)
+    return {
+        "seq": _carried(f"{where}.seq", committed.seq, (int,)),
+        "timestamp": _carried(f"{where}.timestamp", committed.timestamp, (int,)),
+    }
 
 
-def value_record_to_json(record: ValueRecord) -> dict[str, Any]:
-    return {"seq": record.seq, "value": _text(record.value_json)}
+def value_record_to_json(record: ValueRecord, where: str = "value") -> dict[str, Any]:
+    _record(where, record, ValueRecord)
+    return {
+        "seq": _carried(f"{where}.seq", record.seq, (int,)),
+        "value": _text(record.value_json, f"{where}.value"),
+    }
 
 
-def element_to_json(element: ListElement) -> dict[str, Any]:
-    return {"seq": element.seq, "value": _text(element.value_json), "tag": element.tag}
+def element_to_json(element: ListElement, where: str = "element") -> dict[str, Any]:
+    _record(where, element, ListElement)
+    return {
+        "seq": _carried(f"{where}.seq", element.seq, (int,)),
+        "value": _text(element.value_json, f"{where}.value"),
+        "tag": _carried(f"{where}.tag", element.tag, (str, _NONE)),
+    }
 
 
-def entry_to_json(record: EntryRecord) -> dict[str, Any]:
-    return {"id": record.id, "parent_id": record.parent_id, "type": record.type,
-            "payload": _text(record.payload_json), "seq": record.seq,
-            "timestamp": record.timestamp}  # fmt: skip
+def entry_to_json(record: EntryRecord, where: str = "entry") -> dict[str, Any]:
+    _record(where, record, EntryRecord)
+    return {
+        "id": _carried(f"{where}.id", record.id, (str,)),
+        "parent_id": _carried(f"{where}.parent_id", record.parent_id, (str, _NONE)),
+        "type": _carried(f"{where}.type", record.type, (str,)),
+        "payload": _text(record.payload_json, f"{where}.payload"),
+        "seq": _carried(f"{where}.seq", record.seq, (int,)),
+        "timestamp": _carried(f"{where}.timestamp", record.timestamp, (int,)),
+    }
 
 
-def usage_to_json(record: UsageRecord) -> dict[str, Any]:
-    details = None if record.details_json is None else _text(record.details_json)
-    return {"id": record.id, "usage": _text(record.usage_json), "entry_id": record.entry_id,
-            "adjustment": record.adjustment, "details": details, "seq": record.seq}  # fmt: skip
+def usage_to_json(record: UsageRecord, where: str = "usage") -> dict[str, Any]:
+    _record(where, record, UsageRecord)
+    details = record.details_json
+    return {
+        "id": _carried(f"{where}.id", record.id, (str,)),
+        "usage": _text(record.usage_json, f"{where}.usage"),
+        "entry_id": _carried(f"{where}.entry_id", record.entry_id, (str, _NONE)),
+        "adjustment": _carried(f"{where}.adjustment", record.adjustment, (bool,)),
+        "details": None if details is None else _text(details, f"{where}.details"),
+        "seq": _carried(f"{where}.seq", record.seq, (int,)),
+    }
 
 
 _TOTALS = ("input", "output", "cache_read", "cache_write", "total_tokens")
 _COSTS = ("cost_input", "cost_output", "cost_cache_read", "cost_cache_write", "cost_total")
 
 
-def stats_to_json(stats: Stats) -> dict[str, Any]:
-    usage = {name: getattr(stats.usage, name) for name in (*_TOTALS, *_COSTS)}
-    return {"message_count": stats.message_count, "usage": usage}
-
-
-def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
+def stats_to_json(stats: Stats, where: str = "stats") -> dict[str, Any]:
+    _record(where, stats, Stats)
+    _record(f"{where}.usage", stats.usage, UsageTotals)
+    usage = {
+        name: _carried(
+            f"{where}.usage.{name}",
+            getattr(stats.usage, name),
+            (int,) if name in _TOTALS else (int, float),
+        )
+        for name in (*_TOTALS, *_COSTS)
+    }
     return {
-        "entries": [entry_to_json(e) for e in snapshot.entries],
-        "usage": [usage_to_json(u) for u in snapshot.usage],
-        "values": [[*key, value_record_to_json(r)] for key, r in snapshot.values],
-        "lists": [
-            [*key, [element_to_json(e) for e in elements]] for key, elements in snapshot.lists
+        "message_count": _carried(f"{where}.message_count", stats.message_count, (int,)),
+        "usage": usage,
+    }
+
+
+def _rows(where: str, rows: object) -> Any:
+    """A snapshot's field as the sequence it must be."""
+    return _carried(where, rows, (tuple, list))
+
+
+def key_to_json(key: object, where: str) -> list[Any]:
+    """A value's or list's ``(scope, namespace, key)``, as the first three items of its row."""
+    if not isinstance(key, tuple) or len(key) != 3:
+        raise NotEncodable(where, f"expected (scope, namespace, key), got {_what(key)}")
+    return [
+        _carried(f"{where}.scope", key[0], (str, _NONE)),
+        _carried(f"{where}.namespace", key[1], (str,)),
+        _carried(f"{where}.key", key[2], (str,)),
+    ]
+
+
+def _keyed_rows(where: str, rows: object) -> list[tuple[list[Any], Any]]:
+    found = []
+    for i, row in enumerate(_rows(where, rows)):
+        if not isinstance(row, tuple) or len(row) != 2:
+            raise NotEncodable(f"{where}[{i}]", f"expected (key, record), got {_what(row)}")
+        found.append((key_to_json(row[0], f"{where}[{i}]"), row[1]))
+    return found
+
+
+def snapshot_to_json(snapshot: Snapshot, where: str = "snapshot") -> dict[str, Any]:
+    """A snapshot's JSON form; a record of another type than the contract's anywhere in it
+    is a :class:`NotEncodable` naming where."""
+    _record(where, snapshot, Snapshot)
+    entries = _rows(f"{where}.entries", snapshot.entries)
+    usage = _rows(f"{where}.usage", snapshot.usage)
+    lists = []
+    for i, (key, elements) in enumerate(_keyed_rows(f"{where}.lists", snapshot.lists)):
+        at = f"{where}.lists[{i}]"
+        lists.append(
+            [*key, [element_to_json(e, f"{at}[{j}]") for j, e in enumerate(_rows(at, elements))]]
+        )
+    return {
+        "entries": [entry_to_json(e, f"{where}.entries[{i}]") for i, e in enumerate(entries)],
+        "usage": [usage_to_json(u, f"{where}.usage[{i}]") for i, u in enumerate(usage)],
+        "values": [
+            [*key, value_record_to_json(r, f"{where}.values[{i}]")]
+            for i, (key, r) in enumerate(_keyed_rows(f"{where}.values", snapshot.values))
         ],
-        "stats": stats_to_json(snapshot.stats),
+        "lists": lists,
+        "stats": stats_to_json(snapshot.stats, f"{where}.stats"),
     }
 
 

@@ -68,6 +68,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "or a fleet saved.",
     )
     group.addoption(
+        "--scopecheck-phase-timeout",
+        dest="scopecheck_phase_timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="Stop a scopecheck test still running after this many seconds: its phase is "
+        "incomplete (a hang of the backend or of scopecheck), never passed (default 600).",
+    )
+    group.addoption(
         "--scopecheck-fs-profile",
         dest="scopecheck_fs_profile",
         default="posix",
@@ -98,6 +107,51 @@ def pytest_configure(config: pytest.Config) -> None:
             except ScopecheckError as exc:
                 raise pytest.UsageError(f"--scopecheck-backend: {exc}") from None
         config.pluginmanager.register(VerdictCollector(config, specs), "scopecheck-verdict")
+        _sigterm_as_interrupt()
+
+
+def _sigterm_as_interrupt() -> None:
+    """A cancelled CI job's SIGTERM stops the run as Ctrl-C does (INSTALL-21): pytest then
+    tears down -- backend processes, strace, FUSE mounts and temp folders go -- and prints
+    what it ran, instead of dying on the spot.  Only where SIGTERM has its default action,
+    in the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        del signum, frame
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the teardown is not cut short
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+#: How a scopecheck test stopped by the watchdog fails: its phase is incomplete, not failed.
+INCOMPLETE = "scopecheck: incomplete: "
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A scopecheck test of ``--scopecheck-backend`` ends within ``--scopecheck-phase-timeout``
+    (INSTALL-20): one still running then fails with :data:`INCOMPLETE` and what it was doing,
+    and the verdict shows its phase incomplete -- never passed, never the backend's failure."""
+    if not item.config.getoption("scopecheck_backend", default=None) or (
+        item.path.name not in PHASE_OF
+    ):
+        return (yield)
+    from scopecheck.run.watchdog import Overrun, limit
+
+    seconds = item.config.getoption("scopecheck_phase_timeout", default=600.0)
+    try:
+        with limit(seconds, item.name):
+            return (yield)
+    except Overrun as exc:
+        pytest.fail(f"{INCOMPLETE}{exc}", pytrace=False)
 
 
 #: The Hypothesis phases (by name) of the machine under ``--scopecheck-replay``: the
@@ -255,6 +309,8 @@ class VerdictCollector:
         failures = []
         for phase in PHASES[:-1]:
             seen = [r for p, r in self.outcomes if p == phase and name in r.nodeid.rsplit("[")[-1]]
+            stopped = [r for r in seen if r.failed and INCOMPLETE in (r.longreprtext or "")]
+            seen = [r for r in seen if r not in stopped]
             failed = [report for report in seen if report.failed]
             skipped = [report for report in seen if report.skipped]
             passed = len(seen) - len(failed) - len(skipped)
@@ -275,7 +331,11 @@ class VerdictCollector:
                 if others is not None:
                     machines = sum(1 for r in seen if r.passed and _carries_counts(r))
                     ran += f"; {passed - machines} {others} passed"
-            if not seen:
+            if stopped and not failed:
+                why = (stopped[0].longreprtext or "").split(INCOMPLETE, 1)[-1].strip()
+                done = f"{ran}; " if passed else ""
+                phases[phase] = PhaseReport("incomplete", f"{done}{why}", counts)
+            elif not seen:
                 phases[phase] = PhaseReport("skipped", "not in this pytest run")
             elif failed:
                 detail = f"{len(failed)} of {len(seen)} tests failed"

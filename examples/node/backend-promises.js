@@ -8,6 +8,11 @@
 // Same files, durability and recovery as backend.js (read it for the layout).  Requests are
 // still answered one at a time, in order: each line waits for the previous answer.  Only the
 // response itself is written synchronously to stdout (one write per response, PROC-4).
+//
+// `--stream` appends through a write stream on the Session's descriptor
+// (`fs.createWriteStream`) instead of `FileHandle.write`; a stream that failed is dropped and the
+// next append makes a new one.  `--no-fsync`, `--no-dir-fsync` and `--no-cut-back` plant the
+// same bugs as in backend.js.
 "use strict";
 const fs = require("fs");
 const fsp = require("fs/promises");
@@ -16,6 +21,8 @@ const readline = require("readline");
 
 const NO_FSYNC = process.argv.includes("--no-fsync");
 const NO_DIR_FSYNC = process.argv.includes("--no-dir-fsync");
+const NO_CUT_BACK = process.argv.includes("--no-cut-back");
+const STREAM = process.argv.includes("--stream");
 const DEFAULT_LIMIT = 1000, MAX_LIMIT = 10000;
 
 class Refusal extends Error {
@@ -148,14 +155,20 @@ async function exists(file) {
   catch (error) { if (error.code === "ENOENT") return false; throw io(`stat ${file}`, error); }
 }
 function io(what, error) { return new Refusal("io_error", `${what}: ${error.code || error.message}`); }
-async function writeAll(fh, buffer) {
+async function writeAll(fh, buffer) {  // a short write (a disk filling up): write the rest, or fail
   for (let done = 0; done < buffer.length;) done += (await fh.write(buffer, done)).bytesWritten;
+}
+function transaction(line) {  // a log line as written by commit, or null
+  let record;
+  try { record = JSON.parse(line); } catch (_) { return null; }
+  const ok = record !== null && typeof record === "object" && Number.isInteger(record.s) && Number.isInteger(record.t) && Array.isArray(record.w);
+  return ok ? record : null;
 }
 
 class Handle {
   constructor(repo, id, file, state, fh, size) {
     this.repo = repo; this.id = id; this.file = file; this.state = state; this.closed = false; this.unusable = null;
-    this.fh = fh; this.size = size;
+    this.fh = fh; this.size = size; this.stream = null;
   }
   static async open(repo, id, file, state) {
     const fh = await fsp.open(file, "a");
@@ -174,9 +187,9 @@ class Handle {
     const first = state.nextSeq;
     const line = Buffer.from(JSON.stringify({ s: first, t: now, w: writes }) + "\n");
     try {
-      await writeAll(this.fh, line);
+      await this.append(line);
     } catch (error) {
-      await this.cutBack(error);
+      if (!NO_CUT_BACK) await this.cutBack(error);
       throw io(`append to ${this.id}`, error);
     }
     try {
@@ -190,6 +203,21 @@ class Handle {
     state.apply(writes, first, now);
     return writes.map((_, i) => ({ seq: first + i, timestamp: now }));
   }
+  async append(line) {
+    if (!STREAM) return writeAll(this.fh, line);
+    if (!this.stream) {
+      // the stream writes the rest of a short write itself, and fails when that fails
+      this.stream = fs.createWriteStream(null, { fd: this.fh.fd, autoClose: false });
+      this.stream.on("error", () => {});  // answered through the write's callback
+    }
+    const stream = this.stream;
+    try {
+      await new Promise((resolve, reject) => stream.write(line, (error) => (error ? reject(error) : resolve())));
+    } catch (error) {
+      this.stream = null;  // a stream that failed is destroyed: the next append makes a new one
+      throw error;
+    }
+  }
   async cutBack(error) {
     try { await this.fh.truncate(this.size); await this.fh.sync(); }
     catch (_) { this.unusable = `a failed append could not be cut back (${error.code})`; }
@@ -198,6 +226,7 @@ class Handle {
     if (this.closed) return;
     this.closed = true;
     this.repo.open.delete(this.id);
+    if (this.stream) this.stream.destroy();  // autoClose is off: the descriptor is the handle's
     await this.fh.close().catch(() => {});
   }
 }
@@ -239,11 +268,12 @@ class Repository {
       } catch (error) { throw io(`repair ${id}`, error); }
     }
     const state = new State();
-    for (const line of content.subarray(0, end).toString("utf8").split("\n")) {
-      if (!line) continue;
-      const record = JSON.parse(line);
+    content.subarray(0, end).toString("utf8").split("\n").forEach((line, n) => {
+      if (!line) return;
+      const record = transaction(line);
+      if (!record) refuse("corrupt", `${id} line ${n + 1} is not a transaction`);
       state.apply(record.w, record.s, record.t);
-    }
+    });
     return state;
   }
   async openSession(id) {

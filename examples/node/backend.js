@@ -12,7 +12,10 @@
 // append or fsync is cut back; after a failed fsync or cut the handle refuses writes
 // (`unusable`) until the Session is opened again.
 //
-// `--no-fsync` and `--no-dir-fsync` plant the two classic durability bugs for the checks.
+// `--no-fsync` and `--no-dir-fsync` plant the two classic durability bugs for the checks, and
+// `--no-cut-back` a third: a failed append is left in the file and the handle stays usable, so
+// after a short write (a disk filling up: `fs.writeSync` stores part of the line, the rest fails
+// with ENOSPC) the next commit appends its line after the bytes the failed one stored.
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -20,6 +23,7 @@ const readline = require("readline");
 
 const NO_FSYNC = process.argv.includes("--no-fsync");
 const NO_DIR_FSYNC = process.argv.includes("--no-dir-fsync");
+const NO_CUT_BACK = process.argv.includes("--no-cut-back");
 const DEFAULT_LIMIT = 1000, MAX_LIMIT = 10000;
 
 class Refusal extends Error {
@@ -147,6 +151,12 @@ function syncDir(dir) {
   const fd = fs.openSync(dir, "r");
   try { fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
 }
+function transaction(line) {  // a log line as written by commit, or null
+  let record;
+  try { record = JSON.parse(line); } catch (_) { return null; }
+  const ok = record !== null && typeof record === "object" && Number.isInteger(record.s) && Number.isInteger(record.t) && Array.isArray(record.w);
+  return ok ? record : null;
+}
 function io(what, error) { return new Refusal("io_error", `${what}: ${error.code || error.message}`); }
 
 class Handle {
@@ -169,7 +179,7 @@ class Handle {
     try {  // a short write (a disk filling up) returns less: write the rest, or fail
       for (let done = 0; done < line.length;) done += fs.writeSync(this.fd, line, done, line.length - done);
     } catch (error) {
-      this.cutBack(error);
+      if (!NO_CUT_BACK) this.cutBack(error);
       throw io(`append to ${this.id}`, error);
     }
     try {
@@ -224,11 +234,12 @@ class Repository {
       } catch (error) { throw io(`repair ${id}`, error); }
     }
     const state = new State();
-    for (const line of content.subarray(0, end).toString("utf8").split("\n")) {
-      if (!line) continue;
-      const record = JSON.parse(line);
+    content.subarray(0, end).toString("utf8").split("\n").forEach((line, n) => {
+      if (!line) return;
+      const record = transaction(line);
+      if (!record) refuse("corrupt", `${id} line ${n + 1} is not a transaction`);
       state.apply(record.w, record.s, record.t);
-    }
+    });
     return state;
   }
   openSession(id) {

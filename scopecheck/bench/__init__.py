@@ -90,6 +90,14 @@ def bench_process_figures(runs: int) -> dict[str, Any]:
     return bench_process(runs)
 
 
+def bench_trace_reader_figures(runs: int) -> dict[str, Any]:
+    """The strace reader before and after it read in linear time: a 10 MiB trace and a line of
+    100,000 escapes cut in two (scopecheck/bench/trace_reader.py)."""
+    from scopecheck.bench.trace_reader import bench_trace_reader
+
+    return bench_trace_reader(runs)
+
+
 def bench_fleet_figures(runs: int) -> dict[str, Any]:
     """HypoFuzz over the planted-bug example with 1 and 2 workers, a shared Redis or a directory
     database each: distinct examples/s and time to first failure (scopecheck/bench/fleet.py)."""
@@ -107,6 +115,7 @@ BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "syscall": bench_syscall_figures,
     "process": bench_process_figures,
     "fleet": bench_fleet_figures,
+    "trace-reader": bench_trace_reader_figures,
 }
 
 
@@ -133,6 +142,10 @@ def render(which: str, result: dict[str, Any]) -> None:
         from scopecheck.bench.fleet import render as render_fleet
 
         render_fleet(console, result)
+    elif which == "trace-reader":
+        from scopecheck.bench.trace_reader import render as render_trace_reader
+
+        render_trace_reader(console, result)
     elif which in ("machine", "lifecycle"):
         table = Table(title=f"{which} machine steps/s (median of {result['runs']})")
         for column in ("machine", "steps/s", "ratio to trivial", "runs"):

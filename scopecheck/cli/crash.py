@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from scopecheck.cli.common import DEFAULT_FAILURES, FS_PROFILE_OPTION, fail
+from scopecheck.cli.common import DEFAULT_FAILURES, FS_PROFILE_OPTION, fail, supervised
 
 
 @click.command()
@@ -50,9 +50,11 @@ def crash(
         check_fs_profile(fs_profile)
     except ScopecheckError as exc:
         fail(str(exc))
+    from scopecheck.run.stopping import signals_stop_the_run
 
-    sys.exit(
-        crash_command(
+    supervised()  # a signal stops it with nothing left behind (INSTALL-21)
+    with signals_stop_the_run():
+        code = crash_command(
             workloads,
             "prefix" if mode == "prefix" else "unsynced",
             seed,
@@ -62,4 +64,4 @@ def crash(
             replay_file,
             fs_profile,
         )
-    )
+    sys.exit(code)

@@ -17,6 +17,7 @@ from scopecheck.cli.common import (
     FS_PROFILE_OPTION,
     emit_json,
     fail,
+    supervised,
 )
 from scopecheck.models.errors import ScopecheckError
 
@@ -103,45 +104,77 @@ def fuzz(
         fail("--fs-profile other than posix runs with --workers 1 only")
     chosen_seed = seed if seed is not None else int(time.time()) % 1_000_000
     settings = load_profile(profile_name)
+    from scopecheck.run.internal import EXIT_INTERNAL, InternalError
+    from scopecheck.run.stopping import signals_stop_the_run
+    from scopecheck.run.validate import STOP_CODES, phase_overrun, signal_name
+    from scopecheck.run.watchdog import Overrun, limit
+
+    # Each backend's run ends within its budget and overrun (INSTALL-20); the supervisor
+    # stops the whole run a minute after the last could have ended (INSTALL-21).
+    backend_limit = per_backend + 2 * phase_overrun(per_backend)
+    supervised(hard_end=time.monotonic() + len(names) * backend_limit + 60)
     console = Console(stderr=True, quiet=as_json)
     reports: dict[str, BackendReport] = {}
-    with Progress(
-        TextColumn("{task.fields[name]:<14}"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[steps]:>8} steps {task.fields[failures]} failures"),
-        console=console,
-        transient=False,
-    ) as progress:
-        if workers > 1:
-            from scopecheck.run.parallel import fuzz_in_workers
+    unfinished: dict[str, str] = {}
+    internal: list[InternalError] = []
+    stopped: str | None = None
+    rerun = " ".join(
+        ["scopecheck", "fuzz", *(f"--backend {name}" for name in names), "--budget",
+         f"{per_backend:g}", "--seed", str(chosen_seed), "--profile", profile_name]
+    )  # fmt: skip
+    with (
+        signals_stop_the_run(),
+        Progress(
+            TextColumn("{task.fields[name]:<14}"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[steps]:>8} steps {task.fields[failures]} failures"),
+            console=console,
+            transient=False,
+        ) as progress,
+    ):
+        try:
+            if workers > 1:
+                from scopecheck.run.parallel import fuzz_in_workers
 
-            reports = fuzz_in_workers(
-                names, per_backend, chosen_seed, profile_name, Path(failures_dir), workers, progress
-            )
-        for name in names if workers == 1 else ():
-            task = progress.add_task("", total=per_backend, name=name, steps=0, failures=0)
+                reports = fuzz_in_workers(
+                    names, per_backend, chosen_seed, profile_name, Path(failures_dir), workers,
+                    progress,
+                )  # fmt: skip
+            for name in names if workers == 1 else ():
+                task = progress.add_task("", total=per_backend, name=name, steps=0, failures=0)
+                reports[name] = BackendReport()
 
-            def update(report: BackendReport, task: Any = task) -> None:
-                progress.update(
-                    task,
-                    completed=min(report.seconds, per_backend),
-                    steps=report.steps,
-                    failures=report.failures,
-                )
+                def update(report: BackendReport, task: Any = task, name: str = name) -> None:
+                    reports[name] = report  # what ran so far, if the run is stopped
+                    progress.update(
+                        task,
+                        completed=min(report.seconds, per_backend),
+                        steps=report.steps,
+                        failures=report.failures,
+                    )
 
-            reports[name] = fuzz_backend(
-                chosen[name],
-                budget=per_backend,
-                seed=chosen_seed,
-                settings=settings,
-                failures_dir=Path(failures_dir),
-                profile=profile_name,
-                on_progress=update,
-                spec=name if is_user_spec(name) else None,
-                fs_profile=fs_profile,
-            )
-            progress.update(task, completed=per_backend)
+                try:
+                    with limit(backend_limit, f"fuzzing {name}"):
+                        reports[name] = fuzz_backend(
+                            chosen[name],
+                            budget=per_backend,
+                            seed=chosen_seed,
+                            settings=settings,
+                            failures_dir=Path(failures_dir),
+                            profile=profile_name,
+                            on_progress=update,
+                            spec=name if is_user_spec(name) else None,
+                            fs_profile=fs_profile,
+                        )
+                except Overrun as exc:
+                    unfinished[name] = str(exc)
+                except Exception as exc:  # scopecheck's own error: never the backend's
+                    internal.append(InternalError.of(name, exc, rerun, Path(failures_dir)))
+                    unfinished[name] = f"scopecheck's own error ({internal[-1].error})"
+                progress.update(task, completed=per_backend)
+        except KeyboardInterrupt as exc:
+            stopped = signal_name(exc)
     total_failures = sum(r.failures for r in reports.values())
     if as_json:
         emit_json(
@@ -151,6 +184,9 @@ def fuzz(
                 "warnings": sum(r.warnings for r in reports.values()),
                 "fs_profile": fs_profile,
                 "seed": chosen_seed,
+                "incomplete": unfinished,
+                "internal_errors": [error.as_json() for error in internal],
+                "stopped": stopped,
             }
         )
     else:
@@ -183,7 +219,16 @@ def fuzz(
 
                 click.echo(f"file-system profiles: fails {profiles_text(profiles)}", err=True)
             click.echo(f"Replay it with: scopecheck replay {path}", err=True)
-    sys.exit(1 if total_failures else 0)
+    for name, why in unfinished.items():
+        click.echo(f"\nINCOMPLETE {name}: {why}", err=True)
+    for error in internal:
+        click.echo("\n" + "\n".join(error.lines()), err=True)
+    if stopped is not None:
+        click.echo(f"\nstopped by {stopped}: the figures so far", err=True)
+        sys.exit(STOP_CODES.get(stopped, 1))
+    if internal:
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(1 if total_failures or unfinished else 0)
 
 
 def _failure_text(record: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from scopecheck.cli.common import fail
+from scopecheck.cli.common import fail, supervised
 
 TARGETS = '''"""HypoFuzz targets for {spec}, written by `scopecheck hypofuzz`.
 
@@ -66,17 +66,28 @@ def hypofuzz(spec: str, workers: int, path: str | None) -> None:
     if program is None or not _has_hypofuzz():
         fail("HypoFuzz is not installed: pip install 'scopecheck[hypofuzz]'")
     command = [program, "fuzz", "--no-dashboard", "-n", str(workers), "--", str(target)]
+    from scopecheck.run.stopping import signals_stop_the_run
+    from scopecheck.run.validate import STOP_CODES, signal_name
+
+    supervised()
     click.echo(f"fuzzing {spec} ({' '.join(command[1:])}); stop with Ctrl-C", err=True)
     # Its own process group: HypoFuzz's workers outlive a signal to the hub alone.
     child = subprocess.Popen(command, start_new_session=True)
     try:
-        status = child.wait()
-    except KeyboardInterrupt:
-        os.killpg(child.pid, signal.SIGINT)
-        status = child.wait()
+        with signals_stop_the_run():
+            status = child.wait()
+    except KeyboardInterrupt as exc:  # SIGINT, SIGTERM or SIGHUP: HypoFuzz stops as on Ctrl-C
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=10)
+        status = STOP_CODES.get(signal_name(exc), 130)
+        click.echo(f"scopecheck: stopped by {signal_name(exc)}", err=True)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=10)
     sys.exit(status)
 
 

@@ -49,7 +49,12 @@ for command in (
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: click in non-standalone mode so every mistake is one line and exit 2."""
+    """Entry point: click in non-standalone mode so every mistake is one line and exit 2.
+    Called with no ``argv`` it is the ``scopecheck`` command's own process, and the
+    long-running commands fork their supervisor (:func:`~scopecheck.cli.common.supervised`)."""
+    from scopecheck.cli.common import ENTRY_POINT
+
+    ENTRY_POINT[0] = argv is None
     try:
         cli.main(args=argv, prog_name="scopecheck", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - depends on click
@@ -61,9 +66,13 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"scopecheck: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("scopecheck: aborted", err=True)
-        sys.exit(130)
+    except click.exceptions.Abort as exc:
+        from scopecheck.run.validate import STOP_CODES, signal_name
+
+        stopped = exc.__cause__ if isinstance(exc.__cause__, KeyboardInterrupt) else None
+        name = signal_name(stopped) if stopped is not None else "SIGINT"
+        click.echo(f"scopecheck: stopped by {name}", err=True)
+        sys.exit(STOP_CODES.get(name, 130))
     except ScopecheckError as exc:
         click.echo(f"scopecheck: error: {exc}", err=True)
         sys.exit(2 if exc.code != "corrupt" else 1)

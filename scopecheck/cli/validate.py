@@ -17,7 +17,9 @@ from scopecheck.cli.common import (
     DEFAULT_FAILURES,
     FS_PROFILE_OPTION,
     fail,
+    print_verdict,
     show_verdict,
+    supervised,
 )
 from scopecheck.crashsim.shards import Shard
 from scopecheck.models.errors import ScopecheckError
@@ -75,6 +77,14 @@ from scopecheck.models.errors import ScopecheckError
     "and kill runs; needs --examples) and run the machines from seed --seed + K - 1; join the "
     "jobs' --json reports with scopecheck merge (docs/ci.md).",
 )
+@click.option(
+    "--phase-timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Stop a phase of fixed work (the conformance suite; every phase with --examples) still "
+    "running after this many seconds and report it incomplete [default: 600].",
+)
 @FS_PROFILE_OPTION
 def validate(
     factory: str | None,
@@ -87,6 +97,7 @@ def validate(
     command: str | None,
     shard: str | None,
     fs_profile: str,
+    phase_timeout: float | None,
 ) -> None:
     """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend, or
     exec:'CMD ...' (the same as --exec) for a backend in a child process.
@@ -103,9 +114,12 @@ def validate(
     from rich.console import Console
     from rich.live import Live
 
+    from scopecheck.run.stopping import signals_stop_the_run
     from scopecheck.run.validate import (
+        PHASE_TIMEOUT,
         PHASES,
         PhaseReport,
+        Stopped,
         check_fs_profile,
         check_shard,
         parse_required,
@@ -114,6 +128,9 @@ def validate(
 
     if not budget > 0:
         fail(f"--budget must be a positive number of seconds (got {budget:g})")
+    if phase_timeout is not None and not phase_timeout > 0:
+        fail(f"--phase-timeout must be a positive number of seconds (got {phase_timeout:g})")
+    timeout = PHASE_TIMEOUT if phase_timeout is None else phase_timeout
     try:
         required = parse_required(require)
         check_fs_profile(fs_profile)
@@ -121,6 +138,10 @@ def validate(
         check_shard(share, examples)
     except (ScopecheckError, ValueError) as exc:
         fail(str(exc))
+    supervised(
+        hard_end=time.monotonic() + hard_limit(budget, examples, timeout),
+        report_killed=lambda so_far, why: report_killed(so_far, why, as_json),
+    )
     console = Console(stderr=True, quiet=as_json)
     shown: dict[str, PhaseReport] = {name: PhaseReport() for name in PHASES}
 
@@ -138,15 +159,61 @@ def validate(
                 live.update(render())
 
         try:
-            verdict = run_validate(
-                spec, budget, Path(failures_dir), seed, progress=LiveProgress(),
-                examples=examples, require=required, started=started, fs_profile=fs_profile,
-                shard=share,
-            )  # fmt: skip
+            with signals_stop_the_run():
+                verdict = run_validate(
+                    spec, budget, Path(failures_dir), seed, progress=LiveProgress(),
+                    examples=examples, require=required, started=started,
+                    fs_profile=fs_profile, shard=share, phase_timeout=timeout,
+                )  # fmt: skip
+        except Stopped as stopped:
+            verdict = stopped.verdict
         except ScopecheckError as exc:
             live.stop()
             fail(str(exc))
     show_verdict(verdict, as_json)
+
+
+def hard_limit(budget: float, examples: int | None, phase_timeout: float) -> float:
+    """Seconds after which the supervisor stops a validation as hung (INSTALL-21): past every
+    phase's own limit (INSTALL-20) and a minute more, so the watchdog inside always comes
+    first when it can."""
+    from scopecheck.run.validate import PHASES, crash_overrun, phase_overrun
+
+    if examples is not None:
+        return len(PHASES) * phase_timeout + 60
+    return phase_timeout + budget + crash_overrun(budget) + 3 * phase_overrun(budget) + 60
+
+
+def report_killed(so_far: str, why: str, as_json: bool) -> int:
+    """Print the verdict a killed validation saved last (the phase it was in incomplete, the
+    rest not run) and return its exit code; one line when it saved none."""
+    import orjson
+
+    from scopecheck.run.validate import STOP_CODES, PhaseReport, Verdict
+
+    cause = (
+        "it hung past the run's hard end and did not stop within 5 s"
+        if why == "hang"
+        else f"it did not stop within 5 s of {why}"
+    )
+    try:
+        verdict = Verdict.from_json(orjson.loads(Path(so_far).read_bytes()))
+    except (OSError, ValueError):
+        click.echo(f"scopecheck: the validation was killed ({cause}) before a verdict", err=True)
+        return STOP_CODES.get(why, 1)
+    phases = dict(verdict.phases)
+    for name, phase in phases.items():
+        if phase.status == "running":
+            phases[name] = PhaseReport(
+                "incomplete", f"killed, {cause}; so far: {phase.detail}", phase.counts
+            )
+        elif phase.status == "pending":
+            phases[name] = PhaseReport("skipped", f"not run: the validation was killed ({cause})")
+    import attrs
+
+    verdict = attrs.evolve(verdict, phases=phases, stopped=why)
+    print_verdict(verdict, as_json)
+    return verdict.exit_code
 
 
 @contextlib.contextmanager

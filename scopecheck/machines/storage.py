@@ -32,12 +32,14 @@ from hypothesis.stateful import (
 import scopecheck.machines.hygiene as hygiene
 import scopecheck.machines.strategies as sx
 from scopecheck.backends.registry import Backend, World
+from scopecheck.crashsim.shown import brief
 from scopecheck.machines.failures import FailureKey, stamp
 from scopecheck.machines.failures import MismatchError as MismatchError
 from scopecheck.models.addresses import value, value_list
 from scopecheck.models.errors import ProtocolError, ScopecheckError
 from scopecheck.models.fork import TreeFork
 from scopecheck.models.protocols import Repository, Storage
+from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository, ReferenceSession
 from scopecheck.models.scope import EphemeralScope, ephemeral_scope
 from scopecheck.models.writes import append_list, retire_scope, set_value
@@ -249,7 +251,8 @@ def same(what: str, expected: Outcome, actual: Outcome) -> None:
     Session or with any argument is one failure (CHECK-9)."""
     if expected != actual:
         raise MismatchError(
-            f"{what}: model gave {expected!r}, backend gave {actual!r}", check=compared(what)
+            f"{what}: model gave {brief(expected)}, backend gave {brief(actual)}",
+            check=compared(what),
         )
 
 
@@ -389,10 +392,9 @@ class SessionPairMachine(RuleBasedStateMachine):
             expected = self.models[sid].snapshot()
             actual = self.stores[sid].snapshot()
             if expected != actual:
-                fields = [n for n in SNAPSHOT_FIELDS if getattr(expected, n) != getattr(actual, n)]
                 raise MismatchError(
                     describe_difference(sid, expected, actual),
-                    check=f"logical state differs: {', '.join(fields)}",
+                    check=f"logical state differs: {differing_fields(expected, actual)}",
                 )
 
     def clock(self) -> int:
@@ -994,14 +996,23 @@ def rules_of_program(
 SNAPSHOT_FIELDS = ("entries", "usage", "values", "lists", "stats")
 
 
+def differing_fields(expected: Snapshot, actual: object) -> str:
+    """Which fields of a snapshot differ from the model's, or that it is no snapshot at all."""
+    if not isinstance(actual, Snapshot):
+        return "snapshot() returned no Snapshot"
+    return ", ".join(n for n in SNAPSHOT_FIELDS if getattr(expected, n) != getattr(actual, n))
+
+
 def describe_difference(sid: str, expected: Any, actual: Any) -> str:
     """One line per differing field of two snapshots."""
     lines = [f"logical state of session {sid!r} differs from the model:"]
+    if not isinstance(actual, Snapshot):
+        return f"{lines[0]} the backend's snapshot() returned {brief(actual)}"
     for name in SNAPSHOT_FIELDS:
         want, got = getattr(expected, name), getattr(actual, name)
         if want != got:
-            lines.append(f"  {name}: model={want!r}")
-            lines.append(f"  {' ' * len(name)}  backend={got!r}")
+            lines.append(f"  {name}: model={brief(want)}")
+            lines.append(f"  {' ' * len(name)}  backend={brief(got)}")
     return "\n".join(lines)
 
 

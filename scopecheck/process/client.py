@@ -29,6 +29,7 @@ import os
 import select
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -39,6 +40,7 @@ from typing import IO, Any, ClassVar, Literal
 
 import attrs
 
+from scopecheck.crashsim import shown
 from scopecheck.models import wire
 from scopecheck.models.errors import ProtocolError
 from scopecheck.models.fork import ForkOptions
@@ -54,6 +56,7 @@ from scopecheck.models.records import (
 )
 from scopecheck.models.scope import Scope
 from scopecheck.process.protocol import PROTOCOL_VERSION, decode_response, encode_request
+from scopecheck.run.watchdog import doing
 
 #: Seconds a backend may take to answer one request.
 REQUEST_TIMEOUT = 60.0
@@ -63,6 +66,10 @@ EXIT_TIMEOUT = 10.0
 STDERR_LINES = 20
 #: Characters of a request or a response a protocol error shows.
 SHOWN = 600
+#: Characters of a protocol error's message (the backend's own words in it included).
+MESSAGE_LIMIT = 8000
+#: Characters of the name a backend gives itself at hello.
+NAME_LIMIT = 100
 
 
 class ProtocolFailure(BaseException):
@@ -82,6 +89,15 @@ class ProtocolFailure(BaseException):
         return self.error.message
 
 
+class BackendRaised(ProtocolError):
+    """``scopecheck serve`` reported that the Python backend it serves raised an exception
+    without a code (``protocol_error`` with the backend's ``traceback``): the backend's own
+    answer -- a recovery that raised reading back a damaged file, say -- judged by the rule of
+    the call that raised it (CRASH-FS-1 for a reopen), not a child speaking the protocol
+    wrongly.  The child goes on serving.  In a world that escalates (the machines, the
+    conformance suite) it stays a :class:`ProtocolFailure`, as every protocol error there."""
+
+
 @attrs.define
 class StartCount:
     """Backend processes started by this Python process (``scopecheck bench process``)."""
@@ -97,10 +113,11 @@ def _indent(text: str, lines: int = STDERR_LINES) -> str:
 
 
 def _shown(data: bytes | None) -> str:
+    """A line sent or answered, as a protocol error shows it: its first :data:`SHOWN` bytes,
+    bytes that are not UTF-8 as ``\\xNN`` (:func:`~scopecheck.crashsim.shown.data`)."""
     if data is None:
         return "(nothing)"
-    text = data.rstrip(b"\n").decode("utf-8", "replace")
-    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text):,} characters)"
+    return shown.data(data[:-1] if data.endswith(b"\n") else data, SHOWN)
 
 
 class BackendProcess:
@@ -158,7 +175,14 @@ class BackendProcess:
         self._poller = select.poll()  # one for the child's life: a request is a write and a read
         self._poller.register(self._stdout_fd, select.POLLIN)
         if root is not None:
-            self.hello(root)
+            try:
+                self.hello(root)
+            except BaseException:
+                # Nobody holds a process whose constructor raised: it is stopped here, or it
+                # would live on (under strace, still writing its trace file) while the caller
+                # starts the next one.
+                self.stop()
+                raise
 
     def hello(self, root: str) -> None:
         """Move the child to ``root`` (PROC-1, PROC-8): its first hello, or a later one."""
@@ -173,7 +197,10 @@ class BackendProcess:
         self.root = root
         self.hellos += 1
         self.served.add(root)
-        self.name = str(hello.get("name") or os.path.basename(self.command[-1]))
+        name = hello.get("name")
+        if not isinstance(name, str) or not name:
+            name = os.path.basename(self.command[-1])
+        self.name = shown.text(name, NAME_LIMIT)
         self.fork = bool(hello.get("fork", False))
 
     @property
@@ -208,6 +235,7 @@ class BackendProcess:
         as a :class:`ProtocolFailure` when the child ``escalate``s."""
         lines = self.stderr_lines()
         said = _indent("\n".join(lines)) if lines else "    (nothing)"
+        message = shown.text(message, MESSAGE_LIMIT)  # it may quote what the backend said
         error = ProtocolError(
             f"{message}\n  sent:   {_shown(self._sent)}\n  answer: {_shown(self._answer)}\n"
             f"  stderr of {shlex.join(self.command)} ends:\n{said}",
@@ -228,20 +256,30 @@ class BackendProcess:
         return ProtocolError(f"the backend process exited (status {status}) during {op}", op=op)
 
     def _read_line(self, op: str) -> bytes:
+        """The next line of the child's stdout, in time linear in its length whatever its
+        size (a reopened store may answer with tens of megabytes): chunks are kept apart and
+        only the new one is searched for the newline."""
         deadline = time.monotonic() + self._timeout
-        while b"\n" not in self._buffer:
+        chunks = [self._buffer]
+        end = self._buffer.find(b"\n")
+        while end < 0:
             left = deadline - time.monotonic()
             if left <= 0:
+                self._buffer = b"".join(chunks)
                 raise ProtocolError(
                     f"the backend did not answer {op} within {self._timeout:g}s", op=op
                 )
             if not self._poller.poll(left * 1000):
                 continue
-            chunk = os.read(self._stdout_fd, 1 << 16)
+            chunk = os.read(self._stdout_fd, 1 << 20)
             if not chunk:
+                self._buffer = b"".join(chunks)
                 raise self._died(op)
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
+            chunks.append(chunk)
+            end = chunk.find(b"\n")
+        last = chunks.pop()
+        line = b"".join([*chunks, last[:end]])
+        self._buffer = last[end + 1 :]
         return line
 
     def request(self, op: str, **fields: Any) -> Any:
@@ -260,11 +298,15 @@ class BackendProcess:
                     stdin.flush()
                 except (BrokenPipeError, ValueError):
                     raise self._died(op) from None
-                self._answer = self._read_line(op)
+                with doing(f"waiting for the backend's answer to {op} (pid {self.pid})"):
+                    self._answer = self._read_line(op)
                 return decode_response(self._answer, request_id, op)
             except ProtocolError as exc:
                 trace = exc.details.get("traceback")
                 raised = f"\n  traceback:\n{_indent(str(trace))}" if trace else ""
+                if trace is not None and not self.escalate:
+                    message = shown.text(exc.message, MESSAGE_LIMIT)
+                    raise BackendRaised(f"{message}{raised}", op=op) from None
                 raise self.fail(exc.message + raised, op) from None
 
     def stop(self) -> int | None:
@@ -288,6 +330,13 @@ class BackendProcess:
                     self._stderr.close()
 
     def _kill_quietly(self) -> None:
+        """SIGKILL the child and what it started: under strace the backend is strace's child,
+        and killing strace alone would leave it running untraced (INSTALL-21)."""
+        from scopecheck.run.stopping import descendants
+
+        for pid in reversed(descendants(self._child.pid)):
+            with contextlib.suppress(ProcessLookupError, OSError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, OSError):
             self._child.kill()
 
@@ -358,11 +407,18 @@ class ProcessStorage:
         rows = self._ask(
             "scan_values", namespace=namespace, prefix=prefix, scope=wire.scope_to_json(scope)
         )
-        return _shape(  # type: ignore[no-any-return]
-            self._process,
-            "scan_values",
-            lambda: tuple((str(k), wire.value_record_from_json(r)) for k, r in rows),
-        )
+
+        def decode() -> tuple[tuple[str, ValueRecord], ...]:
+            if not isinstance(rows, list):
+                raise wire.WireError("scan_values", "expected a list of [key, value] rows")
+            found = []
+            for i, row in enumerate(rows):
+                if not isinstance(row, list) or len(row) != 2 or not isinstance(row[0], str):
+                    raise wire.WireError(f"scan_values[{i}]", "expected [key, value]")
+                found.append((row[0], wire.value_record_from_json(row[1], f"scan_values[{i}]")))
+            return tuple(found)
+
+        return _shape(self._process, "scan_values", decode)  # type: ignore[no-any-return]
 
     def read_list(
         self,
@@ -381,9 +437,13 @@ class ProcessStorage:
             limit=limit,
             stop_at_tag=stop_at_tag,
         )
-        return _shape(  # type: ignore[no-any-return]
-            self._process, "read_list", lambda: tuple(wire.element_from_json(e) for e in page)
-        )
+
+        def decode() -> tuple[ListElement, ...]:
+            if not isinstance(page, list):
+                raise wire.WireError("read_list", "expected a list of elements")
+            return tuple(wire.element_from_json(e, f"read_list[{i}]") for i, e in enumerate(page))
+
+        return _shape(self._process, "read_list", decode)  # type: ignore[no-any-return]
 
     def get_entry(self, entry_id: str) -> EntryRecord | None:
         found = self._ask("get_entry", entry_id=entry_id)
@@ -436,7 +496,13 @@ class ProcessRepository:
 
     def list(self) -> list[str]:
         found = self.process.request("list")
-        return _shape(self.process, "list", lambda: [str(s) for s in found])  # type: ignore[no-any-return]
+
+        def decode() -> list[str]:
+            if not isinstance(found, list) or not all(isinstance(s, str) for s in found):
+                raise wire.WireError("list", "expected a list of Session ids (strings)")
+            return found
+
+        return _shape(self.process, "list", decode)  # type: ignore[no-any-return]
 
     def delete(self, session_id: str) -> None:
         self.process.request("delete", session=session_id)

@@ -62,6 +62,8 @@ class Server:
             result = getattr(self, f"op_{op}")(request)
         except ScopecheckError as exc:
             return encode_response(request_id, error=wire.error_to_json(exc))
+        except wire.NotEncodable as exc:  # what the backend returned, not the request
+            return encode_response(request_id, error=_error("corrupt", _not_carried(op, exc)))
         except wire.WireError as exc:
             return encode_response(request_id, error=_error("invalid_payload", str(exc)))
         except Exception as exc:  # a bug in the backend: reported, and the server goes on
@@ -116,7 +118,10 @@ class Server:
         return self._handle_of(self._repo.open(request["session"]))
 
     def op_list(self, request: dict[str, Any]) -> Any:
-        return list(self._repo.list())
+        found = list(self._repo.list())
+        if not all(isinstance(session_id, str) for session_id in found):
+            raise wire.NotEncodable("list", "expected Session ids (strings)")
+        return found
 
     def op_delete(self, request: dict[str, Any]) -> Any:
         self._repo.delete(request["session"])
@@ -182,6 +187,17 @@ class Server:
 
     def op_close(self, request: dict[str, Any]) -> Any:
         self._storage(request).close()
+
+
+def _not_carried(op: str, exc: wire.NotEncodable) -> str:
+    """Why a result of ``op`` is answered ``corrupt``: the backend returned something no
+    contract record holds -- what a store does when it reads back a damaged file (a NULL
+    where a payload was, a number for an id) -- so it is judged as the store's state, never
+    as the backend speaking the protocol wrongly, which the user's Python code does not do."""
+    return (
+        f"{op}() returned {exc}: not what the contract's records hold (read back corrupt?), so "
+        "scopecheck serve cannot pass it on"
+    )
 
 
 def is_integer(value: object) -> TypeGuard[int]:

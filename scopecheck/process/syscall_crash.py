@@ -41,6 +41,8 @@ did not in :data:`REPLAY_TRIES` tries.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import contextlib
 import itertools
@@ -61,6 +63,7 @@ from scopecheck.crashsim.explore import (
     OVERRUN,
     Exploration,
     Findings,
+    NotJudged,
     Plan,
     point_images,
 )
@@ -76,8 +79,10 @@ from scopecheck.crashsim.failure import (
 from scopecheck.crashsim.fault_check import (
     FaultImage,
     FaultRules,
+    blind_verdict,
+    error_place,
     fault_images,
-    judge_images,
+    judge_blind,
     uncoded,
 )
 from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan
@@ -100,7 +105,14 @@ from scopecheck.crashsim.persistence import (
     profile_named,
     profiled_volume,
 )
-from scopecheck.crashsim.points import DataKept, Strict, Torn, Variant, parse_variant
+from scopecheck.crashsim.points import (
+    DataKept,
+    ProcessCrash,
+    Strict,
+    Torn,
+    Variant,
+    parse_variant,
+)
 from scopecheck.crashsim.recovery import (
     Broken,
     Expected,
@@ -118,12 +130,14 @@ from scopecheck.models.errors import ProtocolError, ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
 from scopecheck.models.reference import ReferenceRepository
 from scopecheck.models.writes import set_value
-from scopecheck.process.client import BackendProcess, ProcessRepository
+from scopecheck.process.client import BackendProcess, BackendRaised, ProcessRepository
 
 SESSION = "s"
 _PROBE = value("scopecheck.probe", "after-crash")
 #: The source name of this module's failures (``CrashFailure.source``).
 SOURCE = "syscall"
+#: The kind of every protocol failure (PROC-2): one per exploration, wherever it showed.
+PROTOCOL = "protocol"
 #: Stands for the interpreter running scopecheck in a stored command, so a reproducer replays
 #: on another machine (or venv).
 PYTHON = "{python}"
@@ -210,6 +224,16 @@ class Recording:
     injected: tuple[Injected, ...] = ()
     #: The end of the backend's stderr for each child, for messages.
     stderr: tuple[str, ...] = ()
+    #: What each step's error said (``""`` for a step that succeeded).
+    errors: tuple[str, ...] = ()
+    #: Files written through a shared writable mapping: ``(operation index, path, how)``, the
+    #: path as the mapping named it, from the moment it was mapped (CRASH-SYS-8).
+    mapped: tuple[tuple[int, str, str], ...] = ()
+    #: Trace lines the reader could not read, naming a call the model follows:
+    #: ``(operation index, why)`` (CRASH-SYS-16).
+    unreadable: tuple[tuple[int, str], ...] = ()
+    #: The disk the run left at its end (a recording's), for the contents of mapped files.
+    final: Image | None = attrs.field(default=None, eq=False, repr=False)
 
     def acked(self, k: int) -> int:
         """Steps acknowledged before operation ``k`` ran."""
@@ -226,6 +250,44 @@ class Recording:
         last = len(self.workload.steps)
         return (done,) if done >= last else (done, done + 1)
 
+    def unbuildable(self, k: int) -> str | None:
+        """Why no image of a crash before operation ``k`` can be built: a call the reader
+        could not read came before it, and the operations may miss it (CRASH-SYS-17)."""
+        for at, why in self.unreadable:
+            if at < k:
+                return why
+        return None
+
+    def blind(self, k: int) -> dict[str, str]:
+        """The files of a crash image before operation ``k`` whose contents the trace cannot
+        see -- mapped shared and writable before ``k`` -- by their path at ``k`` (a rename of
+        the file, or of a directory above it, moves it), with why (CRASH-SYS-17)."""
+        if not self.mapped:
+            return {}
+        return blind_at(self.ops, self.mapped, k)
+
+    def later(self, k: int, paths: Iterable[str]) -> dict[str, bytes]:
+        """The contents the files at ``paths`` (named as before operation ``k``) had at the
+        end of the run, where it still held them under a name they moved to."""
+        if self.final is None:
+            return {}
+        found = {}
+        for path in paths:
+            name = _moved(self.ops, k, len(self.ops), path)
+            if name is not None and name in self.final.files:
+                found[path] = self.final.files[name]
+        return found
+
+    def child_end(self, k: int) -> int:
+        """The last operation of the backend process that made operation ``k`` at whose call
+        it can be killed (``k`` itself when there is none after it)."""
+        child = max(0, bisect.bisect_right(self.starts, k) - 1)
+        end = self.starts[child + 1] if child + 1 < len(self.starts) else len(self.ops)
+        for last in range(end - 1, k, -1):
+            if _kill_aim(self, last) is not None:
+                return last
+        return k
+
     def narrowed(self, k: int, recovered: Snapshot | None) -> tuple[int, ...]:
         """Of the model states a crash before ``k`` allows, the ones equal to ``recovered``
         -- what an uninterrupted recovery of that crash gave, so a crash during it must give
@@ -233,6 +295,53 @@ class Recording:
         allowed = self.allowed(k)
         same = tuple(i for i in allowed if self.model.snapshots[i] == recovered)
         return same or allowed
+
+
+def blind_at(
+    ops: Sequence[FileOp], mapped: Sequence[tuple[int, str, str]], k: int
+) -> dict[str, str]:
+    """The mapped files (``(operation index, path, how)``: mapped after the operations before
+    that index; ``-1``, before any) as they are named after ``ops[:k]``: each mapped before
+    ``ops[k - 1]`` completed, moved by renames of it or of a directory above it, gone when
+    unlinked.  One mapped right before ``ops[k]`` is not: the image is the state before the
+    mapping."""
+    found: dict[str, str] = {}
+    pending = sorted(mapped)
+    for index in range(k):
+        while pending and pending[0][0] <= index:
+            _, path, how = pending.pop(0)
+            found.setdefault(path, how)
+        if not found:
+            continue
+        op = ops[index]
+        if op.kind == "rename":
+            found = {
+                (op.target + p[len(op.path) :] if _under(p, op.path) else p): w
+                for p, w in found.items()
+            }
+        elif op.kind in ("unlink", "rmdir"):
+            found = {p: w for p, w in found.items() if not _under(p, op.path)}
+    if k == 0:
+        found = {path: how for at, path, how in pending if at < 0}
+    return found
+
+
+def _moved(ops: Sequence[FileOp], start: int, end: int, path: str) -> str | None:
+    """The name the file at ``path`` before ``ops[start]`` has before ``ops[end]`` (renames of
+    it or of a directory above it followed), or ``None`` when it was unlinked."""
+    name: str | None = path
+    for op in ops[start:end]:
+        if name is None:
+            break
+        if op.kind == "rename" and _under(name, op.path):
+            name = op.target + name[len(op.path) :]
+        elif op.kind in ("unlink", "rmdir") and _under(name, op.path):
+            name = None
+    return name
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + "/")
 
 
 def _outcome(exc: BaseException) -> str:
@@ -251,28 +360,44 @@ def run_workload(
     inject: tuple[int, str] | None = None,
     traced: bool = True,
     fired: Callable[[], bool] | None = None,
+    stop_at_death: bool = False,
 ) -> Recording:
     """Run ``wl`` with each child under strace (trace files in ``traces``); ``inject`` is
     ``(child, strace inject expression)``.  Every step runs even after one fails (its outcome
     is its error code); a dead child is restarted for the next restart step only.  A run with
     a fault stops once the child after the faulted one has reopened the Session -- for a
-    fault on the FUSE mount, ``fired()`` says when it has happened; ``traced`` False runs it
-    without strace (to measure what tracing costs)."""
+    fault on the FUSE mount, ``fired()`` says when it has happened; with ``stop_at_death``, as
+    soon as the child given the injection has died (the disk is then exactly what its death
+    left); ``traced`` False runs it without strace (to measure what tracing costs)."""
     clock = StepClock()
-    children: list[tuple[BackendProcess, str]] = []
+    #: Every child started, in order, with its trace (a start that failed -- its ``hello``
+    #: answer faulted, say -- has a trace and no process): the child numbers ``inject`` and
+    #: the acknowledgements count by.
+    children: list[tuple[BackendProcess | None, str]] = []
     tails: list[str] = []
 
     def start() -> ProcessRepository:
         index = len(children)
         trace = os.path.join(traces, f"trace-{index}.txt")
         expressions = [inject[1]] if inject is not None and inject[0] == index else []
-        run = strace_command(trace, command, inject=expressions) if traced else list(command)
-        process = BackendProcess(run, root, clock, cwd=cwd)
+        run = traced_command(trace, command, expressions) if traced else list(command)
+        process = BackendProcess(run, None, clock, cwd=cwd)
+        # A child is one before its hello: one whose hello fails is stopped and its trace read
+        # like any other's (its calls changed the disk), and no later child reuses its file.
         children.append((process, trace))
+        process.hello(root)
         return ProcessRepository(process)
+
+    def ended(child: int) -> bool:
+        """Whether child ``child`` has started and ended (or never started)."""
+        if len(children) != child + 1:
+            return False
+        process = children[-1][0]
+        return process is None or process.exited
 
     acks: list[tuple[int, int] | None] = []
     outcomes: list[str] = []
+    errors: list[str] = []
     faulted: int | None = None
     repo: ProcessRepository | None = None
     storage: Any = None
@@ -298,6 +423,9 @@ def run_workload(
                         repo.close()
                     tails.append(repo.process.stderr_tail())
                     repo.process.stop()
+                    if stop_at_death and inject is not None and len(children) == inject[0] + 1:
+                        break  # the child given the kill has ended, killed or not: its disk
+                    repo = None
                     repo = start()
                     storage = repo.open(SESSION)
                 elif step.op == "delete":
@@ -306,12 +434,16 @@ def run_workload(
                     storage = None
                     repo.delete(SESSION)
                 outcomes.append("ok")
+                errors.append("")
                 acks.append((len(children) - 1, repo.process.last_request_id))
             except (ScopecheckError, OSError) as exc:
                 outcomes.append(_outcome(exc))
+                errors.append(exc.message if isinstance(exc, ScopecheckError) else str(exc))
                 acks.append(None)
             if inject is not None and len(children) > inject[0] + 1:
                 break  # the faulted child is gone and its successor has reopened: enough
+            if stop_at_death and inject is not None and ended(inject[0]):
+                break
             if fired is not None:
                 if faulted is None and fired():
                     faulted = len(children) - 1
@@ -323,11 +455,12 @@ def run_workload(
                 repo.close()
             tails.append(repo.process.stderr_tail())
         for process, _ in children:
-            process.stop()
+            if process is not None:
+                process.stop()
     if not traced:
         ran = wl if len(outcomes) == len(wl.steps) else Workload(wl.name, wl.steps[: len(outcomes)])
-        return _combine(ran, [], acks, outcomes, [], tuple(tails))
-    records = [read_trace(trace) for _, trace in children]
+        return _combine(ran, [], acks, outcomes, [], tuple(tails), errors=tuple(errors))
+    records = [read_trace(trace) if os.path.exists(trace) else [] for _, trace in children]
     timelines = [
         extract(found, root, cwd, first_handle=1_000_000 * i) for i, found in enumerate(records)
     ]
@@ -338,7 +471,21 @@ def run_workload(
         for call in found
         if isinstance(call, Syscall) and call.injected
     ]
-    return _combine(ran, timelines, acks, outcomes, injected, tuple(tails), root, cwd)
+    return _combine(
+        ran, timelines, acks, outcomes, injected, tuple(tails), root, cwd, errors=tuple(errors)
+    )
+
+
+def traced_command(trace: str, command: Sequence[str], inject: Sequence[str]) -> list[str]:
+    """:func:`~scopecheck.crashsim.strace.strace_command`, without ``--seccomp-bpf`` when an
+    injection delivers a signal: strace (6.1) stops a tracee at a syscall's entry through its
+    seccomp filter in a way that never delivers an injected signal -- a kill run would run to
+    its end without the kill (CRASH-SYS-7).  Without the filter every call stops, which only
+    the kill runs pay."""
+    found = strace_command(trace, command, inject=inject)
+    if any("signal=" in expression for expression in inject):
+        found = [part for part in found if part != "--seccomp-bpf"]
+    return found
 
 
 def _combine(
@@ -350,6 +497,8 @@ def _combine(
     tails: tuple[str, ...],
     root: str = "",
     cwd: str = "",
+    *,
+    errors: tuple[str, ...] = (),
 ) -> Recording:
     ops: list[FileOp] = []
     starts: list[int] = []
@@ -366,6 +515,18 @@ def _combine(
         _injected(child, call, timelines[child], starts[child], root, cwd)
         for child, call in injected
     )
+    mapped = tuple(
+        (starts[child] + f.at, f.path, "written through a shared mapping")
+        for child, tl in enumerate(timelines)
+        for f in tl.findings
+        if f.kind == "mmap" and f.path is not None
+    )
+    unreadable = tuple(
+        (starts[child] + f.at, relative_to_root(f.text, root))
+        for child, tl in enumerate(timelines)
+        for f in tl.findings
+        if f.kind == "unreadable"
+    )
     return Recording(
         wl,
         tuple(ops),
@@ -378,6 +539,9 @@ def _combine(
         killed=any(tl.killed_by for tl in timelines),
         injected=hits,
         stderr=tails,
+        errors=errors,
+        mapped=mapped,
+        unreadable=unreadable,
     )
 
 
@@ -604,7 +768,7 @@ class ImageChecker:
         if not isinstance(verdict, Broken):
             return None
         broken = after_power_loss(verdict, variant.name, variant.power_loss)
-        if isinstance(broken.error, ProtocolError):
+        if isinstance(broken.error, ProtocolError) and not isinstance(broken.error, BackendRaised):
             self.broken = True  # the next image gets a new child
             broken = attrs.evolve(
                 broken,
@@ -614,7 +778,7 @@ class ImageChecker:
             )
         ops = rec.ops
         recovered = broken.recovered
-        return CrashFailure.of_image(
+        found = CrashFailure.of_image(
             SOURCE, broken.rule, broken.problem, seed=self.seed,
             workload=rec.workload.to_json(), point=k, variant=variant.name,
             evidence=Evidence(rec.ops, EMPTY, rec.acked_at),
@@ -624,6 +788,9 @@ class ImageChecker:
                 "recovered": recovered if isinstance(recovered, str) else describe(recovered),
             },
         )  # fmt: skip
+        # The backend's wire, whatever image it was reopening: one failure of its kind, never
+        # a crash rule judged on a reopen that did not speak the protocol (PROC-2).
+        return attrs.evolve(found, kind=PROTOCOL) if broken.rule == "PROC-2" else found
 
 
 # -- crashing the recovery --------------------------------------------------------------------
@@ -631,10 +798,11 @@ class ImageChecker:
 
 def record_recovery(
     command: Sequence[str], cwd: str, image: Image, base: str, clock_at: int
-) -> tuple[tuple[FileOp, ...], Snapshot | None]:
-    """The file operations a fresh backend process makes while it reopens ``image`` (lists,
-    opens and reads the Session, closes), recorded under strace over a copy of it, and the
-    Session that uninterrupted recovery gave (``None``: none)."""
+) -> tuple[Timeline, Snapshot | None]:
+    """What a fresh backend process does while it reopens ``image`` (lists, opens and reads
+    the Session, closes), recorded under strace over a copy of it -- its file operations,
+    and what its trace could not see -- and the Session that uninterrupted recovery gave
+    (``None``: none)."""
     root = tempfile.mkdtemp(prefix="recovery-", dir=base)
     trace = os.path.join(base, f"{os.path.basename(root)}.trace")
     clock = StepClock()
@@ -653,7 +821,7 @@ def record_recovery(
                 repo.close()
         finally:
             process.stop()
-        return extract(read_trace(trace), root, cwd).ops, recovered
+        return extract(read_trace(trace), root, cwd), recovered
     finally:
         shutil.rmtree(root, ignore_errors=True)
         with contextlib.suppress(OSError):
@@ -718,7 +886,10 @@ class SyscallSource:
     cwd: str
     transactions: int = 6
     kill_runs: int = 0
-    dropped_runs: int = 0
+    #: Kill runs made to judge a crash point for real (CRASH-SYS-17).
+    kill_checks: int = 0
+    #: Fault and kill runs dropped, not judged, by why (CRASH-COV-3).
+    dropped: dict[str, int] = attrs.field(factory=dict)
     #: Where this exploration writes its roots and traces (set by :meth:`explore`).
     base: str = ""
     #: The first round's seed: round ``seed`` aims its fault runs ``seed - first_seed``
@@ -770,11 +941,15 @@ class SyscallSource:
             )  # fmt: skip
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
-        if self.dropped_runs:
+        for dropped, count in self.dropped.items():
             found.findings.limited(
-                f"fault: {self.dropped_runs} fault runs were dropped, not judged: the fault hit "
-                "another call than the one aimed at, or none (strace counts calls per thread, "
-                "and a rerun may take another path)"
+                f"fault: {count} fault or kill runs were dropped, not judged: {dropped} "
+                "(CRASH-COV-3)"
+            )
+        if self.kill_checks:
+            found.findings.limited(
+                f"kill: {self.kill_checks} kill runs judged crash points whose images could not "
+                "be built from the trace alone on the disk the kill left (CRASH-SYS-17)"
             )
         why = fuse_unavailable()
         if faults and found.fault_runs and why is not None:
@@ -803,6 +978,8 @@ class SyscallSource:
         traces = tempfile.mkdtemp(prefix="traces-", dir=self.base)
         try:
             rec = run_workload(self.command, wl, root, self.cwd, traces)
+            if rec.mapped:
+                rec = attrs.evolve(rec, final=read_image(root))
         finally:
             shutil.rmtree(traces, ignore_errors=True)
             shutil.rmtree(root, ignore_errors=True)
@@ -824,6 +1001,18 @@ class SyscallSource:
         if not bad:
             return rec
         index, outcome = bad[0]
+        error = rec.errors[index] if index < len(rec.errors) else ""
+        if outcome == "protocol_error" and not error.startswith("the backend process exited"):
+            findings.add(  # the backend's wire, not its storage: one PROC-2 (PROC-2)
+                CrashFailure(
+                    source=SOURCE, rule="PROC-2",
+                    problem=f"without any crash, step {index + 1} ({wl.steps[index].op}) "
+                    f"broke the backend process: {relative_to_root(error, root)}",
+                    run="workload", kind=PROTOCOL, seed=seed, workload=wl.to_json(),
+                    variant="no-crash", target=self.target(),
+                )
+            )  # fmt: skip
+            return None
         tail = next((t.strip() for t in reversed(rec.stderr) if t.strip()), "")
         said = f"; the backend's stderr ends: {relative_to_root(tail[-400:], root)}" if tail else ""
         findings.add(
@@ -871,20 +1060,124 @@ class SyscallRound:
         self.states = 0
         self.recovery_states = 0
         self._plans: list[tuple[int, int, str]] | None = None
-        #: What the recovery recorded last gave, uninterrupted.
+        #: What the recovery recorded last gave, uninterrupted, and the files it mapped.
         self._recovered: Snapshot | None = None
+        self._recovery: Timeline | None = None
+        #: The disks kill runs left, by crash point (``None``: no such disk), and how many
+        #: kill runs were made for them (CRASH-SYS-17).
+        self._real: dict[int, Image | None] = {}
+        self._kill_checks = 0
+        self._blind_point: tuple[int, dict[str, str]] | None = None
 
     def images(
         self, volume: Volume, ops: Sequence[FileOp], k: int
     ) -> Iterable[tuple[Variant, Image]]:
         return point_images(volume, ops, k, self.seed)
 
-    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | None:
+    def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | NotJudged | None:
+        """Judge ``image``, the crash ``variant`` before operation ``k`` (CRASH-SYS-17): an
+        image past a trace line the reader could not read is not built at all, and one holding
+        a file written through a shared mapping fails only on contents that are real: its
+        failure does not depend on that file -- the same with it removed, inverted, and as real
+        contents of it seen elsewhere in the round left it (:func:`blind_verdict`) -- or holds
+        with the file as a kill at that call left it (:meth:`_real_disk`).  A process crash
+        past an unread line is judged on the disk such a kill leaves; anything else there is
+        :class:`NotJudged`."""
         self.states += 1
-        failure = self.checker.check(k, variant, image, self.recording.allowed(k))
-        if failure is None or self.findings.full or self.findings.known(failure.key):
+        rec = self.recording
+        allowed = rec.allowed(k)
+        unread = rec.unbuildable(k)
+        if unread is not None:
+            real = self._real_disk(k) if isinstance(variant, ProcessCrash) else None
+            if real is None:
+                return NotJudged(unread)
+            return self._judge(k, variant, image, real, "a kill at this call left it")
+        blind = self._blind(k)
+        hidden = {path: how for path, how in blind.items() if path in image.files}
+        failure = self.checker.check(k, variant, image, allowed)
+        if failure is None or not hidden or failure.rule == "PROC-2":
+            return self._kept(k, variant, image, failure)
+        known = self._late(k, hidden)
+        verdict: CrashFailure | NotJudged | None = None
+        if all(path in known for path in hidden):
+            verdict = blind_verdict(
+                lambda built: self.checker.check(k, variant, built, allowed), image, hidden,
+                None, lambda a, b: (a.rule, a.problem) == (b.rule, b.problem), failed=failure,
+                later=known,
+            )  # fmt: skip
+            if not isinstance(verdict, NotJudged):
+                return self._kept(k, variant, image, verdict)
+        real = self._real_disk(k)
+        if real is not None and all(path in real.files for path in hidden):
+            files = {**image.files, **{path: real.files[path] for path in hidden}}
+            return self._judge(
+                k, variant, image, attrs.evolve(image, files=files),
+                f"{', '.join(f'<root>/{p}' for p in hidden)} as a kill at this call left it",
+            )  # fmt: skip
+        if isinstance(verdict, NotJudged):
+            return verdict
+        names = ", ".join(f"<root>/{path}" for path in hidden)
+        return NotJudged(
+            f"{names} {'is' if len(hidden) == 1 else 'are'} "
+            f"{' and '.join(dict.fromkeys(hidden.values()))}, and no real contents of "
+            f"{'it' if len(hidden) == 1 else 'them'} were at hand to judge the failure with"
+        )
+
+    def _late(self, k: int, hidden: Mapping[str, str]) -> dict[str, bytes]:
+        """Real contents of the files ``hidden`` (named as before ``k``) from a moment at or
+        after ``k``: the disk the recording left, or one a kill at a later call of the same
+        process left -- a kill at that process's last call is made for it when there is none.
+        A file whose contents a reopen reads shows it there: it holds the process's data by
+        then, which contents the trace shows, or none, never do."""
+        found = self.recording.later(k, hidden)
+        for attempt in range(2):
+            for path in hidden:
+                if path in found:
+                    continue
+                for point, disk in sorted(self._real.items()):
+                    end = self.recording.child_end(k)
+                    if disk is None or not k <= point <= end:
+                        continue
+                    name = _moved(self.recording.ops, k, point, path)
+                    if name is not None and name in disk.files:
+                        found[path] = disk.files[name]
+                        break
+            if attempt or all(path in found for path in hidden):
+                break
+            self._real_disk(self.recording.child_end(k))
+        return found
+
+    def _blind(self, k: int) -> dict[str, str]:
+        if self._blind_point is None or self._blind_point[0] != k:
+            self._blind_point = (k, self.recording.blind(k))
+        return self._blind_point[1]
+
+    def _kept(
+        self, k: int, variant: Variant, image: Image, failure: CrashFailure | None
+    ) -> CrashFailure | None:
+        if failure is None or not self.findings.wanted(failure) or self.findings.known(failure.key):
             return failure  # one of its kind is kept already: not worth a confirmation
         return self._confirmed(k, variant, image, failure)
+
+    def _judge(
+        self, k: int, variant: Variant, built: Image, image: Image, how: str
+    ) -> CrashFailure | None:
+        """Judge ``image`` -- ``built`` with contents the trace could not give taken from a
+        real disk (``how``) -- for the crash ``variant`` before ``k``; a failure keeps those
+        contents for its replay (``target["contents"]``)."""
+        failure = self.checker.check(k, variant, image, self.recording.allowed(k))
+        if failure is None:
+            return None
+        failure = attrs.evolve(failure, problem=f"{failure.problem} (the image holds {how})")
+        failure = self._kept(k, variant, image, failure) or failure
+        contents = {
+            path: base64.b64encode(data).decode()
+            for path, data in image.files.items()
+            if built.files.get(path) != data
+        }
+        removed = sorted(path for path in built.files if path not in image.files)
+        target = {**failure.target, "contents": contents, "removed": removed}
+        return attrs.evolve(failure, target=target)
 
     def _confirmed(
         self, k: int, variant: Variant, image: Image, failure: CrashFailure
@@ -895,7 +1188,9 @@ class SyscallRound:
         source = self.source
         with ImageChecker(source.command, source.cwd, self.recording, self.seed) as fresh:
             again = fresh.check(k, variant, image, self.recording.allowed(k))
-        problem = failure.problem + _tearing(self.recording, k, variant, self.checker)
+        problem = failure.problem
+        if not self.recording.blind(k) and self.recording.unbuildable(k) is None:
+            problem += _tearing(self.recording, k, variant, self.checker)
         if again is None:
             problem += (
                 f" (only after the checker process had reopened {len(history)} other images: "
@@ -904,34 +1199,93 @@ class SyscallRound:
         target = source.target(history=() if again is not None else history)
         return attrs.evolve(failure, problem=problem, target=target)
 
+    def _real_disk(self, k: int) -> Image | None:
+        """The disk a backend killed at the call of operation ``k`` leaves -- the real process
+        crash there, the contents of mapped files included -- from a rerun of the workload
+        killed at that call and stopped at the death (CRASH-SYS-7, CRASH-SYS-17); ``None``
+        when the round has made its :data:`KILL_CHECKS`, or the call is not the first of its
+        operations, or the rerun took another path."""
+        if k in self._real:
+            return self._real[k]
+        rec, source = self.recording, self.source
+        aim = _kill_aim(rec, k)
+        if self._kill_checks >= KILL_CHECKS or (aim is None and k < len(rec.ops)):
+            return None
+        self._kill_checks += 1
+        source.kill_checks += 1
+        found: Image | None = None
+        root = tempfile.mkdtemp(prefix="root-", dir=source.base)
+        traces = tempfile.mkdtemp(prefix="traces-", dir=source.base)
+        try:
+            run = run_workload(
+                source.command, rec.workload, root, source.cwd, traces, inject=aim,
+                stop_at_death=True,
+            )  # fmt: skip
+            if _same_path(run.ops, rec.ops[:k]) and (aim is None or run.killed):
+                found = read_image(root)
+        finally:
+            shutil.rmtree(traces, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
+        self._real[k] = found
+        return found
+
     def recovers(self, variant: Variant, image: Image) -> bool:
         return isinstance(variant, RECOVERED)
 
     def record_recovery(self, image: Image) -> Sequence[FileOp] | None:
         source = self.source
         try:
-            rops, self._recovered = record_recovery(
+            self._recovery, self._recovered = record_recovery(
                 source.command, source.cwd, image, source.base,
                 len(self.recording.workload.steps) + 1,
             )  # fmt: skip
         except ScopecheckError:
             return None  # the image's own check passed: a reopen that fails now is timing
-        return rops
+        return self._recovery.ops
 
     def check_recovery(
         self, k: int, variant: Variant, recovery_ops: Sequence[FileOp], j: int,
         during: Variant, image: Image,
-    ) -> CrashFailure | None:  # fmt: skip
+    ) -> CrashFailure | NotJudged | None:  # fmt: skip
         """The image of a crash (``during``) before operation ``j`` of the recovery of image
         ``(k, variant)`` must reopen to the state that uninterrupted recovery gave
-        (CRASH-FS-5)."""
+        (CRASH-FS-5).  A file written through a shared mapping -- the workload's, or the
+        recovery's own -- makes a failure stand only when it does not depend on that file,
+        and a recovery trace line the reader could not read leaves what follows it unjudged
+        (CRASH-SYS-17)."""
         self.states += 1
         self.recovery_states += 1
         rec = self.recording
         allowed = rec.narrowed(k, self._recovered)
+        timeline = self._recovery
+        mapped = [(-1, path, how) for path, how in self._blind(k).items()]
+        if timeline is not None:
+            mapped += [
+                (f.at, f.path, "written through a shared mapping")
+                for f in timeline.findings
+                if f.kind == "mmap" and f.path is not None
+            ]
+            unread = [f for f in timeline.findings if f.kind == "unreadable" and f.at < j]
+            if unread:
+                return NotJudged(f"recovery trace: {unread[0].text}")
         found = self.checker.check(j, during, image, allowed, remember=False)
+        hidden = {
+            path: how
+            for path, how in blind_at(recovery_ops, mapped, j).items()
+            if path in image.files
+        }
+        if found is not None and hidden and found.rule != "PROC-2":
+            verdict = blind_verdict(
+                lambda built: self.checker.check(j, during, built, allowed, remember=False),
+                image, hidden, None, lambda a, b: (a.rule, a.problem) == (b.rule, b.problem),
+                failed=found,
+            )  # fmt: skip
+            if isinstance(verdict, NotJudged):
+                return verdict
         if found is None:
             return None
+        if found.rule == "PROC-2":
+            return found
         recovery = (j, during)
         return attrs.evolve(
             found, rule="CRASH-FS-5",
@@ -971,26 +1325,31 @@ class SyscallRound:
         source = self.source
         made = 0
         for done, (child, k, expression) in enumerate(chosen):
-            if findings.full or (time.perf_counter() >= deadline and done >= at_least):
+            if findings.done or (time.perf_counter() >= deadline and done >= at_least):
                 break
-            outcome, problem = fault_run(
+            result = fault_run(
                 source.command, source.cwd, self.recording, source.base, self.checker, child,
                 expression, k,
             )  # fmt: skip
-            if outcome == "dropped":
-                source.dropped_runs += 1
+            if result.outcome == "dropped":
+                source.dropped[result.why] = source.dropped.get(result.why, 0) + 1
+                findings.runs_dropped += 1
                 continue
             made += 1
-            if outcome == "kill":
+            if result.outcome == "kill":
                 source.kill_runs += 1
+            if result.why:
+                findings.not_judged(result.why, f"{result.outcome} runs")
+            problem = result.problem
             if problem is not None:
-                mode = f"{outcome}:{child}:{expression}"
+                mode = f"{result.outcome}:{child}:{expression}"
                 findings.add(
                     CrashFailure(
-                        source=SOURCE, rule=problem[0], problem=problem[1], run=outcome,
-                        kind=fault_kind(mode), seed=self.seed,
-                        workload=self.recording.workload.to_json(), point=k,
-                        variant=expression, target=source.target(mode), profiles=problem[2],
+                        source=SOURCE, rule=problem.rule, problem=problem.problem,
+                        run=result.outcome, kind=problem.kind or fault_kind(mode),
+                        seed=self.seed, workload=self.recording.workload.to_json(), point=k,
+                        variant=expression, target=source.target(mode),
+                        profiles=problem.profiles,
                     )
                 )  # fmt: skip
         return made
@@ -1039,6 +1398,34 @@ def _tearing(rec: Recording, k: int, variant: Variant, checker: ImageChecker) ->
     )
 
 
+#: Kill runs a round makes to judge crash points for real where its images cannot be (a
+#: file written through a shared mapping, a call the reader could not read: CRASH-SYS-17).
+KILL_CHECKS = 8
+
+
+def _kill_aim(rec: Recording, k: int) -> tuple[int, str] | None:
+    """``(child, strace inject expression)`` killing the backend at the call of operation
+    ``k``, when ``k`` is the first operation of its call (``None`` otherwise)."""
+    if k >= len(rec.ops):
+        return None
+    child = max(0, bisect.bisect_right(rec.starts, k) - 1)
+    call = rec.ops[k].call
+    if k > rec.starts[child] and rec.ops[k - 1].call == call:
+        return None  # inside a call: no process crash stands there
+    for owner, index, name, ordinal in rec.calls:
+        if (owner, index) == (child, call):
+            return child, f"{name}:signal=SIGKILL:when={ordinal + 1}"
+    return None
+
+
+def _same_path(ops: Sequence[FileOp], recorded: Sequence[FileOp]) -> bool:
+    """Whether a rerun made the recorded operations, as far as names go (its data may carry
+    other timestamps)."""
+    return [(o.kind, o.path, o.target) for o in ops] == [
+        (o.kind, o.path, o.target) for o in recorded
+    ]
+
+
 PREFERRED = ("fsync:EIO", "write:ENOSPC+partial", "kill", "write:EIO", "fdatasync:EIO")
 
 
@@ -1054,7 +1441,7 @@ def _fault_plans(rec: Recording, turn: int = 0) -> list[tuple[int, int, str]]:
     injection."""
     # an operation knows its system call; one call may make several operations
     calls = {(child, call): (name, ordinal) for child, call, name, ordinal in rec.calls}
-    fuse = _fuse_plans(rec) if fuse_unavailable() is None else None
+    fuse = fuse_plans(rec) if fuse_unavailable() is None else None
     queues: dict[str, list[tuple[int, int, str]]] = {}
     seen: set[tuple[int, int]] = set()
     for pass_points in ordered_passes(rec.ops, rec.acked_at):
@@ -1126,7 +1513,7 @@ def _fuse_plan(expression: str) -> FaultPlan:
     return FaultPlan(op, path, int(ordinal), errno, None if partial == "-" else int(partial))
 
 
-def _fuse_plans(rec: Recording) -> dict[int, list[FaultPlan]]:
+def fuse_plans(rec: Recording) -> dict[int, list[FaultPlan]]:
     """The FUSE faults of each mutating operation of ``rec``, by operation index: the call
     named as the mount counts it -- the n-th write, fsync, truncate, rename (by source),
     unlink, mkdir or rmdir on that path, or the n-th open that creates it -- across every
@@ -1158,9 +1545,10 @@ def _fuse_plans(rec: Recording) -> dict[int, list[FaultPlan]]:
             exists.add(path)
         elif kind in ("unlink", "rmdir"):
             exists.discard(path)
-        elif kind == "rename":
-            exists.discard(path)
-            exists.add(op.target)
+        elif kind == "rename":  # a directory's files move with it
+            moved = {p for p in exists if _under(p, path)}
+            exists -= moved
+            exists |= {op.target + p[len(path) :] for p in moved} | {op.target}
         if name is None:
             continue
         ordinal = count(name, path)
@@ -1173,6 +1561,30 @@ def _fuse_plans(rec: Recording) -> dict[int, list[FaultPlan]]:
 
 #: What became of a fault or kill run: judged as a fault run or a kill run, or dropped.
 Outcome = Literal["fault", "kill", "dropped"]
+
+
+@attrs.frozen
+class RunProblem:
+    """The rule a fault or kill run broke, why, the file-system profiles of a power-loss
+    image that showed it (CRASH-SYS-15), and -- for a failure told apart by something else
+    than the fault it was made with -- its kind: a protocol failure (PROC-2, one per
+    exploration) or an uncoded error, by where it comes from (CRASH-FS-12)."""
+
+    rule: str
+    problem: str
+    profiles: tuple[str, ...] = ()
+    kind: str | None = None
+
+
+@attrs.frozen
+class RunResult:
+    """What became of a fault or kill run (:data:`Outcome`), the rule it broke if any, and,
+    for a dropped run or one whose images could not be judged, why (CRASH-COV-3,
+    CRASH-SYS-17)."""
+
+    outcome: Outcome
+    problem: RunProblem | None = None
+    why: str = ""
 
 
 def _aimed(rec: Recording, run: Recording, k: int, expression: str) -> str | None:
@@ -1202,10 +1614,11 @@ def fault_run(
     child: int,
     expression: str,
     k: int,
-) -> tuple[Outcome, tuple[str, str, tuple[str, ...]] | None]:
+) -> RunResult:
     """One faulted or killed rerun of ``rec``'s workload aimed at operation ``k`` (``-1``: any
     call on a file under the root), and its check: what became of the run, and the rule it
-    broke with why.  A fault that missed its call is dropped, never judged (CRASH-COV-3)."""
+    broke with why.  A fault that missed its call, and a kill that never fired, are dropped
+    with the true reason, never judged (CRASH-COV-3)."""
     kill = "SIGKILL" in expression
     root = tempfile.mkdtemp(prefix="root-", dir=base)
     traces = tempfile.mkdtemp(prefix="traces-", dir=base)
@@ -1225,9 +1638,40 @@ def fault_run(
     finally:
         shutil.rmtree(traces, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
-    if not kill and (fired is False or (fired is None and _aimed(rec, run, k, expression))):
-        return "dropped", None
-    return ("kill" if kill else "fault"), _check_fault_run(checker, run, disk, expression, kill)
+    why = _missed(rec, run, k, expression, fired)
+    if why is not None:
+        return RunResult("dropped", why=why)
+    checked = check_fault_run(checker, run, disk, expression, kill)
+    outcome: Outcome = "kill" if kill else "fault"
+    if isinstance(checked, NotJudged):
+        return RunResult(outcome, why=checked.why)
+    return RunResult(outcome, checked)
+
+
+def _missed(
+    rec: Recording, run: Recording, k: int, expression: str, fired: bool | None
+) -> str | None:
+    """Why a fault or kill run is dropped, in words true to what ran: a FUSE fault that never
+    fired, a kill that never killed, a strace fault that landed elsewhere (CRASH-COV-3)."""
+    if fired is False:
+        return (
+            "the FUSE fault never fired: the rerun made no such call on that path (it took "
+            "another path)"
+        )
+    if fired is None and "SIGKILL" in expression:
+        if not run.killed:
+            return "the kill never fired: the rerun never made the call it was aimed at"
+        return None
+    if fired is None:
+        missed = _aimed(rec, run, k, expression)
+        if missed == "the call was never made":
+            return "strace's fault never fired: the rerun never made the call it was aimed at"
+        if missed is not None:
+            return (
+                f"strace's fault landed on another call than the one aimed at ({missed}; "
+                "strace counts calls per thread)"
+            )
+    return None
 
 
 def _fold(wl: Workload, chosen: Sequence[int]) -> Snapshot | None:
@@ -1277,31 +1721,73 @@ def allowed_after(run: Recording, kill: bool) -> list[Snapshot | None]:
 
 #: The rule each image of a killed run breaks (CRASH-FS-1, -2 and -6), and of a faulted one
 #: (CRASH-FS-9 for a state a power loss or the disk should not hold, CRASH-FS-11 for a disk a
-#: failed create or delete left unopenable).
+#: failed create, restart or delete left unopenable; :func:`_fault_rules`).
 KILL_RULES = FaultRules("CRASH-FS-2", "CRASH-FS-6", "CRASH-FS-1", "CRASH-FS-1")
 FAULT_RULES = FaultRules("CRASH-FS-9", "CRASH-FS-9", "CRASH-FS-11", "CRASH-FS-9")
 
 
-def _check_fault_run(
+def _fault_rules(run: Recording) -> FaultRules:
+    """:data:`FAULT_RULES`, except when the first step the fault failed is a commit: a disk it
+    leaves unopenable breaks CRASH-FS-9 (after a failed commit every acknowledged transaction
+    reopens) -- such as a log whose failed append kept the bytes a short write stored, with
+    the next commit's line appended after them (CRASH-SYS-18)."""
+    failed = next((i for i, o in enumerate(run.outcomes) if o != "ok"), None)
+    if failed is not None and run.workload.steps[failed].op == "commit":
+        return FaultRules.one("CRASH-FS-9")
+    return FAULT_RULES
+
+
+class _BrokeProtocol(Exception):
+    """A reopen got an answer the protocol does not allow: not a crash rule's to judge."""
+
+    def __init__(self, error: ProtocolError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def check_fault_run(
     checker: ImageChecker, run: Recording, disk: Image, expression: str, kill: bool
-) -> tuple[str, str, tuple[str, ...]] | None:
+) -> RunProblem | NotJudged | None:
     """The disk a faulted or killed run leaves, and a power loss right then, reopen to what
     was acknowledged: the one fault checker's images and judgement
-    (:mod:`~scopecheck.crashsim.fault_check`) with a process backend's reopen."""
-    first = next((o for o in run.outcomes if o != "ok"), None)
+    (:mod:`~scopecheck.crashsim.fault_check`) with a process backend's reopen.  A step that
+    broke the protocol, or a reopen that did, is a protocol failure (PROC-2), never a crash
+    rule; a step that failed with something else than a coded error is an uncoded error of
+    the place it comes from (CRASH-FS-9, CRASH-FS-12).  A power-loss image holding a file
+    written through a shared mapping takes that file from the disk; the images of a run
+    whose trace lost a call, or that the model cannot apply, are not built (CRASH-SYS-17)."""
+    index, first = next(((i, o) for i, o in enumerate(run.outcomes) if o != "ok"), (0, None))
+    said = run.errors[index] if index < len(run.errors) else ""
+    tail = next((t.strip() for t in reversed(run.stderr) if t.strip()), "")
+    if first == "protocol_error" and not said.startswith("the backend process exited"):
+        step = run.workload.steps[index].op
+        return RunProblem(
+            "PROC-2", f"step {index + 1} ({step}) of the run with {expression}: {said}",
+            kind=PROTOCOL,
+        )  # fmt: skip
     if not kill and first in ("OSError", "protocol_error"):
-        tail = next((t.strip() for t in reversed(run.stderr) if t.strip()), "")
-        said = f"; the backend's stderr ends: {tail[-400:]}" if tail else ""
-        return "CRASH-FS-9", uncoded("a step", expression, f"{first}{said}"), ()
-    images = (
-        fault_images(disk, run.ops, seed=expression, disk_label="the disk", profiles=PROFILES)
-        if run.ops
-        else [FaultImage("the disk", disk, False)]
-    )
+        last = tail.splitlines()[-1] if tail else said
+        where = f"; the backend's stderr ends: {tail[-400:]}" if tail else f" ({said})"
+        return RunProblem(
+            "CRASH-FS-9", uncoded("a step", expression, f"{first}{where}"),
+            kind=f"uncoded:{error_place(f'{first}: {last}')}",
+        )  # fmt: skip
+    unbuilt: list[str] = []
+    unread = run.unbuildable(len(run.ops) + 1)
+    if unread is not None:
+        unbuilt.append(f"{unread}, so the run's power-loss images cannot be built")
+    images = [FaultImage("the disk", disk, False)]
+    if run.ops and unread is None:
+        images = fault_images(
+            disk, run.ops, seed=expression, disk_label="the disk", profiles=PROFILES,
+            unbuildable=unbuilt.append,
+        )  # fmt: skip
     directory = os.path.join(checker.base, "disk")
 
     def reopen(image: Image) -> Snapshot | None:
         write_image(image, directory)
+        if checker.broken:  # an image check before broke it: its answers are not this image's
+            checker.fresh()
         try:
             repo = checker.reopen(directory)
             if SESSION not in repo.list():
@@ -1310,6 +1796,9 @@ def _check_fault_run(
             got: Snapshot = storage.snapshot()
             storage.close()
             return got
+        except ProtocolError as exc:
+            checker.fresh()
+            raise _BrokeProtocol(exc) from None
         except ScopecheckError:
             checker.fresh()
             raise
@@ -1325,13 +1814,24 @@ def _check_fault_run(
             )
         return ": fsync what a step wrote (and its directory) before acknowledging it"
 
-    found = judge_images(
-        reopen, images, allowed_after(run, kill), KILL_RULES if kill else FAULT_RULES,
-        f"the run with {expression}", hint=hint, errors=(ScopecheckError,),
-    )  # fmt: skip
+    try:
+        found = judge_blind(
+            reopen, images, allowed_after(run, kill), KILL_RULES if kill else _fault_rules(run),
+            f"the run with {expression}", hint=hint, errors=(ScopecheckError,),
+            blind=run.blind(len(run.ops)),
+        )  # fmt: skip
+    except _BrokeProtocol as broke:
+        return RunProblem(
+            "PROC-2",
+            f"reopening the disk the run with {expression} left broke the backend process: "
+            f"{relative_to_root(broke.error.message, directory)}",
+            kind=PROTOCOL,
+        )
+    if isinstance(found, NotJudged):
+        return found
     if found is None:
-        return None
-    return found.rule, relative_to_root(found.problem, directory), found.profiles
+        return NotJudged(unbuilt[0]) if unbuilt else None
+    return RunProblem(found.rule, relative_to_root(found.problem, directory), found.profiles)
 
 
 # -- replay ---------------------------------------------------------------------------------
@@ -1383,11 +1883,16 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
         image = power_image(
             evidence.ops, k, variant, failure.seed, start=evidence.base, profile=built
         )
+        contents = {str(p): base64.b64decode(d) for p, d in target.get("contents", {}).items()}
+        if contents or target.get("removed"):  # what the trace could not give (CRASH-SYS-17)
+            removed = {str(path) for path in target.get("removed", ())}
+            files = {p: d for p, d in {**image.files, **contents}.items() if p not in removed}
+            image = attrs.evolve(image, files=files)
         shown = image
         if failure.recovery is not None:
             j, during = failure.recovery
             shown = power_image(evidence.recovery_ops, j, during, failure.seed, start=image)
-    except ValueError as exc:
+    except (ValueError, TypeError, binascii.Error) as exc:
         raise UsageError(
             "invalid_payload", f"the recorded operations give no such image: {exc}"
         ) from None
@@ -1478,27 +1983,22 @@ def _replay_fault(
     if why is not None:
         return None, f"{head}\ncannot rerun it: {why}"
     base = tempfile.mkdtemp(prefix="scopecheck-replay-", dir=scratch_base())
-    dropped = 0
+    dropped: dict[str, int] = {}
     try:
         with ImageChecker(command, cwd, rec) as checker:
             for attempt in range(1, REPLAY_TRIES + 1):
-                outcome, problem = fault_run(command, cwd, rec, base, checker, process,
-                                             expression, -1)  # fmt: skip
-                dropped += outcome == "dropped"
+                result = fault_run(command, cwd, rec, base, checker, process, expression, -1)
+                if result.outcome == "dropped":
+                    dropped[result.why] = dropped.get(result.why, 0) + 1
+                problem = result.problem
                 if problem is not None:
-                    rule, text, profiles = problem
                     return True, (
-                        f"{head}\nreproduced on try {attempt}:\n{rule}: {text}\n"
-                        f"file-system profiles: fails {profiles_text(profiles)}"
+                        f"{head}\nreproduced on try {attempt}:\n{problem.rule}: {problem.problem}"
+                        f"\nfile-system profiles: fails {profiles_text(problem.profiles)}"
                     )
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    missed = (
-        f" ({dropped} of the runs had the fault land on another call: strace counts calls per "
-        "thread)"
-        if dropped
-        else ""
-    )
+    missed = "".join(f" ({n} of the runs were dropped: {why})" for why, n in dropped.items())
     return None, (
         f"{head}\nnot reproduced in {REPLAY_TRIES} tries{missed}: this run depends on timing "
         "or on which thread makes the call, so it is neither confirmed nor fixed"

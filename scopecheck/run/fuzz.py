@@ -41,6 +41,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends.registry import Backend, World
 from scopecheck.crashsim.failure import relative_to_root
+from scopecheck.crashsim.shown import dumps
 from scopecheck.machines.failures import (
     FailureKey,
     distinct_failures,
@@ -241,7 +242,7 @@ def save_reproducer(directory: Path, record: dict[str, Any]) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in record["backend"])
     stem = f"{safe.strip('-')}-{stamp}-seed{record['seed']}"
-    data = orjson.dumps(record, option=orjson.OPT_INDENT_2)
+    data = dumps(record, option=orjson.OPT_INDENT_2)  # an odd string a backend gave, escaped
     for number in itertools.count(1):
         path = directory / (f"{stem}.json" if number == 1 else f"{stem}-{number}.json")
         try:  # exclusive create: two failures of one run never share (and overwrite) a file

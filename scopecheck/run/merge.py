@@ -130,6 +130,8 @@ def merge_verdicts(verdicts: Sequence[Verdict]) -> Verdict:
         seconds=max(v.seconds for v in verdicts),
         shards=shards,
         units=units,
+        internal_errors=tuple(_once([e for v in verdicts for e in v.internal_errors])),
+        stopped=next((v.stopped for v in verdicts if v.stopped is not None), None),
     )
 
 

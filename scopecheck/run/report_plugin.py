@@ -78,6 +78,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _write()
 
 
+def pytest_runtest_logstart(nodeid: str) -> None:
+    """Name the case that is running: a run stopped by the watchdog says which (INSTALL-20)."""
+    _results["running"] = nodeid
+    _write()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" and not report.skipped:
         _results["ran"] += 1

@@ -60,6 +60,7 @@ import math
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -83,16 +84,19 @@ from scopecheck.backends.registry import Backend
 from scopecheck.crashsim.failure import CrashFailure, profiles_text
 from scopecheck.crashsim.persistence import PROFILE_NAMES, profile_named
 from scopecheck.crashsim.shards import UNIT_KINDS, Shard, Units
+from scopecheck.crashsim.shown import escaped
 from scopecheck.machines.storage import rules_of_program
 from scopecheck.models.errors import UsageError
 from scopecheck.run.example_db import named_database
 from scopecheck.run.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_backend, save_failure
 from scopecheck.run.hypofuzz import Replayed, replay_crash_findings
+from scopecheck.run.internal import EXIT_INTERNAL, InternalError
 from scopecheck.run.report_plugin import REPORT_ENV, SHARD_ENV
+from scopecheck.run.watchdog import Overrun, limit
 
 #: The version of the verdict's JSON (``"version"``); a change to its fields changes it and
 #: ``scopecheck/schemas/verdict.schema.json`` (INSTALL-10).
-VERSION = 3
+VERSION = 4
 #: Share of what is left of the budget after the fixed work that crash exploration gets.
 CRASH_SHARE = 0.3
 #: Share of the machines' time given to the fork machine when the repository has ``fork()``.
@@ -124,6 +128,25 @@ CRASH_SKIPPED = {
 }
 
 Status = Literal["ran", "failed", "incomplete", "skipped", "pending", "running"]
+
+#: The exit code of a run a signal stopped: 128 + the signal's number, as a shell reports it.
+STOP_CODES = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
+#: A fixed-work phase (the conformance suite, a run with ``--examples``) still running after
+#: this many seconds is stopped and reported incomplete (``--phase-timeout``, INSTALL-20).
+PHASE_TIMEOUT = 600.0
+#: ``$SCOPECHECK_VERDICT_SO_FAR``: a file the run rewrites with its verdict so far after every
+#: phase update, for the supervisor that must report it if the run is killed (INSTALL-21).
+SO_FAR_ENV = "SCOPECHECK_VERDICT_SO_FAR"
+
+
+class Stopped(KeyboardInterrupt):
+    """The run was stopped by ``signal`` (``"SIGINT"``, ``"SIGTERM"``) before its end:
+    ``verdict`` is the verdict so far (INSTALL-21).  A ``KeyboardInterrupt``, so a caller that
+    does not look at it still stops."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.stopped)
+        self.verdict = verdict
 
 
 @attrs.frozen
@@ -161,12 +184,13 @@ class Failure:
 
     phase: str
     rule: str | None
-    error: str
-    reproducer: str
+    #: The texts may quote what a backend said: lone surrogates escaped, so they print.
+    error: str = attrs.field(converter=escaped)
+    reproducer: str = attrs.field(converter=escaped)
     rules: tuple[str, ...] = ()
-    test: str = ""
-    message: str = ""
-    program: str = ""
+    test: str = attrs.field(default="", converter=escaped)
+    message: str = attrs.field(default="", converter=escaped)
+    program: str = attrs.field(default="", converter=escaped)
     shrunk: bool = True
     #: For a crash failure of a power-loss image, the file-system profiles it happens under
     #: (CRASH-SYS-15); empty: under every profile (or not a crash failure).
@@ -261,6 +285,11 @@ class Verdict:
     #: What the fixed work covered, by kind (:data:`UNIT_PHASES`): a run with ``--examples``
     #: lists its conformance cases, crash points and fault runs (FLEET-5).
     units: Mapping[str, Units] = attrs.field(factory=dict)
+    #: scopecheck's own exceptions during a phase, each leaving it incomplete (INSTALL-19).
+    internal_errors: tuple[InternalError, ...] = ()
+    #: The signal that stopped the run before its end (``"SIGTERM"``, ``"SIGINT"``), or the
+    #: supervisor's ``"hang"``: this is the verdict so far (INSTALL-21).
+    stopped: str | None = None
 
     def _count(self, phase: str, name: str) -> int:
         return int(self.phases[phase].counts.get(name, 0))
@@ -288,6 +317,17 @@ class Verdict:
         if self.failures or self.unmet:
             return "failed"
         return "passed" if self.complete else "incomplete"
+
+    @property
+    def exit_code(self) -> int:
+        """The command's exit code (``docs/validate-json.md``, "Exit codes"): 128 + the
+        signal's number when a signal stopped the run (INSTALL-21), :data:`EXIT_INTERNAL`
+        after an internal error (INSTALL-19), 0 when it passed, else 1."""
+        if self.stopped in STOP_CODES:
+            return STOP_CODES[self.stopped]
+        if self.internal_errors:
+            return EXIT_INTERNAL
+        return 0 if self.passed else 1
 
     @property
     def machine_steps(self) -> int:
@@ -345,6 +385,9 @@ class Verdict:
             "shard": shard_json(self.shards),
             "units": {kind: self.units[kind].to_json() for kind in UNIT_KINDS
                       if kind in self.units},
+            "internal_errors": [error.as_json() for error in self.internal_errors],
+            "stopped": self.stopped,
+            "exit_code": self.exit_code,
         }  # fmt: skip
 
     @classmethod
@@ -377,6 +420,8 @@ class Verdict:
                 seconds=float(data["seconds"]),
                 shards=shards,
                 units={kind: Units.from_json(u) for kind, u in data["units"].items()},
+                internal_errors=tuple(InternalError.from_json(e) for e in data["internal_errors"]),
+                stopped=data["stopped"],
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"a malformed verdict: {type(exc).__name__}: {exc}") from None
@@ -423,17 +468,29 @@ STATUS_WORDS = {
 
 
 def headline(verdict: Verdict) -> str:
-    """``PASSED name (12.3s)``, ``FAILED name, N failing checks (…)``, or ``INCOMPLETE …``."""
+    """``PASSED name (12.3s)``, ``FAILED name, N failing checks (…)``, or ``INCOMPLETE …``;
+    a run stopped by a signal, or one that met an internal error, says so."""
     took = f"({verdict.seconds:.1f}s)"
+    also = ""
+    if verdict.internal_errors:
+        phases = ", ".join(dict.fromkeys(e.phase for e in verdict.internal_errors))
+        also += f"; scopecheck itself failed in {phases} (an internal error, not the backend's)"
+    if verdict.stopped is not None:
+        also += (
+            f"; stopped by {verdict.stopped}: the verdict so far"
+            if verdict.stopped != "hang"
+            else "; stopped from outside after a hang: the verdict so far"
+        )
     if verdict.outcome == "failed":
         parts = []
         if verdict.failures:
             parts.append(f"{len(verdict.failures)} failing checks")
         if verdict.unmet:
             parts.append(f"{len(verdict.unmet)} required phases did not run")
-        return f"FAILED {verdict.backend}, {', '.join(parts)} {took}"
+        return f"FAILED {verdict.backend}, {', '.join(parts)}{also} {took}"
     if verdict.outcome == "incomplete":
-        return f"INCOMPLETE {verdict.backend}, a phase did not cover its ground {took}"
+        ground = "a phase did not cover its ground" if not also else also.removeprefix("; ")
+        return f"INCOMPLETE {verdict.backend}, {ground} {took}"
     if verdict.warnings:
         return (
             f"PASSED {verdict.backend} under {verdict.fs_profile}, {len(verdict.warnings)} "
@@ -471,6 +528,8 @@ def summary_lines(verdict: Verdict) -> list[str]:
             f"REQUIRED {name} was {phase.status} ({phase.detail}): "
             f"--require {_requirement_name(name)} makes that a failure"
         )
+    for error in verdict.internal_errors:
+        lines += ["", *error.lines()]
     for failure, warned in [(f, False) for f in verdict.failures] + [
         (f, True) for f in verdict.warnings
     ]:
@@ -575,12 +634,14 @@ def conformance_failure(test: Mapping[str, Any], reproducer: str, phase: str) ->
 @attrs.frozen
 class ConformanceRun:
     """What the conformance subprocess reported: cases run, failures, the skipped cases with
-    their reasons, and the cases it made (``None`` when it did not finish)."""
+    their reasons, and the cases it made (``None`` when it did not finish).  ``unfinished``
+    says why it was stopped before its end (INSTALL-20), what it had run being kept."""
 
     ran: int
     failures: tuple[Failure, ...]
     skipped: tuple[Mapping[str, Any], ...]
     units: Units | None = None
+    unfinished: str | None = None
 
 
 def run_conformance(
@@ -619,28 +680,39 @@ def run_conformance(
             *(str(suite / module) for module in modules),
         ]
         log = Path(scratch) / "pytest.log"  # a file, not a pipe: a long report cannot block
-        with (
-            log.open("wb") as sink,
-            subprocess.Popen(
-                command, env=env, cwd=scratch, stdout=sink, stderr=subprocess.STDOUT
-            ) as child,
-        ):
-            while child.poll() is None:
-                time.sleep(0.2)
-                if on_progress is not None and out.exists():
-                    with contextlib.suppress(orjson.JSONDecodeError, OSError):
-                        now = orjson.loads(out.read_bytes())
-                        on_progress(now["ran"], len(now["failed"]))
+        unfinished: str | None = None
+        with log.open("wb") as sink:
+            # Its own process group: a stopped run stops the backends it started too.
+            child = subprocess.Popen(
+                command, env=env, cwd=scratch, stdout=sink, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+            try:
+                while child.poll() is None:
+                    time.sleep(0.2)
+                    if on_progress is not None and out.exists():
+                        with contextlib.suppress(orjson.JSONDecodeError, OSError):
+                            now = orjson.loads(out.read_bytes())
+                            on_progress(now["ran"], len(now["failed"]))
+            except Overrun as exc:
+                case = _running_case(out)
+                unfinished = str(exc) + (f" (running {case})" if case else "")
+            finally:
+                _stop_group(child)
         output = log.read_text(encoding="utf-8", errors="replace")
+        if unfinished is not None:
+            if out.exists():
+                return _partial_conformance(out, spec, suite, unfinished)
+            return ConformanceRun(0, (), (), None, unfinished)
         if not out.exists() or not orjson.loads(out.read_bytes()).get("done"):
             tail = " | ".join(output.strip().splitlines()[-3:]) or "no output"
-            unfinished = Failure(
+            broken = Failure(
                 phase="conformance",
                 rule=None,
                 error=f"the conformance run did not finish: {tail}",
                 reproducer=shlex.join(command),
             )
-            return ConformanceRun(0, (unfinished,), ())
+            return ConformanceRun(0, (broken,), ())
         data = orjson.loads(out.read_bytes())
     failures = [
         conformance_failure(test, rerun_command(spec, suite, test["nodeid"]), "conformance")
@@ -650,6 +722,39 @@ def run_conformance(
     failures = [f for f in failures if f.rule != "PROC-2" or f is first]  # reported once
     units = Units.from_json(data["units"]) if "units" in data else None
     return ConformanceRun(int(data["ran"]), tuple(failures), tuple(data["skipped"]), units)
+
+
+def _running_case(report: Path) -> str:
+    """The case the conformance run was in when it was stopped (its report names it)."""
+    with contextlib.suppress(orjson.JSONDecodeError, OSError):
+        return str(orjson.loads(report.read_bytes()).get("running") or "")
+    return ""
+
+
+def _stop_group(child: subprocess.Popen[bytes]) -> None:
+    """Stop ``child`` and every process of its group: SIGTERM, then SIGKILL after 3 s."""
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        if child.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=wait)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)  # what it started and left behind
+
+
+def _partial_conformance(out: Path, spec: str, suite: Path, unfinished: str) -> ConformanceRun:
+    """What a conformance run stopped by the watchdog had run: its failures are real."""
+    data = orjson.loads(out.read_bytes())
+    failures = [
+        conformance_failure(test, rerun_command(spec, suite, test["nodeid"]), "conformance")
+        for test in data["failed"]
+        if test.get("nodeid") != data.get("running") or test.get("when") != "call"
+    ]
+    return ConformanceRun(
+        int(data["ran"]), tuple(failures), tuple(data["skipped"]), None, unfinished
+    )
 
 
 def _cut(rest: list[str], keep: int = 40) -> str:
@@ -704,6 +809,31 @@ def failures_of(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
                 )
             )
     return found
+
+
+def broke_protocol(failure: Failure) -> bool:
+    """Whether ``failure`` is the backend's answer breaking the protocol (PROC-2): so
+    reported, or any rule's failure whose error is a ``ProtocolError`` the backend raised."""
+    text = f"{failure.error}\n{failure.message}"
+    said = "ProtocolError" in text or "failed with protocol_error" in text
+    return failure.rule in ("PROC-2", "PROC-8") or said
+
+
+def one_protocol_failure(failures: Sequence[Failure]) -> list[Failure]:
+    """``failures`` with every protocol failure folded into the first one, which names the
+    other places it showed (PROC-10): one fault, one failure, under PROC-2."""
+    broken = [f for f in failures if broke_protocol(f)]
+    if len(broken) <= 1 and all(f.rule in ("PROC-2", "PROC-8") for f in broken):
+        return list(failures)
+    first = broken[0]
+    places: dict[str, int] = {}
+    for failure in broken[1:]:
+        places[failure.phase] = places.get(failure.phase, 0) + 1
+    rule = first.rule if first.rule in ("PROC-2", "PROC-8") else "PROC-2"
+    also = ", ".join(f"{phase} ({count}x)" for phase, count in places.items())
+    message = first.message + (f"\nthe same protocol error also showed in: {also}" if also else "")
+    merged = attrs.evolve(first, rule=rule, rules=(rule,), message=message.strip("\n"))
+    return [merged if f is first else f for f in failures if f is first or not broke_protocol(f)]
 
 
 def protocol_stop(failures: list[Failure]) -> str | None:
@@ -780,13 +910,20 @@ def process_started() -> float:
 
 @attrs.define
 class _Run:
-    """The phases of a run in progress: each update goes to the live display at once."""
+    """The phases of a run in progress: each update goes to the live display at once, and to
+    the verdict-so-far file when the supervisor named one (:data:`SO_FAR_ENV`)."""
 
     progress: Progress
     phases: dict[str, PhaseReport] = attrs.field(factory=dict)
     failures: list[Failure] = attrs.field(factory=list)
     warnings: list[Failure] = attrs.field(factory=list)
     began: dict[str, float] = attrs.field(factory=dict)
+    internal_errors: list[InternalError] = attrs.field(factory=list)
+    #: Builds the verdict so far from this run (set by :func:`validate`).
+    so_far: Any = None
+    #: The command that reruns this validation, for an internal error's entry.
+    rerun: str = ""
+    failures_dir: Path | None = None
 
     def set(self, name: str, report: PhaseReport) -> None:
         """A phase's new report; a final one (ran, failed, ...) gets the phase's wall time."""
@@ -797,6 +934,43 @@ class _Run:
             report = attrs.evolve(report, seconds=now - self.began[name])
         self.phases[name] = report
         self.progress.update(name, report)
+        self._save_so_far()
+
+    def _save_so_far(self) -> None:
+        target = os.environ.get(SO_FAR_ENV)
+        if not target or self.so_far is None:
+            return
+        with contextlib.suppress(OSError):
+            Path(target + ".tmp").write_bytes(orjson.dumps(self.so_far(self).as_json()))
+            os.replace(target + ".tmp", target)
+
+    def running_detail(self, name: str) -> str:
+        """What ``name`` last said while it ran (its progress), or ``""``."""
+        report = self.phases.get(name)
+        return report.detail if report is not None and report.status == "running" else ""
+
+    @contextlib.contextmanager
+    def guard(self, name: str, seconds: float | None) -> Iterator[None]:
+        """Run a phase's work within ``seconds`` (INSTALL-20): an :class:`Overrun` ends it
+        ``incomplete`` saying what did not finish; an exception of scopecheck's own ends it
+        ``incomplete`` with an internal error (INSTALL-19), never a backend failure.  The run
+        goes on with the next phase either way.  A signal's ``KeyboardInterrupt`` passes."""
+        try:
+            with limit(seconds, name):
+                yield
+        except Overrun as exc:
+            self.stop(name, f"{exc}")
+        except Exception as exc:
+            error = InternalError.of(name, exc, self.rerun, self.failures_dir)
+            self.internal_errors.append(error)
+            self.stop(name, f"scopecheck's own error ({error.error}), not the backend's")
+
+    def stop(self, name: str, why: str) -> None:
+        """End phase ``name`` incomplete because of ``why``, keeping what it said so far."""
+        so_far = self.running_detail(name)
+        detail = why + (f"; so far: {so_far}" if so_far else "")
+        counts = self.phases[name].counts if name in self.phases else {}
+        self.set(name, PhaseReport("incomplete", detail, counts))
 
 
 def _run_machine(
@@ -810,10 +984,15 @@ def _run_machine(
     spec: str,
     deadline: float,
     examples: int | None,
+    partial: list[BackendReport] | None = None,
 ) -> BackendReport:
+    """The ``kind`` machine against the backend; ``partial[0]`` follows its report as it
+    runs, so what it did is known if it is stopped before it returns."""
     run.set(phase, PhaseReport("running", f"{kind} machine"))
 
     def on_progress(report: BackendReport) -> None:
+        if partial is not None:
+            partial[0] = report
         detail = f"{kind} machine: {report.steps:,} steps, {report.examples:,} examples"
         run.set(phase, PhaseReport("running", detail))
 
@@ -882,7 +1061,13 @@ def _crash_phase(
     replayed = {} if replay is None else replay.seeds
     # The replay's time comes out of the seeded exploration's budget.
     budget = max(0.0, budget - (time.perf_counter() - started))
-    states, runs, records = explorer.explore_with_faults(budget, seed, overrun=overrun, shard=shard)
+    try:
+        states, runs, records = explorer.explore_with_faults(
+            budget, seed, overrun=overrun, shard=shard
+        )
+    except (Overrun, KeyboardInterrupt):
+        _keep_found_so_far(explorer, run, failures_dir, spec, fs_profile, started)
+        raise
     kills = explorer.kill_runs
     records = [r for _, _, found in replayed.values() for r in found] + records
     saved = [save_failure(failures_dir, {**record, "spec": spec}) for record in records]
@@ -920,6 +1105,7 @@ def _crash_phase(
             acked_total=coverage.acked_total,
             points_checked=coverage.points_checked,
             points_total=coverage.points_total,
+            points_unjudged=coverage.points_unjudged,
         )
         if not coverage.complete and not failures:
             status = "incomplete"
@@ -929,6 +1115,23 @@ def _crash_phase(
     detail += "".join(f"; limit: {limit}" for limit in limits)
     run.set(name, PhaseReport(status, detail, counts))
     return limits, None if coverage is None else coverage.to_json(), dict(explorer.units)
+
+
+def _keep_found_so_far(
+    explorer: Any, run: _Run, failures_dir: Path, spec: str, fs_profile: str, started: float
+) -> None:
+    """What a crash exploration stopped from outside had found: its failures are real, and
+    saved and listed like any (INSTALL-20, INSTALL-21); they end no search, so none is lost."""
+    from scopecheck.crashsim.explore import in_flight
+
+    found = in_flight()
+    if found is None or found.began < started:
+        return
+    records = [explorer.record(failure) for failure in found.findings.failures]
+    saved = [save_failure(failures_dir, {**record, "spec": spec}) for record in records]
+    kept = failures_of(saved, "crash exploration")
+    run.failures.extend(f for f in kept if f.fails_under(fs_profile))
+    run.warnings.extend(f for f in kept if not f.fails_under(fs_profile))
 
 
 def _replay_crash_findings(loaded: LoadedBackend, run: _Run) -> Replayed | None:
@@ -961,15 +1164,43 @@ def _conformance_phase(
     fork_cases = [attrs.evolve(f, phase="forks") for f in failures if FORK_CONFORMANCE in f.test]
     run.failures.extend(f for f in failures if FORK_CONFORMANCE not in f.test)
     run.failures.extend(fork_cases)
+    detail = f"{ran} cases, {len(failures)} failed, {len(skipped)} skipped"
+    status: Status = "failed" if failures else "ran"
+    if made.unfinished is not None:  # INSTALL-20: what ran is kept, the rest did not
+        status, detail = "incomplete", f"{made.unfinished}; so far: {detail}"
     run.set(
         "conformance",
         PhaseReport(
-            "failed" if failures else "ran",
-            f"{ran} cases, {len(failures)} failed, {len(skipped)} skipped",
-            {"cases": ran, "failed": len(failures), "skipped": len(skipped)},
+            status, detail, {"cases": ran, "failed": len(failures), "skipped": len(skipped)}
         ),
     )
     return fork_cases, made.units
+
+
+def phase_overrun(budget: float) -> float:
+    """How far past its share of the wall budget a phase may run before the watchdog stops it
+    (INSTALL-20): a tenth of the budget, at least 5 s -- beyond the crash phase's own overrun
+    (:func:`crash_overrun`), so a run that keeps to its budget never meets the watchdog."""
+    return max(5.0, 0.1 * budget)
+
+
+def rerun_validate(
+    spec: str,
+    *,
+    budget: float,
+    seed: int,
+    examples: int | None,
+    fs_profile: str,
+    shard: Shard | None,
+) -> str:
+    """The ``scopecheck validate`` command that runs the same checks again."""
+    words = ["scopecheck", "validate", spec, "--seed", str(seed)]
+    words += ["--examples", str(examples)] if examples is not None else ["--budget", f"{budget:g}"]
+    if fs_profile != "posix":
+        words += ["--fs-profile", fs_profile]
+    if shard is not None:
+        words += ["--shard", str(shard)]
+    return shlex.join(words)
 
 
 def validate(
@@ -984,6 +1215,7 @@ def validate(
     started: float | None = None,
     fs_profile: str = "posix",
     shard: Shard | None = None,
+    phase_timeout: float = PHASE_TIMEOUT,
 ) -> Verdict:
     """Check the backend ``PATH_OR_MODULE:FACTORY`` (or ``exec:COMMAND``) with every phase it
     can take (see the module docstring) within ``budget`` seconds of wall time counted from
@@ -994,53 +1226,134 @@ def validate(
     warning (CRASH-SYS-15).  ``shard`` makes its share of the fixed work -- conformance cases,
     crash points, fault and kill runs -- and runs the machines from seed ``seed + K - 1``
     (FLEET-4); it needs ``examples``.  A ``UsageError`` when ``spec`` cannot be loaded,
-    ``fs_profile`` names no profile or a shard is asked of a wall budget."""
+    ``fs_profile`` names no profile or a shard is asked of a wall budget.
+
+    Every phase ends within its limit (INSTALL-20): its share of the budget and
+    :func:`phase_overrun`, or ``phase_timeout`` for fixed work (the conformance suite, and
+    every phase with ``examples``); one that does not, or that meets an exception of
+    scopecheck's own (INSTALL-19), is ``incomplete`` and the run goes on.  A signal
+    (``KeyboardInterrupt``, or SIGTERM as one) raises :class:`Stopped` holding the verdict so
+    far (INSTALL-21)."""
     check_fs_profile(fs_profile)
     check_shard(shard, examples)
     machine_seed = seed if shard is None else seed + shard.index - 1
     started = time.perf_counter() if started is None else started
     deadline = started + budget
+    fixed = examples is not None
+    slack = phase_overrun(budget)
     run = _Run(_Quiet() if progress is None else progress)
     failures_dir = Path(failures_dir).resolve()
-    with scratch_directory():
-        loaded = load(spec)
-        capabilities = loaded.capabilities
-        for name in PHASES:
-            run.set(name, PhaseReport())
+    run.failures_dir = failures_dir
+    run.rerun = rerun_validate(
+        spec, budget=budget, seed=seed, examples=examples, fs_profile=fs_profile, shard=shard
+    )
+    found: dict[str, Any] = {"backend": spec, "limits": (), "coverage": None, "units": {}}
 
-        # The fixed work first: the conformance suite is a fixed set of cases.
+    def verdict_now(run: _Run, stopped: str | None = None) -> Verdict:
+        order = {name: index for index, name in enumerate(PHASES)}
+        failures = one_protocol_failure(sorted(run.failures, key=lambda f: order[f.phase]))
+        return Verdict(
+            backend=found["backend"],
+            phases=run.phases,
+            failures=tuple(failures),
+            warnings=tuple(run.warnings),
+            fs_profile=fs_profile,
+            limits=found["limits"],
+            crash_coverage=found["coverage"],
+            required=tuple(phase for phase in PHASES if phase in set(require)),
+            budget=budget,
+            examples=examples,
+            seed=seed,
+            seconds=time.perf_counter() - started,
+            shards=() if shard is None else (shard,),
+            units=found["units"],
+            internal_errors=tuple(run.internal_errors),
+            stopped=stopped,
+        )
+
+    run.so_far = verdict_now
+    try:
+        with scratch_directory():
+            loaded = load(spec)
+            found["backend"] = loaded.backend.name
+            _phases_of(loaded, run, spec, found, budget=budget, deadline=deadline,
+                       seed=seed, machine_seed=machine_seed, failures_dir=failures_dir,
+                       examples=examples, fs_profile=fs_profile, shard=shard,
+                       limits=(phase_timeout, None if fixed else slack))  # fmt: skip
+    except KeyboardInterrupt as exc:
+        raise Stopped(_stopped(run, verdict_now, signal_name(exc))) from None
+    return verdict_now(run)
+
+
+def signal_name(exc: KeyboardInterrupt) -> str:
+    """The signal a ``KeyboardInterrupt`` stands for: SIGINT unless it names another."""
+    name = getattr(exc, "signal", None)
+    return name if isinstance(name, str) else "SIGINT"
+
+
+def _stopped(run: _Run, verdict_now: Any, name: str) -> Verdict:
+    """The verdict so far of a run ``name`` stopped: the phase that was running is
+    incomplete, the phases after it did not run (INSTALL-21)."""
+    for phase, report in list(run.phases.items()):
+        if report.status == "running":
+            run.stop(phase, f"stopped by {name}")
+        elif report.status == "pending":
+            run.set(phase, PhaseReport("skipped", f"not run: the run was stopped by {name}"))
+    verdict: Verdict = verdict_now(run, name)
+    return verdict
+
+
+def _phases_of(
+    loaded: LoadedBackend, run: _Run, spec: str, found: dict[str, Any], *, budget: float,
+    deadline: float, seed: int, machine_seed: int, failures_dir: Path, examples: int | None,
+    fs_profile: str, shard: Shard | None, limits: tuple[float, float | None],
+) -> None:  # fmt: skip
+    """Every phase of :func:`validate` in its order, each under its guard; what the verdict
+    needs besides the phases goes into ``found``.  ``limits``: ``(phase_timeout, slack)``,
+    ``slack`` ``None`` for fixed work."""
+    phase_timeout, slack = limits
+    capabilities = loaded.capabilities
+    for name in PHASES:
+        run.set(name, PhaseReport())
+
+    # The fixed work first: the conformance suite is a fixed set of cases.
+    fork_cases: list[Failure] = []
+    with run.guard("conformance", phase_timeout):
         fork_cases, conformance_units = _conformance_phase(loaded, run, spec, shard)
-        stopped = protocol_stop(run.failures)
+        if conformance_units is not None:
+            found["units"] = {"conformance cases": conformance_units}
+    stopped = protocol_stop(run.failures)
 
-        # Then crash exploration, whose first round is owed however small the budget: its
-        # share of what is left (one round's fixed work with ``examples``).  The machines come
-        # last and take what is left after it, so they absorb its overrun.
-        limits: tuple[str, ...] = ()
-        coverage: Mapping[str, Any] | None = None
-        units: Mapping[str, Units] = {}
-        if stopped is None:
-            left = max(0.0, deadline - time.perf_counter())
-            crash_budget = math.inf if examples is not None else max(1.0, left * CRASH_SHARE)
-            # What the first workload owes may run on to the end of the whole budget and its
-            # overrun: the machines after it then run their one example each.
-            owed = max(0.0, left - crash_budget) + crash_overrun(budget)
-            limits, coverage, units = _crash_phase(
+    # Then crash exploration, whose first round is owed however small the budget: its
+    # share of what is left (one round's fixed work with ``examples``).  The machines come
+    # last and take what is left after it, so they absorb its overrun.
+    if stopped is None:
+        left = max(0.0, deadline - time.perf_counter())
+        crash_budget = math.inf if slack is None else max(1.0, left * CRASH_SHARE)
+        # What the first workload owes may run on to the end of the whole budget and its
+        # overrun: the machines after it then run their one example each.
+        owed = max(0.0, left - crash_budget) + crash_overrun(budget)
+        crash_limit = phase_timeout if slack is None else crash_budget + owed + slack
+        with run.guard("crash exploration", crash_limit):
+            said, coverage, units = _crash_phase(
                 loaded, run, crash_budget, seed, failures_dir, spec, owed, fs_profile, shard
             )
-            stopped = protocol_stop(run.failures)
+            found.update(limits=said, coverage=coverage, units={**found["units"], **units})
+        stopped = protocol_stop(run.failures)
 
-        # What is left: the fork machine's share, then the storage machine's.
-        machines_end = deadline
-        if capabilities.fork and stopped is None:
-            share = FORK_SHARE * max(0.0, machines_end - time.perf_counter())
-            forked = _run_machine(
-                loaded, "fork", run, "forks", seed=machine_seed, failures_dir=failures_dir,
-                spec=spec,
-                deadline=time.perf_counter() + share, examples=examples,
-            )  # fmt: skip
-            fork_failures = failures_of(forked.saved, "forks")
-            run.failures.extend(fork_failures)
-            stopped = protocol_stop(run.failures)
+    # What is left: the fork machine's share, then the storage machine's.
+    machines_end = deadline
+    if capabilities.fork and stopped is None:
+        share = FORK_SHARE * max(0.0, machines_end - time.perf_counter())
+        forked = _guarded_machine(
+            loaded, "fork", run, "forks", seed=machine_seed, failures_dir=failures_dir,
+            spec=spec, deadline=time.perf_counter() + share, examples=examples,
+            seconds=phase_timeout if slack is None else share + slack,
+        )  # fmt: skip
+        fork_failures = failures_of(forked.saved, "forks")
+        run.failures.extend(fork_failures)
+        stopped = protocol_stop(run.failures)
+        if run.phases["forks"].status != "incomplete":
             cases = (
                 f"{len(fork_cases)} fork conformance cases failed"
                 if fork_cases
@@ -1054,21 +1367,25 @@ def validate(
                     {"fork_machine_steps": forked.steps, "fork_machine_examples": forked.examples},
                 ),
             )
-        else:
-            run.set("forks", PhaseReport("skipped", stopped or "the repository has no fork()"))
+    elif run.phases["forks"].status == "pending":
+        run.set("forks", PhaseReport("skipped", stopped or "the repository has no fork()"))
 
-        skip_machine = stopped
-        storage = BackendReport() if stopped is not None else _run_machine(
+    skip_machine = stopped
+    storage = BackendReport()
+    if stopped is None:
+        left = max(0.0, machines_end - time.perf_counter())
+        storage = _guarded_machine(
             loaded, "storage", run, "machine", seed=machine_seed, failures_dir=failures_dir,
-            spec=spec,
-            deadline=machines_end, examples=examples,
+            spec=spec, deadline=machines_end, examples=examples,
+            seconds=phase_timeout if slack is None else left + slack,
         )  # fmt: skip
-        machine_failures = failures_of(storage.saved, "machine")
-        run.failures.extend(machine_failures)
-        stopped = stopped or protocol_stop(run.failures)
-        unshrunk = " (not shrunk: the budget was spent)" if any(
-            not f.shrunk for f in machine_failures
-        ) else ""  # fmt: skip
+    machine_failures = failures_of(storage.saved, "machine")
+    run.failures.extend(machine_failures)
+    stopped = stopped or protocol_stop(run.failures)
+    unshrunk = " (not shrunk: the budget was spent)" if any(
+        not f.shrunk for f in machine_failures
+    ) else ""  # fmt: skip
+    if run.phases["machine"].status != "incomplete":
         run.set(
             "machine",
             PhaseReport(
@@ -1078,31 +1395,24 @@ def validate(
             ),
         )
 
-        run.set("restarts", restarts_phase(capabilities, loaded.counts))
-        if stopped is not None:
-            for name, report in list(run.phases.items()):
-                later = report.status == "pending" or name == "restarts"
-                if later or (name == "machine" and skip_machine is not None):
-                    run.set(name, PhaseReport("skipped", stopped))
-        if loaded.backend.close is not None:
+    run.set("restarts", restarts_phase(capabilities, loaded.counts))
+    if stopped is not None:
+        for name, report in list(run.phases.items()):
+            later = report.status == "pending" or name == "restarts"
+            if later or (name == "machine" and skip_machine is not None):
+                run.set(name, PhaseReport("skipped", stopped))
+    if loaded.backend.close is not None:
+        with run.guard("restarts", phase_timeout if slack is None else slack):
             loaded.backend.close()
-    order = {name: index for index, name in enumerate(PHASES)}
-    return Verdict(
-        backend=loaded.backend.name,
-        phases=run.phases,
-        failures=tuple(sorted(run.failures, key=lambda f: order[f.phase])),
-        warnings=tuple(run.warnings),
-        fs_profile=fs_profile,
-        limits=limits,
-        crash_coverage=coverage,
-        required=tuple(phase for phase in PHASES if phase in set(require)),
-        budget=budget,
-        examples=examples,
-        seed=seed,
-        seconds=time.perf_counter() - started,
-        shards=() if shard is None else (shard,),
-        units={
-            **({} if conformance_units is None else {"conformance cases": conformance_units}),
-            **units,
-        },
-    )
+
+
+def _guarded_machine(
+    loaded: LoadedBackend, kind: MachineKind, run: _Run, phase: str, *, seconds: float,
+    **options: Any,
+) -> BackendReport:  # fmt: skip
+    """:func:`_run_machine` under the phase's guard; what it ran and saved before an overrun
+    or an internal error is kept (the phase is then incomplete, its failures still real)."""
+    partial: list[BackendReport] = [BackendReport()]
+    with run.guard(phase, seconds):
+        partial[0] = _run_machine(loaded, kind, run, phase, partial=partial, **options)
+    return partial[0]

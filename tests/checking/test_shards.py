@@ -25,7 +25,7 @@ import pytest
 from scopecheck.backends.adapters import load
 from scopecheck.crashsim.shards import Shard, Units
 from scopecheck.run.merge import merge_verdicts
-from scopecheck.run.validate import PhaseReport, Verdict
+from scopecheck.run.validate import VERSION, PhaseReport, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = f"{ROOT}/examples/good_file_backend.py:make_backend"
@@ -152,7 +152,10 @@ def test_shard_mistakes_on_the_command_line(tmp_path: Path) -> None:
         assert refused.stderr.count("\n") == 1
     (tmp_path / "old.json").write_text('{"version": 2}')
     (tmp_path / "junk.json").write_text("not json")
-    for name, said in [("old.json", "not a version-3 verdict"), ("junk.json", "not a JSON")]:
+    for name, said in [
+        ("old.json", f"not a version-{VERSION} verdict"),
+        ("junk.json", "not a JSON"),
+    ]:
         refused = scopecheck("merge", name, cwd=tmp_path)
         assert refused.returncode == 2 and said in refused.stderr, refused.stderr
 

@@ -113,6 +113,10 @@ class ToyRound:
         self.fault_calls.append((start, limit, at_least))
         return min(self.faults, limit if limit is not None else self.faults)
 
+    @property
+    def fault_plan_size(self) -> int:
+        return self.faults
+
 
 @pytest.mark.rule("CRASH-COV-1", "CRASH-COV-2")
 def test_the_loop_checks_after_every_acknowledgement_first_and_claims_only_what_it_checked() -> (

@@ -11,10 +11,12 @@ import ctypes
 import errno
 import mmap
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -418,7 +420,7 @@ def test_a_partial_write_stores_k_bytes_and_the_next_write_fails(dirs: tuple[Pat
     fired = mount.fired
     assert fired == Fired(
         op="write", path="log", ordinal=2, errno="ENOSPC", tid=fired.tid, time=fired.time,
-        offset=6, requested=7, written=3, then_failed=3,
+        offset=6, requested=7, written=3, then_failed=3, rest_failed=1,
     )  # fmt: skip
     assert mount.status() == (
         "fired: write #2 on log wrote 3 of 7 bytes at offset 6; write #3 failed with ENOSPC"
@@ -435,6 +437,97 @@ def test_python_buffered_io_sees_the_partial_write_then_the_error(dirs: tuple[Pa
             f.write(b"y" * 10)  # FileIO.write returns the short count; this write fails
         assert failed.value.errno == errno.EIO
     assert (backing / "f").read_bytes() == b"x" * 100
+    mount.cleanup()
+
+
+@pytest.mark.rule("CRASH-SYS-18")
+def test_the_rest_of_a_cut_short_write_fails_however_it_is_retried(
+    dirs: tuple[Path, Path],
+) -> None:
+    """After the partial write the next write fails whatever it is, and so does every retry of
+    the rest -- whole, in pieces, or with more after it; another write passes (the disk has
+    room again) and ends it, and so does a truncate."""
+    backing, mnt = dirs
+    mount = FaultMount(backing, mnt, FaultPlan("write", "log", 1, "ENOSPC", partial=3))
+    with mount:
+        fd = os.open(mnt / "log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        assert os.write(fd, b"record\n") == 3
+        for retry in (b"ord\n", b"ord\n", b"or", b"ord\nnext\n"):
+            with pytest.raises(OSError) as failed:
+                os.write(fd, retry)
+            assert failed.value.errno == errno.ENOSPC
+        assert os.write(fd, b"next\n") == 5  # not the rest: it passes, and the rest may follow
+        assert os.write(fd, b"ord\n") == 4
+        os.close(fd)
+    assert (backing / "log").read_bytes() == b"recnext\nord\n"
+    fired = mount.fired
+    assert fired is not None and (fired.then_failed, fired.rest_failed) == (2, 4)
+    assert mount.status() == (
+        "fired: write #1 on log wrote 3 of 7 bytes at offset 0; write #2 failed with ENOSPC, "
+        "and 3 retry(s) of the rest after it"
+    )
+    mount.cleanup()
+    (backing / "log").unlink()
+    cut = FaultMount(backing, mnt, FaultPlan("write", "log", 1, "ENOSPC", partial=3))
+    with cut:
+        fd = os.open(mnt / "log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        assert os.write(fd, b"record\n") == 3
+        os.ftruncate(fd, 0)  # cut back: room again, and the same line fits whole
+        assert os.write(fd, b"record\n") == 7
+        os.close(fd)
+    assert (backing / "log").read_bytes() == b"record\n"
+    assert cut.fired is not None and cut.fired.then_failed is None
+    cut.cleanup()
+
+
+#: Appends two records to a file through one Node.js API, writing the rest of a short write
+#: as the examples do, and prints what each append did.
+NODE_APPENDS = r"""
+const fs = require("fs"), fsp = require("fs/promises");
+const [api, file] = process.argv.slice(1);
+async function append(fh, data) {
+  if (api === "writeSync") {
+    for (let done = 0; done < data.length;) done += fs.writeSync(fh.fd, data, done);
+  } else if (api === "FileHandle.write") {
+    for (let done = 0; done < data.length;) done += (await fh.write(data, done)).bytesWritten;
+  } else {
+    const stream = fs.createWriteStream(null, { fd: fh.fd, autoClose: false });
+    stream.on("error", () => {});
+    await new Promise((resolve, reject) => stream.write(data, (e) => (e ? reject(e) : resolve())));
+  }
+}
+(async () => {
+  const fh = await fsp.open(file, "a");
+  const said = [];
+  for (const record of ["first record\n", "second record\n"]) {
+    try { await append(fh, Buffer.from(record)); said.push("ok"); } catch (e) { said.push(e.code); }
+  }
+  await fh.close();
+  console.log(JSON.stringify(said));
+})();
+"""
+
+
+@pytest.mark.rule("CRASH-SYS-18")
+@pytest.mark.parametrize("api", ["writeSync", "FileHandle.write", "stream"])
+def test_node_sees_a_partial_write_through_each_api(dirs: tuple[Path, Path], api: str) -> None:
+    """libuv writes the rest of a short write itself and, when that fails, returns the short
+    count without the error; the application's retry of the rest (the examples' loop, the
+    stream's own) fails too, so the error reaches the caller with the stored bytes left."""
+    node = shutil.which("node")
+    assert node is not None, "this test needs node on PATH"
+    backing, mnt = dirs
+    mount = FaultMount(backing, mnt, FaultPlan("write", "log", 2, "ENOSPC", partial=5))
+    with mount:
+        done = subprocess.run(
+            [node, "-e", NODE_APPENDS, api, str(mnt / "log")],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout) == ["ok", "ENOSPC"]
+    assert (backing / "log").read_bytes() == b"first record\nsecon"
+    fired = mount.fired
+    assert fired is not None and fired.rest_failed == 2, mount.status()  # libuv's, then ours
     mount.cleanup()
 
 
@@ -563,3 +656,10 @@ def test_a_parent_that_dies_without_closing_leaves_no_mount(dirs: tuple[Path, Pa
             break
         time.sleep(0.01)
     assert not is_mounted(mnt)
+    # The daemon, its parent gone, removes the state folder nobody will read (INSTALL-21).
+    state = Path(tempfile.gettempdir())
+    for _ in range(1000):
+        if not list(state.glob("scopecheck-fuse-*")):
+            break
+        time.sleep(0.01)
+    assert not list(state.glob("scopecheck-fuse-*"))

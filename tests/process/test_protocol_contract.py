@@ -337,26 +337,30 @@ def test_real_traffic_through_scopecheck_serve_validates_against_the_schema(
     served = spec(f"{sys.executable} -m scopecheck serve {tmp_path / 'factory.py'}:make_backend")
     run_script(served)
     loaded = load(served)
-    world = loaded.backend.new_world(Clock())
+    assert loaded.backend.close is not None
     try:
-        repo = world.repository()
-        repo.create("src").close()
-        repo.fork("src", TreeFork(id="copy"))
-        with pytest.raises(UsageError):
-            repo.fork("src", BranchFork("main"))
-        repo.delete("copy")
+        world = loaded.backend.new_world(Clock())
+        try:
+            repo = world.repository()
+            repo.create("src").close()
+            repo.fork("src", TreeFork(id="copy"))
+            with pytest.raises(UsageError):
+                repo.fork("src", BranchFork("main"))
+            repo.delete("copy")
+        finally:
+            world.cleanup()
+        report = fuzz_backend(  # one round of two examples: every world and restart is a process
+            attrs.evolve(loaded.backend, crash=None),
+            budget=0.01,
+            examples_per_round=2,
+            seed=0,
+            settings=get_profile("ci"),
+            failures_dir=tmp_path / "failures",
+            profile="ci",
+            spec=served,
+        )
     finally:
-        world.cleanup()
-    report = fuzz_backend(  # one round of two examples: every world and restart is a process
-        attrs.evolve(loaded.backend, crash=None),
-        budget=0.01,
-        examples_per_round=2,
-        seed=0,
-        settings=get_profile("ci"),
-        failures_dir=tmp_path / "failures",
-        profile="ci",
-        spec=served,
-    )
+        loaded.backend.close()  # the pool's processes
     assert report.failures == 0 and report.steps > 0
     assert check_traffic(logs) == set(OPS)
 

@@ -66,13 +66,13 @@ def go_backend(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return binary
 
 
-def _validate(command: str, failures: Path) -> dict[str, Any]:
+def validate_exec(command: str, failures: Path, examples: int = EXAMPLES) -> dict[str, Any]:
     """`scopecheck validate --exec COMMAND --examples EXAMPLES --json` in a child, as a user
-    runs it."""
+    runs it; the verdict with its ``exit_status``."""
     assert unavailable() is None, "crash exploration needs strace with ptrace permitted"
     run = subprocess.run(
         [sys.executable, "-m", "scopecheck", "validate", "--exec", command, "--examples",
-         str(EXAMPLES), "--budget", str(BUDGET), "--json", "--failures-dir", str(failures)],
+         str(examples), "--budget", str(BUDGET), "--json", "--failures-dir", str(failures)],
         cwd=ROOT, capture_output=True, timeout=600, check=False,
     )  # fmt: skip
     assert run.stdout, run.stderr.decode(errors="replace")[-3000:]
@@ -91,7 +91,7 @@ def verdict(
     else:
         assert NODE is not None, "the Node.js example needs node on PATH"
         command = PROMISES_BACKEND
-    yield _validate(command, tmp_path_factory.mktemp("failures"))
+    yield validate_exec(command, tmp_path_factory.mktemp("failures"))
 
 
 def _failures(verdict: dict[str, Any], *phases: str) -> list[dict[str, Any]]:
