@@ -13,17 +13,19 @@ creates ``data.mdb`` in, nor the two meta pages it writes into a new ``data.mdb`
 ``make_durable_backend`` does both after making the environment (``env.sync(True)``, then
 ``SessionFiles(durable=True)`` fsyncs the directory).  The opposite setting, ``sync=False``
 (what a cache would choose), acknowledges before anything is on disk; ``make_nosync_backend``
-shows it.
+shows it.  ``make_atomic_backend`` creates each environment the way a careful team would by
+hand: in a folder of its own (``<id>.lmdb.creating``), synced file by file, renamed into place.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import lmdb
 
 from scopecheck.examples.stores.sessions import (
-    Log, SessionFiles, StoreRepository, dumps, loads, repository,
+    Log, SessionFiles, StoreRepository, dumps, fsync_dir, loads, remove, repository,
 )
 
 #: lmdb.open's keyword arguments per setting: the binding's defaults, spelled out.
@@ -60,6 +62,24 @@ class LmdbFiles(SessionFiles):
         return LmdbLog(lmdb.open(path, create=False, **self.settings))
 
 
+class AtomicLmdbFiles(LmdbFiles):
+    """An environment made in ``<id>.lmdb.creating`` (mkdir, ``lmdb.open``, ``env.sync``, an
+    fsync of each file and of the folder), then renamed into place and the root fsynced."""
+
+    def create(self, session_id: str) -> Log:
+        path = self.path(session_id)
+        temp = path + ".creating"
+        remove(temp)
+        os.mkdir(temp)
+        self.build(temp)
+        for name in os.listdir(temp):
+            fsync_dir(os.path.join(temp, name))
+        fsync_dir(temp)
+        os.rename(temp, path)
+        fsync_dir(self.root)
+        return self.connect(path)
+
+
 def make_backend(clock: Any, *, root: str) -> StoreRepository:
     return repository(clock, lambda: LmdbFiles(root, durable=False, settings=DEFAULT))
 
@@ -70,3 +90,7 @@ def make_durable_backend(clock: Any, *, root: str) -> StoreRepository:
 
 def make_nosync_backend(clock: Any, *, root: str) -> StoreRepository:
     return repository(clock, lambda: LmdbFiles(root, durable=True, settings=NOSYNC))
+
+
+def make_atomic_backend(clock: Any, *, root: str) -> StoreRepository:
+    return repository(clock, lambda: AtomicLmdbFiles(root, durable=True, settings=DEFAULT))

@@ -189,12 +189,13 @@ def report_killed(so_far: str, why: str, as_json: bool) -> int:
     rest not run) and return its exit code; one line when it saved none."""
     import orjson
 
+    from scopecheck.run.stopping import STOP_GRACE
     from scopecheck.run.validate import STOP_CODES, PhaseReport, Verdict
 
     cause = (
-        "it hung past the run's hard end and did not stop within 5 s"
+        f"it hung past the run's hard end and did not stop within {STOP_GRACE:g} s"
         if why == "hang"
-        else f"it did not stop within 5 s of {why}"
+        else f"it did not stop within {STOP_GRACE:g} s of {why}"
     )
     try:
         verdict = Verdict.from_json(orjson.loads(Path(so_far).read_bytes()))

@@ -344,7 +344,14 @@ def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top + "/")
 
 
+#: A step's outcome when the served backend raised an exception without a code: its own
+#: answer (an uncoded error, CRASH-FS-9), not a protocol break (:class:`BackendRaised`).
+RAISED = "raised"
+
+
 def _outcome(exc: BaseException) -> str:
+    if isinstance(exc, BackendRaised):
+        return RAISED
     if isinstance(exc, ScopecheckError):
         return exc.code
     return type(exc).__name__
@@ -1765,7 +1772,7 @@ def check_fault_run(
             "PROC-2", f"step {index + 1} ({step}) of the run with {expression}: {said}",
             kind=PROTOCOL,
         )  # fmt: skip
-    if not kill and first in ("OSError", "protocol_error"):
+    if not kill and first in ("OSError", "protocol_error", RAISED):
         last = tail.splitlines()[-1] if tail else said
         where = f"; the backend's stderr ends: {tail[-400:]}" if tail else f" ({said})"
         return RunProblem(

@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Any
 
 #: Seconds a stopped child has to print its verdict so far and exit before it is killed.
-STOP_GRACE = 5.0
+STOP_GRACE = 10.0
 #: The signal the supervisor sends its child when the run outlived its hard end (a hang).
 HANG_SIGNAL = signal.SIGUSR1
 _PR_SET_CHILD_SUBREAPER = 36

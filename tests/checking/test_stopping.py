@@ -31,7 +31,8 @@ from scopecheck.run.watchdog import Overrun, doing, limit
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: The dict example, whose commit never returns (an in-process backend that hangs).
+#: The dict example, whose commit never returns (an in-process backend that hangs); its
+#: create neither, so the machine's first example meets the hang whatever steps it draws.
 HANGS_IN_COMMIT = """
 import time
 from scopecheck.examples.good_backend import DictRepository, DictStorage
@@ -43,20 +44,24 @@ class Hanging(DictStorage):
 class Repository(DictRepository):
     storage_class = Hanging
 
+    def create(self, session_id):
+        time.sleep(3600)
+
 def make_backend(clock):
     return Repository(clock)
 """
 
-#: A process backend that answers the probe's ``hello`` and then never another one.
+#: A process backend that answers the probe's ``hello`` -- the first one any of its processes
+#: is sent, noted in the marker file its command names -- and then never another one.
 HANGS_IN_HELLO = """
-import json, sys, time
-hellos = 0
+import json, os, sys, time
+marker = sys.argv[1]
 for line in sys.stdin:
     request = json.loads(line)
     if request["op"] == "hello":
-        hellos += 1
-        if hellos > 1:
+        if os.path.exists(marker):
             time.sleep(3600)
+        open(marker, "w").close()
         answer = {"protocol": 1, "name": "hangs-in-hello", "fork": False}
     else:
         answer = None
@@ -109,16 +114,17 @@ def test_a_process_backend_that_hangs_in_a_later_hello_leaves_its_phases_incompl
 ) -> None:
     script = _write(tmp_path, "backend.py", HANGS_IN_HELLO)
     verdict = validate(
-        f"exec:{sys.executable} {script}", budget=4, failures_dir=tmp_path / "f", phase_timeout=3
+        f"exec:{sys.executable} {script} {tmp_path / 'said-hello'}",
+        budget=4,
+        failures_dir=tmp_path / "f",
+        phase_timeout=3,
     )
     statuses = {name: verdict.phases[name].status for name in PHASES}
     assert statuses["conformance"] == "incomplete", verdict.phases["conformance"]
     assert statuses["machine"] == "incomplete", verdict.phases["machine"]
     assert "waiting for the backend's answer to hello" in verdict.phases["machine"].detail
-    assert statuses["crash exploration"] != "ran"
-    assert not verdict.internal_errors
-    # Its one answer that is no protocol (``null`` for ``create``) is one PROC-2 (PROC-10).
-    assert [f.rule for f in verdict.failures] in ([], ["PROC-2"]), verdict.failures
+    assert statuses["crash exploration"] == "incomplete", verdict.phases["crash exploration"]
+    assert not verdict.internal_errors and not verdict.failures
 
 
 @pytest.mark.rule("INSTALL-20")
@@ -274,12 +280,14 @@ def test_a_signal_prints_the_verdict_so_far_and_leaves_nothing(
         out, err = run.communicate(timeout=30)
     finally:
         run.kill()
-    assert time.monotonic() - stopped_at < 15
+    assert time.monotonic() - stopped_at < 25
     assert run.returncode == 128 + sig, (run.returncode, err[-2000:])
     verdict = orjson.loads(out)
     assert verdict["stopped"] == sig.name and verdict["exit_code"] == 128 + sig
     crash = verdict["phases"]["crash exploration"]
-    assert crash["status"] == "incomplete" and f"stopped by {sig.name}" in crash["detail"]
+    # Stopped by the run itself, or -- on a loaded machine, past the grace -- killed by its
+    # supervisor, which prints the verdict the run saved last: either way it says why.
+    assert crash["status"] == "incomplete" and sig.name in crash["detail"], crash
     assert verdict["phases"]["conformance"]["status"] == "ran"
     assert verdict["phases"]["machine"]["status"] == "skipped"
     assert _ours_left(tmpdir, run.pid) == []

@@ -63,11 +63,12 @@ def _partial_fault_run(command: list[str], base: Path) -> tuple[str, tuple[str, 
         k = next(i for i, op in enumerate(rec.ops) if op.kind == "write" and op.path == "s.log")
         steps = [step.op for step in rec.workload.steps]
         assert steps[1:3] == ["commit", "commit"], steps  # the next commit, on the same handle
-        outcome, problem = fault_run(
+        done = fault_run(
             source.command, source.cwd, rec, source.base, rnd.checker, 0,
             FIRST_LINE_CUT_SHORT, k,
         )  # fmt: skip
-    return outcome, None if problem is None else (problem[0], problem[1])
+    problem = done.problem
+    return done.outcome, None if problem is None else (problem.rule, problem.problem)
 
 
 @pytest.mark.rule("CRASH-SYS-18", "CRASH-FS-9")
