@@ -24,6 +24,7 @@ import hashlib
 import itertools
 import re
 import time
+import traceback
 import unittest
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -54,6 +55,7 @@ from scopecheck.machines.hygiene import disk_root
 from scopecheck.machines.storage import StorageMachine, make_machine, rules_of_program
 from scopecheck.models.protocols import Clock
 from scopecheck.process.client import ProtocolFailure
+from scopecheck.run.internal import raised_by_us, raised_where
 
 
 def _frozen_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -222,9 +224,12 @@ def machine_record(
     the failing check's own, else its step's), its shrunk program and its exact choice
     sequence (``reproduce``: ``[version, blob]``, ``None`` when Hypothesis printed none),
     whether shrinking ran to its end, and what Hypothesis reported; paths under a world's root
-    are shown as ``<root>``."""
+    are shown as ``<root>``.  A failure scopecheck's own code raised
+    (:func:`~scopecheck.run.internal.raised_by_us`) also says so -- ``"origin": "scopecheck"``,
+    where it was raised and its traceback -- so that it is reported as an internal error,
+    never as the backend's failure (INSTALL-19)."""
     program = roots.shown(failure_program(failure))
-    return {
+    record = {
         "kind": "machine",
         "machine": kind,
         **fields,
@@ -235,6 +240,13 @@ def machine_record(
         "shrunk": not any(SHRINK_STOPPED in text for text in reports),
         "reports": reports,
     }
+    if raised_by_us(failure):
+        record.update(
+            origin="scopecheck",
+            where=raised_where(failure),
+            traceback=roots.shown("".join(traceback.format_exception(failure))),
+        )
+    return record
 
 
 def save_reproducer(directory: Path, record: dict[str, Any]) -> Path:

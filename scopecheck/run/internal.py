@@ -11,6 +11,7 @@ a rule: a user must never read our bug as theirs.  A verdict with one exits with
 from __future__ import annotations
 
 import os
+import sysconfig
 import time
 import traceback
 from collections.abc import Mapping
@@ -36,6 +37,51 @@ def _shown(frame: traceback.FrameSummary) -> str:
     if path.startswith(_OURS + os.sep):
         path = "scopecheck/" + os.path.relpath(path, _OURS)
     return f"{path}:{frame.lineno} in {frame.name}"
+
+
+#: scopecheck's modules that are backends, not checks: what they raise is a backend's.
+_BACKEND_MODULES = ("scopecheck.impl", "scopecheck.examples", "scopecheck.planted")
+
+#: The folders of Python's standard library: a frame there raised for whoever called it.
+_STDLIB = tuple(
+    os.path.abspath(path) + os.sep
+    for path in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+)
+
+
+def _in_stdlib(path: str) -> bool:
+    """Whether a frame's file is the standard library's (not a package installed beside it)."""
+    full = os.path.abspath(path)
+    installed = {"site-packages", "dist-packages"} & set(full.split(os.sep))
+    return full.startswith(_STDLIB) and not installed
+
+
+def raised_by_us(exc: BaseException) -> bool:
+    """Whether ``exc``, which a machine met as a failure, is scopecheck's own error rather
+    than the backend's (INSTALL-19): not a check's failure (an ``AssertionError``, as every
+    mismatch is) nor an error with a code (a ``ScopecheckError``: what a backend answered,
+    a process backend's included), and raised by scopecheck's own code -- the innermost
+    frame outside the standard library (which raises for whoever called it) is a scopecheck
+    module other than the backends it bundles (``scopecheck.impl``, ``scopecheck.examples``,
+    ``scopecheck.planted``).  A user's backend, its libraries and its adapter are never
+    ours.  Modules are told apart by name, so an editable install's folders do not matter."""
+    from scopecheck.models.errors import ScopecheckError
+
+    if isinstance(exc, (AssertionError, ScopecheckError)):
+        return False
+    tb, innermost = exc.__traceback__, None
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename
+        if not path.startswith("<") and not _in_stdlib(path):
+            innermost = tb.tb_frame  # generated code (attrs, dataclasses) and the stdlib: skipped
+        tb = tb.tb_next
+    if innermost is None:
+        return False
+    module = str(innermost.f_globals.get("__name__", ""))
+    ours = module == "scopecheck" or module.startswith("scopecheck.")
+    return ours and not any(
+        module == name or module.startswith(name + ".") for name in _BACKEND_MODULES
+    )
 
 
 def raised_where(exc: BaseException) -> str:

@@ -773,6 +773,8 @@ def failures_of(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
     found = []
     for failure in saved:
         record, path = failure.record, failure.path
+        if raised_by_scopecheck(record):
+            continue  # an internal error (internal_errors_of), never the backend's failure
         if record.get("kind") == "machine":
             table = FORK_STEP_RULES if record.get("machine") == "fork" else None
             # the rules the failing check broke, as the run recorded them (CHECK-9); a
@@ -809,6 +811,29 @@ def failures_of(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
                 )
             )
     return found
+
+
+def raised_by_scopecheck(record: Mapping[str, Any]) -> bool:
+    """Whether a saved failure was raised by scopecheck's own code (``"origin"``, written by
+    :func:`~scopecheck.run.fuzz.machine_record`; INSTALL-19)."""
+    return record.get("origin") == "scopecheck"
+
+
+def internal_errors_of(saved: Sequence[SavedFailure], phase: str) -> list[InternalError]:
+    """The internal errors among a machine run's saved failures (:func:`raised_by_scopecheck`),
+    one per distinct one: what was raised, where in scopecheck, and ``scopecheck replay`` of
+    its reproducer, which also holds its traceback (INSTALL-19)."""
+    return [
+        InternalError(
+            phase=phase,
+            error=(str(failure.record.get("error", "")).splitlines() or [""])[0][:2000],
+            where=str(failure.record.get("where", "")),
+            rerun=f"scopecheck replay {failure.path}",
+            traceback_file=str(failure.path),
+        )
+        for failure in saved
+        if raised_by_scopecheck(failure.record)
+    ]
 
 
 def broke_protocol(failure: Failure) -> bool:
@@ -1352,6 +1377,7 @@ def _phases_of(
         )  # fmt: skip
         fork_failures = failures_of(forked.saved, "forks")
         run.failures.extend(fork_failures)
+        ours = _our_errors(run, "forks", forked.saved)
         stopped = protocol_stop(run.failures)
         if run.phases["forks"].status != "incomplete":
             cases = (
@@ -1362,8 +1388,9 @@ def _phases_of(
             run.set(
                 "forks",
                 PhaseReport(
-                    "failed" if fork_failures or fork_cases else "ran",
-                    f"fork machine: {forked.steps:,} steps, {forked.examples:,} examples; {cases}",
+                    _machine_status(fork_failures or fork_cases, ours),
+                    f"fork machine: {forked.steps:,} steps, {forked.examples:,} examples; "
+                    f"{cases}{ours}",
                     {"fork_machine_steps": forked.steps, "fork_machine_examples": forked.examples},
                 ),
             )
@@ -1381,6 +1408,7 @@ def _phases_of(
         )  # fmt: skip
     machine_failures = failures_of(storage.saved, "machine")
     run.failures.extend(machine_failures)
+    ours = _our_errors(run, "machine", storage.saved)
     stopped = stopped or protocol_stop(run.failures)
     unshrunk = " (not shrunk: the budget was spent)" if any(
         not f.shrunk for f in machine_failures
@@ -1389,8 +1417,8 @@ def _phases_of(
         run.set(
             "machine",
             PhaseReport(
-                "failed" if machine_failures else "ran",
-                f"{storage.steps:,} steps, {storage.examples:,} examples{unshrunk}",
+                _machine_status(machine_failures, ours),
+                f"{storage.steps:,} steps, {storage.examples:,} examples{unshrunk}{ours}",
                 {"steps": storage.steps, "examples": storage.examples},
             ),
         )
@@ -1404,6 +1432,23 @@ def _phases_of(
     if loaded.backend.close is not None:
         with run.guard("restarts", phase_timeout if slack is None else slack):
             loaded.backend.close()
+
+
+def _our_errors(run: _Run, phase: str, saved: Sequence[SavedFailure]) -> str:
+    """Add the internal errors among a machine phase's saved failures to the run
+    (:func:`internal_errors_of`, INSTALL-19); what the phase's detail says of them, or
+    ``""``.  The machine went on after them (CHECK-9), but not in the examples they ended."""
+    errors = internal_errors_of(saved, phase)
+    run.internal_errors.extend(errors)
+    return "".join(f"; scopecheck's own error ({e.error}), not the backend's" for e in errors)
+
+
+def _machine_status(failed: object, ours: str) -> Status:
+    """A machine phase's status: ``incomplete`` after an internal error of its own (the
+    examples it ended checked nothing after it), else ``failed`` or ``ran``."""
+    if ours:
+        return "incomplete"
+    return "failed" if failed else "ran"
 
 
 def _guarded_machine(
