@@ -353,7 +353,10 @@ class SessionPairMachine(RuleBasedStateMachine):
     def restart_world(self) -> None:
         """Process restart: every handle closed, a new repository over the same location,
         both Sessions opened again on the model and the backend.  What the new repository's
-        making leaves under the root is its own, as at the world's start (HYGIENE-4)."""
+        making leaves under the root is its own, as at the world's start (HYGIENE-4).  The
+        world closes the old handles and repository inside the same call, so a temp file
+        their closing leaves is taken for the repository's too: a finding only when such
+        files pile up, one more at every restart (the close steps judge a close alone)."""
         self.since_restart = 0
         for sid in SESSION_IDS:
             self.model.close_session(sid)

@@ -248,6 +248,18 @@ def test_one_failure_never_hides_the_others(tmp_path: Path) -> None:
     assert report.steps > found_at, (found_at, report.steps)
 
 
+@pytest.mark.rule("CHECK-9", "INSTALL-12")
+def test_the_same_seed_does_the_same_work_past_a_failure(tmp_path: Path) -> None:
+    """Going on after a failure keeps ``--examples`` fixed work: two runs of the store whose
+    first commit leaves its scratch file, same seed and examples, make the same steps,
+    examples, repeats and restarts and report the same failure."""
+    runs = [_run("make_lazy_backend", tmp_path / name, shrink=True) for name in "ab"]
+    (first, one), (second, other) = runs
+    assert (one.steps, one.examples, one.repeats) == (other.steps, other.examples, other.repeats)
+    assert one.repeats > 0 and first.counts.restarts == second.counts.restarts > 0
+    assert _rules(one) == _rules(other) == [("HYGIENE-1",)]
+
+
 @pytest.mark.long
 @pytest.mark.rule("CHECK-9", "HYGIENE-1")
 def test_validate_goes_on_after_a_leftover(tmp_path: Path) -> None:
