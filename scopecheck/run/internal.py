@@ -21,6 +21,8 @@ from typing import Any
 
 import attrs
 
+from scopecheck.models.errors import ScopecheckError
+
 #: The exit code of a run that met an internal error (distinct from a backend's failure, 1).
 EXIT_INTERNAL = 4
 
@@ -65,8 +67,6 @@ def raised_by_us(exc: BaseException) -> bool:
     module other than the backends it bundles (``scopecheck.impl``, ``scopecheck.examples``,
     ``scopecheck.planted``).  A user's backend, its libraries and its adapter are never
     ours.  Modules are told apart by name, so an editable install's folders do not matter."""
-    from scopecheck.models.errors import ScopecheckError
-
     if isinstance(exc, (AssertionError, ScopecheckError)):
         return False
     tb, innermost = exc.__traceback__, None
