@@ -205,9 +205,20 @@ def fuzz(
                 f"{r.steps_per_second:,.0f}",
             )
         Console().print(table)
+    ours = 0
     for report in reports.values():
         for path in report.reproducers:
             record = orjson.loads(Path(path).read_bytes())
+            if record.get("origin") == "scopecheck":  # our own exception (INSTALL-19)
+                ours += 1
+                click.echo(
+                    f"\nINTERNAL ERROR on {record['backend']}: "
+                    f"{str(record['error']).splitlines()[0]}\n  at {record.get('where', '?')}\n"
+                    "  this is scopecheck's own error, not the backend's: please report it with "
+                    f"the reproducer (it holds the traceback)\n  rerun: scopecheck replay {path}",
+                    err=True,
+                )
+                continue
             profiles = record.get("profiles") or ()
             what = "Warning" if profiles and fs_profile not in profiles else "Failure"
             click.echo(
@@ -226,7 +237,7 @@ def fuzz(
     if stopped is not None:
         click.echo(f"\nstopped by {stopped}: the figures so far", err=True)
         sys.exit(STOP_CODES.get(stopped, 1))
-    if internal:
+    if internal or ours:
         sys.exit(EXIT_INTERNAL)
     sys.exit(1 if total_failures or unfinished else 0)
 

@@ -29,11 +29,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+#: ``$SCOPECHECK_VERDICT_SO_FAR``: a file the run rewrites with its verdict so far after every
+#: phase update, for the supervisor that must report it if the run is killed.
+SO_FAR_ENV = "SCOPECHECK_VERDICT_SO_FAR"
 #: Seconds a stopped child has to print its verdict so far and exit before it is killed.
 STOP_GRACE = 10.0
 #: The signal the supervisor sends its child when the run outlived its hard end (a hang).
@@ -51,6 +55,8 @@ class Signalled(KeyboardInterrupt):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.signal = name
+        #: The signal's number, to give it back when it could not be raised.
+        self.signum: int = int(signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -58,8 +64,6 @@ def signals_stop_the_run() -> Iterator[None]:
     """Inside the block, SIGINT, SIGTERM, SIGHUP and the supervisor's hang signal raise
     :class:`Signalled` in the main thread, once: later ones while the run stops are ignored.
     The previous handlers come back at the end.  Off the main thread, nothing changes."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -72,7 +76,12 @@ def signals_stop_the_run() -> Iterator[None]:
 
 
 def _raise_on_signals() -> dict[int, Any]:
-    """Make the stopping signals raise :class:`Signalled`, once; the handlers before."""
+    """Make the stopping signals raise :class:`Signalled`, once; the handlers before.
+
+    Once -- unless Python could not raise it: a signal that lands in a garbage-collection
+    callback or a ``__del__`` has its exception printed as "ignored" and the run goes on.  The
+    unraisable hook then gives the signal back to the process, so it is raised again at the
+    next place that can raise."""
     raised = False
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -81,8 +90,28 @@ def _raise_on_signals() -> dict[int, Any]:
         if raised:
             return
         raised = True
-        raise Signalled(STOPPING.get(signal.Signals(signum), "hang"))
+        error = Signalled(STOPPING.get(signal.Signals(signum), "hang"))
+        error.signum = signum
+        raise error
 
+    before_hook = sys.unraisablehook
+    given_back = 0
+
+    def unraisable(info: Any) -> None:
+        nonlocal raised, given_back
+        error = getattr(info, "exc_value", None)
+        if isinstance(error, Signalled) and raised and given_back < 100:
+            # Sent again from another thread a moment later: raised here, in the hook, it
+            # would be ignored once more.
+            raised, given_back = False, given_back + 1
+            number = getattr(error, "signum", signal.SIGTERM)
+            again = threading.Timer(0.05, os.kill, (os.getpid(), number))
+            again.daemon = True
+            again.start()
+            return
+        before_hook(info)
+
+    sys.unraisablehook = unraisable
     wanted = [*STOPPING, HANG_SIGNAL]
     before: dict[int, Any] = {sig: signal.getsignal(sig) for sig in wanted}
     for sig in wanted:
@@ -200,8 +229,6 @@ def supervise(
     with what ``report_killed(so_far_file, why)`` returns after printing the verdict so far
     (128 + the signal's number when it prints nothing).  ``hard_end`` is a
     ``time.monotonic()`` reading past which the child is stopped as hung."""
-    from scopecheck.run.validate import SO_FAR_ENV
-
     _subreaper()
     scratch = tempfile.mkdtemp(prefix="scopecheck-run-")
     so_far = os.path.join(scratch, "verdict-so-far.json")

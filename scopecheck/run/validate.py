@@ -92,6 +92,7 @@ from scopecheck.run.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_b
 from scopecheck.run.hypofuzz import Replayed, replay_crash_findings
 from scopecheck.run.internal import EXIT_INTERNAL, InternalError
 from scopecheck.run.report_plugin import REPORT_ENV, SHARD_ENV
+from scopecheck.run.stopping import SO_FAR_ENV
 from scopecheck.run.watchdog import Overrun, limit
 
 #: The version of the verdict's JSON (``"version"``); a change to its fields changes it and
@@ -134,9 +135,6 @@ STOP_CODES = {"SIGHUP": 129, "SIGINT": 130, "SIGTERM": 143}
 #: A fixed-work phase (the conformance suite, a run with ``--examples``) still running after
 #: this many seconds is stopped and reported incomplete (``--phase-timeout``, INSTALL-20).
 PHASE_TIMEOUT = 600.0
-#: ``$SCOPECHECK_VERDICT_SO_FAR``: a file the run rewrites with its verdict so far after every
-#: phase update, for the supervisor that must report it if the run is killed (INSTALL-21).
-SO_FAR_ENV = "SCOPECHECK_VERDICT_SO_FAR"
 
 
 class Stopped(KeyboardInterrupt):

@@ -124,3 +124,19 @@ def test_our_own_error_in_the_machine_is_an_internal_error(
 
 def error_files(tmp_path: Path) -> list[Path]:
     return sorted((tmp_path / "validate").glob("*.json"))
+
+
+@pytest.mark.rule("INSTALL-19")
+def test_fuzz_says_our_own_error_is_ours_and_exits_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scopecheck.cli import main
+
+    monkeypatch.setattr(ReferenceSession, "snapshot", len)
+    with pytest.raises(SystemExit) as ended:
+        main(["fuzz", "--backend", GOOD, "--budget", "3", "--seed", "1",
+              "--failures-dir", str(tmp_path / "f")])  # fmt: skip
+    assert ended.value.code == EXIT_INTERNAL
+    said = capsys.readouterr().err
+    assert "INTERNAL ERROR on " in said and "not the backend's" in said
+    assert "\nFailure on " not in said

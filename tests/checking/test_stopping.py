@@ -370,3 +370,31 @@ def test_what_crash_exploration_found_before_it_hung_is_kept(
     found = [f for f in verdict.failures if f.phase == "crash exploration"]
     assert found and found[0].rule and found[0].rule.startswith("CRASH"), verdict.failures
     assert Path(found[0].reproducer.removeprefix("scopecheck replay ")).exists()
+
+
+@pytest.mark.rule("INSTALL-21")
+def test_a_signal_that_lands_where_python_cannot_raise_still_stops_the_run() -> None:
+    """SIGTERM arriving in a ``__del__`` (as in a garbage-collection callback) is printed as
+    ignored there; it is given back and stops the run at the next place that can raise."""
+    code = textwrap.dedent(
+        """
+        import os, signal, sys, time
+        from scopecheck.run.stopping import Signalled, signals_stop_the_run
+
+        class Slow:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.2)  # the handler runs in here: its exception cannot leave
+
+        try:
+            with signals_stop_the_run():
+                Slow()
+                time.sleep(30)
+        except Signalled as stopped:
+            print("stopped by", stopped.signal)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "stopped by SIGTERM", (done.stdout, done.stderr)
