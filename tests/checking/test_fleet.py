@@ -90,18 +90,24 @@ def test_two_workers_share_a_failure_that_a_third_machine_replays_from_redis_alo
     workers = {}
     for name in ("a", "b"):
         env = {**base, "SCOPECHECK_LOCAL_DB": str(tmp_path / f"local-{name}")}
-        workers[name] = subprocess.Popen(
-            [hypothesis_cli, "fuzz", "--no-dashboard", "-n", "1", "--", "test_targets.py"],
-            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
+        with (tmp_path / f"worker-{name}.log").open("wb") as log:
+            workers[name] = subprocess.Popen(
+                [hypothesis_cli, "fuzz", "--no-dashboard", "-n", "1", "--", "test_targets.py"],
+                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
     third = {**base, "SCOPECHECK_LOCAL_DB": str(tmp_path / "local-third"), "REUSE_ONLY": "1"}
     replay = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_targets.py"]
-    status, output = 0, "the workers saved nothing in Redis in 150 s"
+    # Under the whole suite on two cores the fuzzers share the CPU with the other tests.
+    status, output = 0, "the workers saved nothing in Redis in 300 s"
     try:
-        deadline = time.monotonic() + 150
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             time.sleep(2)
+            ended = [name for name, worker in workers.items() if worker.poll() is not None]
+            if ended and not _saved(redis_url):
+                output = f"worker(s) {', '.join(ended)} ended before saving anything"
+                break
             if _saved(redis_url):
                 # The workers are paused while the third process replays (each fuzzes on a
                 # whole core): the replay reads Redis alone either way, and neither it nor the
@@ -125,7 +131,12 @@ def test_two_workers_share_a_failure_that_a_third_machine_replays_from_redis_alo
                 worker.wait()
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(worker.pid, signal.SIGKILL)
-    assert status == 1 and "MismatchError" in output, output[-2000:]
+    logs = "".join(
+        f"\n--- worker {name} ---\n"
+        + (tmp_path / f"worker-{name}.log").read_text(errors="replace")[-1500:]
+        for name in workers
+    )
+    assert status == 1 and "MismatchError" in output, output[-2000:] + logs
     found_by = [name for name in workers if _local_files(tmp_path / f"local-{name}")]
     assert found_by, "a worker's local database holds nothing: the finding was only in Redis"
     print(
