@@ -37,6 +37,11 @@ from scopecheck.crashsim.points import CrashPoint, Variant, parse_variant
 
 #: The reproducer format.  3: one format for every source (``source`` names it).
 VERSION = 3
+#: The end of a failure's ``kind`` when the state it read holds a commit that failed and
+#: everything acknowledged: the failed commit reappeared, nothing was lost (CHECK-10).
+REAPPEARED = ":reappeared"
+#: The start of a failure's ``kind`` for an error that is no scopecheck error (CRASH-FS-12).
+UNCODED = "uncoded:"
 #: What a failure reruns: a crash image, a crash during an image's recovery, a run with one
 #: I/O fault, a run killed at one call, or the whole workload without any crash.
 Run = Literal["crash", "recovery", "fault", "kill", "workload"]

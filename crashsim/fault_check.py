@@ -81,6 +81,9 @@ class FaultProblem:
     #: For an uncoded error, where it comes from (:func:`error_place`): what tells it apart
     #: from others of its rule, whatever fault it escaped on (CRASH-FS-12).
     place: str | None = None
+    #: The state read holds a failed commit, and everything acknowledged: the failed commit
+    #: reappeared, nothing acknowledged was lost (a failure's severity, CHECK-10).
+    reappeared: bool = False
 
 
 @attrs.frozen
@@ -215,6 +218,7 @@ def judge_images(
     *,
     hint: Callable[[FaultImage], str] = lambda _: "",
     errors: tuple[type[BaseException], ...] = (Exception,),
+    reappears: Sequence[Snapshot | None] = (),
 ) -> FaultProblem | None:
     """Reopen each of ``images`` (:func:`fault_images`) with ``reopen``; the first that does
     not open, or opens to a state not in ``allowed``, is the problem (its rule from
@@ -223,8 +227,12 @@ def judge_images(
     own tooling propagates (:func:`~scopecheck.crashsim.recovery.ours`).  A problem of a
     power-loss image says under which profiles it happens: the later power-loss images of
     profiles it does not name yet are judged too, and those failing the same rule add theirs
-    (CRASH-SYS-15) -- the images are all of one crash point, the end of the run."""
-    found = judge_blind(reopen, images, allowed, rules, what, hint=hint, errors=errors)
+    (CRASH-SYS-15) -- the images are all of one crash point, the end of the run.  A state
+    among ``reappears`` (the allowed ones with a failed commit kept) is a failed commit that
+    reappeared (:attr:`FaultProblem.reappeared`)."""
+    found = judge_blind(
+        reopen, images, allowed, rules, what, hint=hint, errors=errors, reappears=reappears
+    )
     assert not isinstance(found, NotJudged)  # no file is blind without ``blind``
     return found
 
@@ -239,6 +247,7 @@ def judge_blind(
     hint: Callable[[FaultImage], str] = lambda _: "",
     errors: tuple[type[BaseException], ...] = (Exception,),
     blind: Mapping[str, str] | None = None,
+    reappears: Sequence[Snapshot | None] = (),
 ) -> FaultProblem | NotJudged | None:
     """:func:`judge_images` for a run whose trace cannot see the contents of the files
     ``blind`` (path -> how they are written, CRASH-SYS-8): a built image holding one of them
@@ -254,11 +263,11 @@ def judge_blind(
     def one(image: FaultImage) -> FaultProblem | NotJudged | None:
         hidden = [path for path in blind if path in image.image.files and image.power_loss]
         if not hidden:
-            return _judge(reopen, image, allowed, rules, what, hint, errors)
+            return _judge(reopen, image, allowed, rules, what, hint, errors, reappears)
         real = disk if disk is not None and all(p in disk.files for p in hidden) else None
         return blind_verdict(
             lambda built: _judge(reopen, attrs.evolve(image, image=built), allowed, rules, what,
-                                 hint, errors),
+                                 hint, errors, reappears),
             image.image, {path: blind[path] for path in hidden}, real,
             lambda a, b: (a.rule, a.problem) == (b.rule, b.problem),
         )  # fmt: skip
@@ -351,6 +360,7 @@ def _judge(
     what: str,
     hint: Callable[[FaultImage], str],
     errors: tuple[type[BaseException], ...],
+    reappears: Sequence[Snapshot | None] = (),
 ) -> FaultProblem | None:
     try:
         got = reopen(image.image)
@@ -375,5 +385,6 @@ def _judge(
             dict(image.image.files),
             image.power_loss,
             image.profiles,
+            reappeared=among(got, reappears) is not None,
         )
     return None

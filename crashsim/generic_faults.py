@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from scopecheck.crashsim.coverage import ordered_passes
-from scopecheck.crashsim.failure import CrashFailure, profiles_text
+from scopecheck.crashsim.failure import REAPPEARED, CrashFailure, profiles_text
 from scopecheck.crashsim.fault_check import (
     FaultImage,
     FaultProblem,
@@ -76,7 +76,7 @@ from scopecheck.crashsim.recovery import close, error_text
 from scopecheck.crashsim.sandbox import BASE_TIME, Sandbox, StepClock, show_files
 from scopecheck.models.errors import ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
-from scopecheck.models.reference import ReferenceRepository
+from scopecheck.models.reference import ReferenceRepository, ReferenceSession
 
 if TYPE_CHECKING:
     from scopecheck.crashsim.explore import Findings
@@ -87,6 +87,9 @@ HANDLE_RULE = "CRASH-FS-10"
 LIFECYCLE_RULE = "CRASH-FS-11"
 #: Fault runs over whose trace a fault never fired: the backend does other calls when rerun.
 UNFIRED_RULE = "CRASH-FS-7"
+#: A commit failed with ``outcome_unknown``: what follows it is judged under this rule.
+UNKNOWN_RULE = "CRASH-FS-14"
+UNKNOWN = "outcome_unknown"
 
 
 class FaultTrace(Protocol):
@@ -126,13 +129,19 @@ class _Found(Exception):
     uncoded error came from (CRASH-FS-12)."""
 
     def __init__(
-        self, rule: str, problem: str, profiles: tuple[str, ...] = (), place: str | None = None
+        self,
+        rule: str,
+        problem: str,
+        profiles: tuple[str, ...] = (),
+        place: str | None = None,
+        reappeared: bool = False,
     ) -> None:
         super().__init__(problem)
         self.rule = rule
         self.problem = problem
         self.profiles = profiles
         self.place = place
+        self.reappeared = reappeared
 
 
 class FaultRun:
@@ -164,6 +173,12 @@ class FaultRun:
         #: A commit failed on the fault; later, one was acknowledged after it (CRASH-FS-10).
         self.commit_failed = False
         self.acked_after_failure = False
+        #: A commit failed with ``outcome_unknown`` (CRASH-FS-14): its writes and timestamp,
+        #: until the first reader decides whether it was kept; and whether the handle it
+        #: failed on is still the open one (it must refuse commits).
+        self.undecided: tuple[Step, int] | None = None
+        self.unknown_handle = False
+        self.unknown_seen = False
         self.imaged = False
         #: Crash and power-loss images reopened (each one a factory call).
         self.images = 0
@@ -176,7 +191,11 @@ class FaultRun:
 
     def _blame(self, rule: str) -> str:
         """A wrong state found after a commit was acknowledged on a handle that had failed one
-        is the handle's fault (CRASH-FS-10): right after the failure the state was checked."""
+        is the handle's fault (CRASH-FS-10): right after the failure the state was checked.
+        After a commit failed with ``outcome_unknown`` every wrong state is judged under
+        CRASH-FS-14: later readers must agree with the first one."""
+        if self.unknown_seen:
+            return UNKNOWN_RULE
         return HANDLE_RULE if self.acked_after_failure else rule
 
     def _step_rule(self) -> str:
@@ -208,7 +227,13 @@ class FaultRun:
 
     # -- images ----------------------------------------------------------------------------------
 
-    def check_images(self, rule: str, what: str, extra: tuple[Snapshot | None, ...] = ()) -> None:
+    def check_images(
+        self,
+        rule: str,
+        what: str,
+        extra: tuple[Snapshot | None, ...] = (),
+        reappears: tuple[Snapshot | None, ...] = (),
+    ) -> None:
         """A process crash, or a power loss, right now must reopen to the acknowledged state
         (or one of ``extra``): no failed operation visible, nothing acknowledged lost -- the
         one fault checker's images and judgement (:mod:`~scopecheck.crashsim.fault_check`)."""
@@ -230,10 +255,11 @@ class FaultRun:
             return self._durability_hint() if image.power_loss else ""
 
         found = judge_images(
-            reopen, images, [self.expected(), *extra], FaultRules.one(rule), what, hint=hint
-        )
+            reopen, images, [self.expected(), *extra], FaultRules.one(rule), what, hint=hint,
+            reappears=reappears,
+        )  # fmt: skip
         if found is not None:
-            raise _Found(found.rule, found.problem, found.profiles)
+            raise _Found(found.rule, found.problem, found.profiles, reappeared=found.reappeared)
 
     def _durability_hint(self) -> str:
         hint = ": fsync the data (and the directory) before acknowledging"
@@ -271,6 +297,7 @@ class FaultRun:
                 bool(found.profiles),
                 found.profiles,
                 found.place,
+                found.reappeared,
             )
         if self.fault.hit is None:
             return FaultProblem(
@@ -387,6 +414,7 @@ class FaultRun:
         self._attempt(self._step_rule(), "closing the repository", lambda: close(repo))
         self.repo = self._start()
         self.storage = self._open()
+        self._decide(f"the Session after the restart in {self._where()}")
         self._read_handle(self._blame(self._step_rule()), f"after the restart in {self._where()}")
 
     def _delete(self, step: Step) -> None:
@@ -402,6 +430,7 @@ class FaultRun:
         self.model.close_session(SESSION)
         self.model.delete(SESSION)
         self.session = None
+        self.undecided, self.unknown_handle = None, False
 
     def _after_failed_delete(self) -> None:
         """The Session is intact or gone; if it is still listed, deleting again works."""
@@ -442,6 +471,12 @@ class FaultRun:
         self._acknowledged(step, now, before)
 
     def _acknowledged(self, step: Step, now: int, before: str | None) -> None:
+        if self.unknown_handle:
+            raise _Found(
+                UNKNOWN_RULE,
+                f"{self._where()} was acknowledged on the handle whose earlier commit failed "
+                f"with {UNKNOWN}: it must refuse commits until the Session is opened again",
+            )
         if before is not None and self.commit_failed:
             self.acked_after_failure = True
         rule = COMMIT_RULE if before is None else self._blame(self._step_rule())
@@ -470,17 +505,82 @@ class FaultRun:
                 self._uncoded(f"the commit in {self._where()}", exc),
                 place=error_place(exc),
             )
+        if exc.code == UNKNOWN:
+            self._unknown_commit(exc)
+            return
         try:
             got = self.storage.snapshot()
         except ScopecheckError:
             got = self.expected()  # a handle that refuses reads too is allowed
+        kept = self._with(self.workload.steps[self.index], BASE_TIME + 1000 * self.index)
         if got != self.expected():
             raise _Found(
                 COMMIT_RULE,
                 f"after {self._where()} failed ({error_text(exc)}) the handle reads {shown(got)}: "
                 f"the failed transaction is (partly) visible, not {shown(self.expected())}",
+                reappeared=got == kept,
             )
-        self.check_images(COMMIT_RULE, f"the failed commit of {self._where()} ({error_text(exc)})")
+        self.check_images(
+            COMMIT_RULE,
+            f"the failed commit of {self._where()} ({error_text(exc)})",
+            reappears=(kept,),
+        )
+
+    def _with(self, step: Step, now: int) -> Snapshot | None:
+        """The acknowledged state with ``step``'s commit kept, whole; the acknowledged state
+        itself when the model rejects that commit."""
+        assert self.session is not None
+        kept = ReferenceSession(SESSION, list(self.session.log))
+        with contextlib.suppress(UsageError):
+            kept.commit(step.writes, now)
+        return kept.snapshot()
+
+    def _kept(self) -> Snapshot | None:
+        """The acknowledged state with the undecided commit kept, whole (CRASH-FS-14)."""
+        assert self.undecided is not None
+        return self._with(*self.undecided)
+
+    def _unknown_commit(self, exc: ScopecheckError) -> None:
+        """The commit failed with ``outcome_unknown``: a reopen may find it kept, whole, or
+        not at all -- the handle and the images right now are judged so (CRASH-FS-14)."""
+        self.undecided = (self.workload.steps[self.index], BASE_TIME + 1000 * self.index)
+        self.unknown_handle = self.unknown_seen = True
+        kept = self._kept()
+        with contextlib.suppress(ScopecheckError):  # a handle that refuses reads is allowed
+            got = self.storage.snapshot()
+            if got not in (self.expected(), kept):
+                raise _Found(
+                    UNKNOWN_RULE,
+                    f"after {self._where()} failed ({error_text(exc)}) the handle reads "
+                    f"{shown(got)}: a part of the failed transaction, neither "
+                    f"{shown(self.expected())} nor it with the whole transaction",
+                )
+        self.check_images(
+            UNKNOWN_RULE, f"the failed commit of {self._where()} ({error_text(exc)})", (kept,)
+        )
+
+    def _decide(self, what: str) -> None:
+        """The first reader after an ``outcome_unknown`` commit decides whether it was kept:
+        the model takes it or not, and every later read is judged against that (CRASH-FS-14)."""
+        self.unknown_handle = False
+        if self.undecided is None or self.storage is None:
+            return
+        try:
+            got = self.storage.snapshot()
+        except Exception as exc:
+            raise _Found(UNKNOWN_RULE, f"reading {what} raised {error_text(exc)}") from exc
+        kept = self._kept()
+        step, now = self.undecided
+        self.undecided = None
+        if got == kept and got != self.expected():
+            self.session.commit(step.writes, now)
+        elif got != self.expected():
+            raise _Found(
+                UNKNOWN_RULE,
+                f"{what} reads {shown(got)} after a commit failed with {UNKNOWN}: neither the "
+                f"acknowledged state {shown(self.expected())} nor it with the whole failed "
+                f"commit {shown(kept)}",
+            )
 
     def _commit_after_failure(self, step: Step, exc: Exception) -> None:
         """A commit raised, not on the fault: allowed when the model rejects it too (usage
@@ -502,6 +602,7 @@ class FaultRun:
                 f"{self._where()} was refused ({error_text(exc)}); opening the Session again "
                 f"raised {error_text(err)}",
             ) from err
+        self._decide("the Session opened again after a refusal")
         self._read_handle(rule, "opened again after a refusal")
         try:
             self.storage.commit(step.writes)
@@ -535,6 +636,11 @@ class FaultRun:
             got = read_session(self.factory, self.box, self.clock)
         except Exception as exc:
             raise _Found(rule, f"a clean restart after the run raised {error_text(exc)}") from exc
+        if self.undecided is not None:
+            step, now = self.undecided
+            if got == self._kept() and got != self.expected():
+                self.session.commit(step.writes, now)
+                self.undecided = None
         if got != self.expected():
             raise _Found(
                 rule,
@@ -630,9 +736,13 @@ def fault_failure(
 ) -> CrashFailure:  # fmt: skip
     op = tr.ops[target]
     kind = f"fault:{op.kind}:{variant.removeprefix('fault:')}"
+    if problem.place is not None:
+        kind = f"uncoded:{problem.place}"
+    elif problem.reappeared:
+        kind += REAPPEARED
     return CrashFailure(
         source=source, rule=problem.rule, problem=problem.problem, run="fault",
-        kind=kind if problem.place is None else f"uncoded:{problem.place}", seed=seed,
+        kind=kind, seed=seed,
         workload=tr.workload.to_json(), point=target, variant=variant,
         profiles=problem.profiles,
         shown={

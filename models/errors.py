@@ -30,6 +30,7 @@ CODES: frozenset[str] = frozenset(
         "io_error",  # the filesystem or database failed
         "locked",  # database locked by another writer
         "unusable",  # a handle made unusable after a failed write (JSONL-*)
+        "outcome_unknown",  # a failed commit the backend cannot say was kept or not (CRASH-FS-14)
         "invalid_fork_options",  # ForkOptions that are not 001 §1.1 (FORK-1)
         "unknown_branch",  # branch fork of a branch with no pi.branch.tip row (FORK-2)
         "data_only_branch",  # branch fork of a tip without lane config/state (FORK-2)

@@ -59,6 +59,7 @@ _ERROR_CLASSES: dict[str, type[ScopecheckError]] = {
     "io_error": StorageIOError,
     "locked": StorageIOError,
     "unusable": StorageIOError,
+    "outcome_unknown": StorageIOError,
 }
 
 

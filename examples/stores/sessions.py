@@ -13,8 +13,11 @@ Files: ``<root>/<quoted id><suffix>``, a file or a directory.  A Session is buil
 (``….new``) and renamed into place, and deleted by renaming it away (``….gone``) before its
 files are removed, the root fsynced after each rename: a crash never leaves half a Session
 under its name, and leftovers are removed when the repository is made.  A store's own error
-is a ``StorageIOError`` (``io_error``); after a failed append the handle refuses commits with
-``unusable`` (the store's outcome is unknown) until the Session is opened again.
+is a ``StorageIOError`` (``io_error``), except a failed append: what a store keeps of a put
+that failed is the store's to say, not the adapter's -- a record written to a log whose fsync
+then failed may be read back or not -- so the commit fails with ``outcome_unknown``
+(CRASH-FS-14), and the handle refuses commits with ``unusable`` until the Session is opened
+again, when the store's own reading decides.
 """
 
 from __future__ import annotations
@@ -130,7 +133,9 @@ class StoreStorage(DictStorage):
                 self.log.append({"t": self.now, "w": [encode(x) for x in checked.writes]})
             except Exception as exc:
                 self.unusable = f"a write to the store failed ({exc})"
-                raise StorageIOError("io_error", f"commit to {self.session_id}: {exc}") from None
+                raise StorageIOError(
+                    "outcome_unknown", f"commit to {self.session_id}, kept or not: {exc}"
+                ) from None
             return super().commit(checked.writes)
     def close(self) -> None:
         with self.io_lock:  # a commit writing its record finishes first; later ones see closed

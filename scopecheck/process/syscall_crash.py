@@ -69,6 +69,7 @@ from scopecheck.crashsim.explore import (
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
 from scopecheck.crashsim.failure import (
+    REAPPEARED,
     BadReproducer,
     CrashFailure,
     Evidence,
@@ -83,10 +84,12 @@ from scopecheck.crashsim.fault_check import (
     error_place,
     fault_images,
     judge_blind,
+    shown,
     uncoded,
 )
 from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan
 from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
+from scopecheck.crashsim.generic_faults import UNKNOWN
 from scopecheck.crashsim.generic_sweep import workload
 from scopecheck.crashsim.jsonl_sweep import (
     ModelStates,
@@ -234,6 +237,9 @@ class Recording:
     unreadable: tuple[tuple[int, str], ...] = ()
     #: The disk the run left at its end (a recording's), for the contents of mapped files.
     final: Image | None = attrs.field(default=None, eq=False, repr=False)
+    #: What the first reader after a commit failed with ``outcome_unknown`` read: the Session
+    #: the next child opened (one element), or nothing when none read it (CRASH-FS-14).
+    first_read: tuple[Snapshot | None, ...] = attrs.field(default=(), eq=False, repr=False)
 
     def acked(self, k: int) -> int:
         """Steps acknowledged before operation ``k`` ran."""
@@ -405,6 +411,7 @@ def run_workload(
     acks: list[tuple[int, int] | None] = []
     outcomes: list[str] = []
     errors: list[str] = []
+    first_read: list[Snapshot | None] = []
     faulted: int | None = None
     repo: ProcessRepository | None = None
     storage: Any = None
@@ -435,6 +442,8 @@ def run_workload(
                     repo = None
                     repo = start()
                     storage = repo.open(SESSION)
+                    if UNKNOWN in outcomes and not first_read:  # the first reader decides
+                        first_read.append(storage.snapshot())
                 elif step.op == "delete":
                     if storage is not None:
                         storage.close()
@@ -466,7 +475,10 @@ def run_workload(
                 process.stop()
     if not traced:
         ran = wl if len(outcomes) == len(wl.steps) else Workload(wl.name, wl.steps[: len(outcomes)])
-        return _combine(ran, [], acks, outcomes, [], tuple(tails), errors=tuple(errors))
+        return _combine(
+            ran, [], acks, outcomes, [], tuple(tails), errors=tuple(errors),
+            first_read=tuple(first_read),
+        )  # fmt: skip
     records = [read_trace(trace) if os.path.exists(trace) else [] for _, trace in children]
     timelines = [
         extract(found, root, cwd, first_handle=1_000_000 * i) for i, found in enumerate(records)
@@ -479,8 +491,9 @@ def run_workload(
         if isinstance(call, Syscall) and call.injected
     ]
     return _combine(
-        ran, timelines, acks, outcomes, injected, tuple(tails), root, cwd, errors=tuple(errors)
-    )
+        ran, timelines, acks, outcomes, injected, tuple(tails), root, cwd, errors=tuple(errors),
+        first_read=tuple(first_read),
+    )  # fmt: skip
 
 
 def traced_command(trace: str, command: Sequence[str], inject: Sequence[str]) -> list[str]:
@@ -506,6 +519,7 @@ def _combine(
     cwd: str = "",
     *,
     errors: tuple[str, ...] = (),
+    first_read: tuple[Snapshot | None, ...] = (),
 ) -> Recording:
     ops: list[FileOp] = []
     starts: list[int] = []
@@ -549,6 +563,7 @@ def _combine(
         errors=errors,
         mapped=mapped,
         unreadable=unreadable,
+        first_read=first_read,
     )
 
 
@@ -1353,7 +1368,8 @@ class SyscallRound:
                 findings.add(
                     CrashFailure(
                         source=SOURCE, rule=problem.rule, problem=problem.problem,
-                        run=result.outcome, kind=problem.kind or fault_kind(mode),
+                        run=result.outcome,
+                        kind=problem.kind or fault_kind(mode) + REAPPEARED * problem.reappeared,
                         seed=self.seed, workload=self.recording.workload.to_json(), point=k,
                         variant=expression, target=source.target(mode),
                         profiles=problem.profiles,
@@ -1581,6 +1597,8 @@ class RunProblem:
     problem: str
     profiles: tuple[str, ...] = ()
     kind: str | None = None
+    #: The state read held a failed commit and everything acknowledged (CHECK-10).
+    reappeared: bool = False
 
 
 @attrs.frozen
@@ -1706,6 +1724,54 @@ def _fold(wl: Workload, chosen: Sequence[int]) -> Snapshot | None:
     return None if session is None else session.snapshot()
 
 
+def _unknown(run: Recording, index: int) -> bool:
+    """Whether step ``index`` is a commit that failed with ``outcome_unknown``."""
+    return run.workload.steps[index].op == "commit" and run.outcomes[index] == UNKNOWN
+
+
+def reappearing_after(run: Recording) -> list[Snapshot | None]:
+    """The states :func:`allowed_after` allows, each with one commit that failed kept as
+    well: a disk reopening to one of them shows a failed commit that reappeared, with
+    nothing acknowledged lost (CHECK-10)."""
+    steps, outcomes = run.workload.steps, run.outcomes
+    found: list[Snapshot | None] = []
+    for failed in (i for i, o in enumerate(outcomes) if o != "ok" and steps[i].op == "commit"):
+        chosen = [i for i, o in enumerate(outcomes) if o == "ok" or i == failed or _unknown(run, i)]
+        with contextlib.suppress(ValueError, ScopecheckError):
+            state = _fold(run.workload, chosen)
+            if state not in found:
+                found.append(state)
+    return found
+
+
+def unknown_problem(run: Recording) -> RunProblem | None:
+    """What a run breaks after a commit failed with ``outcome_unknown`` before any image is
+    read (CRASH-FS-14): a later commit acknowledged on the same handle (it must refuse until
+    the Session is opened again), or a first reader that read a part of the failed commit."""
+    steps, outcomes = run.workload.steps, run.outcomes
+    first = next((i for i in range(len(outcomes)) if _unknown(run, i)), None)
+    if first is None:
+        return None
+    for later in range(first + 1, len(outcomes)):
+        if steps[later].op in ("reopen", "delete"):
+            break
+        if steps[later].op == "commit" and outcomes[later] == "ok":
+            return RunProblem(
+                "CRASH-FS-14",
+                f"step {later + 1} (commit) was acknowledged on the handle whose step "
+                f"{first + 1} failed with {UNKNOWN}: it must refuse commits until the Session "
+                "is opened again",
+            )
+    if run.first_read and run.first_read[0] not in allowed_after(run, False):
+        return RunProblem(
+            "CRASH-FS-14",
+            f"the Session opened after step {first + 1} failed with {UNKNOWN} reads "
+            f"{shown(run.first_read[0])}: neither the acknowledged state nor it with the whole "
+            "failed commit",
+        )
+    return None
+
+
 def allowed_after(run: Recording, kill: bool) -> list[Snapshot | None]:
     """What the disk may hold after a faulted or killed run: every acknowledged step, no
     failed commit (CRASH-FS-9), a failed create or delete done or not (CRASH-FS-11), and in a
@@ -1713,8 +1779,8 @@ def allowed_after(run: Recording, kill: bool) -> list[Snapshot | None]:
     steps, outcomes = run.workload.steps, run.outcomes
     failed = [i for i, o in enumerate(outcomes) if o != "ok"]
     optional = [failed[0]] if kill and failed else []
-    if not kill:
-        optional = [i for i in failed if steps[i].op in ("create", "delete")]
+    if not kill:  # a commit failed with outcome_unknown: kept whole or not (CRASH-FS-14)
+        optional = [i for i in failed if steps[i].op in ("create", "delete") or _unknown(run, i)]
     found: list[Snapshot | None] = []
     for mask in itertools.product((False, True), repeat=len(optional)):
         extra = {i for i, on in zip(optional, mask, strict=True) if on}
@@ -1739,6 +1805,8 @@ def _fault_rules(run: Recording) -> FaultRules:
     reopens) -- such as a log whose failed append kept the bytes a short write stored, with
     the next commit's line appended after them (CRASH-SYS-18)."""
     failed = next((i for i, o in enumerate(run.outcomes) if o != "ok"), None)
+    if failed is not None and _unknown(run, failed):
+        return FaultRules.one("CRASH-FS-14")
     if failed is not None and run.workload.steps[failed].op == "commit":
         return FaultRules.one("CRASH-FS-9")
     return FAULT_RULES
@@ -1779,6 +1847,13 @@ def check_fault_run(
             "CRASH-FS-9", uncoded("a step", expression, f"{first}{where}"),
             kind=f"uncoded:{error_place(f'{first}: {last}')}",
         )  # fmt: skip
+    if not kill:
+        broken = unknown_problem(run)
+        if broken is not None:
+            return broken
+    allowed = allowed_after(run, kill)
+    if run.first_read and not kill:  # every later reader sees what the first one read
+        allowed = [state for state in allowed if state == run.first_read[0]]
     unbuilt: list[str] = []
     unread = run.unbuildable(len(run.ops) + 1)
     if unread is not None:
@@ -1823,9 +1898,9 @@ def check_fault_run(
 
     try:
         found = judge_blind(
-            reopen, images, allowed_after(run, kill), KILL_RULES if kill else _fault_rules(run),
+            reopen, images, allowed, KILL_RULES if kill else _fault_rules(run),
             f"the run with {expression}", hint=hint, errors=(ScopecheckError,),
-            blind=run.blind(len(run.ops)),
+            blind=run.blind(len(run.ops)), reappears=[] if kill else reappearing_after(run),
         )  # fmt: skip
     except _BrokeProtocol as broke:
         return RunProblem(
@@ -1838,7 +1913,10 @@ def check_fault_run(
         return found
     if found is None:
         return NotJudged(unbuilt[0]) if unbuilt else None
-    return RunProblem(found.rule, relative_to_root(found.problem, directory), found.profiles)
+    return RunProblem(
+        found.rule, relative_to_root(found.problem, directory), found.profiles,
+        reappeared=found.reappeared,
+    )  # fmt: skip
 
 
 # -- replay ---------------------------------------------------------------------------------

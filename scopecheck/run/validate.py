@@ -92,12 +92,13 @@ from scopecheck.run.fuzz import BackendReport, MachineKind, SavedFailure, fuzz_b
 from scopecheck.run.hypofuzz import Replayed, replay_crash_findings
 from scopecheck.run.internal import EXIT_INTERNAL, InternalError
 from scopecheck.run.report_plugin import REPORT_ENV, SHARD_ENV
+from scopecheck.run.severity import SEVERITIES, WORDS, Severity, severity_of, worst
 from scopecheck.run.stopping import SO_FAR_ENV
 from scopecheck.run.watchdog import Overrun, limit
 
 #: The version of the verdict's JSON (``"version"``); a change to its fields changes it and
 #: ``scopecheck/schemas/verdict.schema.json`` (INSTALL-10).
-VERSION = 4
+VERSION = 5
 #: Share of what is left of the budget after the fixed work that crash exploration gets.
 CRASH_SHARE = 0.3
 #: Share of the machines' time given to the fork machine when the repository has ``fork()``.
@@ -193,6 +194,11 @@ class Failure:
     #: For a crash failure of a power-loss image, the file-system profiles it happens under
     #: (CRASH-SYS-15); empty: under every profile (or not a crash failure).
     profiles: tuple[str, ...] = ()
+    #: What it puts at risk (CHECK-10): by its rule unless given (a crash failure's kind
+    #: tells the halves of CRASH-FS-9 apart, :func:`failures_of`).
+    severity: Severity = attrs.field(
+        default=attrs.Factory(lambda self: severity_of(self.rule), takes_self=True)
+    )
 
     @property
     def not_profiles(self) -> tuple[str, ...]:
@@ -217,6 +223,7 @@ class Failure:
             "reproducer": self.reproducer,
             "profiles": list(self.profiles or PROFILE_NAMES),
             "not_profiles": list(self.not_profiles),
+            "severity": self.severity,
         }
 
     @classmethod
@@ -230,7 +237,15 @@ class Failure:
             test=str(data["test"]), message=str(data["message"]),
             program=str(data["program"]), shrunk=bool(data["shrunk"]),
             profiles=() if set(profiles) == set(PROFILE_NAMES) else profiles,
+            severity=_severity(data["severity"]),
         )  # fmt: skip
+
+
+def _severity(value: object) -> Severity:
+    for name in SEVERITIES:
+        if value == name:
+            return name
+    raise ValueError(f"unknown severity {value!r}")
 
 
 def _phases(value: Mapping[str, PhaseReport]) -> Mapping[str, PhaseReport]:
@@ -328,6 +343,11 @@ class Verdict:
         return 0 if self.passed else 1
 
     @property
+    def severity(self) -> Severity | None:
+        """The worst class among the failures that fail the verdict (CHECK-10)."""
+        return worst([failure.severity for failure in self.failures])
+
+    @property
     def machine_steps(self) -> int:
         return self._count("machine", "steps")
 
@@ -363,6 +383,7 @@ class Verdict:
             "passed": self.passed,
             "complete": self.complete,
             "phases": {name: phase.as_json() for name, phase in self.phases.items()},
+            "severity": self.severity,
             "failures": [failure.as_json() for failure in self.failures],
             "warnings": [failure.as_json() for failure in self.warnings],
             "fs_profile": self.fs_profile,
@@ -483,6 +504,8 @@ def headline(verdict: Verdict) -> str:
         parts = []
         if verdict.failures:
             parts.append(f"{len(verdict.failures)} failing checks")
+            if verdict.severity is not None:
+                parts[-1] += f" (worst: {WORDS[verdict.severity]})"
         if verdict.unmet:
             parts.append(f"{len(verdict.unmet)} required phases did not run")
         return f"FAILED {verdict.backend}, {', '.join(parts)}{also} {took}"
@@ -495,6 +518,13 @@ def headline(verdict: Verdict) -> str:
             f"warnings (failures under other file-system profiles) {took}"
         )
     return f"PASSED {verdict.backend} {took}"
+
+
+def severity_line(failures: Sequence[Failure]) -> str:
+    """``2 acknowledged data lost or unreadable; 1 a failed commit reappears``: the failures
+    by class, worst first (CHECK-10)."""
+    counts = {name: sum(1 for f in failures if f.severity == name) for name in SEVERITIES}
+    return "; ".join(f"{count} {WORDS[name]}" for name, count in counts.items() if count)
 
 
 def shards_line(verdict: Verdict) -> str:
@@ -526,13 +556,14 @@ def summary_lines(verdict: Verdict) -> list[str]:
             f"REQUIRED {name} was {phase.status} ({phase.detail}): "
             f"--require {_requirement_name(name)} makes that a failure"
         )
+    if verdict.failures:
+        lines.append(f"  {'at risk:':<19}{severity_line(verdict.failures)}")
     for error in verdict.internal_errors:
         lines += ["", *error.lines()]
-    for failure, warned in [(f, False) for f in verdict.failures] + [
-        (f, True) for f in verdict.warnings
-    ]:
+    ordered = sorted(verdict.failures, key=lambda f: SEVERITIES.index(f.severity))
+    for failure, warned in [(f, False) for f in ordered] + [(f, True) for f in verdict.warnings]:
         rules = ", ".join(failure.rules) or failure.rule or "(no rule)"
-        head = f"{rules} ({failure.phase}): {failure.error}"
+        head = f"{rules} ({failure.phase}, {WORDS[failure.severity]}): {failure.error}"
         lines += ["", f"WARNING {head}" if warned else head]
         if failure.phase == "crash exploration":
             lines.append(f"  file-system profiles: fails {profiles_text(failure.profiles)}")
@@ -806,6 +837,7 @@ def failures_of(saved: Sequence[SavedFailure], phase: str) -> list[Failure]:
                     error=message,
                     reproducer=f"scopecheck replay {path}",
                     profiles=tuple(str(name) for name in record.get("profiles") or ()),
+                    severity=severity_of(rule, str(record.get("failure_kind", ""))),
                 )
             )
     return found
@@ -855,7 +887,9 @@ def one_protocol_failure(failures: Sequence[Failure]) -> list[Failure]:
     rule = first.rule if first.rule in ("PROC-2", "PROC-8") else "PROC-2"
     also = ", ".join(f"{phase} ({count}x)" for phase, count in places.items())
     message = first.message + (f"\nthe same protocol error also showed in: {also}" if also else "")
-    merged = attrs.evolve(first, rule=rule, rules=(rule,), message=message.strip("\n"))
+    merged = attrs.evolve(
+        first, rule=rule, rules=(rule,), message=message.strip("\n"), severity=severity_of(rule)
+    )
     return [merged if f is first else f for f in failures if f is first or not broke_protocol(f)]
 
 
