@@ -67,6 +67,10 @@ PINNED = [
     # (CRASH-SYS-17); what is judged is the same as with mmap off.
     Pinned("lsm_store", "make_backend", "failed", crash("6", "9")),
     Pinned("lsm_store", "make_nommap_backend", "failed", crash("6", "9")),
+    # A commit whose fsync failed is in Data.fs after the run (FileStorage's own words: the
+    # outcome is indeterminate): CRASH-FS-9 under every profile; the rest is posix-only, the
+    # Session folder's entries never fsynced.
+    Pinned("zodb_store", "make_backend", "failed", crash("6", "9")),
 ]
 
 
