@@ -162,6 +162,9 @@ def replay(session_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
 
 class StoreRepository(DictRepository):
     storage_class = StoreStorage
+    #: Files the store keeps for its life whatever their names, as glob patterns relative to the
+    #: root: never leftovers (HYGIENE-4).
+    own_files: tuple[str, ...] = ()
 
     def __init__(self, clock: Any, files: SessionFiles) -> None:
         super().__init__(clock)
@@ -217,10 +220,15 @@ class StoreRepository(DictRepository):
             storage.close()
 
 
-def repository(clock: Any, make_files: Callable[[], SessionFiles]) -> StoreRepository:
-    """The repository over a store; a failure to reach ``root`` is a coded error too."""
+def repository(
+    clock: Any, make_files: Callable[[], SessionFiles], own_files: tuple[str, ...] = ()
+) -> StoreRepository:
+    """The repository over a store; a failure to reach ``root`` is a coded error too.
+    ``own_files``: the store's own files (:attr:`StoreRepository.own_files`)."""
     try:
         files = make_files()
     except Exception as exc:
         raise StorageIOError("io_error", f"open the store: {exc}") from None
-    return StoreRepository(clock, files)
+    found = StoreRepository(clock, files)
+    found.own_files = own_files
+    return found
