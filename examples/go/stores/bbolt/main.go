@@ -87,5 +87,5 @@ func main() {
 	options := *bolt.DefaultOptions
 	options.Timeout = time.Second
 	options.NoSync = *noSync
-	sessions.Serve("bbolt", boltStore{options}, false)
+	sessions.Serve("bbolt", boltStore{options}, *noSync) // a file: no directory to fsync
 }
