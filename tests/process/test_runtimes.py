@@ -136,15 +136,19 @@ def test_the_go_backend_passes_the_machine_and_the_conformance_suite(
     spec = f"exec:{shlex.quote(str(go_backend))}"
     with scratch_directory():
         loaded = load(spec)
-        report = fuzz_backend(
-            attrs.evolve(loaded.backend, crash=None),
-            budget=4,
-            seed=0,
-            settings=get_profile("ci"),
-            failures_dir=tmp_path,
-            profile="ci",
-            spec=spec,
-        )
+        try:
+            report = fuzz_backend(
+                attrs.evolve(loaded.backend, crash=None),
+                budget=4,
+                seed=0,
+                settings=get_profile("ci"),
+                failures_dir=tmp_path,
+                profile="ci",
+                spec=spec,
+            )
+        finally:
+            assert loaded.backend.close is not None
+            loaded.backend.close()  # the pool's processes
         assert report.failures == 0, report.reproducers
         assert report.steps > 100 and loaded.counts.restarts > 0
         cases = run_conformance(spec, forks=False)
