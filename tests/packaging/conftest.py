@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-#: What a source copy leaves out: local state, caches and earlier builds.
-SKIP = {".git", ".venv", "build", "dist", ".hypothesis", ".scopecheck", "__pycache__"}
+#: What a source copy leaves out: local state, caches, earlier builds and the npm packages of
+#: the Node stores (examples/node/stores/*/node_modules).
+SKIP = {".git", ".venv", "build", "dist", ".hypothesis", ".scopecheck", "__pycache__",
+        "node_modules"}  # fmt: skip
 #: Left out at the top only: mutmut's work folder (docs/mutation.md), not the planted-bug
 #: catalogue scopecheck/planted/.
 SKIP_TOP = {"mutants"}

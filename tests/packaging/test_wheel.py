@@ -46,6 +46,7 @@ def test_the_wheel_carries_the_top_level_folders_the_rules_and_the_data(wheel: P
         "scopecheck/examples/sqlite3_backend.py",
         "scopecheck/examples/node/backend.js",
         "scopecheck/examples/node/backend-promises.js",
+        "scopecheck/examples/node/protocol.js",
         "scopecheck/examples/go/backend.go",
         "scopecheck/examples/go/go.mod",
         "scopecheck/process/protocol-1.schema.json",
