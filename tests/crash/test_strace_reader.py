@@ -408,6 +408,7 @@ def test_a_call_whose_start_or_end_is_missing_is_unreadable_where_it_stands() ->
         "10 <... unlink resumed>) = 0",  # another call's end
         '11 pwrite64(4, "\\x61", 1, 0 <detached ...>',  # strace lost the thread in the call
         "12 ???( <detached ...>",  # a dying thread whose call strace could not read: no call
+        "13 read(0xc00004bf00, 0, 0 <detached ...>",  # a Go thread dying in a read: no file changed
     ]
     assert [shape(r) for r in parse(lines)] == [
         ("unreadable", 7, "write"),

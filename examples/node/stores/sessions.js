@@ -18,8 +18,9 @@
 // files are removed, the root fsynced after each rename: a crash never leaves half a Session
 // under its name (CRASH-FS-2, CRASH-FS-11), and leftovers are removed when the repository is
 // made.  `durable` also fsyncs a new Session's folder after the store made its files there.  A
-// store's own error is `io_error`; after a failed append the handle refuses commits with
-// `unusable` (the store's outcome is unknown) until the Session is opened again (CRASH-FS-10).
+// store's own error is `io_error`, except a failed append: its commit fails with
+// `outcome_unknown` (the store's own reading decides whether it was kept, CRASH-FS-14), and the
+// handle refuses commits with `unusable` until the Session is opened again (CRASH-FS-10).
 "use strict";
 const fsp = require("fs/promises");
 const path = require("path");
@@ -109,7 +110,8 @@ class StoreHandle {
       await this.log.append({ t: now, w: writes });
     } catch (error) {
       this.unusable = `a write to the store failed (${error.code || error.message})`;
-      throw io(`commit to ${JSON.stringify(this.id)}`, error);
+      // What the store kept of a put that failed is the store's to say (CRASH-FS-14).
+      throw new Refusal("outcome_unknown", `commit to ${JSON.stringify(this.id)}, kept or not: ${error.code || error.message}`);
     }
     state.apply(writes, first, now);
     return writes.map((_, i) => ({ seq: first + i, timestamp: now }));

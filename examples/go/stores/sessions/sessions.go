@@ -13,8 +13,9 @@
 // aside (….new) and renamed into place, and deleted by renaming it away (….gone) before its
 // files are removed, the root fsynced after each rename: a crash never leaves half a Session
 // under its name (CRASH-FS-6), and leftovers are removed when the repository is opened.  A
-// store's own error, or a panic of the store's code, is answered `io_error`; after a failed
-// append the handle refuses commits with `unusable` (the store's outcome is unknown) until the
+// store's own error, or a panic of the store's code, is answered `io_error`, except a failed
+// append: its commit fails with `outcome_unknown` (the store's own reading decides whether it
+// was kept, CRASH-FS-14), and the handle refuses commits with `unusable` until the
 // Session is opened again (CRASH-FS-10).
 package sessions
 
@@ -260,7 +261,8 @@ func (h *Handle) Commit(raw any, now int64) []any {
 	return h.State().Commit(raw, now, h.unusable, func(record []byte) {
 		if err := safely(func() error { return h.log.Append(record) }); err != nil {
 			h.unusable = fmt.Sprintf("a write to the store failed (%v)", err)
-			protocol.IOError(fmt.Sprintf("commit to %q", h.id), err)
+			// What the store kept of a put that failed is the store's to say (CRASH-FS-14).
+			protocol.Refuse("outcome_unknown", "commit to %q, kept or not: %v", h.id, err)
 		}
 	})
 }
