@@ -34,9 +34,9 @@ SEVERITIES: tuple[Severity, ...] = ("lost", "reappears", "contract", "uncoded", 
 WORDS: dict[Severity, str] = {
     "lost": "acknowledged data lost or unreadable",
     "reappears": "a failed commit reappears",
-    "contract": "a wrong answer without any crash (the contract)",
+    "contract": "a wrong answer without any crash",
     "uncoded": "an error the contract cannot read",
-    "hygiene": "files left behind (hygiene)",
+    "hygiene": "files left behind",
 }
 
 #: Rules whose failures hold a failed commit visible afterwards, unless ``kind`` says more.

@@ -563,8 +563,9 @@ def summary_lines(verdict: Verdict) -> list[str]:
     ordered = sorted(verdict.failures, key=lambda f: SEVERITIES.index(f.severity))
     for failure, warned in [(f, False) for f in ordered] + [(f, True) for f in verdict.warnings]:
         rules = ", ".join(failure.rules) or failure.rule or "(no rule)"
-        head = f"{rules} ({failure.phase}, {WORDS[failure.severity]}): {failure.error}"
+        head = f"{rules} ({failure.phase}): {failure.error}"
         lines += ["", f"WARNING {head}" if warned else head]
+        lines.append(f"  at risk: {WORDS[failure.severity]}")
         if failure.phase == "crash exploration":
             lines.append(f"  file-system profiles: fails {profiles_text(failure.profiles)}")
         if warned:

@@ -49,6 +49,7 @@ def test_the_verdict_leads_with_the_worst_class() -> None:
                for line in lines)  # fmt: skip
     heads = [line for line in lines if line.startswith(("HYGIENE-1", "CRASH-FS-9"))]
     assert heads[0].startswith("CRASH-FS-9")  # worst first, whatever the order found
+    assert lines[lines.index(heads[0]) + 1] == "  at risk: a failed commit reappears"
     again = Verdict.from_json(verdict.as_json())
     assert [f.severity for f in again.failures] == ["hygiene", "reappears"]
     assert again.as_json()["severity"] == "reappears"
