@@ -63,15 +63,15 @@ def crash(*rules: str) -> frozenset[tuple[str, str]]:
 PINNED = [
     # Appends without fsync; a torn line in a datafile of few lines is "corrupt" past NeDB's
     # default corruptAlertThreshold (10%), and the datastore refuses to load.
-    Pinned("nedb", "backend.js", (), "failed", crash("1", "6", "9")),
+    Pinned("nedb", "backend.js", (), "failed", crash("1", "6", "9", "14")),
     # compactDatafileAsync after each insert: durable once acknowledged, but the torn line stays
     # fatal, and a compaction that fails leaves the insert it follows in the datafile.
-    Pinned("nedb", "backend.js", ("--durable",), "failed", crash("1", "9")),
+    Pinned("nedb", "backend.js", ("--durable",), "failed", crash("1", "14")),
     # steno's rename without an fsync of the file or its folder.
-    Pinned("lowdb", "backend.mjs", (), "failed", crash("1", "6", "9"), long=False),
+    Pinned("lowdb", "backend.mjs", (), "failed", crash("1", "6", "9", "14"), long=False),
     # A user's fsyncing adapter: a failed fsync of the folder after the rename leaves the new
     # file, holding the commit reported failed.
-    Pinned("lowdb", "backend.mjs", ("--durable",), "failed", crash("9")),
+    Pinned("lowdb", "backend.mjs", ("--durable",), "failed", crash("14")),
     # The same adapter putting the last acknowledged text back when the write fails.
     Pinned("lowdb", "backend.mjs", ("--careful",), "passed", long=False),
 ]
