@@ -18,7 +18,8 @@ Any other journal mode and ``synchronous`` setting is one factory name away,
     scopecheck validate examples/sqlite3_backend.py:make_backend_wal_normal
 
 -- what crash exploration says of each setting SQLite offers (``OFF`` is documented as unsafe on
-power loss, ``NORMAL`` in a rollback journal too).
+power loss, ``NORMAL`` in a rollback journal too); docs/findings.md, "Calibration", sets each
+verdict beside SQLite's documented durability table.
 """
 
 from __future__ import annotations
