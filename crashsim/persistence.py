@@ -248,8 +248,14 @@ class _Node:
     #: ``(offset, data, seq)`` or ``(size, None, seq)``; ``seq`` orders them across files.
     pending: list[tuple[int, bytes | None, int]] = attrs.field(factory=list)
     target: str = ""
-    #: Truncated to zero from a non-empty size: a profile with ``replace_flush`` flushes its
-    #: data at the next close.
+    #: Truncated to zero from a non-empty size since it was last closed (ext4's
+    #: ``EXT4_STATE_DA_ALLOC_CLOSE``).
+    truncated: bool = False
+    #: Written since that truncate: a profile with ``replace_flush`` flushes its data at the
+    #: next close.  A truncate with nothing written after it has no delayed blocks to flush,
+    #: so the close makes nothing durable -- not even the truncate, which waits for the next
+    #: journal commit (SQLite's ``journal_mode=TRUNCATE`` without its fsync: the journal may
+    #: come back).
     flush_on_close: bool = False
 
 
@@ -382,9 +388,11 @@ class Volume:
             self._handles[op.handle] = found
         elif kind == "close":
             number = self._handles.pop(op.handle, None)
-            if number is not None and self._nodes[number].flush_on_close:
-                self._nodes[number].flush_on_close = False
-                self._sync(number)  # auto_da_alloc: a truncated file's data at close
+            if number is not None:
+                node = self._nodes[number]
+                flush, node.flush_on_close, node.truncated = node.flush_on_close, False, False
+                if flush:
+                    self._sync(number)  # auto_da_alloc: a truncated, rewritten file at close
         elif kind == "write":
             number = self._handles[op.handle]
             node = self._nodes[number]
@@ -445,9 +453,10 @@ class Volume:
         node = self._nodes[number]
         if data is None:
             if offset == 0 and node.data and self.profile.replace_flush:
-                node.flush_on_close = True
+                node.truncated, node.flush_on_close = True, False
             _truncate(node.data, offset)
         else:
+            node.flush_on_close = node.flush_on_close or node.truncated
             _write(node.data, offset, data)
         node.pending.append((offset, data, self._seq))
         self._seq += 1

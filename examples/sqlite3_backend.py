@@ -18,7 +18,8 @@ Any other journal mode and ``synchronous`` setting is one factory name away,
     scopecheck validate examples/sqlite3_backend.py:make_backend_wal_normal
 
 -- what crash exploration says of each setting SQLite offers (``OFF`` is documented as unsafe on
-power loss, ``NORMAL`` in a rollback journal too).
+power loss, ``NORMAL`` in a rollback journal too); docs/findings.md, "Calibration", sets each
+verdict beside SQLite's documented durability table.
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def companions(path: str) -> tuple[str, str, str]:
+    """The files SQLite keeps beside the database ``path``: its rollback journal, WAL and
+    shared-memory index."""
+    return (path + "-journal", path + "-wal", path + "-shm")
 
 
 def _where(address: Any) -> tuple[str, str, str]:
@@ -205,12 +212,14 @@ class Sqlite3Repository:
         if os.path.exists(path):
             raise usage("already_exists", f"session {session_id!r} exists")
         try:  # built aside, then renamed: a crash leaves no half Session
-            for leftover in (path + ".new", path + ".new-journal", path + ".new-wal"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(leftover)  # a create a crash cut short: start it over
+            # A create a crash cut short starts over; a journal left by a deleted Session of
+            # this name goes first and durably, or SQLite would roll it into the new database.
+            if self._unlink(path + ".new", *companions(path + ".new"), *companions(path)):
+                self.sync_dir()
             db = connect(path + ".new", self.synchronous, self.journal)
             db.executescript(SCHEMA)
             db.close()
+            self._unlink(*companions(path + ".new"))  # TRUNCATE keeps its emptied journal
             os.replace(path + ".new", path)
             self.sync_dir()
         except (OSError, sqlite3.Error) as exc:
@@ -242,12 +251,17 @@ class Sqlite3Repository:
             raise usage("not_found", f"no session {session_id!r}")
         try:
             os.unlink(path)
-            for leftover in (path + "-journal", path + "-wal", path + "-shm", path + ".new"):
-                if os.path.exists(leftover):
-                    os.unlink(leftover)
+            self._unlink(*companions(path), path + ".new", *companions(path + ".new"))
             self.sync_dir()
         except OSError as exc:
             raise StorageIOError("io_error", f"delete {session_id}: {exc}") from None
+    @staticmethod
+    def _unlink(*paths: str) -> bool:
+        """Remove those of ``paths`` that exist; whether any did."""
+        found = [p for p in paths if os.path.exists(p)]
+        for leftover in found:
+            os.unlink(leftover)
+        return bool(found)
     def close(self) -> None:
         for storage in list(self.open_ids.values()):
             storage.close()

@@ -111,6 +111,21 @@ class TestProfiles:
         assert strict(EXT4_ORDERED, ROOT_DIR, *ops).files == {"a": b"new"}
         assert strict(POSIX, ROOT_DIR, *ops).files == {"a": b"old"}
 
+    def test_ext4_keeps_no_truncate_to_zero_closed_without_a_write(self) -> None:
+        """auto_da_alloc flushes delayed blocks, and a file truncated to zero and closed with
+        nothing written after has none: the truncate waits for the journal's next commit, so
+        a power loss may bring the old contents back under every profile -- SQLite's rollback
+        journal in ``journal_mode=TRUNCATE`` without its fsync coming back to roll a committed
+        transaction back."""
+        ops = (
+            create("a", 1), write(1, b"journal"), sync(1), sync(9),
+            FileOp("truncate", handle=1, size=0), FileOp("close", handle=1),
+        )  # fmt: skip
+        for name in PROFILE_NAMES:
+            assert strict(profile_named(name), ROOT_DIR, *ops).files == {"a": b"journal"}
+        rewritten = (*ops[:-1], write(1, b"new"), FileOp("close", handle=1))
+        assert strict(EXT4_ORDERED, ROOT_DIR, *rewritten).files == {"a": b"new"}
+
     def test_appended_data_is_lost_under_every_profile(self) -> None:
         """No profile makes an append durable before its file's fsync."""
         ops = (*CREATED, sync(9), write(1, b"more"))
