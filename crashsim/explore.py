@@ -100,13 +100,15 @@ class Images:
     power loss is crashed at all (``power``: no, for a sweep of process crashes only); at
     most ``torn`` torn unsynced writes, each cut at its first, middle and last byte and
     ``cuts`` sampled bytes; and the cut points of a write in flight at a process crash
-    (``call_cuts_of``, ``None``: no such image)."""
+    (``call_cuts_of``, ``None``: no such image).  ``unread`` names the files no reopen
+    reads: each is torn once (CRASH-SYS-19)."""
 
     device: Device = ANY_BYTE
     power: bool = True
     torn: int = 64
     cuts: int = 3
     call_cuts_of: Callable[[bytes, random.Random], list[int]] | None = call_cuts
+    unread: Callable[[str], bool] | None = None
 
 
 def point_images(
@@ -114,17 +116,22 @@ def point_images(
 ) -> Iterator[tuple[Variant, Image]]:
     """The images of a crash before ``ops[k]`` (``volume`` holds ``ops[:k]`` applied), as
     ``(variant, image)``: the process crash, the write ``ops[k]`` torn in flight, and the
-    power losses that differ from the process crash.  Every variant rebuilds its image
+    power losses that differ from the process crash; a file ``images.unread`` names is torn
+    once (CRASH-SYS-19).  Every variant rebuilds its image
     (:func:`~scopecheck.crashsim.persistence.power_image`)."""
     process = volume.process_image()
     yield ProcessCrash(), process
     if images.call_cuts_of is not None and k < len(ops) and ops[k].kind == "write":
         cuts = images.call_cuts_of(ops[k].data, call_rng(seed, k))
-        yield from volume.torn_calls(ops[k], cuts)
+        tears = list(volume.torn_calls(ops[k], cuts))
+        if tears and images.unread is not None and images.unread(tears[0][0].path):
+            tears = [tears[len(tears) // 2]]  # CRASH-SYS-19
+        yield from tears
     if images.power:
         lost = volume.power_images(
-            point_rng(seed, k), images.cuts, device=images.device, limit=images.torn
-        )
+            point_rng(seed, k), images.cuts, device=images.device, limit=images.torn,
+            unread=images.unread,
+        )  # fmt: skip
         for variant, image in lost:
             if image != process:
                 yield variant, image
@@ -197,6 +204,8 @@ class Findings:
     runs_dropped: int = 0
     #: Why the search ended before its work: a failure of a rule in :data:`STOPPING` was kept.
     stopped: str | None = None
+    #: When the first failure was kept (``time.perf_counter()``; ``None``: none yet).
+    first_at: float | None = None
 
     @property
     def full(self) -> bool:
@@ -241,6 +250,8 @@ class Findings:
         if len(self.failures) >= self.limit * self.profiles and failure.rule in self.rules:
             return False
         self.failures.append(failure)
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
         if self.full and self.capped_at is None:
             self.capped_at = len(self.failures)
         if failure.rule in STOPPING:
@@ -251,15 +262,30 @@ class Findings:
         """Add the profiles of ``failure`` -- a power-loss image of a crash point -- to a kept
         failure of the same rule at the same crash point, if there is one: a failure says every
         profile under which its own crash point has a failing image (CRASH-SYS-15)."""
-        if not failure.profiles or failure.run != "crash":
+        index = self._joined(failure) if failure.profiles else None
+        if index is None:
             return False
+        kept = self.failures[index]
+        union = _profiles_union((*kept.profiles, *failure.profiles))
+        self.failures[index] = attrs.evolve(kept, profiles=union)
+        return True
+
+    def joins(self, failure: CrashFailure, variant: Variant) -> bool:
+        """Whether ``failure`` of the crash ``variant``, before its profiles are known, will
+        only add them to a kept failure (:meth:`merge`): a source need not confirm it."""
+        profiled = variant.power_loss and failure.rule not in STOPPING  # :func:`with_profiles`
+        return profiled and self._joined(failure) is not None
+
+    def _joined(self, failure: CrashFailure) -> int | None:
+        """The kept failure a power-loss ``failure`` of a crash point joins: its rule at its
+        point, with profiles, from the same seed."""
+        if failure.run != "crash":
+            return None
         for index, kept in enumerate(self.failures):
             same = (kept.run, kept.rule, kept.point) == ("crash", failure.rule, failure.point)
             if same and kept.profiles and kept.seed == failure.seed:
-                union = _profiles_union((*kept.profiles, *failure.profiles))
-                self.failures[index] = attrs.evolve(kept, profiles=union)
-                return True
-        return False
+                return index
+        return None
 
     def limited(self, text: str) -> None:
         if text not in self.limits:
@@ -603,6 +629,9 @@ class Exploration:
     units: dict[str, Units] = attrs.field(factory=dict)
     #: When it began (``time.perf_counter()``): a caller tells its own exploration apart.
     began: float = attrs.field(factory=time.perf_counter)
+    #: Seconds spent in fault and kill runs (``scopecheck bench stores`` tells them apart from
+    #: the crash states').
+    run_seconds: float = 0.0
 
     @property
     def failures(self) -> list[CrashFailure]:
@@ -678,9 +707,11 @@ def explore(
             def runs(start: int, limit: int | None, at_least: int, rnd: Round = rnd) -> int:
                 if not plan.faults or found.findings.done:
                     return 0
+                began = time.perf_counter()
                 made = rnd.fault_runs(
                     found.findings, deadline, start=start, limit=limit, at_least=at_least
                 )
+                found.run_seconds += time.perf_counter() - began
                 found.fault_runs += made
                 return made
 
@@ -697,9 +728,11 @@ def explore(
                     if not plan.faults or found.findings.done:
                         break
                     if shard.owns(index):
+                        began = time.perf_counter()
                         found.fault_runs += rnd.fault_runs(
                             found.findings, deadline, start=index, limit=1, at_least=1
                         )
+                        found.run_seconds += time.perf_counter() - began
                         ids.append(str(index))
                         tried += 1
                 return tried

@@ -595,6 +595,7 @@ class Volume:
         *,
         device: Device = ANY_BYTE,
         limit: int = 64,
+        unread: Callable[[str], bool] | None = None,
     ) -> Iterator[tuple[PowerLoss, Image]]:
         """Power loss now, as ``(variant, image)`` (CRASH-SYS-1, CRASH-SYS-12):
 
@@ -617,7 +618,9 @@ class Volume:
         Data variants are built under the synced directory entries.  A crash point gives at
         most ``3 + 16 + limit`` images: 16 ``only:``/``prefix:`` images (sampled with ``rng``
         beyond that) and ``limit`` torn ones (sampled likewise).  Images equal to one already
-        given are left out.  Every variant rebuilds its image through
+        given are left out.  A file ``unread`` names (no reopen reads it) is torn once, at the
+        middle cut of its last unsynced write: its contents cannot change what a reopen reads,
+        only its size might (CRASH-SYS-19).  Every variant rebuilds its image through
         :meth:`power_image`, without ``rng``."""
         given: list[Image] = []
         paths = self._names(self._durable)
@@ -637,12 +640,16 @@ class Volume:
         for number in self._files():
             if number not in names:
                 continue
-            for count, (offset, data, _) in enumerate(self._nodes[number].pending):
-                if data is not None:
-                    torn += [
-                        Torn(device.tear, names[number], count, cut)
-                        for cut in self._cuts(offset, data, device, rng, cuts)
-                    ]
+            tears = [
+                Torn(device.tear, names[number], count, cut)
+                for count, (offset, data, _) in enumerate(self._nodes[number].pending)
+                if data is not None
+                for cut in self._cuts(offset, data, device, rng, cuts)
+            ]
+            if tears and unread is not None and unread(names[number]):
+                last = [tear for tear in tears if tear.change == tears[-1].change]
+                tears = [last[len(last) // 2]]
+            torn += tears
         if len(torn) > limit:
             torn = [torn[i] for i in sorted(rng.sample(range(len(torn)), limit))]
         for variant in variants + torn:
@@ -779,6 +786,7 @@ class ProfiledVolume(Volume):
         *,
         device: Device = ANY_BYTE,
         limit: int = 64,
+        unread: Callable[[str], bool] | None = None,
     ) -> Iterator[tuple[PowerLoss, Image]]:
         """Every profile's :meth:`Volume.power_images`, sampled alike (each starts from
         ``rng``'s state), each distinct image once: the first profile's in its order, then
@@ -789,7 +797,7 @@ class ProfiledVolume(Volume):
             rng.setstate(state)
             name = volume.profile.name
             for variant, image in Volume.power_images(
-                volume, rng, cuts, device=device, limit=limit
+                volume, rng, cuts, device=device, limit=limit, unread=unread
             ):
                 key = _image_key(image)
                 seen = found.get(key)

@@ -93,6 +93,10 @@ class Timeline:
     mutating_calls: tuple[tuple[int, str, int], ...]
     exit_status: int | None = None
     killed_by: str | None = None
+    #: The files under the root it opened in a mode that reads them (``O_RDONLY`` or
+    #: ``O_RDWR`` without ``O_TRUNC``, or no access mode the trace names), by their path then:
+    #: what its reads could have seen (CRASH-SYS-19).
+    read: frozenset[str] = frozenset()
 
 
 @attrs.define
@@ -152,6 +156,7 @@ class _Extractor:
         self.last_mutating = -1
         self.maps: list[_Mapping] = []
         self.reported: set[tuple[str, str]] = set()
+        self.read: set[str] = set()
 
     # -- paths -----------------------------------------------------------------------------
 
@@ -276,6 +281,8 @@ class _Extractor:
             if writable:
                 self._outside(path, "opened for writing")
             return
+        if _reads(flags):
+            self.read.add(relative)
         wanted = set()
         if "O_CREAT" in flags:
             wanted.add("create")
@@ -709,6 +716,15 @@ class _Extractor:
             )
 
 
+def _reads(flags: set[str]) -> bool:
+    """Whether an open with ``flags`` can read the file: a read or read-write mode without
+    ``O_TRUNC`` (a truncated file shows nothing of what it held), or a mode the trace does
+    not name (taken as reading); a directory is listed, not read."""
+    if flags & {"O_DIRECTORY", "O_TRUNC", "O_PATH"}:
+        return False
+    return not ("O_WRONLY" in flags and "O_RDWR" not in flags)
+
+
 def extract(
     records: Iterable[Syscall | Exit | Unreadable],
     root: str,
@@ -735,4 +751,5 @@ def extract(
         tuple(extractor.mutating),
         status,
         killed,
+        frozenset(extractor.read),
     )

@@ -37,6 +37,10 @@ class CrashExplorer:
     limits: list[str] = attrs.field(factory=list, kw_only=True)
     kill_runs: int = attrs.field(default=0, kw_only=True)
     units: dict[str, Units] = attrs.field(factory=dict, kw_only=True)
+    #: The last run's seconds in fault and kill runs, and when (``time.perf_counter()``) it
+    #: kept its first failure (``None``: none).
+    run_seconds: float = attrs.field(default=0.0, kw_only=True)
+    first_failure_at: float | None = attrs.field(default=None, kw_only=True)
 
     @property
     def unavailable(self) -> str | None:
@@ -70,6 +74,7 @@ class CrashExplorer:
         self.limits, self.kill_runs, self.coverage = [], 0, None  # this run's, not the last
         found = self.source_run(budget, seed, overrun, shard)
         self.coverage, self.units = found.coverage, found.units
+        self.run_seconds, self.first_failure_at = found.run_seconds, found.findings.first_at
         self.limits.extend(text for text in found.findings.limits if text not in self.limits)
         return found.states, found.fault_runs, [self.record(f) for f in found.failures]
 

@@ -106,6 +106,14 @@ def bench_fleet_figures(runs: int) -> dict[str, Any]:
     return bench_fleet(runs)
 
 
+def bench_stores_figures(runs: int) -> dict[str, Any]:
+    """``validate --examples 5`` on every store of the pinned suite: wall time, crash states/s,
+    fault runs/s, time to the first failure (scopecheck/bench/stores.py)."""
+    from scopecheck.bench.stores import bench_stores
+
+    return bench_stores(runs)
+
+
 BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "machine": bench_machine,
     "jsonl": bench_jsonl_figures,
@@ -116,6 +124,7 @@ BENCHMARKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "process": bench_process_figures,
     "fleet": bench_fleet_figures,
     "trace-reader": bench_trace_reader_figures,
+    "stores": bench_stores_figures,
 }
 
 
@@ -142,6 +151,10 @@ def render(which: str, result: dict[str, Any]) -> None:
         from scopecheck.bench.fleet import render as render_fleet
 
         render_fleet(console, result)
+    elif which == "stores":
+        from scopecheck.bench.stores import render as render_stores
+
+        render_stores(console, result)
     elif which == "trace-reader":
         from scopecheck.bench.trace_reader import render as render_trace_reader
 

@@ -34,7 +34,7 @@ def bench(
     budget: float | None,
 ) -> None:
     """Benchmarks (figures, never assertions): machine, …; ``process [--exec CMD | SPEC]``;
-    ``fleet [--budget S]``."""
+    ``stores [--exec CMD | SPEC] --runs 1``; ``fleet [--budget S]``."""
     from scopecheck.bench import BENCHMARKS, bench_jsonl_figures
 
     if which not in BENCHMARKS:
@@ -43,8 +43,8 @@ def bench(
         fail("--runs must be at least 1")
     if large and which != "jsonl":
         fail("--large applies to the jsonl benchmark only")
-    if which != "process" and (target or command):
-        fail("a target and --exec apply to the process benchmark only")
+    if which not in ("process", "stores") and (target or command):
+        fail("a target and --exec apply to the process and stores benchmarks only")
     if which not in ("process", "fleet") and budget is not None:
         fail("--budget applies to the process and fleet benchmarks only")
     if budget is not None and not (budget > 0 and math.isfinite(budget)):
@@ -56,6 +56,10 @@ def bench(
 
         spec = f"exec:{command}" if command else target
         result = bench_process(runs, spec, BUDGET if budget is None else budget)
+    elif which == "stores":
+        from scopecheck.bench.stores import bench_stores
+
+        result = bench_stores(runs, f"exec:{command}" if command else target)
     elif which == "fleet":
         from scopecheck.bench.fleet import BUDGET as FLEET_BUDGET
         from scopecheck.bench.fleet import bench_fleet

@@ -57,12 +57,13 @@ from typing import Any, Literal
 
 import attrs
 
-from scopecheck.crashsim.coverage import crash_points, ordered_passes
+from scopecheck.crashsim.coverage import acknowledgement_points, crash_points, ordered_passes
 from scopecheck.crashsim.explore import (
     MAX_FAILURES,
     OVERRUN,
     Exploration,
     Findings,
+    Images,
     NotJudged,
     Plan,
     point_images,
@@ -128,6 +129,7 @@ from scopecheck.crashsim.sandbox import BASE_TIME, StepClock, describe
 from scopecheck.crashsim.shards import Shard
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
+from scopecheck.crashsim.unread import Unread, shape
 from scopecheck.models.addresses import value
 from scopecheck.models.errors import ProtocolError, ScopecheckError, UsageError
 from scopecheck.models.records import Snapshot
@@ -850,6 +852,60 @@ def record_recovery(
             os.unlink(trace)
 
 
+#: Images a round reopens under strace to learn which files its reopens read (CRASH-SYS-19).
+READ_PROBES = 16
+
+
+def reopen_reads(
+    command: Sequence[str], cwd: str, images: Sequence[Image], base: str, clock_at: int
+) -> frozenset[str] | None:
+    """The files, by path under the root, a backend process opens for reading while it reopens
+    each of ``images`` as the checker does -- lists, opens (or creates) the Session and reads
+    it, commits, and reopens to read it again -- one process over them all, under strace
+    (CRASH-SYS-19); ``None`` when the trace cannot tell: the process broke the protocol, or a
+    line of its trace could not be read."""
+    root = tempfile.mkdtemp(prefix="reads-", dir=base)
+    trace = os.path.join(base, f"{os.path.basename(root)}.trace")
+    clock = StepClock()
+    clock.at(clock_at)
+    try:
+        process = BackendProcess(strace_command(trace, command), None, clock, cwd=cwd)
+        try:
+            for number, image in enumerate(images):
+                write_image(image, root)
+                try:
+                    process.hello(root)
+                    repo = ProcessRepository(process)
+                    present = SESSION in repo.list()
+                    storage = repo.open(SESSION) if present else repo.create(SESSION)
+                    storage.snapshot()
+                    storage.commit([set_value(_PROBE, number)])
+                    storage.close()
+                    repo.close()
+                    process.hello(root)
+                    repo = ProcessRepository(process)
+                    if SESSION in repo.list():
+                        repo.open(SESSION).snapshot()
+                    repo.close()
+                except ProtocolError as exc:
+                    if not isinstance(exc, BackendRaised):
+                        return None
+                except ScopecheckError:
+                    pass  # the backend's coded answer: the reads it made are in the trace
+        except ProtocolError:
+            return None
+        finally:
+            process.stop()
+        timeline = extract(read_trace(trace), root, cwd)
+        if any(finding.kind == "unreadable" for finding in timeline.findings):
+            return None
+        return timeline.read
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(trace)
+
+
 def _portable(command: Sequence[str], cwd: str) -> list[str]:
     """``command`` without this machine's paths: the interpreter as :data:`PYTHON`, paths
     under ``cwd`` relative to it."""
@@ -1090,11 +1146,48 @@ class SyscallRound:
         self._real: dict[int, Image | None] = {}
         self._kill_checks = 0
         self._blind_point: tuple[int, dict[str, str]] | None = None
+        self._images: Images | None = None
 
     def images(
         self, volume: Volume, ops: Sequence[FileOp], k: int
     ) -> Iterable[tuple[Variant, Image]]:
-        return point_images(volume, ops, k, self.seed)
+        if self._images is None:
+            self._images = Images(unread=self._unread())
+        return point_images(volume, ops, k, self.seed, self._images)
+
+    def _unread(self) -> Unread | None:
+        """The files no reopen reads, from reopens of the process crash and the strict power
+        loss after each acknowledgement and at the end, traced (CRASH-SYS-19); ``None``: every
+        file is torn in full (the trace could not tell)."""
+        rec, source = self.recording, self.source
+        points = crash_points(rec.ops)
+        wanted = sorted({*acknowledgement_points(points, rec.acked_at), len(rec.ops)})
+        volume = Volume(None, POSIX)
+        images: list[Image] = []
+        done = 0
+        try:
+            for k in wanted:
+                while done < k:
+                    volume.apply(rec.ops[done])
+                    done += 1
+                images += [volume.process_image(), volume.power_image(Strict())]
+        except ValueError:  # a PathError: the model cannot go on; the images up to there
+            pass
+        unique = list({image_key(image): image for image in images}.values())[:READ_PROBES]
+        if not unique:
+            return None
+        read = reopen_reads(source.command, source.cwd, unique, source.base,
+                            len(rec.workload.steps) + 1)  # fmt: skip
+        if read is None:
+            return None
+        unread = Unread.of(read)
+        once = sorted({shape(op.path) for op in rec.ops if op.kind == "write" and unread(op.path)})
+        if once:
+            self.findings.limited(
+                f"sampling: no reopen reads {', '.join(once)} (# any number): a torn write "
+                "there is tried once per crash point (CRASH-SYS-19)"
+            )
+        return unread
 
     def check(self, k: int, variant: Variant, image: Image) -> CrashFailure | NotJudged | None:
         """Judge ``image``, the crash ``variant`` before operation ``k`` (CRASH-SYS-17): an
@@ -1177,8 +1270,14 @@ class SyscallRound:
     def _kept(
         self, k: int, variant: Variant, image: Image, failure: CrashFailure | None
     ) -> CrashFailure | None:
-        if failure is None or not self.findings.wanted(failure) or self.findings.known(failure.key):
-            return failure  # one of its kind is kept already: not worth a confirmation
+        findings = self.findings
+        if (
+            failure is None
+            or not findings.wanted(failure)
+            or findings.known(failure.key)
+            or findings.joins(failure, variant)
+        ):
+            return failure  # one of its kind, or at its point, is kept: not worth a confirmation
         return self._confirmed(k, variant, image, failure)
 
     def _judge(

@@ -164,8 +164,12 @@ def _join_phase(reports: Sequence[PhaseReport]) -> PhaseReport:
     counts: dict[str, int] = {}
     for report in reports:
         for key, value in report.counts.items():
-            counts[key] = counts.get(key, 0) + value
-    parts = [f"{value:,} {key.replace('_', ' ')}" for key, value in counts.items()]
+            if key == "first_failure_ms":  # the shards ran side by side: the soonest
+                counts[key] = min(counts.get(key, value), value)
+            else:
+                counts[key] = counts.get(key, 0) + value
+    parts = [f"{value:,} {key.replace('_', ' ')}" for key, value in counts.items()
+             if not key.endswith("_ms")]  # timings are figures, not work done  # fmt: skip
     notes = [r.detail for r in reports if r.status in ("failed", "incomplete", "skipped")]
     shards = f"{len(reports)} shard{'s' if len(reports) > 1 else ''}"
     detail = f"{shards}: {', '.join(parts) or 'nothing counted'}"

@@ -982,14 +982,25 @@ class _Run:
     #: The command that reruns this validation, for an internal error's entry.
     rerun: str = ""
     failures_dir: Path | None = None
+    #: When the run began (``time.perf_counter()``).
+    started: float = attrs.field(factory=time.perf_counter)
+
+    def since_start(self, moment: float) -> int:
+        """Milliseconds from the start of the run to ``moment``."""
+        return max(0, round((moment - self.started) * 1000))
 
     def set(self, name: str, report: PhaseReport) -> None:
-        """A phase's new report; a final one (ran, failed, ...) gets the phase's wall time."""
+        """A phase's new report; a final one (ran, failed, ...) gets the phase's wall time,
+        and a failed one when its first failure was known (``first_failure_ms`` from the start
+        of the run: the phase's end, unless the phase says sooner)."""
         now = time.perf_counter()
         if report.status == "running":
             self.began.setdefault(name, now)
         elif name in self.began:
             report = attrs.evolve(report, seconds=now - self.began[name])
+        if report.status == "failed" and "first_failure_ms" not in report.counts:
+            counts = {**report.counts, "first_failure_ms": self.since_start(now)}
+            report = attrs.evolve(report, counts=counts)
         self.phases[name] = report
         self.progress.update(name, report)
         self._save_so_far()
@@ -1152,7 +1163,10 @@ def _crash_phase(
             f"({failing} still failing)"
         )
     status: Status = "failed" if failures else "ran"
-    counts = {"crash_states": states, "crash_fault_runs": runs - kills, "kill_runs": kills}
+    counts = {"crash_states": states, "crash_fault_runs": runs - kills, "kill_runs": kills,
+              "fault_run_ms": round(explorer.run_seconds * 1000)}  # fmt: skip
+    if failures and explorer.first_failure_at is not None:
+        counts["first_failure_ms"] = run.since_start(explorer.first_failure_at)
     if replayed:
         counts["replayed_seeds"] = len(replayed)
     coverage = explorer.coverage
