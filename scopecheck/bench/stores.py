@@ -64,9 +64,14 @@ def measure(target: str) -> dict[str, Any]:
     states = counts.get("crash_states", 0)
     firsts = [p.counts["first_failure_ms"] for p in verdict.phases.values()
               if "first_failure_ms" in p.counts]  # fmt: skip
+    profiles: dict[str, set[str]] = {}
+    for failure in verdict.failures:
+        if failure.rule:  # no profiles: under every one (not a power loss)
+            profiles.setdefault(failure.rule, set()).update(failure.profiles or ("every",))
     return {
         "outcome": verdict.outcome,
         "rules": sorted({f.rule for f in verdict.failures if f.rule}),
+        "profiles": {rule: sorted(names) for rule, names in sorted(profiles.items())},
         "wall_s": round(verdict.seconds, 2),
         "crash_s": round(crash_s, 2),
         "crash_states": states,
@@ -97,6 +102,7 @@ def bench_stores(runs: int, target: str | None = None) -> dict[str, Any]:
             **{figure: _median([run[figure] for run in each]) for figure in figures},
             "outcomes": [f"{run['outcome']} {' '.join(run['rules'])}".strip() for run in each],
             "all_wall_s": [run["wall_s"] for run in each],
+            "profiles": each[-1]["profiles"],
         }
         for name, each in measured.items()
     }

@@ -228,3 +228,20 @@ def test_a_verdict_survives_its_json() -> None:
         _shard_verdict(2, ("1", "3"), "a"), required=("crash exploration",), seed=3, budget=9.0
     )
     assert Verdict.from_json(verdict.as_json()).as_json() == verdict.as_json()
+
+
+@pytest.mark.rule("FLEET-5")
+def test_joined_phases_keep_the_soonest_first_failure_and_sum_the_rest() -> None:
+    """Shards run side by side: the merged first failure is the soonest of theirs, work and
+    the fault runs' time are summed, and the timings stay out of the detail line."""
+    from scopecheck.run.merge import _join_phase
+    from scopecheck.run.validate import PhaseReport
+
+    joined = _join_phase([
+        PhaseReport("failed", "a", {"crash_states": 5, "fault_run_ms": 10,
+                                    "first_failure_ms": 900}, 2.0),
+        PhaseReport("failed", "b", {"crash_states": 7, "fault_run_ms": 20,
+                                    "first_failure_ms": 300}, 3.0),
+    ])  # fmt: skip
+    assert joined.counts == {"crash_states": 12, "fault_run_ms": 30, "first_failure_ms": 300}
+    assert "ms" not in joined.detail.split(";")[0] and "12 crash states" in joined.detail

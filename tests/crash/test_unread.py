@@ -111,6 +111,9 @@ def test_a_store_that_reads_its_info_log_has_it_torn_in_full_and_fails(tmp_path:
     verdict = validate(f"{STORE}:make_log_reading_backend", budget=5, failures_dir=tmp_path,
                        seed=1, examples=1)  # fmt: skip
     assert not any(limit.startswith("sampling:") for limit in verdict.limits)
+    counts = verdict.phases["crash exploration"].counts  # what scopecheck bench stores reads
+    assert 0 < counts["first_failure_ms"] <= verdict.seconds * 1000
+    assert 0 < counts["fault_run_ms"] <= verdict.phases["crash exploration"].seconds * 1000
     variants = {_variant(f.reproducer) for f in verdict.failures if f.rule == "CRASH-FS-1"}
     assert any(v.startswith(("torn@1:s.info/LOG:", "torn-call:s.info/LOG:")) for v in variants), (
         variants
