@@ -96,7 +96,7 @@ def merge_verdicts(verdicts: Sequence[Verdict]) -> Verdict:
     if twice:
         raise UsageError("invalid_query", f"shard {twice[0]}/{count} is given twice")
     missing = [index for index in range(1, count + 1) if index not in indices]
-    phases = {name: _join_phase([v.phases[name] for v in verdicts]) for name in PHASES}
+    phases = {name: join_phase([v.phases[name] for v in verdicts]) for name in PHASES}
     units: dict[str, Units] = {}
     gaps: dict[str, list[str]] = {}
     for kind in UNIT_KINDS:
@@ -150,7 +150,9 @@ def _shard_count(verdicts: Sequence[Verdict]) -> int:
     return counts.pop()
 
 
-def _join_phase(reports: Sequence[PhaseReport]) -> PhaseReport:
+def join_phase(reports: Sequence[PhaseReport]) -> PhaseReport:
+    """One phase of the shards joined: failed if one failed, incomplete if one was, skipped
+    when all were; work summed, the soonest first failure kept (FLEET-5)."""
     statuses = {report.status for report in reports}
     status: Status
     if "failed" in statuses:

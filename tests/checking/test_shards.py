@@ -234,10 +234,10 @@ def test_a_verdict_survives_its_json() -> None:
 def test_joined_phases_keep_the_soonest_first_failure_and_sum_the_rest() -> None:
     """Shards run side by side: the merged first failure is the soonest of theirs, work and
     the fault runs' time are summed, and the timings stay out of the detail line."""
-    from scopecheck.run.merge import _join_phase
+    from scopecheck.run.merge import join_phase
     from scopecheck.run.validate import PhaseReport
 
-    joined = _join_phase([
+    joined = join_phase([
         PhaseReport("failed", "a", {"crash_states": 5, "fault_run_ms": 10,
                                     "first_failure_ms": 900}, 2.0),
         PhaseReport("failed", "b", {"crash_states": 7, "fault_run_ms": 20,
