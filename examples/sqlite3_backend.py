@@ -7,10 +7,17 @@ run a fresh one, restarts the backend by calling the factory again over it, and 
 afterwards.  One database per Session, ``<root>/<quoted id>.db``; a commit is one SQLite
 transaction (journal_mode=DELETE, synchronous=EXTRA: FULL would not fsync the directory after
 unlinking the journal, so a power loss could bring it back and roll the commit back); create and
-delete fsync the directory, so a new or removed Session survives a power loss; an I/O error is
-a ``StorageIOError`` (code ``io_error``) and the transaction is rolled back.  A scalar or list row
-is keyed by ``(scope, namespace, key)`` with ``scope = ''`` for the session scope; retirement
-deletes the scope's rows.  Seqs come from one counter per Session (every write takes the next one).
+delete fsync the directory, so a new or removed Session survives a power loss.  An I/O error
+before ``COMMIT`` is a ``StorageIOError`` (code ``io_error``) and the transaction is rolled
+back; one from ``COMMIT`` itself may come after the commit point (SQLite: "the transaction may or
+may not be rolled back automatically", lang_transaction.html) -- a failed fsync of the journal's
+directory after its unlink, say -- so it is ``outcome_unknown`` (CRASH-FS-14), and the handle
+refuses commits (``unusable``) until the Session is opened again.  An open first fsyncs the
+database, its journal or WAL, and the directory, so what a failed sync left in the page cache
+is on disk before anyone reads it: every later reader sees what the first one did.  A scalar or
+list row is keyed by ``(scope, namespace, key)`` with ``scope = ''`` for the session scope;
+retirement deletes the scope's rows.  Seqs come from one counter per Session (every write takes
+the next one).
 
 Any other journal mode and ``synchronous`` setting is one factory name away,
 ``make_backend_<journal>_<synchronous>`` (lower case; :data:`JOURNALS` × :data:`SYNCHRONOUS`):
@@ -60,7 +67,8 @@ def connect(path: str, synchronous: str = "EXTRA", journal: str = "DELETE") -> s
     return db
 
 
-def fsync_dir(path: str) -> None:
+def fsync_path(path: str) -> None:
+    """fsync the file or directory at ``path``, opened read-only."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -81,7 +89,7 @@ def _where(address: Any) -> tuple[str, str, str]:
 class Sqlite3Storage:
     def __init__(self, session_id: str, db: sqlite3.Connection, clock: Any, done: Any) -> None:
         self.session_id, self.db, self.clock, self.done = session_id, db, clock, done
-        self.lock, self.closed = threading.Lock(), False
+        self.lock, self.closed, self.unusable, self.committing = threading.Lock(), False, "", False
     def _q(self, sql: str, *args: Any) -> list[Any]:
         if self.closed:
             raise ClosedError()
@@ -94,6 +102,8 @@ class Sqlite3Storage:
             if self.closed:
                 raise ClosedError()
             checked = check_shape(writes)
+            if self.unusable:
+                raise StorageIOError("unusable", f"{self.unusable}; close and reopen the Session")
             ids = lambda i: bool(self._q("SELECT 1 FROM entries WHERE id=? UNION ALL "  # noqa: E731
                                          "SELECT 1 FROM usage WHERE id=?", i, i))
             entries = lambda i: bool(self._q("SELECT 1 FROM entries WHERE id=?", i))  # noqa: E731
@@ -107,15 +117,22 @@ class Sqlite3Storage:
                 for item in done:
                     self._apply(item.write, item.seq, now)
                 self.db.execute("UPDATE meta SET next_seq=?", (first + len(done),))
+                self.committing = True
                 self.db.execute("COMMIT")
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
                     self.db.execute("ROLLBACK")
                 raise self.failed(exc) from None
+            finally:
+                self.committing = False
             return done
     def failed(self, exc: sqlite3.Error) -> Exception:
-        """What a failed commit raises: a coded error, never the driver's own exception."""
-        return StorageIOError("io_error", f"commit to {self.session_id}: {exc}")
+        """What a failed commit raises: a coded error, never the driver's own exception --
+        ``outcome_unknown`` when ``COMMIT`` itself failed, after which the handle is unusable."""
+        if not self.committing:
+            return StorageIOError("io_error", f"commit to {self.session_id}: {exc}")
+        self.unusable = f"a commit failed in COMMIT ({exc}) and may have happened"
+        return StorageIOError("outcome_unknown", f"commit to {self.session_id}: {exc}")
     def _apply(self, x: Any, seq: int, now: int) -> None:
         run = self.db.execute
         if isinstance(x, SetValue):
@@ -202,7 +219,7 @@ class Sqlite3Repository:
         self.synchronous, self.journal = synchronous, journal
         os.makedirs(root, exist_ok=True)
     def sync_dir(self) -> None:
-        fsync_dir(self.root)
+        fsync_path(self.root)
     def path(self, session_id: str) -> str:
         return os.path.join(self.root, quote(session_id, safe="") + ".db")
     def list(self) -> list[str]:
@@ -237,8 +254,12 @@ class Sqlite3Repository:
     storage_class = Sqlite3Storage
     def _handle(self, session_id: str, path: str) -> Sqlite3Storage:
         try:
+            for name in (path, *companions(path)[:2]):  # durable before anyone reads it
+                if os.path.exists(name):
+                    fsync_path(name)
+            self.sync_dir()
             db = connect(path, self.synchronous, self.journal)
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise StorageIOError("io_error", f"open {session_id}: {exc}") from None
         storage = self.storage_class(session_id, db, self.clock, self.open_ids.pop)
         self.open_ids[session_id] = storage
