@@ -48,6 +48,7 @@ import attrs
 from scopecheck.crashsim.points import (
     DataKept,
     EntriesKept,
+    Names,
     Only,
     PowerLoss,
     Prefix,
@@ -165,8 +166,12 @@ class Profile:
     way that was not durable (btrfs's log tree), but no other file's change.  Every profile
     keeps the floor: a file's data is durable after its own fsync, a directory's entries
     after the directory's fsync, and unsynced appended data may be lost, kept, or kept in
-    part (a prefix: never garbage).  Sources: Linux ``Documentation/admin-guide/ext4.rst``
-    (``data=ordered``, ``auto_da_alloc``), btrfs's log tree (``fs/btrfs/tree-log.c``, "Btrfs:
+    part (a prefix: never garbage).  ``names_in_order``: the unsynced directory changes reach
+    the disk in the order they were made (ext4's journal commits them in order); without it
+    (``posix``, and ``btrfs``, whose log tree persists a file's names ahead of earlier
+    changes, ALICE) any of them may reach it without the others.
+    Sources: Linux ``Documentation/admin-guide/ext4.rst`` (``data=ordered``,
+    ``auto_da_alloc``), btrfs's log tree (``fs/btrfs/tree-log.c``, "Btrfs:
     sync log after logging new name"), Pillai et al., OSDI 2014; ``docs/crash-syscalls.md``
     lists them with what the profiles approximate."""
 
@@ -174,6 +179,10 @@ class Profile:
     journal: bool = False
     replace_flush: bool = False
     fsync_names: bool = False
+    #: Directory changes reach the disk in the order they were made (a journal commits them
+    #: in order): a power loss keeps a prefix of the unsynced ones, never a later one without
+    #: an earlier (CRASH-SYS-20).
+    names_in_order: bool = False
     #: One line: what it adds, for reports.
     summary: str = ""
 
@@ -184,7 +193,7 @@ POSIX = Profile(
 )
 #: ext4, ``data=ordered`` with ``auto_da_alloc`` (its defaults).
 EXT4_ORDERED = Profile(
-    "ext4-ordered", journal=True, replace_flush=True,
+    "ext4-ordered", journal=True, replace_flush=True, names_in_order=True,
     summary="any fsync commits every earlier directory change; a rename over a file, or a "
     "close after a truncate to zero, flushes the file's data first",
 )  # fmt: skip
@@ -300,9 +309,17 @@ class PathError(ValueError):
     a bug in the source, never a backend's fault)."""
 
 
+#: One operation's changes of directory entries: ``(directory, name, inode)``, ``None`` for a
+#: name removed.  A rename is one such change of one or two directories (it is atomic).
+_NameChange = list[tuple[int, str, int | None]]
+
+
 class Volume:
     """Inodes and directories under one root, each with a current and a durable version, the
-    durable one kept by ``profile``'s rules (CRASH-SYS-1, CRASH-SYS-14)."""
+    durable one kept by ``profile``'s rules (CRASH-SYS-1, CRASH-SYS-14).  Besides the two
+    versions of its entries, a directory's changes since its last fsync are kept in order,
+    each with the index of the operation that made it, so a power loss can keep some of them
+    (CRASH-SYS-20)."""
 
     ROOT = 0
 
@@ -314,6 +331,12 @@ class Volume:
         self._handles: dict[int, int] = {}
         self._next = 1
         self._seq = 0
+        #: The operations applied so far: the index of the next one.
+        self._applied = 0
+        #: The directory changes no fsync has made durable yet, by operation, in order.
+        self._unsynced_names: list[tuple[int, _NameChange]] = []
+        #: The changes of the operation being applied (``None`` while loading an image).
+        self._changing: _NameChange | None = None
         if image is not None:
             self._load(image)
 
@@ -367,13 +390,33 @@ class Volume:
     def _mkdir(self, path: str) -> None:
         parent, leaf = self._parent(path)
         number = self._new("dir")
-        self._entries[parent][leaf] = number
+        self._name(parent, leaf, number)
         self._entries[number] = {}
         self._durable[number] = {}
+
+    def _name(self, directory: int, leaf: str, number: int | None) -> None:
+        """Point ``leaf`` of ``directory`` at inode ``number`` (``None``: remove it), noted as
+        a change of the operation being applied (CRASH-SYS-20)."""
+        if number is None:
+            self._entries[directory].pop(leaf, None)
+        else:
+            self._entries[directory][leaf] = number
+        if self._changing is not None:
+            self._changing.append((directory, leaf, number))
 
     # -- applying operations ---------------------------------------------------------------------
 
     def apply(self, op: FileOp) -> None:
+        self._changing = []
+        try:
+            self._apply(op)
+        finally:
+            if self._changing:
+                self._unsynced_names.append((self._applied, self._changing))
+            self._changing = None
+            self._applied += 1
+
+    def _apply(self, op: FileOp) -> None:
         kind = op.kind
         if kind == "open":
             found = self.lookup(op.path)
@@ -382,7 +425,7 @@ class Volume:
                     raise PathError(f"open of a missing {op.path}")
                 parent, leaf = self._parent(op.path)
                 found = self._new("file")
-                self._entries[parent][leaf] = found
+                self._name(parent, leaf, found)
             elif "trunc" in op.flags and self._nodes[found].kind == "file":
                 self._change(found, 0, None)
             self._handles[op.handle] = found
@@ -413,7 +456,8 @@ class Volume:
             self._mkdir(op.path)
         elif kind == "rmdir" or kind == "unlink":
             parent, leaf = self._parent(op.path)
-            self._entries[parent].pop(leaf, None)
+            if leaf in self._entries[parent]:
+                self._name(parent, leaf, None)
         elif kind == "rename":
             self._rename(op)
         elif kind == "link":
@@ -421,12 +465,12 @@ class Volume:
             if source is None:
                 raise PathError(f"link of a missing {op.path}")
             parent, leaf = self._parent(op.target)
-            self._entries[parent][leaf] = source
+            self._name(parent, leaf, source)
         elif kind == "symlink":
             parent, leaf = self._parent(op.path)
             number = self._new("link")
             self._nodes[number].target = op.target
-            self._entries[parent][leaf] = number
+            self._name(parent, leaf, number)
 
     def _rename(self, op: FileOp) -> None:
         source_parent, source_leaf = self._parent(op.path)
@@ -444,10 +488,10 @@ class Volume:
             self._sync(moving)  # auto_da_alloc: the data before the rename over a file
         if "exchange" in op.flags:
             other = self._entries[target_parent][target_leaf]
-            self._entries[source_parent][source_leaf] = other
+            self._name(source_parent, source_leaf, other)
         else:
-            del self._entries[source_parent][source_leaf]
-        self._entries[target_parent][target_leaf] = moving
+            self._name(source_parent, source_leaf, None)
+        self._name(target_parent, target_leaf, moving)
 
     def _change(self, number: int, offset: int, data: bytes | None) -> None:
         node = self._nodes[number]
@@ -468,6 +512,7 @@ class Volume:
         node = self._nodes[number]
         if node.kind == "dir":
             self._durable[number] = dict(self._entries[number])
+            self._forget_names(lambda directory, _: directory == number)
         elif node.kind == "file":
             node.synced = bytes(_replay(node.synced, node.pending))
             node.pending.clear()
@@ -480,16 +525,20 @@ class Volume:
         if self.profile.journal:
             for directory, entries in self._entries.items():
                 self._durable[directory] = dict(entries)
+            self._unsynced_names.clear()
         elif self.profile.fsync_names and self._nodes[number].kind == "file":
             self._persist_names(number)
 
     def _persist_names(self, number: int) -> None:
         """Make the current names of file ``number`` durable, each with the directories on its
-        way that were not, and forget its durable names that are gone."""
+        way that were not, and forget its durable names that are gone.  The log tree replays
+        over the last transaction, so those names are no longer unsynced changes."""
+        persisted: set[tuple[int, str]] = set()
         for directory, entries in self._durable.items():
             for leaf, found in list(entries.items()):
                 if found == number and self._entries.get(directory, {}).get(leaf) != number:
                     del entries[leaf]
+                    persisted.add((directory, leaf))
         for path, found in self._names(self._entries).items():
             if found != number:
                 continue
@@ -497,7 +546,19 @@ class Volume:
             for part in path.split("/"):
                 child = self._entries[directory][part]
                 self._durable.setdefault(directory, {})[part] = child
+                persisted.add((directory, part))
                 directory = child
+        self._forget_names(lambda directory, leaf: (directory, leaf) in persisted)
+
+    def _forget_names(self, durable: Callable[[int, str], bool]) -> None:
+        """Drop the unsynced directory changes of the names ``durable(directory, leaf)`` says
+        were made durable."""
+        kept: list[tuple[int, _NameChange]] = []
+        for op, changes in self._unsynced_names:
+            left = [change for change in changes if not durable(change[0], change[1])]
+            if left:
+                kept.append((op, left))
+        self._unsynced_names = kept
 
     def _syncfail(self, number: int) -> None:
         """An fsync failed with EIO: the writeback of its dirty pages failed and Linux marked
@@ -613,11 +674,17 @@ class Volume:
           file's earlier unsynced changes (with ``reorder``) or every earlier unsynced change
           of every file (without) reached the disk.  At one byte the cut points are the
           first, middle and last byte and ``cuts`` sampled ones; at coarser granularities
-          every aligned cut, sampled down to :data:`ALIGNED_CUTS` per write.
+          every aligned cut, sampled down to :data:`ALIGNED_CUTS` per write;
+        * :class:`Names` (``names-before:<op>``, ``names-only:<op>``, ``names-but:<op>``):
+          some of the unsynced directory changes reached the disk, no unsynced data did
+          (CRASH-SYS-20): those of the operations before ``op`` under every profile, and
+          where the profile does not order them (``posix``, ``btrfs``) ``op``'s alone or all but
+          ``op``'s -- a later unlink kept and an earlier rename lost.
 
         Data variants are built under the synced directory entries.  A crash point gives at
-        most ``3 + 16 + limit`` images: 16 ``only:``/``prefix:`` images (sampled with ``rng``
-        beyond that) and ``limit`` torn ones (sampled likewise).  Images equal to one already
+        most ``3 + 16 + limit + 16`` images: 16 ``only:``/``prefix:`` images (sampled with
+        ``rng`` beyond that), ``limit`` torn ones (sampled likewise) and 16 ``names-`` ones
+        (sampled last, so they leave the other samples as they were).  Images equal to one already
         given are left out.  A file ``unread`` names (no reopen reads it) is torn once, at the
         middle cut of its last unsynced write: its contents cannot change what a reopen reads,
         only its size might (CRASH-SYS-19).  Every variant rebuilds its image through
@@ -652,11 +719,26 @@ class Volume:
             torn += tears
         if len(torn) > limit:
             torn = [torn[i] for i in sorted(rng.sample(range(len(torn)), limit))]
-        for variant in variants + torn:
+        for variant in [*variants, *torn, *self._names_variants(rng)]:
             image = self._build(variant, device, paths)
             if image not in given:
                 given.append(image)
                 yield variant, image
+
+    def _names_variants(self, rng: random.Random) -> list[Names]:
+        """The :class:`Names` images of this point (CRASH-SYS-20): with two or more operations'
+        directory changes unsynced, the changes of the operations before each of them (every
+        profile), and -- where the profile does not order them -- each operation's alone and
+        all but each operation's; sampled with ``rng`` down to :data:`_SIDE_IMAGES`."""
+        made = [op for op, _ in self._unsynced_names]
+        if len(made) < 2:
+            return []
+        found = [Names("before", op) for op in made[1:]]
+        if not self.profile.names_in_order:
+            found += [Names(keep, op) for op in made for keep in ("only", "but")]
+        if len(found) > _SIDE_IMAGES:
+            found = [found[i] for i in sorted(rng.sample(range(len(found)), _SIDE_IMAGES))]
+        return found
 
     @staticmethod
     def _cuts(offset: int, data: bytes, device: Device, rng: random.Random, cuts: int) -> list[int]:
@@ -701,9 +783,32 @@ class Volume:
                     return self._walk(self._durable, self._before(kept.__contains__))
                 case Torn():
                     return self._torn(variant, device, paths, synced)
+                case Names():
+                    return self._walk(self._some_names(variant), synced)
         except (KeyError, IndexError, ValueError) as exc:
             raise ValueError(f"no power-loss image {variant.name!r} here ({exc!r})") from None
         raise ValueError(f"no power-loss image {variant.name!r} on {device}")
+
+    def _some_names(self, variant: Names) -> dict[int, dict[str, int]]:
+        """The durable entries with the unsynced changes ``variant`` keeps made on them, in
+        the order they were made (CRASH-SYS-20)."""
+        made = [op for op, _ in self._unsynced_names]
+        if variant.op not in made or (variant.keep != "before" and self.profile.names_in_order):
+            raise ValueError(f"no unsynced directory change of operation {variant.op} to keep")
+        keep: Callable[[int], bool] = {
+            "before": lambda op: op < variant.op,
+            "only": lambda op: op == variant.op,
+            "but": lambda op: op != variant.op,
+        }[variant.keep]
+        entries = {directory: dict(names) for directory, names in self._durable.items()}
+        for op, changes in self._unsynced_names:
+            if keep(op):
+                for directory, leaf, number in changes:
+                    if number is None:
+                        entries.setdefault(directory, {}).pop(leaf, None)
+                    else:
+                        entries.setdefault(directory, {})[leaf] = number
+        return entries
 
     def _before(self, keep: Callable[[int], bool]) -> dict[int, bytes]:
         return {

@@ -12,11 +12,14 @@ rebuild the image byte for byte, with no sampling (CRASH-SYS-9, CRASH-SYS-12):
   write, no unsynced directory change), :class:`EntriesKept` (every directory change, no
   unsynced data), :class:`Only` (one file keeps its unsynced writes, on a device that
   reorders), :class:`Prefix` (the first unsynced changes in trace order, on one that does
-  not) and :class:`Torn` (one unsynced write cut at the device's granularity).
+  not), :class:`Torn` (one unsynced write cut at the device's granularity) and
+  :class:`Names` (some of the unsynced directory changes, on a file system that orders them
+  or one that does not).
 
 Each variant has a stable :attr:`name` -- ``process``, ``torn-call:<path>:<cut>``,
 ``strict``, ``data-kept``, ``entries-kept``, ``only:<path>``, ``prefix:<m>``,
-``torn@<g>:<path>:<n>:<cut>`` -- which is what a reproducer stores (``CrashFailure.variant``)
+``torn@<g>:<path>:<n>:<cut>``, ``names-before:<op>``, ``names-only:<op>``,
+``names-but:<op>`` -- which is what a reproducer stores (``CrashFailure.variant``)
 and what a report shows; :func:`parse_variant` is the one way back from a name, and its
 inverse: ``parse_variant(v.name) == v``.  The :attr:`family` of a variant is the kind of
 crash point two failures of one rule are told apart by (CRASH-COV-4).
@@ -24,7 +27,7 @@ crash point two failures of one rule are told apart by (CRASH-COV-4).
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeAlias
+from typing import ClassVar, Literal, TypeAlias
 
 import attrs
 
@@ -176,16 +179,46 @@ class Torn(_Named):
         return f"torn@{self.granularity}:{self.path}:{self.change}:{self.cut}"
 
 
+#: How a :class:`Names` variant keeps the unsynced directory changes: those made before its
+#: operation, its operation's only, or all but its operation's.
+NamesKept = Literal["before", "only", "but"]
+
+
+@attrs.frozen
+class Names(_Named):
+    """Power loss keeping some of the directory changes made since their directory's last
+    fsync, and no unsynced data (CRASH-SYS-20).  ``op`` is an operation's index in the
+    recorded operations: ``before`` keeps the changes of the operations before it (every
+    profile: a journal commits them in order), ``only`` keeps that operation's change alone
+    and ``but`` every one except its (``posix`` and ``btrfs``, which do not order directory
+    operations: a later unlink kept, an earlier rename lost)."""
+
+    keep: NamesKept
+    op: int = attrs.field(validator=_natural)
+
+    family: ClassVar[str] = "names"
+    power_loss: ClassVar[bool] = True
+
+    @property
+    def name(self) -> str:
+        return f"names-{self.keep}:{self.op}"
+
+
 #: A process crash: the kernel lived, every completed call is kept.
 ProcessVariant: TypeAlias = ProcessCrash | TornCall
 #: A power loss: what reaches the disk is decided by the syncs and the device.
-PowerLoss: TypeAlias = Strict | DataKept | EntriesKept | Only | Prefix | Torn
+PowerLoss: TypeAlias = Strict | DataKept | EntriesKept | Only | Prefix | Torn | Names
 #: Which image of a crash point.
 Variant: TypeAlias = ProcessVariant | PowerLoss
 
 _CONSTANT: dict[str, Variant] = {
     v.name: v for v in (ProcessCrash(), Strict(), DataKept(), EntriesKept())
 }
+
+
+_NAMES_KEPT: dict[str, NamesKept] = {
+    "names-before": "before", "names-only": "only", "names-but": "but"
+}  # fmt: skip
 
 
 def parse_variant(name: str) -> Variant:
@@ -215,6 +248,9 @@ def _parse(name: str) -> Variant | None:
         return Only(rest)
     if head == "prefix":
         return Prefix(int(rest))
+    keep = _NAMES_KEPT.get(head)
+    if keep is not None:
+        return Names(keep, int(rest))
     if head.startswith("torn@"):
         path, change, cut = rest.rsplit(":", 2)
         return Torn(int(head.removeprefix("torn@")), path, int(change), int(cut))

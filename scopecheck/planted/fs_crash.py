@@ -195,6 +195,48 @@ def fs_rename_without_file_fsync(clock: Any, *, fs: FileSystem, root: str) -> Fi
     return ReplacingRepository(clock, fs, root)
 
 
+class SwappingRepository(FileRepository):
+    """Rewrites a Session's log on every first open, as a store compacts its files at open
+    (LevelDB's reopen): the log's lines written to ``….log.new`` and fsynced, the log renamed
+    aside to ``….log.old``, the new one renamed into place, the old one unlinked -- and the
+    directory fsynced only after the unlink, not between the renames and it.  A file system
+    that does not order directory operations (posix, btrfs) may keep the unlink and lose a
+    rename: the Session's log is gone (CRASH-FS-6, CRASH-SYS-20).  A swap a crash or a failed
+    call cut short (the log aside, not yet replaced) is undone when the repository is made and
+    when the Session is opened."""
+
+    def __init__(self, clock: Any, fs: FileSystem, root: str) -> None:
+        base = root.rstrip("/")
+        fs.create_dir(base)
+        for entry in fs.list_dir(base):
+            if entry.name.endswith(".log.old"):
+                _restore(fs, base, f"{base}/{entry.name.removesuffix('.old')}")
+        super().__init__(clock, fs, root)
+
+    def load(self, session_id: str) -> dict[str, Any]:
+        path = self.path(session_id)
+        _restore(self.fs, self.root, path)
+        data = super().load(session_id)
+        self.fs.write_file(path + ".new", self.fs.read_bytes(path))
+        self.fs.fsync_file(path + ".new")
+        self.fs.rename(path, path + ".old")
+        self.fs.rename(path + ".new", path)
+        self.fs.unlink(path + ".old")  # no fsync of the directory before this
+        self.fs.fsync_dir(self.root)
+        return data
+
+
+def _restore(fs: FileSystem, root: str, log: str) -> None:
+    """Put a log a swap left aside back under its name."""
+    if fs.exists(log + ".old") and not fs.exists(log):
+        fs.rename(log + ".old", log)
+        fs.fsync_dir(root)
+
+
+def fs_swap_without_directory_fsync(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+    return SwappingRepository(clock, fs, root)
+
+
 def fs_append_without_fsync(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
     """Commits acknowledged once appended, never fsynced: lost under every profile."""
     return FileRepository(clock, NoAppendFsync(fs), root)
@@ -203,10 +245,12 @@ def fs_append_without_fsync(clock: Any, *, fs: FileSystem, root: str) -> FileRep
 #: The planted bugs that separate the file-system profiles, with the profiles each fails
 #: under (CRASH-SYS-15): a missing directory fsync after a create only under posix, a missing
 #: fsync of a file renamed over another under every profile without ext4's flush, a missing
-#: fsync of appended data under all.
+#: directory fsync between a swap's renames and its unlink under every profile that does not
+#: order directory operations (CRASH-SYS-20), a missing fsync of appended data under all.
 PROFILE_BUGS: dict[str, tuple[str, ...]] = {
     "fs-create-without-directory-fsync": ("posix",),
     "fs-rename-without-file-fsync": ("posix", "btrfs"),
+    "fs-swap-without-directory-fsync": ("posix", "btrfs"),
     "fs-append-without-fsync": ("posix", "ext4-ordered", "btrfs"),
 }
 
@@ -252,6 +296,12 @@ PLANTED = {
         "fs_rename_without_file_fsync",
         "CRASH-FS-6",
         "a rewritten log renamed over the old one and the directory fsynced, the new data not",
+    ),
+    "fs-swap-without-directory-fsync": (
+        "fs_swap_without_directory_fsync",
+        "CRASH-FS-2 CRASH-FS-6",
+        "a log rewritten at open, swapped in by two renames and the old one unlinked with no "
+        "directory fsync between: lost where directory operations are not ordered",
     ),
     "fs-append-without-fsync": (
         "fs_append_without_fsync",

@@ -29,6 +29,7 @@ from scopecheck.planted.fs_crash import (
     IndexedRepository,
     ReplacingRepository,
     RewritingRepair,
+    SwappingRepository,
     SyncingEveryOther,
 )
 from scopecheck.planted.jsonl_crash import NoAppendFsync, RetryingFsync
@@ -156,6 +157,12 @@ def rename_without_file_fsync(clock: Any, *, root: str) -> FileRepository:
     return ReplacingRepository(clock, OsFileSystem(), root)
 
 
+def swap_without_directory_fsync(clock: Any, *, root: str) -> FileRepository:
+    """A log rewritten at open and swapped in by two renames, the old one unlinked with no
+    directory fsync between: lost under posix and btrfs, not ext4-ordered (CRASH-SYS-20)."""
+    return SwappingRepository(clock, OsFileSystem(), root)
+
+
 def append_without_fsync(clock: Any, *, root: str) -> FileRepository:
     """Commits acknowledged once appended, never fsynced: lost under every profile."""
     return FileRepository(clock, NoAppendFsync(OsFileSystem()), root)
@@ -166,6 +173,7 @@ def append_without_fsync(clock: Any, *, root: str) -> FileRepository:
 PROFILE_BUGS: dict[str, tuple[str, ...]] = {
     "syscall-file-create-without-directory-fsync": ("posix",),
     "syscall-rename-without-file-fsync": ("posix", "btrfs"),
+    "syscall-swap-without-directory-fsync": ("posix", "btrfs"),
     "syscall-append-without-fsync": ("posix", "ext4-ordered", "btrfs"),
 }
 
@@ -237,6 +245,12 @@ PLANTED = {
         "rename_without_file_fsync",
         "CRASH-FS-6",
         "a rewritten log renamed over the old one and the directory fsynced, the new data not",
+    ),
+    "syscall-swap-without-directory-fsync": (
+        "swap_without_directory_fsync",
+        "CRASH-FS-2 CRASH-FS-6",
+        "a log rewritten at open, swapped in by two renames and the old one unlinked with no "
+        "directory fsync between: lost where directory operations are not ordered",
     ),
     "syscall-append-without-fsync": (
         "append_without_fsync",

@@ -1639,7 +1639,9 @@ def fuse_plans(rec: Recording) -> dict[int, list[FaultPlan]]:
     """The FUSE faults of each mutating operation of ``rec``, by operation index: the call
     named as the mount counts it -- the n-th write, fsync, truncate, rename (by source),
     unlink, mkdir or rmdir on that path, or the n-th open that creates it -- across every
-    process and thread of the run."""
+    process and thread of the run.  The root's own fsyncs (path ``""``, the mount's ``/``)
+    are planned too: a store that ignores a failed fsync of its directory shows only there
+    (CRASH-SYS-6)."""
     counts: dict[tuple[str, str], int] = {}
     exists: set[str] = set()
     plans: dict[int, list[FaultPlan]] = {}
@@ -1653,7 +1655,7 @@ def fuse_plans(rec: Recording) -> dict[int, list[FaultPlan]]:
         name: str | None = None
         if kind == "write":
             name = "write"
-        elif kind == "sync" and path:
+        elif kind == "sync":
             name = "fsync"
         elif kind == "truncate":
             name = "truncate"

@@ -19,7 +19,7 @@ from scopecheck.crashsim.faults import OneFault
 from scopecheck.crashsim.fs_recorder import Op, RecordingFs
 from scopecheck.crashsim.fs_source import OutsideRoot, acknowledged_at, file_ops
 from scopecheck.crashsim.persistence import FileOp, Image, Volume
-from scopecheck.crashsim.points import Strict
+from scopecheck.crashsim.points import Names, Strict
 from scopecheck.crashsim.strace import read_trace, strace_command, unavailable
 from scopecheck.crashsim.syscall_ops import extract
 from scopecheck.impl.fs import OsFileSystem
@@ -154,7 +154,10 @@ def images(ops: Sequence[FileOp]) -> list[object]:
     for op in [*ops, None]:
         if op is None or op.mutating:
             found.append(("process", volume.process_image()))
-            found.extend(volume.power_images(rng))
+            found.extend(
+                (v.keep if isinstance(v, Names) else v, image)  # op indices differ
+                for v, image in volume.power_images(rng)
+            )
         if op is not None:
             volume.apply(op)
     return found

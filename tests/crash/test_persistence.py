@@ -9,15 +9,19 @@ from collections.abc import Iterable
 import pytest
 
 from scopecheck.crashsim.persistence import (
+    BTRFS,
+    EXT4_ORDERED,
+    POSIX,
     Device,
     FileOp,
     Image,
+    Profile,
     Volume,
     call_cuts,
     coarser_tears,
     power_image,
 )
-from scopecheck.crashsim.points import ProcessCrash, Strict, Torn, TornCall, Variant
+from scopecheck.crashsim.points import Names, ProcessCrash, Strict, Torn, TornCall, Variant
 
 pytestmark = pytest.mark.rule("CRASH-SYS-1")
 
@@ -399,3 +403,116 @@ def test_the_jsonl_sweep_tears_the_append_in_flight_in_both_modes() -> None:
             again = crash_state(tr.file_ops, tr.initial, state.op_index, state.variant, ())
             assert again is not None and again.state == state.state
             assert state.offset == int(state.variant.rsplit(":", 1)[1])
+
+
+# -- some of a directory's unsynced changes (CRASH-SYS-20) -------------------------------------
+
+#: A synced file renamed into place, then the old generation unlinked, with no directory fsync
+#: after either (LevelDB's ``CURRENT`` swap): ops 3 (the rename) and 4 (the unlink).
+SWAP = (
+    open_("new", 1, "create"),
+    write(b"2"),
+    sync(),
+    FileOp("rename", "new", "current"),
+    FileOp("unlink", "old"),
+)
+SWAP_START = Image({"current": b"1", "old": b"gen1"})
+
+
+def swapped(profile: Profile) -> Volume:
+    volume = Volume(SWAP_START, profile)
+    for op in SWAP:
+        volume.apply(op)
+    return volume
+
+
+@pytest.mark.rule("CRASH-SYS-20")
+@pytest.mark.parametrize("profile", [POSIX, BTRFS], ids=lambda p: p.name)
+def test_without_ordered_names_a_later_unlink_is_kept_and_an_earlier_rename_lost(
+    profile: Profile,
+) -> None:
+    volume = swapped(profile)
+    given = [image.files for _, image in volume.power_images(random.Random(0))]
+    for variant, files in [
+        (Names("but", 3), {"current": b"1", "new": b"2"}),  # the rename lost, the unlink kept
+        # the unlink alone (under btrfs the fsync of "new" made its name durable)
+        (Names("only", 4), {"current": b"1", **({"new": b"2"} if profile.fsync_names else {})}),
+        (Names("only", 3), {"current": b"2", "old": b"gen1"}),
+        (Names("before", 3), {"current": b"1", "old": b"gen1", "new": b"2"}),
+    ]:
+        assert volume.power_image(variant).files == files
+        assert files in given, variant
+
+
+@pytest.mark.rule("CRASH-SYS-20", "CRASH-SYS-14")
+def test_an_ordered_journal_keeps_a_prefix_of_the_directory_changes_only() -> None:
+    found = list(swapped(EXT4_ORDERED).power_images(random.Random(0)))
+    kinds = {v.name.partition(":")[0] for v, _ in found if v.family == "names"}
+    assert kinds == {"names-before"}
+    for _, image in found:
+        assert "old" in image.files or image.files.get("current") == b"2"
+    with pytest.raises(ValueError, match="no power-loss image 'names-but:3'"):
+        power_image(SWAP, len(SWAP), "names-but:3", start=SWAP_START, profile=EXT4_ORDERED)
+
+
+@pytest.mark.rule("CRASH-SYS-20")
+def test_a_rename_is_kept_or_lost_whole() -> None:
+    """One operation's changes of its two names reach the disk together: no image holds the
+    file under both names, none under neither."""
+    for _, image in swapped(POSIX).power_images(random.Random(0)):
+        assert ("new" in image.files) != (image.files.get("current") == b"2") or (
+            "new" not in image.files and image.files.get("current") == b"1"
+        )
+
+
+@pytest.mark.rule("CRASH-SYS-20")
+def test_a_directory_fsync_makes_only_its_own_changes_durable() -> None:
+    volume = run(
+        FileOp("mkdir", "d"),
+        FileOp("open", "", handle=9, flags=frozenset({"directory"})),
+        sync(9),
+        open_("d/a", 1, "create"),
+        open_("b", 2, "create"),
+        open_("d/c", 3, "create"),
+        sync(9),  # the root: b durable; d's two creates not
+    )
+    images = named(volume.power_images(random.Random(0)))
+    assert images["strict"].files == {"b": b""}
+    names = {name: image.files for name, image in images.items() if name.startswith("names")}
+    assert {"names-before:5", "names-but:3"} <= names.keys()
+    assert sorted(map(sorted, names.values())) == [["b", "d/a"], ["b", "d/c"]]
+    assert not [name for name in names if name.endswith(":4")]  # b's create is durable
+
+
+@pytest.mark.rule("CRASH-SYS-20", "CRASH-SYS-14")
+def test_under_btrfs_a_synced_files_new_name_is_no_longer_an_unsynced_change() -> None:
+    volume = Volume(SWAP_START, BTRFS)
+    for op in (*SWAP[:2], FileOp("rename", "new", "current"), FileOp("unlink", "old"), sync()):
+        volume.apply(op)
+    for variant, image in volume.power_images(random.Random(0)):
+        assert image.files.get("current") == b"2", variant  # the log tree persisted the rename
+
+
+@pytest.mark.rule("CRASH-SYS-20", "CRASH-SYS-9")
+@pytest.mark.parametrize("profile", [POSIX, EXT4_ORDERED, BTRFS], ids=lambda p: p.name)
+def test_every_names_image_is_rebuilt_from_its_name(profile: Profile) -> None:
+    found = [(v, i) for v, i in swapped(profile).power_images(random.Random(0))]
+    assert [v for v, _ in found if v.family == "names"]
+    for variant, image in found:
+        rebuilt = power_image(SWAP, len(SWAP), variant.name, start=SWAP_START, profile=profile)
+        assert rebuilt == image, variant
+
+
+@pytest.mark.rule("CRASH-SYS-20")
+def test_many_unsynced_changes_give_at_most_sixteen_names_images_and_leave_the_rest_alone() -> None:
+    ops = [open_(f"f{n}", n, "create") for n in range(40)] + [write(b"xy", 3)]
+    volume = run(*ops)
+    names = [v for v, _ in volume.power_images(random.Random(1)) if v.family == "names"]
+    assert 0 < len(names) <= 16
+    others = [v.name for v, _ in volume.power_images(random.Random(1)) if v.family != "names"]
+    without = Volume()
+    for op in ops:
+        without.apply(op)
+    assert others == [
+        v.name for v, _ in without.power_images(random.Random(1)) if v.family != "names"
+    ]

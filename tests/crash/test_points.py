@@ -18,6 +18,7 @@ from scopecheck.crashsim.points import (
     CrashPoint,
     DataKept,
     EntriesKept,
+    Names,
     Only,
     Prefix,
     ProcessCrash,
@@ -44,6 +45,9 @@ NAMED: list[tuple[Variant, str, str]] = [
     (Prefix(12), "prefix:12", "prefix"),
     (Torn(1, "a", 0, 5000), "torn@1:a:0:5000", "torn"),
     (Torn(512, "dir/x:y", 2, 100), "torn@512:dir/x:y:2:100", "torn"),
+    (Names("before", 4), "names-before:4", "names"),
+    (Names("only", 0), "names-only:0", "names"),
+    (Names("but", 17), "names-but:17", "names"),
 ]
 
 
@@ -66,6 +70,7 @@ VARIANTS: st.SearchStrategy[Variant] = st.one_of(
     st.builds(Only, PATHS),
     st.builds(Prefix, NUMBERS),
     st.builds(Torn, st.sampled_from([1, 512, 4096]), PATHS, NUMBERS, NUMBERS),
+    st.builds(Names, st.sampled_from(["before", "only", "but"]), NUMBERS),
 )
 
 
@@ -81,7 +86,8 @@ def test_every_name_parses_back_to_its_variant(variant: Variant) -> None:
         "torn-call:a:", "torn-call:a:x", "torn-call:a:-1", "only", "prefix:", "prefix:x",
         "prefix:-1", "prefix:01", "prefix: 1", "prefix:+1", "torn@1:a:0", "torn@0:a:0:1",
         "torn@x:a:0:1", "torn@:a:0:1", "torn@1:a:-1:2", "torn@1:a:0:٣", "fault:eio",
-        "no-crash", "kill:1:x",
+        "no-crash", "kill:1:x", "names:1", "names-before:", "names-x:1", "names-only:-1",
+        "names-but:01",
     ],
 )  # fmt: skip
 def test_a_name_of_no_variant_is_refused(name: str) -> None:

@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -29,7 +30,8 @@ from scopecheck.crashsim.persistence import (
     profile_named,
 )
 from scopecheck.crashsim.points import EntriesKept, Strict
-from scopecheck.examples.good_file_backend import make_backend
+from scopecheck.examples.good_file_backend import FileRepository, make_backend
+from scopecheck.impl.fs import FileSystem, ForwardingFileSystem
 from scopecheck.planted import fs_crash
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,7 +208,23 @@ class TestFailureProfiles:
         ]
         assert crashes[0].rule in fs_crash.PLANTED[name][1].split()
 
-    def test_a_correct_backend_passes_under_every_profile(self) -> None:
+    def test_the_swap_with_a_directory_fsync_before_its_unlink_passes(self) -> None:
+        """The planted swap made right from outside -- its ``FileSystem`` fsyncs the directory
+        before each unlink -- passes under every profile: what ``fs-swap-without-directory-fsync``
+        fails on is the order of its directory operations, nothing else (CRASH-SYS-20)."""
+
+        class SyncedBeforeUnlink(ForwardingFileSystem):
+            def unlink(self, path: str) -> None:
+                self.inner.fsync_dir(path.rsplit("/", 1)[0] or "/")
+                self.inner.unlink(path)
+
+        def swapping(clock: Any, *, fs: FileSystem, root: str) -> FileRepository:
+            return fs_crash.SwappingRepository(clock, SyncedBeforeUnlink(fs), root)
+
+        found = explore(swapping, budget=2.0, seed=0)
+        assert found.failures == [], [str(f) for f in found.failures]
+        assert found.states > 0
+
         """The good file example keeps everything it acknowledged under every profile."""
         found = explore(make_backend, budget=2.0, seed=0)
         assert found.failures == []

@@ -108,6 +108,28 @@ def test_no_fuse_create_is_planned_for_a_file_a_directory_rename_moved() -> None
     assert 3 not in plans
 
 
+@pytest.mark.rule("CRASH-SYS-6")
+def test_an_fsync_of_the_root_directory_is_planned_to_fail_too() -> None:
+    """A store that ignores a failed fsync of the directory it renamed into (SQLite's
+    ``unixSync`` does, for the journal's directory) is found only if that fsync is failed: the
+    root's fsyncs are counted and planned like any file's, on the mount's ``/``."""
+    ops = (
+        FileOp("open", "", handle=9, flags=frozenset({"directory"})),
+        FileOp("open", "s.tmp", handle=1, flags=frozenset({"create"})),
+        FileOp("sync", "s.tmp", handle=1),
+        FileOp("rename", "s.tmp", "s"),
+        FileOp("sync", "", handle=9),
+        FileOp("sync", "", handle=9),
+    )
+    wl = workload(0, 1)
+    rec = Recording(wl, ops, (), (), (), (), (0,), model_states(wl))
+    plans = fuse_plans(rec)
+    assert [(p.op, p.path, p.ordinal, p.errno) for p in plans[4] + plans[5]] == [
+        ("fsync", "/", 1, "EIO"),
+        ("fsync", "/", 2, "EIO"),
+    ]
+
+
 @pytest.mark.rule("CRASH-SYS-17")
 def test_a_mapped_file_is_followed_through_renames_and_unlinks() -> None:
     ops = (

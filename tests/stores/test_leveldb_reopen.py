@@ -13,11 +13,11 @@ or not).  POSIX orders none of these until the directory is fsynced (CRASH-SYS-1
 entries are durable as of its last fsync), and the btrfs profile adds nothing here (no file is
 fsynced between them); ext4's ordered journal commits directory operations in order.
 
-The persistence model keeps a directory's entries as two snapshots -- as of its last fsync and
-as they are now (``crashsim/persistence.py``: ``Volume.apply`` changes the current entries,
-``Volume._sync`` copies them whole to the durable ones) -- and ``Volume.power_images`` /
-``Volume._build`` take one or the other, never some of the changes since the fsync.  So it
-cannot build these images under any profile, and they are judged under none: the xfail below.
+The persistence model keeps each directory's changes since its last fsync in order
+(CRASH-SYS-20), and a power loss keeps some of them: a prefix under every profile
+(``names-before``), one operation's alone or all but one operation's (``names-only``,
+``names-but``) under posix and btrfs.  The tests below build the reordered images from the trace
+and open each with LevelDB.
 """
 
 from __future__ import annotations
@@ -152,45 +152,52 @@ def test_leveldb_cannot_open_or_loses_synced_puts_where_an_unlink_outlives_the_r
     assert opened(reopen.old_log) == []
 
 
-@pytest.mark.rule("CRASH-SYS-1", "CRASH-SYS-14")
-@pytest.mark.parametrize(
-    "profile",
-    [
-        pytest.param(
-            profile,
-            id=profile.name,
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason="crashsim/persistence.py keeps a directory's entries as two snapshots "
-                "(Volume._durable as of its last fsync, Volume._entries now); "
-                "Volume.power_images/Volume._build choose one of them whole, so no image keeps "
-                "a later unlink without an earlier rename of the same directory",
-            ),
-        )
-        for profile in (POSIX, BTRFS)
-    ],
-)
+@pytest.mark.rule("CRASH-SYS-20", "CRASH-SYS-14")
+@pytest.mark.parametrize("profile", [POSIX, BTRFS], ids=lambda p: p.name)
 def test_the_model_builds_the_images_with_an_unlink_kept_and_the_rename_lost(
-    reopen: Reopen, profile: Profile
+    reopen: Reopen, profile: Profile, tmp_path: Path
 ) -> None:
     """Under posix (nothing orders the directory's entries before its fsync) and btrfs (no file
-    is fsynced here, so its log tree adds nothing to posix), a power loss right after the
-    reopen's unlinks may keep one of them and lose the rename."""
+    is fsynced here, so its log tree orders nothing), a power loss right after the reopen's
+    unlinks may keep one of them and lose the rename: ``names-only`` of an unlink and
+    ``names-but`` of the rename.  Each such image, opened by LevelDB itself, is a database it
+    refuses (CURRENT names a missing MANIFEST) or one without the three fdatasynced puts."""
     images = volume(reopen, profile).power_images(random.Random(0))
-    assert [v.name for v, image in images if reordered(reopen, image)]
+    found = {v.name: image for v, image in images if reordered(reopen, image)}
+    assert f"names-but:{reopen.rename}" in found
+    assert {name.partition(":")[0] for name in found} == {"names-only", "names-but"}
+    for name, image in found.items():
+        folder = tmp_path / name.replace(":", "-")
+        for path, data in image.files.items():
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            (folder / path).write_bytes(data)
+        try:
+            db = plyvel.DB(str(folder / "db"))
+        except plyvel.CorruptionError as exc:
+            assert "CURRENT points to a non-existent file" in str(exc)
+            continue
+        try:
+            assert [key for key, _ in db] != [b"k0", b"k1", b"k2"], name
+        finally:
+            db.close()
 
 
-@pytest.mark.rule("CRASH-SYS-14")
+@pytest.mark.rule("CRASH-SYS-14", "CRASH-SYS-20")
 def test_under_ext4_ordered_the_directory_operations_persist_in_order(reopen: Reopen) -> None:
     """The journal commits directory operations in order (ALICE's ext4 ordered mode): no image
-    keeps an unlink without the rename before it, and the two the model builds are the
-    rename and both unlinks lost, or all three kept."""
+    keeps an unlink without the rename before it.  The model builds the rename and both unlinks
+    lost, all three kept, and the prefixes between (``names-before``): the rename kept, the
+    unlinks not yet."""
     images = list(volume(reopen, EXT4_ORDERED).power_images(random.Random(0)))
     assert not [v.name for v, image in images if reordered(reopen, image)]
+    assert not [v.name for v, _ in images if v.name.startswith(("names-only", "names-but"))]
     currents = {image.files["db/CURRENT"] for _, image in images}
     assert len(currents) == 2
+    both = {reopen.old_manifest, reopen.old_log}
+    seen = set()
     for _, image in images:
-        kept = {reopen.old_manifest, reopen.old_log} & image.files.keys()
+        kept = both & image.files.keys()
         renamed = f"db/{image.files['db/CURRENT'].strip().decode()}" != reopen.old_manifest
-        assert kept == (set() if renamed else {reopen.old_manifest, reopen.old_log})
+        assert renamed or kept == both
+        seen.add((renamed, len(kept)))
+    assert {(False, 2), (True, 0), (True, 2)} <= seen
