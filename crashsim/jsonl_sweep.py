@@ -18,7 +18,8 @@ operations (``Trace.file_ops``), and the images of
 * with ``mode="unsynced"`` also the power-loss images of
   :meth:`~scopecheck.crashsim.persistence.Volume.power_images` (``strict``, ``data-kept``,
   ``entries-kept``, ``only:<path>``, ``torn@1:<path>:<n>:<cut>``: a torn write is an unsynced
-  write cut at a power loss).
+  write cut at a power loss; ``names-before:<op>``, ``names-only:<op>``, ``names-but:<op>``:
+  some of the unsynced directory changes, CRASH-SYS-20).
 
 Each state is written into one reused fake filesystem from ``{path: bytes}`` and checked by
 :class:`Checker` (rules CRASH-1..CRASH-9 in ``spec/rules/crash_jsonl.toml``): the reopened

@@ -223,6 +223,9 @@ COARSER = (4096, 512)
 ALIGNED_CUTS = 8
 #: At most this many ``only:`` or ``prefix:`` images per crash point.
 _SIDE_IMAGES = 16
+#: The operations that changed a directory whose :class:`Names` images a crash point gives:
+#: the last this many with unsynced changes (CRASH-SYS-20).
+RECENT_NAMES = 4
 #: A write in flight at a process crash of at most this many bytes is cut at every byte.
 SHORT_CALL = 64
 #: Sampled cut points of a longer write in flight (besides its boundaries).
@@ -682,9 +685,10 @@ class Volume:
           ``op``'s -- a later unlink kept and an earlier rename lost.
 
         Data variants are built under the synced directory entries.  A crash point gives at
-        most ``3 + 16 + limit + 16`` images: 16 ``only:``/``prefix:`` images (sampled with
-        ``rng`` beyond that), ``limit`` torn ones (sampled likewise) and 16 ``names-`` ones
-        (sampled last, so they leave the other samples as they were).  Images equal to one already
+        most ``3 + 16 + limit + 12`` images: 16 ``only:``/``prefix:`` images (sampled with
+        ``rng`` beyond that), ``limit`` torn ones (sampled likewise) and the ``names-`` ones of
+        the last :data:`RECENT_NAMES` operations that changed a directory (built last, drawing
+        nothing from ``rng``, so the other samples are as they were).  Images equal to one already
         given are left out.  A file ``unread`` names (no reopen reads it) is torn once, at the
         middle cut of its last unsynced write: its contents cannot change what a reopen reads,
         only its size might (CRASH-SYS-19).  Every variant rebuilds its image through
@@ -719,25 +723,27 @@ class Volume:
             torn += tears
         if len(torn) > limit:
             torn = [torn[i] for i in sorted(rng.sample(range(len(torn)), limit))]
-        for variant in [*variants, *torn, *self._names_variants(rng)]:
+        for variant in [*variants, *torn, *self._names_variants()]:
             image = self._build(variant, device, paths)
             if image not in given:
                 given.append(image)
                 yield variant, image
 
-    def _names_variants(self, rng: random.Random) -> list[Names]:
+    def _names_variants(self) -> list[Names]:
         """The :class:`Names` images of this point (CRASH-SYS-20): with two or more operations'
-        directory changes unsynced, the changes of the operations before each of them (every
-        profile), and -- where the profile does not order them -- each operation's alone and
-        all but each operation's; sampled with ``rng`` down to :data:`_SIDE_IMAGES`."""
+        directory changes unsynced, for each of the last :data:`RECENT_NAMES` of those
+        operations, the changes of the operations before it (every profile) and -- where the
+        profile does not order them -- its change alone and all but its change.  An older
+        operation had its turn at the crash points right after it, so a store that never
+        fsyncs a directory costs at most ``3 * RECENT_NAMES`` images a point, not three for
+        every change it ever made."""
         made = [op for op, _ in self._unsynced_names]
         if len(made) < 2:
             return []
-        found = [Names("before", op) for op in made[1:]]
+        recent = made[-RECENT_NAMES:]
+        found = [Names("before", op) for op in recent if op != made[0]]
         if not self.profile.names_in_order:
-            found += [Names(keep, op) for op in made for keep in ("only", "but")]
-        if len(found) > _SIDE_IMAGES:
-            found = [found[i] for i in sorted(rng.sample(range(len(found)), _SIDE_IMAGES))]
+            found += [Names(keep, op) for op in recent for keep in ("only", "but")]
         return found
 
     @staticmethod
