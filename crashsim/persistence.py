@@ -106,7 +106,9 @@ class FileOp:
         )
 
     def describe(self) -> str:
-        where = f"{self.path} -> {self.target}" if self.target else self.path
+        """One line for a report; the root (path ``""``) shows as ``<root>``."""
+        path = self.path or "<root>"
+        where = f"{path} -> {self.target}" if self.target else path
         if self.kind == "write":
             at = "end" if self.offset is None else f"offset {self.offset}"
             return f"write {len(self.data)} bytes at {at} of {where}"

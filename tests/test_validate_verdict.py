@@ -24,6 +24,7 @@ from scopecheck.run.validate import (
     Failure,
     PhaseReport,
     Verdict,
+    here,
     summary_lines,
     validate,
 )
@@ -396,3 +397,21 @@ def test_the_verdict_lists_each_limit_once() -> None:
     verdict = _verdict(PhaseReport("ran", "7 crash states"), limits=(said, "fault: x", said))
     assert verdict.limits == (said, "fault: x")
     assert verdict.as_json()["limits"] == [said, "fault: x"]
+
+
+@pytest.mark.rule("INSTALL-23")
+def test_a_rerun_line_names_files_under_the_working_directory_relative_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary's ``rerun:`` line is copied where the user ran ``validate``: a reproducer
+    under that folder is written relative to it, one elsewhere stays absolute, and a command
+    that is not shell words is shown as it is."""
+    monkeypatch.chdir(tmp_path)
+    saved = tmp_path / ".scopecheck" / "failures" / "my store-1.json"
+    assert here(f"scopecheck replay {shlex.quote(str(saved))}") == (
+        "scopecheck replay '.scopecheck/failures/my store-1.json'"
+    )
+    elsewhere = "scopecheck replay /elsewhere/x.json"
+    assert here(elsewhere) == elsewhere
+    assert here(f"pytest --rootdir={tmp_path} 'a::b'") == f"pytest --rootdir={tmp_path} 'a::b'"
+    assert here("scopecheck replay 'unclosed") == "scopecheck replay 'unclosed"

@@ -585,8 +585,26 @@ def summary_lines(verdict: Verdict) -> list[str]:
             lines.append("  steps (not shrunk: the budget was spent):" if not failure.shrunk
                          else "  steps:")  # fmt: skip
             lines += [f"    {line}" for line in steps]
-        lines.append(f"  rerun: {failure.reproducer}")
+        lines.append(f"  rerun: {here(failure.reproducer)}")
     return lines
+
+
+def here(command: str) -> str:
+    """``command`` with each argument that is an absolute path under the working directory
+    written relative to it: the ``rerun:`` line a user copies where they ran ``validate``.
+    The verdict's JSON keeps the absolute command, which works from anywhere."""
+    try:
+        words = shlex.split(command)
+        cwd = os.getcwd()
+    except (ValueError, OSError):
+        return command
+    shown = [
+        os.path.relpath(word, cwd)
+        if os.path.isabs(word) and os.path.commonpath([word, cwd]) == cwd and word != cwd
+        else word
+        for word in words
+    ]
+    return command if shown == words else shlex.join(shown)
 
 
 # -- running ---------------------------------------------------------------------------------

@@ -515,3 +515,10 @@ def test_many_unsynced_changes_give_the_names_images_of_the_last_four_only() -> 
     assert len(names) == 11  # names-before:39 is names-but:39, given once
     others = [v.name for v, _ in found if not isinstance(v, Names)]
     assert others == [v.name for v, _ in run(*ops).power_images(random.Random(1))][: len(others)]
+
+
+def test_an_operation_on_the_root_shows_the_root_by_name() -> None:
+    """A report never shows an empty name: the root directory is ``<root>``."""
+    assert FileOp("sync", "", handle=2).describe() == "sync <root>"
+    assert open_("", 2, "directory").describe() == "open <root> (directory)"
+    assert FileOp("rename", "a", "b").describe() == "rename a -> b"
