@@ -88,7 +88,7 @@ from scopecheck.crashsim.fault_check import (
     shown,
     uncoded,
 )
-from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan
+from scopecheck.crashsim.fuse_faults import FaultMount, FaultPlan, Fired
 from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
 from scopecheck.crashsim.generic_faults import UNKNOWN
 from scopecheck.crashsim.generic_sweep import workload
@@ -1711,6 +1711,9 @@ class RunResult:
     outcome: Outcome
     problem: RunProblem | None = None
     why: str = ""
+    #: What happened, for a replay (:func:`run_story`): the steps and what each got, the
+    #: call the fault or kill hit, and the files the run left.
+    story: tuple[str, ...] = ()
 
 
 def _aimed(rec: Recording, run: Recording, k: int, expression: str) -> str | None:
@@ -1749,6 +1752,7 @@ def fault_run(
     root = tempfile.mkdtemp(prefix="root-", dir=base)
     traces = tempfile.mkdtemp(prefix="traces-", dir=base)
     fired: bool | None = None
+    hit: Fired | None = None
     try:
         if expression.startswith(FUSE):
             mountpoint = tempfile.mkdtemp(prefix="mount-", dir=base)
@@ -1756,7 +1760,8 @@ def fault_run(
                 run = run_workload(command, rec.workload, mountpoint, cwd, traces,
                                    fired=lambda: mount.fired is not None)  # fmt: skip
                 disk = read_image(mountpoint)
-            fired = mount.fired is not None
+                hit = mount.fired
+            fired = hit is not None
             os.rmdir(mountpoint)
         else:
             run = run_workload(command, rec.workload, root, cwd, traces, inject=(child, expression))
@@ -1764,14 +1769,42 @@ def fault_run(
     finally:
         shutil.rmtree(traces, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
+    story = run_story(run, disk, hit)
     why = _missed(rec, run, k, expression, fired)
     if why is not None:
-        return RunResult("dropped", why=why)
+        return RunResult("dropped", why=why, story=story)
     checked = check_fault_run(checker, run, disk, expression, kill)
     outcome: Outcome = "kill" if kill else "fault"
     if isinstance(checked, NotJudged):
-        return RunResult(outcome, why=checked.why)
-    return RunResult(outcome, checked)
+        return RunResult(outcome, why=checked.why, story=story)
+    return RunResult(outcome, checked, story=story)
+
+
+def run_story(run: Recording, disk: Image, hit: Fired | None) -> tuple[str, ...]:
+    """What a fault or kill run did, in the words a replay shows: each step and what it got
+    (``ok``, or the error code), the call the fault or kill hit, and the files it left."""
+    lines = [f"workload {run.workload.name}, {len(run.outcomes)} steps ran:"]
+    lines += [
+        f"  step {number} ({step.op}): {outcome}"
+        for number, (step, outcome) in enumerate(
+            zip(run.workload.steps, run.outcomes, strict=False), 1
+        )
+    ]
+    if hit is not None:
+        where = hit.path.strip("/")
+        what = f"{hit.op} #{hit.ordinal} of {'<root>' if where in ('', '.') else where}"
+        if hit.written is not None and hit.requested is not None:
+            what += f" (stored {hit.written} of its {hit.requested} bytes)"
+        lines.append(f"the fault hit: {what}, which failed with {hit.errno}")
+    for injected in run.injected:
+        lines.append(f"the fault hit: {injected.where}")
+    if run.killed:
+        lines.append("the backend was killed by SIGKILL at the call aimed at")
+    lines.append("files the run left:")
+    lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(disk.files.items())]
+    if not disk.files:
+        lines.append("  (none)")
+    return tuple(lines)
 
 
 def _missed(
@@ -2170,25 +2203,37 @@ def _replay_fault(
         return None, f"{head}\ncannot rerun it: {why}"
     base = tempfile.mkdtemp(prefix="scopecheck-replay-", dir=scratch_base())
     dropped: dict[str, int] = {}
+    story: tuple[str, ...] = ()
     try:
         with ImageChecker(command, cwd, rec) as checker:
             for attempt in range(1, REPLAY_TRIES + 1):
                 result = fault_run(command, cwd, rec, base, checker, process, expression, -1)
+                story = result.story or story
                 if result.outcome == "dropped":
                     dropped[result.why] = dropped.get(result.why, 0) + 1
+                    continue
                 problem = result.problem
                 if problem is not None:
-                    return True, (
-                        f"{head}\nreproduced on try {attempt}:\n{problem.rule}: {problem.problem}"
-                        f"\nfile-system profiles: fails {profiles_text(problem.profiles)}"
-                    )
+                    return True, "\n".join([
+                        head, f"reproduced on try {attempt}:", *story,
+                        f"{problem.rule}: {problem.problem}",
+                        f"file-system profiles: fails {profiles_text(problem.profiles)}",
+                    ])  # fmt: skip
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    missed = "".join(f" ({n} of the runs were dropped: {why})" for why, n in dropped.items())
-    return None, (
-        f"{head}\nnot reproduced in {REPLAY_TRIES} tries{missed}: this run depends on timing "
-        "or on which thread makes the call, so it is neither confirmed nor fixed"
+    judged = REPLAY_TRIES - sum(dropped.values())
+    missed = "".join(f"; {n} dropped: {why}" for why, n in dropped.items())
+    why = (
+        "no run was judged, so"
+        if not judged
+        else "the backend may have changed, or the failure depends on timing or on which "
+        "thread makes the call, so"
     )
+    return None, "\n".join([
+        head, *story,
+        f"not reproduced in {REPLAY_TRIES} tries ({judged} judged and broke no rule{missed}): "
+        f"{why} it is neither confirmed nor fixed (CRASH-COV-5)",
+    ])  # fmt: skip
 
 
 def _replay_workload(

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from scopecheck.crashsim.explore import Findings
+from scopecheck.crashsim.fuse_faults import Fired
 from scopecheck.crashsim.generic_sweep import workload
 from scopecheck.crashsim.jsonl_sweep import model_states
-from scopecheck.crashsim.persistence import FileOp
+from scopecheck.crashsim.persistence import FileOp, Image
 from scopecheck.crashsim.strace import parse, unavailable
 from scopecheck.crashsim.syscall_ops import extract
 from scopecheck.process.syscall_crash import (
@@ -27,6 +28,7 @@ from scopecheck.process.syscall_crash import (
     fault_run,
     fuse_plans,
     read_image,
+    run_story,
     run_workload,
 )
 
@@ -158,3 +160,19 @@ def test_a_backend_on_an_older_protocol_page_is_one_protocol_failure() -> None:
     assert "unexpected field(s) ['timestamp']" in failure.problem
     assert "sent:" in failure.problem and "answer:" in failure.problem
     assert any("stopped early" in text for text in found.findings.limits), found.findings.limits
+
+
+@pytest.mark.rule("CRASH-COV-5")
+def test_a_fault_runs_story_says_what_each_step_got_what_the_fault_hit_and_what_was_left() -> None:
+    """What a fault replay shows besides the verdict: each step that ran and its answer, the
+    call the fault hit (the root by name), and the files the run left."""
+    wl = workload(0, 2)
+    ran = ("ok", "outcome_unknown", "unusable")[: len(wl.steps)]
+    rec = Recording(wl, (), (), ran, (), (), (0,), model_states(wl))
+    hit = Fired("fsync", "/", 2, "EIO", 7, 0.0)
+    story = run_story(rec, Image({"s.json": b"{}"}), hit)
+    assert story[0] == f"workload {wl.name}, {len(ran)} steps ran:"
+    assert story[1] == f"  step 1 ({wl.steps[0].op}): ok"
+    assert f"  step 2 ({wl.steps[1].op}): outcome_unknown" in story
+    assert "the fault hit: fsync #2 of <root>, which failed with EIO" in story
+    assert story[-2:] == ("files the run left:", "  s.json: 2 bytes")

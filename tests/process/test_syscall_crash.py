@@ -225,6 +225,8 @@ def test_a_fault_that_misses_its_call_is_dropped_and_its_replay_is_not_called_fi
     still, text = replay(record)
     assert still is None, text
     assert "not reproduced in 5 tries" in text and "another call" in text
+    assert "steps ran:" in text and "files the run left:" in text  # what the last run did
+    assert "fixed" not in text.replace("neither confirmed nor fixed", "")
     saved = tmp_path / "fault.json"
     saved.write_bytes(orjson.dumps(record))
     result = subprocess.run([sys.executable, "-m", "scopecheck", "replay", str(saved)],
