@@ -2108,6 +2108,7 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
             files = {p: d for p, d in {**image.files, **contents}.items() if p not in removed}
             image = attrs.evolve(image, files=files)
         shown = image
+        cache = power_image(evidence.ops, k, ProcessCrash(), start=evidence.base)
         if failure.recovery is not None:
             j, during = failure.recovery
             shown = power_image(evidence.recovery_ops, j, during, failure.seed, start=image)
@@ -2141,6 +2142,8 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
     lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(shown.files.items())]
     if not shown.files:
         lines.append("  (none)")
+    if variant.power_loss:
+        lines += lost_lines(cache, image)
     if found is None and history:
         return None, "\n".join([*lines, "not reproduced: the failure depended on what the "
                                 "checker process had reopened before, which a replay cannot "
@@ -2148,6 +2151,33 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
     if found is None:
         return False, "\n".join([*lines, "the recovered state is allowed now"])
     return True, "\n".join([*lines, f"{found.rule}: {found.problem}"])
+
+
+def lost_lines(cache: Image, image: Image) -> list[str]:
+    """What a power loss took, file by file, against the page cache at the same point (the
+    process-crash image): the files whose data or name it lost, so a story names them and
+    not the file its variant happens to be named after."""
+    lost: list[str] = []
+    for name, data in sorted(cache.files.items()):
+        kept = image.files.get(name)
+        if kept is None:
+            lost.append(f"  {name}: gone ({len(data)} bytes in the page cache)")
+        elif kept == data:
+            continue
+        elif data.startswith(kept):
+            lost.append(f"  {name}: {len(kept)} of its {len(data)} bytes kept, the rest lost")
+        else:
+            pairs = zip(kept, data, strict=False)
+            at = next((j for j, (x, y) in enumerate(pairs) if x != y), min(len(kept), len(data)))
+            lost.append(
+                f"  {name}: another version, {len(kept)} bytes against {len(data)}, "
+                f"differing from byte {at}"
+            )
+    lost += [f"  {name}: back ({len(image.files[name])} bytes), gone from the page cache"
+             for name in sorted(image.files.keys() - cache.files.keys())]  # fmt: skip
+    if not lost:
+        return ["what the power loss lost against the page cache: nothing"]
+    return ["what the power loss lost against the page cache:", *lost]
 
 
 def _story(failure: CrashFailure, evidence: Evidence, wl: Workload) -> str:

@@ -27,6 +27,7 @@ from scopecheck.process.syscall_crash import (
     check_fault_run,
     fault_run,
     fuse_plans,
+    lost_lines,
     read_image,
     run_story,
     run_workload,
@@ -176,3 +177,19 @@ def test_a_fault_runs_story_says_what_each_step_got_what_the_fault_hit_and_what_
     assert f"  step 2 ({wl.steps[1].op}): outcome_unknown" in story
     assert "the fault hit: fsync #2 of <root>, which failed with EIO" in story
     assert story[-2:] == ("files the run left:", "  s.json: 2 bytes")
+
+
+@pytest.mark.rule("CRASH-SYS-9")
+def test_a_power_loss_story_names_each_file_it_took_something_from() -> None:
+    """Against the page cache at the same point: a file cut short, one gone, one in another
+    version, one back from an undone unlink; a file kept whole is not named."""
+    cache = Image({"log": b"abcdef", "new": b"x", "CURRENT": b"MANIFEST-2\n", "same": b"s"})
+    image = Image({"log": b"abc", "CURRENT": b"MANIFEST-1\n", "old": b"o", "same": b"s"})
+    assert lost_lines(cache, image) == [
+        "what the power loss lost against the page cache:",
+        "  CURRENT: another version, 11 bytes against 11, differing from byte 9",
+        "  log: 3 of its 6 bytes kept, the rest lost",
+        "  new: gone (1 bytes in the page cache)",
+        "  old: back (1 bytes), gone from the page cache",
+    ]
+    assert lost_lines(cache, cache) == ["what the power loss lost against the page cache: nothing"]
