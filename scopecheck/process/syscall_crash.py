@@ -1800,11 +1800,13 @@ def run_story(run: Recording, disk: Image, hit: Fired | None) -> tuple[str, ...]
         lines.append(f"the fault hit: {injected.where}")
     if run.killed:
         lines.append("the backend was killed by SIGKILL at the call aimed at")
-    lines.append("files the run left:")
-    lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(disk.files.items())]
-    if not disk.files:
-        lines.append("  (none)")
-    return tuple(lines)
+    return (*lines, *files_lines("files the run left:", disk))
+
+
+def files_lines(title: str, image: Image) -> list[str]:
+    """``title`` and each file of ``image`` with its size, for a replay's report."""
+    sizes = [f"  {name}: {len(data)} bytes" for name, data in sorted(image.files.items())]
+    return [title, *(sizes or ["  (none)"])]
 
 
 def _missed(
@@ -2108,7 +2110,6 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
             files = {p: d for p, d in {**image.files, **contents}.items() if p not in removed}
             image = attrs.evolve(image, files=files)
         shown = image
-        cache = power_image(evidence.ops, k, ProcessCrash(), start=evidence.base)
         if failure.recovery is not None:
             j, during = failure.recovery
             shown = power_image(evidence.recovery_ops, j, during, failure.seed, start=image)
@@ -2138,11 +2139,9 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
             f"the checker child first reopened the {len(history)} images it had reopened "
             "before this one (the failure needed them)"
         )
-    lines.append("files after the crash:")
-    lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(shown.files.items())]
-    if not shown.files:
-        lines.append("  (none)")
+    lines += files_lines("files after the crash:", shown)
     if variant.power_loss:
+        cache = power_image(evidence.ops, k, ProcessCrash(), start=evidence.base)
         lines += lost_lines(cache, image)
     if found is None and history:
         return None, "\n".join([*lines, "not reproduced: the failure depended on what the "
