@@ -16,6 +16,9 @@
 // `--no-cut-back` a third: a failed append is left in the file and the handle stays usable, so
 // after a short write (a disk filling up: `fs.writeSync` stores part of the line, the rest fails
 // with ENOSPC) the next commit appends its line after the bytes the failed one stored.
+// `--strict-tail` plants a bug in reading alone: open refuses a torn last line as corrupt
+// instead of cutting it off, so a crash in the middle of an append leaves a Session no one
+// can open again (CRASH-FS-1), on a disk that holds every acknowledged commit.
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -23,6 +26,7 @@ const path = require("path");
 const NO_FSYNC = process.argv.includes("--no-fsync");
 const NO_DIR_FSYNC = process.argv.includes("--no-dir-fsync");
 const NO_CUT_BACK = process.argv.includes("--no-cut-back");
+const STRICT_TAIL = process.argv.includes("--strict-tail");
 const { refuse, io, compareCodePoints, checkSessionId, checkShape, checkReferences, State, serve } =
   require("./protocol.js");  // the checks, a Session's state and the request loop, shared
 
@@ -108,6 +112,7 @@ class Repository {
     try { if (!NO_DIR_FSYNC) syncDir(this.root); } catch (error) { throw io(`open ${id}`, error); }
     try { content = fs.readFileSync(file); } catch (error) { throw io(`read ${id}`, error); }
     const end = content.lastIndexOf(0x0a) + 1;
+    if (end < content.length && STRICT_TAIL) refuse("corrupt", `${id} ends in a torn line`);
     if (end < content.length) {  // a torn last line: that commit was never acknowledged
       try {
         const fd = fs.openSync(file, "r+");

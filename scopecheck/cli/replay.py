@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -11,13 +12,37 @@ from scopecheck.cli.common import fail
 
 @click.command()
 @click.argument("file")
-def replay(file: str) -> None:
+@click.option(
+    "--export",
+    "export_to",
+    metavar="DIR",
+    help="Write a standalone bundle of a crash failure to DIR (a new folder): the image, the "
+    "trace, the expected and actual states, and reproduce.py, which needs only Python.",
+)
+def replay(file: str, export_to: str | None) -> None:
     """Re-run a saved failure exactly; exit 1 while it still fails, 3 when a machine failure
-    (or a timing-dependent crash run) could not be reproduced, 0 once a crash state recovers."""
+    (or a timing-dependent crash run) could not be reproduced, 0 once a crash state recovers.
+    With --export DIR, write the crash failure's bundle instead and run its reproduce.py once:
+    the same exit statuses, from what it found."""
     from scopecheck.run.crash import NOT_REPRODUCED
     from scopecheck.run.replay import load_reproducer, replay_machine
 
     record = load_reproducer(file)
+    if export_to is not None:
+        from scopecheck.run.export import export
+
+        if os.path.lexists(export_to):
+            fail(f"{export_to} exists: export into a new folder")
+        if record["kind"] != "crash":
+            fail(
+                f"{file}: a {record['kind']} failure has no crash image to bundle; "
+                f"replay it with: scopecheck replay {file}"
+            )
+        done = export(record, export_to, f"scopecheck replay {file}")
+        click.echo(f"exported to {export_to} ({done.size:,} bytes)")
+        click.echo(done.output.rstrip())
+        click.echo(f"run it again with: python {export_to}/reproduce.py")
+        sys.exit({1: 1, 0: 0}.get(done.status, NOT_REPRODUCED))
     if record["kind"] == "crash":
         from scopecheck.run.crash import replay_command
 

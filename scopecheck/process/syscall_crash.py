@@ -127,6 +127,7 @@ from scopecheck.crashsim.recovery import (
 )
 from scopecheck.crashsim.sandbox import BASE_TIME, StepClock, describe
 from scopecheck.crashsim.shards import Shard
+from scopecheck.crashsim.story import files_lines, lost_lines
 from scopecheck.crashsim.strace import Fd, Syscall, read_trace, strace_command
 from scopecheck.crashsim.syscall_ops import Finding, Timeline, extract
 from scopecheck.crashsim.unread import Unread, shape
@@ -1803,12 +1804,6 @@ def run_story(run: Recording, disk: Image, hit: Fired | None) -> tuple[str, ...]
     return (*lines, *files_lines("files the run left:", disk))
 
 
-def files_lines(title: str, image: Image) -> list[str]:
-    """``title`` and each file of ``image`` with its size, for a replay's report."""
-    sizes = [f"  {name}: {len(data)} bytes" for name, data in sorted(image.files.items())]
-    return [title, *(sizes or ["  (none)"])]
-
-
 def _missed(
     rec: Recording, run: Recording, k: int, expression: str, fired: bool | None
 ) -> str | None:
@@ -2150,33 +2145,6 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
     if found is None:
         return False, "\n".join([*lines, "the recovered state is allowed now"])
     return True, "\n".join([*lines, f"{found.rule}: {found.problem}"])
-
-
-def lost_lines(cache: Image, image: Image) -> list[str]:
-    """What a power loss took, file by file, against the page cache at the same point (the
-    process-crash image): the files whose data or name it lost, so a story names them and
-    not the file its variant happens to be named after."""
-    lost: list[str] = []
-    for name, data in sorted(cache.files.items()):
-        kept = image.files.get(name)
-        if kept is None:
-            lost.append(f"  {name}: gone ({len(data)} bytes in the page cache)")
-        elif kept == data:
-            continue
-        elif data.startswith(kept):
-            lost.append(f"  {name}: {len(kept)} of its {len(data)} bytes kept, the rest lost")
-        else:
-            pairs = zip(kept, data, strict=False)
-            at = next((j for j, (x, y) in enumerate(pairs) if x != y), min(len(kept), len(data)))
-            lost.append(
-                f"  {name}: another version, {len(kept)} bytes against {len(data)}, "
-                f"differing from byte {at}"
-            )
-    lost += [f"  {name}: back ({len(image.files[name])} bytes), gone from the page cache"
-             for name in sorted(image.files.keys() - cache.files.keys())]  # fmt: skip
-    if not lost:
-        return ["what the power loss lost against the page cache: nothing"]
-    return ["what the power loss lost against the page cache:", *lost]
 
 
 def _story(failure: CrashFailure, evidence: Evidence, wl: Workload) -> str:

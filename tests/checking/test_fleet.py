@@ -85,7 +85,11 @@ def test_two_workers_share_a_failure_that_a_third_machine_replays_from_redis_alo
     if hypothesis_cli is None:
         pytest.fail("the hypofuzz extra is not installed: pip install 'scopecheck[hypofuzz]'")
     (tmp_path / "test_targets.py").write_text(textwrap.dedent(TARGETS))
-    base = {**os.environ, "SCOPECHECK_DB": redis_url}
+    # The workers' own temporary folders (multiprocessing's pymp-*, which a worker killed on
+    # the way out leaves behind) go under tmp_path, removed with it.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    base = {**os.environ, "SCOPECHECK_DB": redis_url, "TMPDIR": str(scratch)}
     base.pop("SCOPECHECK_PROFILE", None)
     workers = {}
     for name in ("a", "b"):

@@ -18,6 +18,7 @@ from scopecheck.crashsim.fuse_faults import Fired
 from scopecheck.crashsim.generic_sweep import workload
 from scopecheck.crashsim.jsonl_sweep import model_states
 from scopecheck.crashsim.persistence import FileOp, Image
+from scopecheck.crashsim.story import lost_lines
 from scopecheck.crashsim.strace import parse, unavailable
 from scopecheck.crashsim.syscall_ops import extract
 from scopecheck.process.syscall_crash import (
@@ -27,7 +28,6 @@ from scopecheck.process.syscall_crash import (
     check_fault_run,
     fault_run,
     fuse_plans,
-    lost_lines,
     read_image,
     run_story,
     run_workload,
