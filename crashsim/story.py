@@ -145,11 +145,11 @@ def lost_lines(cache: Image, image: Image) -> list[str]:
     return ["what the power loss lost against the page cache:", *lost]
 
 
-def _op_lines(ops: Sequence[FileOp], indices: Sequence[int], story: Story) -> list[str]:
+def op_lines(ops: Sequence[FileOp], indices: Sequence[int], story: Story) -> list[str]:
     """The operations at ``indices`` (``len(ops)`` stands for the end of the run), each
     acknowledgement and the crash in their place."""
     lines: list[str] = []
-    previous = -1
+    previous = indices[0] - 1 if len(indices) else -1
     for index in indices:
         for ack in story.acks:
             if previous < ack.at <= index:
@@ -176,11 +176,11 @@ def trace_text(story: Story) -> str:
         "",
         "every operation in order (>> marks the crash; operations after it never happened):",
     ]
-    lines += _op_lines(ops, range(len(ops) + 1), story)
+    lines += op_lines(ops, range(len(ops) + 1), story)
     lines += ["", "per file:"]
     for name, indices in sorted(story.by_file().items()):
         lines.append(f"  {name}:")
-        lines += _op_lines(ops, indices, story)
+        lines += op_lines(ops, indices, story)
     lines.append("")
     if story.power_loss:
         lines += lost_lines(story.before, story.after)

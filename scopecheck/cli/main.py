@@ -19,6 +19,7 @@ from scopecheck.cli.inspect_session import inspect
 from scopecheck.cli.merge import merge
 from scopecheck.cli.mutants import mutants
 from scopecheck.cli.replay import replay
+from scopecheck.cli.report import report
 from scopecheck.cli.rules import rules
 from scopecheck.cli.serve import serve
 from scopecheck.cli.validate import validate
@@ -38,6 +39,7 @@ for command in (
     crash,
     validate,
     merge,
+    report,
     serve,
     mutants,
     crosshair,

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,6 +23,9 @@ from scopecheck.cli.common import (
 )
 from scopecheck.crashsim.shards import Shard
 from scopecheck.models.errors import ScopecheckError
+
+if TYPE_CHECKING:
+    from scopecheck.run.validate import Verdict
 
 
 @click.command()
@@ -85,6 +88,14 @@ from scopecheck.models.errors import ScopecheckError
     help="Stop a phase of fixed work (the conformance suite; every phase with --examples) still "
     "running after this many seconds and report it incomplete [default: 600].",
 )
+@click.option(
+    "--html",
+    "html",
+    default=None,
+    metavar="FILE",
+    help="Also write the verdict as one self-contained HTML page (what scopecheck report "
+    "makes of the --json verdict), at the end of the run.",
+)
 @FS_PROFILE_OPTION
 def validate(
     factory: str | None,
@@ -98,6 +109,7 @@ def validate(
     shard: str | None,
     fs_profile: str,
     phase_timeout: float | None,
+    html: str | None,
 ) -> None:
     """Check a backend outside this project: FACTORY is PATH_OR_MODULE:make_backend, or
     exec:'CMD ...' (the same as --exec) for a backend in a child process.
@@ -132,6 +144,10 @@ def validate(
         fail(f"--phase-timeout must be a positive number of seconds (got {phase_timeout:g})")
     timeout = PHASE_TIMEOUT if phase_timeout is None else phase_timeout
     try:
+        if html is not None:  # a report that cannot be written is said before the run
+            from scopecheck.run.report_html import check_output
+
+            check_output(Path(html))
         required = parse_required(require)
         check_fs_profile(fs_profile)
         share = None if shard is None else Shard.parse(shard)
@@ -170,7 +186,20 @@ def validate(
         except ScopecheckError as exc:
             live.stop()
             fail(str(exc))
+    if html is not None:
+        write_html(verdict, Path(html))
     show_verdict(verdict, as_json)
+
+
+def write_html(verdict: Verdict, out: Path) -> None:
+    """Write ``--html``'s page of ``verdict`` (REPORT-1); a page that cannot be written is one
+    line on stderr, and the run's exit code stays the verdict's."""
+    from scopecheck.run.report_html import write_report
+
+    try:
+        write_report(verdict, out)
+    except (ScopecheckError, OSError) as exc:
+        click.echo(f"scopecheck: could not write the HTML report {out}: {exc}", err=True)
 
 
 def hard_limit(budget: float, examples: int | None, phase_timeout: float) -> float:
