@@ -30,9 +30,13 @@ and fork cases, which draw nothing, run as always.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
+
+from scopecheck.models.errors import ScopecheckError
 
 if TYPE_CHECKING:
     from hypothesis import settings as Settings
@@ -77,6 +81,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "incomplete (a hang of the backend or of scopecheck), never passed (default 600).",
     )
     group.addoption(
+        "--scopecheck-artifacts",
+        dest="scopecheck_artifacts",
+        default=".scopecheck",
+        metavar="DIR",
+        help="Where a failing crash test saves its reproducers (DIR/failures) and the bundles of "
+        "its crash images (DIR/bundles), and where the run's HTML report goes "
+        "(DIR/report-NAME.html): what a CI job keeps as artifacts (default .scopecheck).",
+    )
+    group.addoption(
         "--scopecheck-fs-profile",
         dest="scopecheck_fs_profile",
         default="posix",
@@ -99,8 +112,6 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"--scopecheck-fs-profile: {exc}") from None
     if specs:
-        from scopecheck.models.errors import ScopecheckError
-
         for spec in specs:
             try:
                 loaded_backend(config, spec)
@@ -108,6 +119,20 @@ def pytest_configure(config: pytest.Config) -> None:
                 raise pytest.UsageError(f"--scopecheck-backend: {exc}") from None
         config.pluginmanager.register(VerdictCollector(config, specs), "scopecheck-verdict")
         _sigterm_as_interrupt()
+
+
+def artifacts_dir(config: pytest.Config) -> Path:
+    """``--scopecheck-artifacts``, relative to where pytest was started (INSTALL-25)."""
+    folder = Path(config.getoption("scopecheck_artifacts", default=".scopecheck"))
+    return folder if folder.is_absolute() else config.invocation_params.dir / folder
+
+
+def report_path(config: pytest.Config, name: str) -> Path:
+    """Where the run's HTML report of the backend named ``name`` is written when the run
+    ends."""
+    from scopecheck.run.fuzz import report_file_name
+
+    return artifacts_dir(config) / f"report-{report_file_name(name).removesuffix('.json')}.html"
 
 
 def _sigterm_as_interrupt() -> None:
@@ -320,7 +345,10 @@ class VerdictCollector:
                         "error": error, "message": message}  # fmt: skip
                 rerun = shlex.join(["python", "-m", "pytest", "-p", "scopecheck.pytest_plugin",
                                     f"--scopecheck-backend={spec}", report.nodeid])  # fmt: skip
-                failures.append(conformance_failure(test, rerun, phase))
+                failure = conformance_failure(test, rerun, phase)
+                saved = [str(v) for k, v in report.user_properties if k == "scopecheck_reproducer"]
+                failures += [attrs.evolve(failure, reproducer=f"scopecheck replay {path}")
+                             for path in saved] or [failure]  # fmt: skip
             counts = {"passed": passed, "failed": len(failed), "skipped": len(skipped)}
             machine = machine_counts(seen) if phase in MACHINE_PHASES else None
             ran = f"{passed} tests passed"
@@ -354,6 +382,7 @@ class VerdictCollector:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.outcomes:
             return
+        from scopecheck.run.report_html import write_report
         from scopecheck.run.validate import headline, phase_line
 
         for spec in self.specs:
@@ -362,3 +391,11 @@ class VerdictCollector:
             terminalreporter.write_line(headline(verdict).rsplit(" (", 1)[0])
             for name, phase in verdict.phases.items():
                 terminalreporter.write_line(phase_line(name, phase))
+            report = report_path(self.config, verdict.backend)
+            try:
+                report.parent.mkdir(parents=True, exist_ok=True)
+                write_report(verdict, report)
+            except (OSError, ScopecheckError) as exc:
+                terminalreporter.write_line(f"report: not written ({exc})")
+            else:
+                terminalreporter.write_line(f"report: {report}")

@@ -150,3 +150,39 @@ def test_export_refuses_what_it_cannot_bundle_and_writes_nothing(tmp_path: Path)
     assert done.returncode == 2 and "exists" in done.stderr and "Traceback" not in done.stderr
     assert [p.name for p in existing.iterdir()] == ["mine.txt"]
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+@pytest.mark.rule("INSTALL-25", "INSTALL-24")
+def test_the_plugin_names_the_reproducer_bundle_and_report_in_the_text_and_junit(
+    tmp_path: Path,
+) -> None:
+    """A failing crash test says where its reproducer, its bundle and the run's report went,
+    and gives each as a JUnit property, so a CI job can keep them as artifacts."""
+    import xml.etree.ElementTree as ET
+
+    artifacts = tmp_path / "artifacts"
+    junit = tmp_path / "junit.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+         f"--scopecheck-backend={ROOT}/examples/broken_file_backend.py:make_backend",
+         f"--scopecheck-artifacts={artifacts}", f"--junitxml={junit}",
+         "--pyargs", "scopecheck.conformance.test_crash", "-k", "crash_state and 0"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    properties: dict[str, list[str]] = {}
+    for prop in ET.parse(junit).iter("property"):
+        properties.setdefault(prop.get("name", ""), []).append(prop.get("value", ""))
+    reproducers = properties["scopecheck_reproducer"]
+    bundles = properties["scopecheck_bundle"]
+    (report,) = set(properties["scopecheck_report"])
+    assert all(Path(path).is_file() for path in reproducers), reproducers
+    assert all((Path(path) / "reproduce.py").is_file() for path in bundles), bundles
+    assert Path(report).is_file() and Path(report).parent == artifacts
+    for name in (*reproducers, *bundles, report):
+        assert name in done.stdout, name
+    assert f"report: {report}" in done.stdout
+    status = subprocess.run(
+        [sys.executable, f"{bundles[0]}/reproduce.py"], capture_output=True, timeout=120
+    ).returncode
+    assert status == 1

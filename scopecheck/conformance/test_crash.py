@@ -24,6 +24,7 @@ alarms on a backend known to recover).
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import attrs
 import pytest
@@ -32,6 +33,7 @@ from scopecheck.backends.crash_explorers import CrashExplorer, GenericCrashExplo
 from scopecheck.backends.registry import Backend
 from scopecheck.crashsim.failure import CrashFailure
 from scopecheck.crashsim.generic_sweep import jsonl_factory, sweep, workload
+from scopecheck.models.errors import ScopecheckError
 
 #: Workload seeds: 0 is creates, commits and restarts; 1 adds a delete and a new create.
 SEEDS = (0, 1)
@@ -49,6 +51,8 @@ class CrashTarget:
     skipped: str | None = None
     #: The backend named by ``--scopecheck-backend`` (``None``: the bundled JSONL sweep).
     backend: Backend | None = None
+    #: Its spec, as the option gave it (what a saved reproducer reloads).
+    spec: str | None = None
 
 
 @attrs.frozen
@@ -61,17 +65,19 @@ class Explored:
     complete: bool
     #: The file-system profiles each failure happens under (empty: every one).
     profiles: tuple[tuple[str, ...], ...] = ()
+    #: Each failure's reproducer record.
+    records: tuple[dict[str, Any], ...] = ()
 
-    def under(self, profile: str) -> tuple[str, ...]:
-        """The failures that happen under ``profile``; the others are warned about
-        (CRASH-SYS-15)."""
+    def under(self, profile: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """The failures that happen under ``profile`` with their records; the others are
+        warned about (CRASH-SYS-15)."""
         found = []
         names_of = self.profiles or ((),) * len(self.failures)
-        for line, names in zip(self.failures, names_of, strict=True):
+        for line, names, record in zip(self.failures, names_of, self.records, strict=True):
             if names and profile not in names:
                 warnings.warn(f"only under {', '.join(names)}: {line}", stacklevel=2)
             else:
-                found.append(line)
+                found.append((line, record))
         return tuple(found)
 
 
@@ -108,7 +114,7 @@ def _targets(config: pytest.Config) -> list[CrashTarget]:
         loaded = loaded_backend(config, spec)
         why = crash_skip_reason(loaded.backend, loaded.capabilities.kind)
         explorer = None if why is not None else loaded.backend.crash
-        chosen.append(CrashTarget(loaded.backend.name, explorer, why, loaded.backend))
+        chosen.append(CrashTarget(loaded.backend.name, explorer, why, loaded.backend, spec))
     return chosen
 
 
@@ -129,11 +135,65 @@ def _explored(target: CrashTarget, explorer: CrashExplorer, seed: int) -> Explor
         profiles = tuple(tuple(r.get("profiles") or ()) for r in records)
         coverage = explorer.coverage
         complete = coverage is None or coverage.complete
-        _EXPLORED[target.name, seed] = Explored(states, runs, lines, complete, profiles)
+        _EXPLORED[target.name, seed] = Explored(
+            states, runs, lines, complete, profiles, tuple(records)
+        )
     return _EXPLORED[target.name, seed]
 
 
 REPLAY = "(`scopecheck validate SPEC` saves a reproducer that `scopecheck replay` reruns)"
+#: Failures of one test whose reproducers are saved (and crash images bundled).
+KEPT = 3
+
+
+def _kept(
+    request: pytest.FixtureRequest,
+    target: CrashTarget,
+    *failing: str | tuple[str, dict[str, Any]] | list[CrashFailure],
+) -> str:
+    """The failing test's text: each failure, and where its reproducer and its bundle went
+    (the artifacts folder, ``--scopecheck-artifacts``), each also a JUnit property
+    (``scopecheck_reproducer``, ``scopecheck_bundle``, ``scopecheck_report``) so a CI job can
+    keep them (INSTALL-25)."""
+    from scopecheck.pytest_plugin import artifacts_dir, report_path
+    from scopecheck.run.export import export
+    from scopecheck.run.fuzz import save_reproducer
+
+    lines: list[str] = []
+    records: list[dict[str, Any]] = []
+    for item in failing:
+        if isinstance(item, str):
+            lines.append(item)
+        elif isinstance(item, tuple):
+            lines.append(item[0])
+            records.append(item[1])
+        else:
+            records += [failure.to_json() for failure in item]
+    if target.spec is None:  # the bundled JSONL sweep: nothing a user reruns
+        return "\n".join([*lines, REPLAY])
+    folder = artifacts_dir(request.config)
+    for record in records[:KEPT]:
+        if record.get("source") == "fs":
+            record = {**record, "target": {**record.get("target", {}), "spec": target.spec}}
+        record = {**record, "backend": record.get("backend") or target.name}
+        saved = save_reproducer(folder / "failures", record)
+        request.node.user_properties.append(("scopecheck_reproducer", str(saved)))
+        lines.append(f"reproducer: {saved} (scopecheck replay {saved})")
+        if record.get("run") not in ("crash", "recovery"):
+            continue
+        bundle = folder / "bundles" / saved.stem
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            export(record, str(bundle), f"scopecheck replay {saved}")
+        except ScopecheckError as exc:
+            lines.append(f"no bundle: {exc}")
+            continue
+        request.node.user_properties.append(("scopecheck_bundle", str(bundle)))
+        lines.append(f"bundle: {bundle} (python {bundle}/reproduce.py)")
+    report = report_path(request.config, target.name)
+    request.node.user_properties.append(("scopecheck_report", str(report)))
+    lines.append(f"report: {report} (written when the run ends)")
+    return "\n".join(lines)
 
 
 @pytest.mark.rule("FLEET-3", "CRASH-FS-8", "INSTALL-15")
@@ -170,7 +230,9 @@ def test_saved_crash_findings_now_recover(crash_target: CrashTarget, fs_profile:
 )  # fmt: skip
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.usefixtures("seeded")
-def test_every_crash_state_recovers(crash_target: CrashTarget, seed: int, fs_profile: str) -> None:
+def test_every_crash_state_recovers(
+    crash_target: CrashTarget, seed: int, fs_profile: str, request: pytest.FixtureRequest
+) -> None:
     """Every process-crash and power-loss state of a seeded workload reopens to an allowed
     model state, commits above every acknowledged seq, reopens idempotently and survives a
     crash during its own recovery."""
@@ -180,12 +242,12 @@ def test_every_crash_state_recovers(crash_target: CrashTarget, seed: int, fs_pro
     if isinstance(explorer, GenericCrashExplorer):
         report = sweep(explorer.factory, workload(seed, TRANSACTIONS), seed=seed, faults=False)
         failing = _failing(report.failures, fs_profile)
-        assert not failing, f"{failing[0].details()}\n{REPLAY}"
+        assert not failing, _kept(request, crash_target, failing[0].details(), failing)
         assert report.states > report.ops > 0
         return
     found = _explored(crash_target, explorer, seed)
     failures = found.under(fs_profile)
-    assert not failures, "\n".join([*failures, REPLAY])
+    assert not failures, _kept(request, crash_target, *failures)
     assert found.states > 0 and found.complete
 
 
@@ -195,7 +257,7 @@ def test_every_crash_state_recovers(crash_target: CrashTarget, seed: int, fs_pro
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.usefixtures("seeded")
 def test_every_single_io_fault_is_handled(
-    crash_target: CrashTarget, seed: int, fs_profile: str
+    crash_target: CrashTarget, seed: int, fs_profile: str, request: pytest.FixtureRequest
 ) -> None:
     """Every mutating call of a seeded workload fails once (EACCES, ENOSPC, EIO, a partial
     append): the operation fails with a stable code or copes durably, nothing failed becomes
@@ -206,10 +268,10 @@ def test_every_single_io_fault_is_handled(
     if isinstance(explorer, GenericCrashExplorer):
         report = sweep(explorer.factory, workload(seed, TRANSACTIONS), seed=seed, crashes=False)
         failing = _failing(report.failures, fs_profile)
-        assert not failing, f"{failing[0].details()}\n{REPLAY}"
+        assert not failing, _kept(request, crash_target, failing[0].details(), failing)
         assert report.fault_runs > 0
         return
     found = _explored(crash_target, explorer, seed)
     failures = found.under(fs_profile)
-    assert not failures, "\n".join([*failures, REPLAY])
+    assert not failures, _kept(request, crash_target, *failures)
     assert found.fault_runs > 0

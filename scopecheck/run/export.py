@@ -107,6 +107,7 @@ def _expected(failure: CrashFailure, story: Story) -> dict[str, Any]:
 
 def _readme(failure: CrashFailure, story: Story, found_by: str, status: int, output: str) -> str:
     profiles = ", ".join(failure.profiles) or story.profile
+    done = failure.evidence.acked(story.point) if failure.evidence else 0
     lines = [
         f"# {failure.rule}: {failure.what}",
         "",
@@ -114,10 +115,9 @@ def _readme(failure: CrashFailure, story: Story, found_by: str, status: int, out
         "",
         "## What happened",
         "",
-        f"The workload ran {len(story.steps)} steps against the backend; "
-        f"{failure.evidence.acked(story.point) if failure.evidence else 0} of them were "
-        f"acknowledged when the crash came, before operation {story.point} of {len(story.ops)} "
-        f"(`{story.variant}`).",
+        f"The workload ran {len(story.steps)} steps against the backend; {done} of them "
+        f"{'was' if done == 1 else 'were'} acknowledged when the crash came, before operation "
+        f"{story.point} of {len(story.ops)} (`{story.variant}`).",
     ]
     if story.power_loss:
         lines += ["", "A power loss: what the disk kept is what the persistence model lets it "
