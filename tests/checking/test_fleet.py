@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterable, Iterator
@@ -79,17 +80,18 @@ def _local_files(path: Path) -> int:
 
 @pytest.mark.rule("FLEET-1", "FLEET-3", "INSTALL-9")
 def test_two_workers_share_a_failure_that_a_third_machine_replays_from_redis_alone(
-    tmp_path: Path, redis_url: str
+    tmp_path: Path, redis_url: str, request: pytest.FixtureRequest
 ) -> None:
     hypothesis_cli = shutil.which("hypothesis", path=os.path.dirname(sys.executable))
     if hypothesis_cli is None:
         pytest.fail("the hypofuzz extra is not installed: pip install 'scopecheck[hypofuzz]'")
     (tmp_path / "test_targets.py").write_text(textwrap.dedent(TARGETS))
     # The workers' own temporary folders (multiprocessing's pymp-*, which a worker killed on
-    # the way out leaves behind) go under tmp_path, removed with it.
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    base = {**os.environ, "SCOPECHECK_DB": redis_url, "TMPDIR": str(scratch)}
+    # the way out leaves behind) go into a folder of their own, removed at the end; a short
+    # one under /tmp, since their manager's Unix socket lives there (108 bytes at most).
+    scratch = tempfile.mkdtemp(prefix="fleet-", dir="/tmp")
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    base = {**os.environ, "SCOPECHECK_DB": redis_url, "TMPDIR": scratch}
     base.pop("SCOPECHECK_PROFILE", None)
     workers = {}
     for name in ("a", "b"):
