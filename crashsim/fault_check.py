@@ -84,6 +84,31 @@ class FaultProblem:
     #: The state read holds a failed commit, and everything acknowledged: the failed commit
     #: reappeared, nothing acknowledged was lost (a failure's severity, CHECK-10).
     reappeared: bool = False
+    #: The image whose reopen showed it, and the states that reopen was allowed to give
+    #: (what a bundle reopens and compares with, INSTALL-24); ``None`` when the failure is in
+    #: what the run's own steps answered, not in a reopen.
+    image: Image | None = attrs.field(default=None, eq=False, repr=False)
+    allowed: tuple[Snapshot | None, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: For a power-loss image, the disk it is a power loss of (the page cache then): what
+    #: the story of the loss compares with.
+    cache: Image | None = attrs.field(default=None, eq=False, repr=False)
+
+
+@attrs.frozen
+class FaultRerun:
+    """A fault or kill reproducer run once more, for its bundle (INSTALL-24): the rule it
+    broke (``None``: it did not fail again, as ``why`` says), what the run did in the words a
+    replay shows (its steps and what each got, the call the fault or kill hit, the files it
+    left) and the disk it left."""
+
+    problem: FaultProblem | None
+    story: tuple[str, ...]
+    disk: Image | None
+    why: str = ""
+    #: The run's operations on the files under the root, and where each step was
+    #: acknowledged among them (``acked_at[i]``: operations done then; empty: not known).
+    ops: tuple[FileOp, ...] = ()
+    acked_at: tuple[int | None, ...] = ()
 
 
 @attrs.frozen
@@ -294,7 +319,7 @@ def judge_blind(
         again = one(image)
         if isinstance(again, FaultProblem) and again.rule == found.rule:
             failing.update(image.profiles)
-    return attrs.evolve(found, profiles=tuple(n for n in PROFILE_NAMES if n in failing))
+    return attrs.evolve(found, profiles=tuple(n for n in PROFILE_NAMES if n in failing), cache=disk)
 
 
 #: Each byte inverted: the other contents a blind file is tried with.
@@ -376,6 +401,8 @@ def _judge(
             dict(image.image.files),
             image.power_loss,
             image.profiles,
+            image=image.image,
+            allowed=tuple(allowed),
         )
     if among(got, allowed) is None:
         return FaultProblem(
@@ -386,5 +413,7 @@ def _judge(
             image.power_loss,
             image.profiles,
             reappeared=among(got, reappears) is not None,
+            image=image.image,
+            allowed=tuple(allowed),
         )
     return None

@@ -59,6 +59,7 @@ from scopecheck.crashsim.failure import REAPPEARED, CrashFailure, profiles_text
 from scopecheck.crashsim.fault_check import (
     FaultImage,
     FaultProblem,
+    FaultRerun,
     FaultRules,
     error_place,
     fault_images,
@@ -135,6 +136,7 @@ class _Found(Exception):
         profiles: tuple[str, ...] = (),
         place: str | None = None,
         reappeared: bool = False,
+        shown_by: FaultProblem | None = None,
     ) -> None:
         super().__init__(problem)
         self.rule = rule
@@ -142,6 +144,8 @@ class _Found(Exception):
         self.profiles = profiles
         self.place = place
         self.reappeared = reappeared
+        #: The judged image that showed it, when a reopen did.
+        self.shown_by = shown_by
 
 
 class FaultRun:
@@ -259,7 +263,8 @@ class FaultRun:
             reappears=reappears,
         )  # fmt: skip
         if found is not None:
-            raise _Found(found.rule, found.problem, found.profiles, reappeared=found.reappeared)
+            raise _Found(found.rule, found.problem, found.profiles, reappeared=found.reappeared,
+                         shown_by=found)  # fmt: skip
 
     def _durability_hint(self) -> str:
         hint = ": fsync the data (and the directory) before acknowledging"
@@ -290,6 +295,7 @@ class FaultRun:
             self._finish()
         except _Found as found:
             rule = self.extra.rules.get(found.rule, found.rule)
+            image = found.shown_by
             return FaultProblem(
                 rule,
                 found.problem,
@@ -298,6 +304,9 @@ class FaultRun:
                 found.profiles,
                 found.place,
                 found.reappeared,
+                image=None if image is None else image.image,
+                allowed=() if image is None else image.allowed,
+                cache=None if image is None else image.cache,
             )
         if self.fault.hit is None:
             return FaultProblem(
@@ -752,26 +761,27 @@ def fault_failure(
     )  # fmt: skip
 
 
-def replay_fault(
+def rerun_fault(
     factory: Factory,
     tr: FaultTrace,
     op_index: int,
     fault: str,
     extra: FaultExtra = FaultExtra(),
-) -> tuple[bool, str]:
-    """Re-run one fault reproducer: (still failing, text with the steps and the files)."""
+) -> FaultRerun:
+    """Run one fault reproducer's run again: what it broke, the steps, and the disk it
+    left.  The run is in process and deterministic, so once is enough."""
     wl = tr.workload
     if op_index >= len(tr.ops) or fault not in faults_for(tr.ops[op_index].kind):
-        return False, (
+        return FaultRerun(None, (), None, (
             f"{wl.name}: the trace has no call {op_index} that can fail with {fault} any more "
             f"({len(tr.ops)} calls); the recorded fault point is gone"
-        )
+        ))  # fmt: skip
     op = tr.ops[op_index]
     run = FaultRun(factory, wl, OneFault(op_index, fault), extra)
     problem = run.run()
     from scopecheck.crashsim.sandbox import render_files
 
-    lines = [
+    lines = (
         f"{wl.name}: {fault} injected into call {op_index} ({op.describe()}) in step "
         f"{op.step + 1} ({wl.steps[op.step].op}), no crash",
         "steps: "
@@ -780,7 +790,25 @@ def replay_fault(
             for i, s in enumerate(wl.steps)
         ),
         *render_files("files on disk at the end of the run", run.box.tree()),
-    ]
+    )
+    ops = file_ops(run.fs.ops, ROOT, run.initial)
+    return FaultRerun(problem, lines, run.box.state(), "" if problem else "every check passes",
+                      ops=tuple(ops))  # fmt: skip
+
+
+def replay_fault(
+    factory: Factory,
+    tr: FaultTrace,
+    op_index: int,
+    fault: str,
+    extra: FaultExtra = FaultExtra(),
+) -> tuple[bool, str]:
+    """Re-run one fault reproducer: (still failing, text with the steps and the files)."""
+    rerun = rerun_fault(factory, tr, op_index, fault, extra)
+    problem = rerun.problem
+    if not rerun.story:
+        return False, rerun.why
+    lines = list(rerun.story)
     if problem is None:
         lines.append("every check passes: the fault is handled")
         return False, "\n".join(lines)

@@ -62,6 +62,7 @@ from scopecheck.crashsim.explore import (
 )
 from scopecheck.crashsim.explore import explore as explore_rounds
 from scopecheck.crashsim.failure import BadReproducer, CrashFailure, profiles_text
+from scopecheck.crashsim.fault_check import FaultRerun
 from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_session import EMPTY, ROOT, SESSION, Factory, read_session
 from scopecheck.crashsim.fs_source import absolute, acknowledged_at, file_ops
@@ -673,6 +674,20 @@ def _workload_failure(wl: Workload, mode: str, exc: WorkloadFailed, seed: int) -
 
 
 # -- replay ------------------------------------------------------------------------------------
+
+
+def rerun_fault_record(failure: CrashFailure, factory: Factory) -> FaultRerun:
+    """A fault reproducer of source ``fs`` run once more, for its bundle: the workload is
+    traced again without a fault, then run with the recorded call failing."""
+    from scopecheck.crashsim.generic_faults import rerun_fault
+
+    wl = workload_from_json(failure.workload)
+    try:
+        tr = trace(factory, wl)
+    except WorkloadFailed as exc:
+        return FaultRerun(None, (), None, f"{wl.name}: the workload itself now fails: {exc}")
+    assert failure.point is not None
+    return rerun_fault(factory, tr, failure.point, failure.variant.removeprefix("fault:"))
 
 
 def replay_record(record: dict[str, Any], factory: Factory) -> tuple[bool | None, str]:

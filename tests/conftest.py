@@ -8,7 +8,11 @@ runs every planted bug and every variant."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Collection, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +23,35 @@ load_profile()
 
 #: Whether the long tests run too.
 LONG = os.environ.get("SCOPECHECK_LONG") == "1"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def go_backend(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Go example built into a temporary directory (standard library only: no network)."""
+    go = shutil.which("go")
+    assert go is not None, "the Go example needs go on PATH (.ci/run installs golang-go)"
+    out = tmp_path_factory.mktemp("go-backend")
+    env = {**os.environ, "GOCACHE": str(out / "cache"), "GOFLAGS": "", "GOPROXY": "off",
+           "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}  # fmt: skip
+    binary = out / "backend"
+    built = subprocess.run(
+        [go, "build", "-o", str(binary), "."], cwd=ROOT / "examples" / "go", env=env,
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    return binary
+
+
+@pytest.fixture(scope="session")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh venv without pip or anything else: what a store's maintainer has."""
+    where = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    python = str(where / "bin" / "python")
+    probe = subprocess.run([python, "-c", "import scopecheck"], capture_output=True)
+    assert probe.returncode != 0, "the bare venv can import scopecheck"
+    return python
 
 
 def one_of_each(

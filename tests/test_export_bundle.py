@@ -1,15 +1,17 @@
 """``scopecheck replay FILE --export DIR`` (INSTALL-24): a bundle of one crash failure that its
 ``reproduce.py`` reopens with the backend alone, in a venv holding nothing but Python.
 
-The backends are real: the Node example with a bug planted in how it *reads* (``--strict-tail``:
-a torn last line refused as corrupt), so the bundle's own image shows the fix -- exit 1, then
-0 with the fixed command; and planted Python bugs (a write left unsynced, a recovery that
-renames an unsynced rewrite over the log), whose images keep showing the loss.
+The backends are real: the Node and Go examples with a bug planted in how they *read*
+(``--strict-tail``: a torn last line refused as corrupt), so the bundle's own image shows the
+fix -- exit 1, then 0 with the fixed command; planted Python bugs (a write left unsynced, a
+recovery that renames an unsynced rewrite over the log), whose images keep showing the loss;
+and fault and kill runs, rerun for the image they leave.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shlex
 import shutil
 import subprocess
 import sys
@@ -46,29 +48,24 @@ def _export(record: dict[str, object], tmp_path: Path, name: str) -> tuple[Path,
     return bundle, done.stdout + done.stderr, done.returncode
 
 
-@pytest.fixture(scope="module")
-def bare_python(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A fresh venv without pip or anything else: what a store's maintainer has."""
-    where = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
-    python = str(where / "bin" / "python")
-    probe = subprocess.run([python, "-c", "import scopecheck"], capture_output=True)
-    assert probe.returncode != 0, "the bare venv can import scopecheck"
-    return python
-
-
 @pytest.mark.rule("INSTALL-24", "CRASH-FS-1", "CRASH-SYS-9")
-def test_a_node_backend_s_bundle_shows_the_loss_with_python_alone_and_not_after_the_fix(
-    tmp_path: Path, bare_python: str
+@pytest.mark.parametrize("runtime", ["node", "go"])
+def test_a_process_backend_s_bundle_shows_the_loss_with_python_alone_and_not_after_the_fix(
+    runtime: str, tmp_path: Path, bare_python: str, request: pytest.FixtureRequest
 ) -> None:
-    if shutil.which("node") is None:
+    """A budget of one second is enough: the first pass over the crash points after every
+    acknowledgement runs to its end whatever the budget (CRASH-COV-2), and a commit's append
+    torn there is the planted bug's first failure."""
+    if runtime == "node" and shutil.which("node") is None:
         pytest.skip("NO NODE: the Node example cannot run here")
-    found = explore("node", [*NODE, "--strict-tail"], str(ROOT), budget=5, seed=0, faults=False)
+    command = NODE if runtime == "node" else [str(request.getfixturevalue("go_backend"))]
+    found = explore(runtime, [*command, "--strict-tail"], str(ROOT), budget=1, seed=0,
+                    faults=False)  # fmt: skip
     torn = [f for f in found.failures if f.variant.startswith("torn")]
     assert torn, [str(f) for f in found.failures]
-    bundle, output, status = _export(torn[0].to_json(), tmp_path, "node-bundle")
+    bundle, output, status = _export(torn[0].to_json(), tmp_path, f"{runtime}-bundle")
     assert status == 1, output
-    assert "the loss shows (CRASH-FS-1)" in output and "corrupt" in output, output
+    assert "the failure shows (CRASH-FS-1)" in output and "corrupt" in output, output
     names = {path.name for path in bundle.iterdir()}
     assert names == {"image", "trace.txt", "expected.json", "actual.json", "reproduce.py",
                      "bundle.json", "README.md"}, names  # fmt: skip
@@ -89,7 +86,7 @@ def test_a_node_backend_s_bundle_shows_the_loss_with_python_alone_and_not_after_
     still = subprocess.run([bare_python, script], capture_output=True, text=True, timeout=120)
     assert still.returncode == 1, still.stdout + still.stderr
     fixed = subprocess.run(
-        [bare_python, script, "--command", " ".join(NODE)],
+        [bare_python, script, "--command", shlex.join(command)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
@@ -116,7 +113,7 @@ def test_a_planted_python_bug_s_bundle_shows_the_loss(
     record["target"] = {**record["target"], "spec": fs_crash.spec_of(planted)}
     bundle, output, status = _export(record, tmp_path, "bundle")
     assert status == 1, output
-    assert f"the loss shows ({failures[0].rule})" in output, output
+    assert f"the failure shows ({failures[0].rule})" in output, output
     assert (bundle / "image").is_dir()
     assert (bundle / "image-before-recovery").is_dir() == (run == "recovery")
     if run == "recovery":
@@ -131,18 +128,18 @@ def test_a_planted_python_bug_s_bundle_shows_the_loss(
 
 @pytest.mark.rule("INSTALL-24")
 def test_export_refuses_what_it_cannot_bundle_and_writes_nothing(tmp_path: Path) -> None:
-    fault = {"kind": "crash", "version": 3, "source": "fs", "backend": "b", "rule": "CRASH-FS-9",
-             "error": "e", "run": "fault", "failure_kind": "k", "seed": 0, "workload": None,
-             "point": 1, "variant": "fault:eio", "target": {"spec": "x:y"}}  # fmt: skip
+    workload = {"kind": "crash", "version": 3, "source": "fs", "backend": "b",
+                "rule": "CRASH-FS-7", "error": "e", "run": "workload", "failure_kind": "k",
+                "seed": 0, "workload": None, "target": {"spec": "x:y"}}  # fmt: skip
     machine = {"kind": "machine", "backend": "memory", "seed": 0}
-    for name, record in (("fault", fault), ("machine", machine)):
+    for name, record in (("workload", workload), ("machine", machine)):
         bundle, output, status = _export(record, tmp_path, name)
         assert status == 2 and "scopecheck: error:" in output and "Traceback" not in output
         assert not bundle.exists()
     existing = tmp_path / "there"
     existing.mkdir()
     (existing / "mine.txt").write_text("kept")
-    saved = tmp_path / "fault.json"
+    saved = tmp_path / "workload.json"
     done = subprocess.run(
         [sys.executable, "-m", "scopecheck", "replay", str(saved), "--export", str(existing)],
         capture_output=True, text=True, timeout=120,
@@ -186,3 +183,96 @@ def test_the_plugin_names_the_reproducer_bundle_and_report_in_the_text_and_junit
         [sys.executable, f"{bundles[0]}/reproduce.py"], capture_output=True, timeout=120
     ).returncode
     assert status == 1
+
+
+@pytest.mark.rule("INSTALL-24", "CRASH-FS-9", "CRASH-COV-5")
+def test_a_fault_run_s_bundle_holds_the_disk_it_left_and_shows_the_failure(
+    tmp_path: Path, bare_python: str
+) -> None:
+    """A fault run is rerun for its image: the Node example's failed append left in the log
+    (``--no-cut-back``, a short write under the FUSE fault mount) makes the disk unopenable;
+    the bundle's image is that disk, and Python alone shows it -- and keeps showing it with the
+    fixed command, whose fix is in how it *writes*: this image stays as the bug left it."""
+    if shutil.which("node") is None:
+        pytest.skip("NO NODE: the Node example cannot run here")
+    record = orjson.loads((ROOT / "tests" / "data" / "node-no-cut-back-fault.json").read_bytes())
+    record["target"] = {**record["target"], "cwd": str(ROOT)}
+    bundle, output, status = _export(record, tmp_path, "fault-bundle")
+    if "cannot rerun it" in output:
+        pytest.skip(f"the fault cannot be injected here: {output}")
+    assert status == 1, output
+    assert "the failure shows (CRASH-FS-9)" in output and "corrupt" in output, output
+    trace = (bundle / "trace.txt").read_text()
+    assert "fault run: fuse=write:ENOSPC" in trace and "stored 146 of its 292 bytes" in trace
+    assert "the image is the disk as the run left it" in trace and "acknowledged" in trace
+    log = (bundle / "image" / "s.log").read_bytes()
+    assert len(log) == 146 + 177 and log.count(b"\n") == 1, log  # the torn line, then the next
+    settings = orjson.loads((bundle / "bundle.json").read_bytes())
+    assert settings["probe"] is False and "unjudged" not in settings
+    expected = orjson.loads((bundle / "expected.json").read_bytes())
+    assert expected["after"].startswith("the run with fuse=write:ENOSPC"), expected
+    script = str(bundle / "reproduce.py")
+    still = subprocess.run([bare_python, script], capture_output=True, text=True, timeout=120)
+    assert still.returncode == 1, still.stdout + still.stderr
+    fixed = subprocess.run(
+        [bare_python, script, "--command", " ".join(NODE)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert fixed.returncode == 1 and "corrupt" in fixed.stdout, fixed.stdout + fixed.stderr
+
+
+@pytest.mark.rule("INSTALL-24", "CRASH-FS-9", "CRASH-FS-10", "CRASH-SYS-11")
+def test_a_planted_fault_bug_s_bundle_shows_its_power_loss_or_says_it_cannot(
+    tmp_path: Path,
+) -> None:
+    """A fault found through a factory's ``FileSystem`` calls: an fsync retried after EIO and
+    acknowledged (the power-loss image loses the commit, CRASH-SYS-11) is shown by the bundle
+    with what the power loss lost; a failed append left in the log, whose next reopen raises
+    a bare ``JSONDecodeError`` inside the run (CRASH-FS-10), is a failure in what the run
+    answered, so its bundle holds the disk and says its reproduce.py cannot judge it."""
+    found: dict[str, dict[str, object]] = {}
+    for planted in ("fs-fsync-retry-after-eio", "fs-failed-append-not-cut-back"):
+        factory = getattr(fs_crash, fs_crash.PLANTED[planted][0])
+        result = explore_factory(factory, budget=3, seed=0, max_failures=3)
+        faults = [f for f in result.failures if f.run == "fault"]
+        assert faults, [str(f) for f in result.failures]
+        record = faults[0].to_json()
+        record["target"] = {**record["target"], "spec": fs_crash.spec_of(planted)}
+        found[planted] = record
+    bundle, output, status = _export(found["fs-fsync-retry-after-eio"], tmp_path, "power")
+    assert status == 1 and "the failure shows (CRASH-FS-9)" in output, output
+    trace = (bundle / "trace.txt").read_text()
+    assert "syncfail s.log" in trace and "the image is a power loss" in trace, trace
+    assert "s.log: 0 of its 182 bytes kept, the rest lost" in trace, trace
+    assert "a power loss" in (bundle / "README.md").read_text()
+
+    bundle, output, status = _export(found["fs-failed-append-not-cut-back"], tmp_path, "run")
+    assert status == 3, output
+    assert "could not judge" in output and "scopecheck replay" in output, output
+    assert (bundle / "image" / "s.log").is_file()
+    assert "what the run's own steps answered" in (bundle / "README.md").read_text()
+
+
+@pytest.mark.rule("INSTALL-24", "CRASH-FS-6")
+def test_a_kill_run_s_bundle_holds_the_power_loss_of_what_the_kill_left(
+    tmp_path: Path, bare_python: str
+) -> None:
+    """A kill run (SIGKILL at a write, through strace) of the Node example that never fsyncs
+    the directory after a create (``--no-dir-fsync``): a power loss right after the kill
+    loses the acknowledged Session's name, and the bundle's image is that power loss."""
+    if shutil.which("node") is None:
+        pytest.skip("NO NODE: the Node example cannot run here")
+    record = orjson.loads((ROOT / "tests" / "data" / "node-no-dir-fsync-kill.json").read_bytes())
+    record["target"] = {**record["target"], "cwd": str(ROOT)}
+    bundle, output, status = _export(record, tmp_path, "kill-bundle")
+    if "cannot rerun it" in output:
+        pytest.skip(f"the kill cannot be injected here: {output}")
+    assert status == 1, output
+    assert "the failure shows (CRASH-FS-6)" in output and "Session is gone" in output, output
+    trace = (bundle / "trace.txt").read_text()
+    assert "kill run: write:signal=SIGKILL" in trace and "killed by SIGKILL" in trace, trace
+    assert "s.log: gone" in trace and "fails under posix" in trace, trace
+    assert list((bundle / "image").iterdir()) == []
+    still = subprocess.run([bare_python, str(bundle / "reproduce.py")], capture_output=True,
+                           text=True, timeout=120)  # fmt: skip
+    assert still.returncode == 1, still.stdout + still.stderr

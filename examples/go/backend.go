@@ -20,6 +20,9 @@
 // `--no-cut-back` plants a bug for the checks: a failed append is left in the file and the
 // handle stays usable, so the next commit appends its line after the bytes the failed one
 // stored.
+// `--strict-tail` plants a bug in reading alone: open refuses a torn last line as corrupt
+// instead of cutting it off, so a crash in the middle of an append leaves a Session no one
+// can open again (CRASH-FS-1), on a disk that holds every acknowledged commit.
 package main
 
 import (
@@ -34,8 +37,11 @@ import (
 	"scopecheck-example/protocol"
 )
 
-// noCutBack is the planted bug of `--no-cut-back` (above).
-var noCutBack = hasFlag("--no-cut-back")
+// noCutBack and strictTail are the planted bugs of `--no-cut-back` and `--strict-tail` (above).
+var (
+	noCutBack  = hasFlag("--no-cut-back")
+	strictTail = hasFlag("--strict-tail")
+)
 
 func hasFlag(name string) bool {
 	for _, arg := range os.Args[1:] {
@@ -168,6 +174,9 @@ func (r *Repository) load(id, path string) *protocol.State {
 		protocol.IOError("read "+id, err)
 	}
 	end := bytes.LastIndexByte(content, '\n') + 1
+	if end < len(content) && strictTail {
+		protocol.Refuse("corrupt", "%s ends in a torn line", id)
+	}
 	if end < len(content) { // a torn last line: that commit was never acknowledged
 		f, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if err == nil {

@@ -16,20 +16,22 @@ from scopecheck.cli.common import fail
     "--export",
     "export_to",
     metavar="DIR",
-    help="Write a standalone bundle of a crash failure to DIR (a new folder): the image, the "
-    "trace, the expected and actual states, and reproduce.py, which needs only Python.",
+    help="Write a standalone bundle of a crash, fault or kill failure to DIR (a new folder): "
+    "the image, the trace, the expected and actual states, and reproduce.py, which needs only "
+    "Python.",
 )
 def replay(file: str, export_to: str | None) -> None:
     """Re-run a saved failure exactly; exit 1 while it still fails, 3 when a machine failure
     (or a timing-dependent crash run) could not be reproduced, 0 once a crash state recovers.
-    With --export DIR, write the crash failure's bundle instead and run its reproduce.py once:
-    the same exit statuses, from what it found."""
+    With --export DIR, write the failure's bundle instead and run its reproduce.py once: the
+    same exit statuses, from what it found (a fault or kill run is rerun for its image first;
+    exit 3 and nothing written when it does not fail again)."""
     from scopecheck.run.crash import NOT_REPRODUCED
     from scopecheck.run.replay import load_reproducer, replay_machine
 
     record = load_reproducer(file)
     if export_to is not None:
-        from scopecheck.run.export import export
+        from scopecheck.run.export import NotReproduced, export
 
         if os.path.lexists(export_to):
             fail(f"{export_to} exists: export into a new folder")
@@ -38,10 +40,20 @@ def replay(file: str, export_to: str | None) -> None:
                 f"{file}: a {record['kind']} failure has no crash image to bundle; "
                 f"replay it with: scopecheck replay {file}"
             )
-        done = export(record, export_to, f"scopecheck replay {file}")
+        try:
+            done = export(record, export_to, f"scopecheck replay {file}")
+        except NotReproduced as missed:
+            click.echo(str(missed))
+            click.echo("nothing exported: the failure did not happen again, so there is no "
+                       "failing image to bundle")  # fmt: skip
+            sys.exit(NOT_REPRODUCED)
         click.echo(f"exported to {export_to} ({done.size:,} bytes)")
         click.echo(done.output.rstrip())
-        click.echo(f"run it again with: python {export_to}/reproduce.py")
+        if done.status == 2:
+            click.echo(f"its reproduce.py cannot judge it (above); rerun the failure with: "
+                       f"scopecheck replay {file}")  # fmt: skip
+        else:
+            click.echo(f"run it again with: python {export_to}/reproduce.py")
         sys.exit({1: 1, 0: 0}.get(done.status, NOT_REPRODUCED))
     if record["kind"] == "crash":
         from scopecheck.run.crash import replay_command

@@ -80,6 +80,8 @@ from scopecheck.crashsim.failure import (
 )
 from scopecheck.crashsim.fault_check import (
     FaultImage,
+    FaultProblem,
+    FaultRerun,
     FaultRules,
     blind_verdict,
     error_place,
@@ -1701,6 +1703,12 @@ class RunProblem:
     kind: str | None = None
     #: The state read held a failed commit and everything acknowledged (CHECK-10).
     reappeared: bool = False
+    #: The image whose reopen showed it (the disk, or a power-loss image of it), and the
+    #: states that reopen was allowed to give; ``None`` when the steps' answers showed it.
+    image: Image | None = attrs.field(default=None, eq=False, repr=False)
+    allowed: tuple[Snapshot | None, ...] = attrs.field(default=(), eq=False, repr=False)
+    power_loss: bool = False
+    cache: Image | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -1715,6 +1723,10 @@ class RunResult:
     #: What happened, for a replay (:func:`run_story`): the steps and what each got, the
     #: call the fault or kill hit, and the files the run left.
     story: tuple[str, ...] = ()
+    #: The disk the run left, the run's operations and where each step was acknowledged.
+    disk: Image | None = attrs.field(default=None, eq=False, repr=False)
+    ops: tuple[FileOp, ...] = attrs.field(default=(), eq=False, repr=False)
+    acked_at: tuple[int | None, ...] = attrs.field(default=(), eq=False, repr=False)
 
 
 def _aimed(rec: Recording, run: Recording, k: int, expression: str) -> str | None:
@@ -1778,7 +1790,8 @@ def fault_run(
     outcome: Outcome = "kill" if kill else "fault"
     if isinstance(checked, NotJudged):
         return RunResult(outcome, why=checked.why, story=story)
-    return RunResult(outcome, checked, story=story)
+    return RunResult(outcome, checked, story=story, disk=disk, ops=run.ops,
+                     acked_at=run.acked_at)  # fmt: skip
 
 
 def run_story(run: Recording, disk: Image, hit: Fired | None) -> tuple[str, ...]:
@@ -2046,7 +2059,8 @@ def check_fault_run(
         return NotJudged(unbuilt[0]) if unbuilt else None
     return RunProblem(
         found.rule, relative_to_root(found.problem, directory), found.profiles,
-        reappeared=found.reappeared,
+        reappeared=found.reappeared, image=found.image, allowed=found.allowed,
+        power_loss=found.power_loss, cache=found.cache,
     )  # fmt: skip
 
 
@@ -2182,11 +2196,29 @@ def _recovery_story(failure: CrashFailure, evidence: Evidence) -> str:
     return "\n".join(shown)
 
 
-def _replay_fault(
+def rerun_fault_record(record: Mapping[str, Any]) -> FaultRerun:
+    """A fault or kill reproducer of source ``syscall`` run again until it fails, at most
+    :data:`REPLAY_TRIES` times, for its bundle: what it broke, what the run did and the disk
+    it left (INSTALL-24)."""
+    try:
+        failure = CrashFailure.from_json(record)
+        wl = workload_from_json(failure.workload)
+        command = _runnable([str(part) for part in failure.target["command"]])
+        recorded_cwd = str(failure.target["cwd"])
+        mode = str(failure.target.get("mode", "crash"))
+    except (BadReproducer, KeyError, TypeError, ValueError) as exc:
+        raise UsageError("invalid_payload", f"not a system-call fault reproducer: {exc}") from None
+    cwd = recorded_cwd if os.path.isdir(recorded_cwd) else os.getcwd()
+    rec = Recording(wl, (), (), (), (), (), (0,), model_states(wl))
+    head, rerun = _rerun_fault(failure, mode, command, cwd, rec)
+    return attrs.evolve(rerun, story=(head, *rerun.story))
+
+
+def _rerun_fault(
     failure: CrashFailure, mode: str, command: Sequence[str], cwd: str, rec: Recording
-) -> tuple[bool | None, str]:
-    """A fault or kill reproducer is rerun with the same injection, until it fails again or
-    :data:`REPLAY_TRIES` runs did not (CRASH-COV-5)."""
+) -> tuple[str, FaultRerun]:
+    """Rerun a fault or kill reproducer with the same injection until it fails again or
+    :data:`REPLAY_TRIES` runs did not (CRASH-COV-5): the replay's head line, and the run."""
     from scopecheck.crashsim.strace import unavailable
 
     try:
@@ -2197,25 +2229,31 @@ def _replay_fault(
     head = f"replaying {failure.what}: {expression} in backend process {process + 1}"
     why = unavailable()
     if why is not None:
-        return None, f"{head}\ncannot rerun it: {why}"
+        return head, FaultRerun(None, (), None, f"cannot rerun it: {why}")
     base = tempfile.mkdtemp(prefix="scopecheck-replay-", dir=scratch_base())
     dropped: dict[str, int] = {}
     story: tuple[str, ...] = ()
+    disk: Image | None = None
     try:
         with ImageChecker(command, cwd, rec) as checker:
             for attempt in range(1, REPLAY_TRIES + 1):
                 result = fault_run(command, cwd, rec, base, checker, process, expression, -1)
-                story = result.story or story
+                story, disk = result.story or story, result.disk or disk
                 if result.outcome == "dropped":
                     dropped[result.why] = dropped.get(result.why, 0) + 1
                     continue
-                problem = result.problem
-                if problem is not None:
-                    return True, "\n".join([
-                        head, f"reproduced on try {attempt}:", *story,
-                        f"{problem.rule}: {problem.problem}",
-                        f"file-system profiles: fails {profiles_text(problem.profiles)}",
-                    ])  # fmt: skip
+                found = result.problem
+                if found is not None:
+                    problem = FaultProblem(
+                        found.rule, found.problem,
+                        {} if found.image is None else dict(found.image.files),
+                        found.power_loss, found.profiles, reappeared=found.reappeared,
+                        image=found.image, allowed=found.allowed, cache=found.cache,
+                    )  # fmt: skip
+                    return head, FaultRerun(
+                        problem, (f"reproduced on try {attempt}:", *story), result.disk,
+                        ops=result.ops, acked_at=result.acked_at,
+                    )  # fmt: skip
     finally:
         shutil.rmtree(base, ignore_errors=True)
     judged = REPLAY_TRIES - sum(dropped.values())
@@ -2226,10 +2264,24 @@ def _replay_fault(
         else "the backend may have changed, or the failure depends on timing or on which "
         "thread makes the call, so"
     )
-    return None, "\n".join([
-        head, *story,
+    return head, FaultRerun(None, story, disk, (
         f"not reproduced in {REPLAY_TRIES} tries ({judged} judged and broke no rule{missed}): "
-        f"{why} it is neither confirmed nor fixed (CRASH-COV-5)",
+        f"{why} it is neither confirmed nor fixed (CRASH-COV-5)"
+    ))  # fmt: skip
+
+
+def _replay_fault(
+    failure: CrashFailure, mode: str, command: Sequence[str], cwd: str, rec: Recording
+) -> tuple[bool | None, str]:
+    """A fault or kill reproducer is rerun with the same injection, until it fails again or
+    :data:`REPLAY_TRIES` runs did not (CRASH-COV-5)."""
+    head, rerun = _rerun_fault(failure, mode, command, cwd, rec)
+    problem = rerun.problem
+    if problem is None:
+        return None, "\n".join([head, *rerun.story, rerun.why])
+    return True, "\n".join([
+        head, *rerun.story, f"{problem.rule}: {problem.problem}",
+        f"file-system profiles: fails {profiles_text(problem.profiles)}",
     ])  # fmt: skip
 
 

@@ -32,14 +32,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import orjson
 
-from scopecheck.crashsim.failure import BadReproducer, CrashFailure
+from scopecheck.crashsim.failure import ROOT_SHOWN, BadReproducer, CrashFailure, profiles_text
+from scopecheck.crashsim.fault_check import FaultProblem, FaultRerun
 from scopecheck.crashsim.jsonl_sweep import model_states
 from scopecheck.crashsim.jsonl_workloads import workload_from_json
 from scopecheck.crashsim.story import Story, lost_lines, story_of, trace_text
@@ -95,6 +96,7 @@ def _expected(failure: CrashFailure, story: Story) -> dict[str, Any]:
         "problem": failure.problem,
         "session": SESSION,
         "acknowledged": done,
+        "after": f"{done} acknowledged steps",
         "allowed_after_steps": indices,
         "allowed": [
             None if model.snapshots[i] is None else snapshot_to_json(model.snapshots[i])  # type: ignore[arg-type]
@@ -185,11 +187,19 @@ def _size(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
 
 
+class NotReproduced(Exception):
+    """A fault or kill run that did not fail again when the export reran it: there is no
+    failing image to bundle (the message says how the reruns went, CRASH-COV-5)."""
+
+
 def export(record: Mapping[str, Any], destination: str, found_by: str) -> Exported:
     """Write the bundle of the crash reproducer ``record`` to ``destination`` (which must not
-    exist), run its ``reproduce.py`` once for ``actual.json``, and say what it found.  A
-    record with no crash image to rebuild (a fault, kill or workload run) is refused with
-    the reason; nothing is written then."""
+    exist), run its ``reproduce.py`` once for ``actual.json``, and say what it found.
+
+    A crash or recovery failure's image is rebuilt from its recorded operations; a fault or
+    kill run is rerun until it fails again (:class:`NotReproduced` if it does not), and its
+    image is the one whose reopen showed the failure -- the disk the run left, or a power
+    loss of it.  A workload record is refused with the reason; nothing is written then."""
     target = Path(destination)
     if target.exists() or target.is_symlink():
         raise UsageError("already_exists", f"{destination} exists: export into a new folder")
@@ -198,33 +208,34 @@ def export(record: Mapping[str, Any], destination: str, found_by: str) -> Export
         story = story_of(failure)
     except (BadReproducer, ValueError) as exc:
         raise UsageError("invalid_payload", f"not a crash reproducer: {exc}") from None
+    command, cwd = _backend_command(failure)
+    if failure.run in ("fault", "kill"):
+        rerun = _rerun(failure, record)
+        if rerun.problem is None:
+            raise NotReproduced("\n".join([*rerun.story, rerun.why]))
+        problem = rerun.problem
+        return _write(target, lambda work: _fill_fault(
+            work, failure, rerun, problem, command, cwd, found_by))  # fmt: skip
     if story is None:
         raise UsageError(
             "invalid_payload",
             f"this reproducer reruns {failure.what}; a bundle holds a crash image rebuilt "
-            "from recorded operations, which only a crash or recovery failure has",
+            "from recorded operations, or the image a fault or kill run left",
         )
-    command, cwd = _backend_command(failure)
+    crash = story
+    return _write(target, lambda work: _fill_crash(work, failure, crash, command, cwd, found_by))
+
+
+def _write(target: Path, fill: Callable[[Path], tuple[int, str]]) -> Exported:
+    """Fill a new folder beside ``target`` and rename it into place: a failed export leaves
+    nothing behind."""
     parent = target.resolve().parent
     if not parent.is_dir():
         raise UsageError("not_found", f"no folder {parent} to export into")
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=parent))
     work.chmod(0o755)  # a folder to hand on, as any other the user makes
     try:
-        if story.recovered is not None:
-            write_image(story.after, str(work / "image-before-recovery"))
-        write_image(story.last, str(work / "image"))
-        (work / "trace.txt").write_text(trace_text(story))
-        expected = _expected(failure, story)
-        (work / "expected.json").write_bytes(orjson.dumps(expected, option=orjson.OPT_INDENT_2))
-        bundle = {"format": FORMAT, "command": command, "cwd": cwd, "session": SESSION,
-                  "probe": True, "backend": failure.backend}  # fmt: skip
-        (work / "bundle.json").write_bytes(orjson.dumps(bundle, option=orjson.OPT_INDENT_2))
-        script = work / "reproduce.py"
-        shutil.copyfile(reproduce_bundle.__file__, script)
-        script.chmod(0o755)
-        status, output = _run(work)
-        (work / "README.md").write_text(_readme(failure, story, found_by, status, output))
+        status, output = fill(work)
         with contextlib.suppress(OSError):
             (work / "stderr.txt").unlink()
         os.rename(work, target)
@@ -232,6 +243,224 @@ def export(record: Mapping[str, Any], destination: str, found_by: str) -> Export
         shutil.rmtree(work, ignore_errors=True)
         raise
     return Exported(target, _size(target), status, output)
+
+
+def _script(work: Path, bundle: Mapping[str, Any]) -> None:
+    (work / "bundle.json").write_bytes(orjson.dumps(bundle, option=orjson.OPT_INDENT_2))
+    script = work / "reproduce.py"
+    shutil.copyfile(reproduce_bundle.__file__, script)
+    script.chmod(0o755)
+
+
+def _fill_crash(
+    work: Path, failure: CrashFailure, story: Story, command: list[str], cwd: str, found_by: str
+) -> tuple[int, str]:
+    if story.recovered is not None:
+        write_image(story.after, str(work / "image-before-recovery"))
+    write_image(story.last, str(work / "image"))
+    (work / "trace.txt").write_text(trace_text(story))
+    expected = _expected(failure, story)
+    (work / "expected.json").write_bytes(orjson.dumps(expected, option=orjson.OPT_INDENT_2))
+    _script(work, {"format": FORMAT, "command": command, "cwd": cwd, "session": SESSION,
+                   "probe": True, "backend": failure.backend})  # fmt: skip
+    status, output = _run(work)
+    (work / "README.md").write_text(_readme(failure, story, found_by, status, output))
+    return status, output
+
+
+def _rerun(failure: CrashFailure, record: Mapping[str, Any]) -> FaultRerun:
+    """Run a fault or kill reproducer again, as its source does (CRASH-COV-5)."""
+    if failure.source == "syscall":
+        from scopecheck.process.syscall_crash import rerun_fault_record
+
+        return rerun_fault_record(record)
+    from scopecheck.backends.factory import load_factory, takes_filesystem
+    from scopecheck.crashsim.generic_sweep import rerun_fault_record as rerun_fs
+
+    _, factory = load_factory(str(failure.target["spec"]))
+    if not callable(factory) or not takes_filesystem(factory):
+        raise UsageError("invalid_payload", f"{failure.target['spec']} no longer takes fs and root")
+    return rerun_fs(failure, factory)
+
+
+def _fault_expected(failure: CrashFailure, problem: FaultProblem) -> dict[str, Any]:
+    """The states the reopen that showed the failure was allowed to give: every
+    acknowledged step, no failed commit (CRASH-FS-9), a failed create or delete done or not
+    (CRASH-FS-11), in a killed run the step in flight done or not."""
+    return {
+        "rule": problem.rule,
+        "problem": problem.problem,
+        "session": SESSION,
+        "after": f"the run with {_injected(failure)}"
+        + (" and a power loss" if problem.power_loss else ""),
+        "allowed": [None if s is None else snapshot_to_json(s) for s in problem.allowed],
+        "narrow_by": None,
+    }
+
+
+def _injected(failure: CrashFailure) -> str:
+    """The fault or kill a run was made with, in words."""
+    mode = str(failure.target.get("mode", ""))
+    if failure.source == "syscall" and mode.count(":") >= 2:
+        return mode.split(":", 2)[2]
+    what = failure.shown.get("op") if isinstance(failure.shown, Mapping) else None
+    return (
+        f"{failure.variant.removeprefix('fault:')} injected into {what or f'call {failure.point}'}"
+    )
+
+
+def _fault_trace(failure: CrashFailure, rerun: FaultRerun, problem: FaultProblem) -> str:
+    """What the rerun did (its steps and answers, the call hit, the files it left), its
+    operations in order and per file with the acknowledgements among them, and what the
+    power loss lost against the disk the run left."""
+    acks: dict[int, list[int]] = {}
+    for step, at in enumerate(rerun.acked_at):
+        if at is not None:
+            acks.setdefault(at, []).append(step)
+
+    def line(index: int) -> str:
+        op = rerun.ops[index]
+        step = f"step {op.step + 1}: " if op.step >= 0 else ""
+        return f"  {index:5} {step}{op.describe()}"
+
+    lines = [f"{failure.run} run: {_injected(failure)}", "", *rerun.story, ""]
+    if rerun.ops:
+        lines.append(f"the run's {len(rerun.ops)} operations on the files, in order:")
+        for index in range(len(rerun.ops) + 1):
+            for step in acks.get(index, []):
+                lines.append(f"     -- step {step + 1} acknowledged")
+            if index < len(rerun.ops):
+                lines.append(line(index))
+        lines += ["", "per file:"]
+        by_file: dict[str, list[int]] = {}
+        for index, op in enumerate(rerun.ops):
+            for name in (op.path, op.target) if op.target else (op.path,):
+                by_file.setdefault(name or ROOT_SHOWN, []).append(index)
+        for name, indices in sorted(by_file.items()):
+            lines += [f"  {name}:", *(f"  {line(i)}" for i in indices)]
+        lines.append("")
+    if problem.image is None:
+        lines.append("the failure is in what the run's steps answered, not in a reopen")
+    elif problem.power_loss:
+        lines.append("the image is a power loss of the disk at that moment, under the "
+                     "persistence model")  # fmt: skip
+        if problem.cache is not None:
+            lines += lost_lines(problem.cache, problem.image)
+    else:
+        lines.append("the image is the disk as the run left it (a process crash right then)")
+    lines += ["", f"{problem.rule}: {problem.problem}",
+              f"file-system profiles: fails {profiles_text(problem.profiles)}"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _fill_fault(
+    work: Path,
+    failure: CrashFailure,
+    rerun: FaultRerun,
+    problem: FaultProblem,
+    command: list[str],
+    cwd: str,
+    found_by: str,
+) -> tuple[int, str]:
+    image = problem.image if problem.image is not None else rerun.disk
+    if image is not None:
+        write_image(image, str(work / "image"))
+    else:
+        (work / "image").mkdir()
+    (work / "trace.txt").write_text(_fault_trace(failure, rerun, problem))
+    expected = _fault_expected(failure, problem)
+    (work / "expected.json").write_bytes(orjson.dumps(expected, option=orjson.OPT_INDENT_2))
+    bundle: dict[str, Any] = {
+        "format": FORMAT, "command": command, "cwd": cwd, "session": SESSION, "probe": False,
+        "backend": failure.backend,
+    }  # fmt: skip
+    if problem.image is None:
+        bundle["unjudged"] = (
+            f"this failure ({problem.rule}) is in what the run's own steps answered with "
+            f"{_injected(failure)}, not in a file the run left, so reopening image/ (the disk "
+            f"the run left) cannot show it: rerun the run with `{found_by}`"
+        )
+    _script(work, bundle)
+    status, output = _run(work)
+    (work / "README.md").write_text(
+        _fault_readme(failure, rerun, problem, command, found_by, status, output)
+    )
+    return status, output
+
+
+def _fault_readme(
+    failure: CrashFailure,
+    rerun: FaultRerun,
+    problem: FaultProblem,
+    command: list[str],
+    found_by: str,
+    status: int,
+    output: str,
+) -> str:
+    kill = failure.run == "kill"
+    lines = [
+        f"# {problem.rule}: {failure.what}",
+        "",
+        problem.problem,
+        "",
+        "## What happened",
+        "",
+        f"The workload ran once more against the backend, {'killed by' if kill else 'with'} "
+        f"{_injected(failure)}, and failed again:",
+        "",
+        "```",
+        *rerun.story,
+        "```",
+        "",
+    ]
+    if problem.image is None:
+        lines += ["The failure is in what the run's own steps answered, not in a file it "
+                  "left. `image/` is the disk the run left, to read; `reproduce.py` says "
+                  "it cannot show this failure (exit 2); the command below reruns it."]  # fmt: skip
+    elif problem.power_loss:
+        lines += ["Then a power loss right after the run: `image/` is what the disk kept of "
+                  "what the run left, as the persistence model allows (`trace.txt` says "
+                  "what was lost). It fails under the profiles: "
+                  f"{profiles_text(problem.profiles)}."]  # fmt: skip
+    else:
+        lines += ["`image/` is the disk as the run left it: what a process crash right "
+                  "then leaves."]  # fmt: skip
+    lines += [
+        "",
+        "## Files",
+        "",
+        "- `image/`: the files, byte for byte",
+        "- `trace.txt`: the run's steps and answers, its operations per file with the "
+        "acknowledgements, and what the power loss lost",
+        "- `expected.json`: the states the model allows for that reopen (the process "
+        "protocol's snapshot form); `actual.json`: what reopening gave when this bundle was made",
+        "- `reproduce.py`, `bundle.json`: reopen a copy of `image/` with the backend",
+        "",
+        "## Reproduce",
+        "",
+        "```",
+        "python reproduce.py            # exit 1 while the failure shows, 0 once it does not",
+        "python reproduce.py --command 'CMD' --cwd DIR   # the same image, another build",
+        "```",
+        "",
+        f"It needs only Python's standard library and the backend's own command "
+        f"(`{_shown(command)}`). A fix in how the backend *reads* shows here; a fix in how "
+        "it handles the fault shows in a new run of the command that found it.",
+        "",
+        f"When this bundle was made, `reproduce.py` exited {status}:",
+        "",
+        "```",
+        output.strip(),
+        "```",
+        "",
+        "## Found by",
+        "",
+        "```",
+        found_by,
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _run(bundle: Path) -> tuple[int, str]:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Reopen a copy of this bundle's crash image with the backend and show the loss, if it is
+"""Reopen a copy of this bundle's image with the backend and show the failure, if it is
 still there.
 
-    python reproduce.py                      # exit 1 while the loss shows, 0 once it does not
+    python reproduce.py                      # exit 1 while it shows, 0 once it does not
     python reproduce.py --command 'node backend.js' --cwd ~/src/store   # another build of it
 
 It needs Python 3.8 or newer and nothing else: it speaks the backend process protocol
@@ -18,8 +18,13 @@ gets a sequence number no acknowledged write used, and reopening once more gives
 state with that commit.  A crash during recovery first reopens ``image-before-recovery/``: the
 state that uninterrupted recovery gives is the one the interrupted one must give too.
 
-Exit status: 1 the loss shows, 0 it does not, 2 it could not be judged (the backend did not
-start, or broke the protocol -- the message says which).
+The image is what a crash left, or what a run with an I/O fault or a kill left (or a power
+loss of it); for those ``expected.json`` holds the states the model allows after that run, and
+nothing is committed after the reopen.
+
+Exit status: 1 the failure shows, 0 it does not, 2 it could not be judged (the backend did
+not start, or broke the protocol, or the failure is in what a run answered rather than in a
+file it left -- the message says which).
 """
 
 from __future__ import annotations
@@ -200,7 +205,7 @@ def judge(bundle: dict[str, Any], expected: dict[str, Any], actual: dict[str, An
                       key=lambda s: len(difference(state, s)))  # fmt: skip
         return [
             f"the reopened Session is none of the {len(allowed)} states the model allows "
-            f"(after {expected['acknowledged']} acknowledged steps); against the nearest:",
+            f"(after {expected.get('after')}); against the nearest:",
             *difference(state, nearest),
         ]
     if actual["error"]:
@@ -242,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         bundle["command"] = shlex.split(args.command)
     bundle["command"] = [sys.executable if part == "{python}" else part
                          for part in bundle["command"]]  # fmt: skip
+    if bundle.get("unjudged"):
+        print(f"could not judge: {bundle['unjudged']}")
+        return 2
     if args.cwd:
         bundle["cwd"] = args.cwd
     elif not os.path.isdir(bundle["cwd"]):
@@ -265,10 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.write_actual).write_text(json.dumps(actual, indent=1) + "\n")
     problems = judge(bundle, expected, actual)
     if problems:
-        print(f"the loss shows ({expected['rule']}):")
+        print(f"the failure shows ({expected['rule']}):")
         print("\n".join(problems))
         return 1
-    print("the loss no longer shows: the reopened Session is one the model allows")
+    print("the failure no longer shows: the reopened Session is one the model allows")
     return 0
 
 

@@ -13,7 +13,6 @@ failure may come back.
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
@@ -43,27 +42,6 @@ PROMISES_BACKEND = f"node {ROOT / 'examples' / 'node' / 'backend-promises.js'}"
 EXAMPLES = 10
 #: Seconds of `validate --budget`: with `--examples` it bounds only the shrinking of a failure.
 BUDGET = 20
-
-
-@pytest.fixture(scope="module")
-def go_backend(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Go example built into a temporary directory (standard library only: no network)."""
-    assert GO is not None, "the Go example needs go on PATH (.ci/run installs golang-go)"
-    out = tmp_path_factory.mktemp("go-backend")
-    env = {**os.environ, "GOCACHE": str(out / "cache"), "GOFLAGS": "", "GOPROXY": "off",
-           "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}  # fmt: skip
-    binary = out / "backend"
-    built = subprocess.run(
-        [GO, "build", "-o", str(binary), "."],
-        cwd=ROOT / "examples" / "go",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    return binary
 
 
 def validate_exec(command: str, failures: Path, examples: int = EXAMPLES) -> dict[str, Any]:
