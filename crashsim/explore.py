@@ -57,6 +57,7 @@ from scopecheck.crashsim.persistence import (
 )
 from scopecheck.crashsim.points import ProcessCrash, Torn, Variant
 from scopecheck.crashsim.shards import Shard, Units, workload_digest
+from scopecheck.crashsim.story import with_lost
 
 #: Distinct failures (by rule and kind) an exploration keeps before it looks only for rules
 #: not yet found (CRASH-COV-6).
@@ -249,7 +250,7 @@ class Findings:
             return False
         if len(self.failures) >= self.limit * self.profiles and failure.rule in self.rules:
             return False
-        self.failures.append(failure)
+        self.failures.append(with_lost(failure))
         if self.first_at is None:
             self.first_at = time.perf_counter()
         if self.full and self.capped_at is None:

@@ -201,6 +201,8 @@ class CrashFailure:
             where = f"{self.run} at call {self.point} ({self.variant})"
         else:
             where = f"crash before op {self.point}, {self.variant}"
+            if self.shown.get("lost"):  # the files it lost, not the one it is named after
+                where += f" (data lost: {self.shown['lost']})"
             if self.recovery is not None:
                 where += f", then during recovery before op {self.recovery[0]}, {self.recovery[1]}"
         return f"{where}: {self.rule} {self.problem}"
@@ -210,6 +212,8 @@ class CrashFailure:
         files), for a test's or a report's message."""
         lines = [str(self)]
         for name, shown in self.shown.items():
+            if name == "lost":  # in the first line already
+                continue
             text = shown if isinstance(shown, str) else orjson.dumps(shown).decode()
             lines.append(f"{name.replace('_', ' ')}: {text}")
         return "\n".join(lines)

@@ -56,6 +56,12 @@ class Story:
     recovered: Image | None = None
 
     @property
+    def lost(self) -> tuple[str, ...]:
+        """The files whose data or name the power loss took (:func:`lost_names`); none for a
+        process crash."""
+        return lost_names(self.before, self.after) if self.power_loss else ()
+
+    @property
     def last(self) -> Image:
         """The files the failing reopen read: the image after the crash, or after the crash
         during recovery."""
@@ -118,6 +124,33 @@ def files_lines(title: str, image: Image) -> list[str]:
     return [title, *(sizes or ["  (none)"])]
 
 
+def lost_names(cache: Image, image: Image) -> tuple[str, ...]:
+    """The files a power loss changed against the page cache at the same point: data or a
+    name lost, or an older version back -- the files a story names, whatever file its
+    variant is named after (``only:LOG.old`` keeps that file's unsynced writes and loses the
+    others')."""
+    changed = {name for name, data in cache.files.items() if image.files.get(name) != data}
+    return tuple(sorted(changed | (image.files.keys() - cache.files.keys())))
+
+
+def with_lost(failure: CrashFailure) -> CrashFailure:
+    """``failure`` with ``shown["lost"]`` naming the files its power loss changed
+    (:func:`lost_names`), so its one-line text says whose data was lost; a failure of no
+    power-loss image, or whose evidence gives no image, is returned as it is."""
+    if failure.run not in ("crash", "recovery") or "lost" in failure.shown:
+        return failure
+    try:
+        story = story_of(failure)
+    except (ValueError, TypeError, KeyError):
+        return failure
+    if story is None or not story.power_loss:
+        return failure
+    lost = ", ".join(story.lost) or "nothing"
+    named = f"after power loss ({failure.variant})"  # the text of CRASH-FS-6
+    problem = failure.problem.replace(named, f"{named[:-1]}; data lost: {lost})", 1)
+    return attrs.evolve(failure, problem=problem, shown={**failure.shown, "lost": lost})
+
+
 def lost_lines(cache: Image, image: Image) -> list[str]:
     """What a power loss took, file by file, against the page cache at the same point (the
     process-crash image): the files whose data or name it lost, so a story names them and
@@ -162,6 +195,12 @@ def op_lines(ops: Sequence[FileOp], indices: Sequence[int], story: Story) -> lis
     return lines
 
 
+def _lost_text(story: Story) -> str:
+    if not story.power_loss:
+        return ""
+    return f" (data lost: {', '.join(story.lost) or 'none'})"
+
+
 def trace_text(story: Story) -> str:
     """The calls that built the image, per file -- writes with offsets and sizes, syncs,
     renames, unlinks -- with the acknowledgements among them and the crash point, then what
@@ -170,8 +209,8 @@ def trace_text(story: Story) -> str:
     done = sum(1 for ack in story.acks if ack.at <= k)
     lines = [
         f"{len(ops)} operations; the crash came before operation {k} "
-        f"({ops[k].describe() if k < len(ops) else 'after the last one'}), image {story.variant}, "
-        f"built under the {story.profile} profile",
+        f"({ops[k].describe() if k < len(ops) else 'after the last one'}), image {story.variant}"
+        f"{_lost_text(story)}, built under the {story.profile} profile",
         f"{done} of the run's {len(story.acks)} acknowledged steps were acknowledged before it",
         "",
         "every operation in order (>> marks the crash; operations after it never happened):",

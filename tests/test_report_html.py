@@ -185,7 +185,9 @@ def test_the_page_of_a_real_verdict_in_chromium(
             assert "--export" in text
     # a crash failure with evidence: its timeline, the crash line, the files before and after
     crash = next(
-        i for i, f in enumerate(verdict["failures"]) if "after power loss (strict)" in f["error"]
+        i
+        for i, f in enumerate(verdict["failures"])
+        if "after power loss (strict; data lost: " in f["error"]
     )
     article = f'[data-failure-index="{crash}"]'
     assert page.locator(f"{article} .timeline .line.crash").count() == 1

@@ -10,6 +10,9 @@ line appended at every commit and never synced.
   torn write of ``data.jsonl`` (CRASH-FS-1).
 * ``make_log_reading_backend``: also parses its info log on open, every line: fails on a
   torn write of ``LOG`` -- which is therefore read, and torn in full.
+* ``make_unsynced_data_backend``: acknowledges a commit without fsyncing its data line: a
+  power loss loses it (CRASH-FS-6), in images named after the info log they keep
+  (``only:s.info/LOG``), as LevelDB's were after ``LOG.old``.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from scopecheck.examples.stores.sessions import (
 
 
 class InfoLog:
-    def __init__(self, path: str, *, strict: bool, reads_log: bool) -> None:
-        self.path = path
+    def __init__(self, path: str, *, strict: bool, reads_log: bool, synced: bool = True) -> None:
+        self.path, self.synced = path, synced
         if reads_log:
             with open(os.path.join(path, "LOG"), encoding="utf-8") as info:
                 for line in info:
@@ -55,7 +58,8 @@ class InfoLog:
         size = os.lseek(self.data, 0, os.SEEK_END)
         try:
             os.write(self.data, dumps(record) + b"\n")
-            os.fsync(self.data)
+            if self.synced:
+                os.fsync(self.data)
         except OSError:
             os.ftruncate(self.data, size)  # cut the failed record back (CRASH-FS-9)
             os.fsync(self.data)
@@ -70,9 +74,11 @@ class InfoLog:
 class InfoLogFiles(SessionFiles):
     suffix = ".info"
 
-    def __init__(self, root: str, *, strict: bool = False, reads_log: bool = False) -> None:
+    def __init__(
+        self, root: str, *, strict: bool = False, reads_log: bool = False, synced: bool = True
+    ) -> None:
         super().__init__(root, durable=True)
-        self.strict, self.reads_log = strict, reads_log
+        self.strict, self.reads_log, self.synced = strict, reads_log, synced
 
     def build(self, path: str) -> None:
         os.mkdir(path)
@@ -83,7 +89,7 @@ class InfoLogFiles(SessionFiles):
         fsync_dir(path)
 
     def connect(self, path: str) -> Log:
-        return InfoLog(path, strict=self.strict, reads_log=self.reads_log)
+        return InfoLog(path, strict=self.strict, reads_log=self.reads_log, synced=self.synced)
 
 
 def make_backend(clock: Any, *, root: str) -> StoreRepository:
@@ -96,3 +102,7 @@ def make_strict_reader_backend(clock: Any, *, root: str) -> StoreRepository:
 
 def make_log_reading_backend(clock: Any, *, root: str) -> StoreRepository:
     return repository(clock, lambda: InfoLogFiles(root, reads_log=True))
+
+
+def make_unsynced_data_backend(clock: Any, *, root: str) -> StoreRepository:
+    return repository(clock, lambda: InfoLogFiles(root, synced=False))

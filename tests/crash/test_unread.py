@@ -7,6 +7,8 @@ never read, and torn in full -- its tears then failing the reopen -- when it is.
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -138,3 +140,33 @@ def test_a_store_that_trips_on_its_own_torn_data_fails_though_its_info_log_is_un
                        seed=1, examples=1)  # fmt: skip
     assert any(limit.startswith("sampling: no reopen reads LOG ") for limit in verdict.limits)
     assert "CRASH-FS-1" in {f.rule for f in verdict.failures}
+
+
+@pytest.mark.rule("CRASH-FS-6", "INSTALL-24")
+def test_a_power_loss_is_told_by_the_files_it_lost_not_the_file_its_image_is_named_after(
+    tmp_path: Path,
+) -> None:
+    """A store that never fsyncs its data: the image ``only:s.info/LOG`` keeps the info log's
+    unsynced lines and loses the data's, so its failure says the data file lost its data (and
+    not the log), as LevelDB's did with ``LOG.old``; the replay says it file by file."""
+    verdict = validate(f"{STORE}:make_unsynced_data_backend", budget=5, failures_dir=tmp_path,
+                       seed=1, examples=1, require=("crash",))  # fmt: skip
+    lost = [f for f in verdict.failures if f.rule == "CRASH-FS-6"]
+    assert lost, [f.error for f in verdict.failures]
+    for failure in lost:
+        record = orjson.loads(Path(failure.reproducer.split()[-1]).read_bytes())
+        named = record["variant"]
+        assert f"after power loss ({named}; data lost: " in failure.error, failure.error
+        said = failure.error.split("; data lost: ", 1)[1].split(")", 1)[0].split(", ")
+        assert "s.info/data.jsonl" in said, failure.error
+        if named.startswith("only:"):  # the file the image keeps is not one it lost
+            assert named.removeprefix("only:") not in said, failure.error
+    only = [f for f in lost if _variant(f.reproducer) == "only:s.info/LOG"]
+    assert only, [f.error for f in lost]
+    replayed = subprocess.run(
+        [sys.executable, "-m", "scopecheck", "replay", only[0].reproducer.split()[-1]],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    told = replayed.stdout.split("what the power loss lost against the page cache:", 1)[1]
+    assert "s.info/data.jsonl: " in told and "s.info/LOG:" not in told, replayed.stdout

@@ -29,7 +29,7 @@ from scopecheck.crashsim.explore import Findings
 from scopecheck.crashsim.fuse_faults import unavailable as fuse_unavailable
 from scopecheck.crashsim.strace import unavailable as strace_unavailable
 from scopecheck.process.syscall_crash import FUSE, SyscallSource, fault_run
-from tests.process.test_runtimes import go_backend, validate_exec  # noqa: F401 (the Go example)
+from tests.process.test_runtimes import validate_exec
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = shutil.which("node")

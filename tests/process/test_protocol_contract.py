@@ -38,7 +38,6 @@ from scopecheck.process.protocol import OPS, PROTOCOL_VERSION, SCHEMA_FILE, load
 from scopecheck.run.fuzz import fuzz_backend
 from scopecheck.run.profiles import get_profile
 from scopecheck.run.validate import scratch_directory
-from tests.process.test_runtimes import go_backend  # noqa: F401 (the Go example, built once)
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "protocol.md"
