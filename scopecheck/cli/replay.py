@@ -16,9 +16,9 @@ from scopecheck.cli.common import fail
     "--export",
     "export_to",
     metavar="DIR",
-    help="Write a standalone bundle of a crash, fault or kill failure to DIR (a new folder): "
-    "the image, the trace, the expected and actual states, and reproduce.py, which needs only "
-    "Python.",
+    help="Write a standalone bundle of the failure to DIR (a new folder): for a crash, fault or "
+    "kill failure the image, the trace, the expected and actual states; for a machine failure "
+    "the protocol requests with the model's answers; and reproduce.py, which needs only Python.",
 )
 def replay(file: str, export_to: str | None) -> None:
     """Re-run a saved failure exactly; exit 1 while it still fails, 3 when a machine failure
@@ -35,11 +35,8 @@ def replay(file: str, export_to: str | None) -> None:
 
         if os.path.lexists(export_to):
             fail(f"{export_to} exists: export into a new folder")
-        if record["kind"] != "crash":
-            fail(
-                f"{file}: a {record['kind']} failure has no crash image to bundle; "
-                f"replay it with: scopecheck replay {file}"
-            )
+        if record["kind"] not in ("crash", "machine"):
+            fail(f"{file}: unknown reproducer kind {record['kind']!r}")
         try:
             done = export(record, export_to, f"scopecheck replay {file}")
         except NotReproduced as missed:

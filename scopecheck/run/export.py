@@ -199,10 +199,16 @@ def export(record: Mapping[str, Any], destination: str, found_by: str) -> Export
     A crash or recovery failure's image is rebuilt from its recorded operations; a fault or
     kill run is rerun until it fails again (:class:`NotReproduced` if it does not), and its
     image is the one whose reopen showed the failure -- the disk the run left, or a power
-    loss of it.  A workload record is refused with the reason; nothing is written then."""
+    loss of it.  A machine failure is bundled as the protocol requests its example made
+    (:mod:`scopecheck.run.export_machine`).  A workload record, or what cannot be bundled,
+    is refused with the reason; nothing is written then."""
     target = Path(destination)
     if target.exists() or target.is_symlink():
         raise UsageError("already_exists", f"{destination} exists: export into a new folder")
+    if record.get("kind") == "machine":  # the example as protocol requests (INSTALL-26)
+        from scopecheck.run.export_machine import write_machine_bundle
+
+        return _write(target, lambda work: write_machine_bundle(record, work, found_by))
     try:
         failure = CrashFailure.from_json(record)
         story = story_of(failure)
