@@ -253,26 +253,32 @@ def test_a_planted_fault_bug_s_bundle_shows_its_power_loss_or_says_it_cannot(
     assert "what the run's own steps answered" in (bundle / "README.md").read_text()
 
 
-@pytest.mark.rule("INSTALL-24", "CRASH-FS-6")
-def test_a_kill_run_s_bundle_holds_the_power_loss_of_what_the_kill_left(
+@pytest.mark.rule("INSTALL-24", "CRASH-FS-1")
+def test_a_kill_run_s_bundle_shows_its_power_loss_with_python_alone_and_not_after_the_fix(
     tmp_path: Path, bare_python: str
 ) -> None:
-    """A kill run (SIGKILL at a write, through strace) of the Node example that never fsyncs
-    the directory after a create (``--no-dir-fsync``): a power loss right after the kill
-    loses the acknowledged Session's name, and the bundle's image is that power loss."""
+    """A kill run (SIGKILL at the third fsync, through strace) of the Node example that
+    refuses a torn last line (``--strict-tail``), as its exploration found it: a power loss
+    right after the kill tears the unsynced append, and the bundle's image is that power
+    loss.  The bug is in reading, so the fixed command opens the same image (exit 0)."""
     if shutil.which("node") is None:
         pytest.skip("NO NODE: the Node example cannot run here")
-    record = orjson.loads((ROOT / "tests" / "data" / "node-no-dir-fsync-kill.json").read_bytes())
+    record = orjson.loads((ROOT / "tests" / "data" / "node-strict-tail-kill.json").read_bytes())
     record["target"] = {**record["target"], "cwd": str(ROOT)}
     bundle, output, status = _export(record, tmp_path, "kill-bundle")
     if "cannot rerun it" in output:
         pytest.skip(f"the kill cannot be injected here: {output}")
     assert status == 1, output
-    assert "the failure shows (CRASH-FS-6)" in output and "Session is gone" in output, output
+    assert "the failure shows (CRASH-FS-1)" in output and "torn line" in output, output
     trace = (bundle / "trace.txt").read_text()
-    assert "kill run: write:signal=SIGKILL" in trace and "killed by SIGKILL" in trace, trace
-    assert "s.log: gone" in trace and "fails under posix" in trace, trace
-    assert list((bundle / "image").iterdir()) == []
-    still = subprocess.run([bare_python, str(bundle / "reproduce.py")], capture_output=True,
-                           text=True, timeout=120)  # fmt: skip
+    assert "kill run: fsync:signal=SIGKILL:when=3" in trace and "killed by SIGKILL" in trace
+    assert "the image is a power loss" in trace and "s.log: " in trace, trace
+    assert not (bundle / "image" / "s.log").read_bytes().endswith(b"\n")  # the torn append
+    script = str(bundle / "reproduce.py")
+    still = subprocess.run([bare_python, script], capture_output=True, text=True, timeout=120)
     assert still.returncode == 1, still.stdout + still.stderr
+    fixed = subprocess.run(
+        [bare_python, script, "--command", " ".join(NODE)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert fixed.returncode == 0 and "no longer shows" in fixed.stdout, fixed.stdout
