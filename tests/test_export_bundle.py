@@ -101,10 +101,11 @@ def test_a_process_backend_s_bundle_shows_the_loss_with_python_alone_and_not_aft
     [("fs-append-without-fsync", "crash"), ("fs-recovery-truncate-unsynced", "recovery")],
 )
 def test_a_planted_python_bug_s_bundle_shows_the_loss(
-    planted: str, run: str, tmp_path: Path
+    planted: str, run: str, tmp_path: Path, bare_python: str
 ) -> None:
-    """A Python factory's bundle reopens through ``python -m scopecheck serve SPEC``; a crash
-    during recovery bundles both stages."""
+    """A Python factory's bundle reopens through ``python -m scopecheck serve SPEC`` under the
+    Python that made it, whatever Python runs its script; a crash during recovery bundles
+    both stages."""
     factory = getattr(fs_crash, fs_crash.PLANTED[planted][0])
     found = explore_factory(factory, budget=30, seed=0, max_failures=1)
     failures = [f for f in found.failures if f.run == run]
@@ -120,10 +121,16 @@ def test_a_planted_python_bug_s_bundle_shows_the_loss(
         assert "crashed during its recovery" in (bundle / "README.md").read_text()
         assert "then the backend reopened that image" in (bundle / "trace.txt").read_text()
     again = subprocess.run(
-        [sys.executable, str(bundle / "reproduce.py")], capture_output=True, text=True,
+        [bare_python, str(bundle / "reproduce.py")], capture_output=True, text=True,
         timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert again.returncode == 1, again.stdout + again.stderr
+    elsewhere = subprocess.run(
+        [bare_python, str(bundle / "reproduce.py"), "--python", bare_python],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert elsewhere.returncode == 2, elsewhere.stdout  # that Python has no scopecheck
+    assert "could not judge" in elsewhere.stdout, elsewhere.stdout
 
 
 @pytest.mark.rule("INSTALL-24")

@@ -156,7 +156,7 @@ def _kept(
     (``scopecheck_reproducer``, ``scopecheck_bundle``, ``scopecheck_report``) so a CI job can
     keep them (INSTALL-25)."""
     from scopecheck.pytest_plugin import artifacts_dir, report_path
-    from scopecheck.run.export import export
+    from scopecheck.run.export import NotReproduced, export
     from scopecheck.run.fuzz import save_reproducer
 
     lines: list[str] = []
@@ -179,7 +179,7 @@ def _kept(
         saved = save_reproducer(folder / "failures", record)
         request.node.user_properties.append(("scopecheck_reproducer", str(saved)))
         lines.append(f"reproducer: {saved} (scopecheck replay {saved})")
-        if record.get("run") not in ("crash", "recovery"):
+        if record.get("run") not in ("crash", "recovery", "fault", "kill"):
             continue
         bundle = folder / "bundles" / saved.stem
         bundle.parent.mkdir(parents=True, exist_ok=True)
@@ -187,6 +187,9 @@ def _kept(
             export(record, str(bundle), f"scopecheck replay {saved}")
         except ScopecheckError as exc:
             lines.append(f"no bundle: {exc}")
+            continue
+        except NotReproduced:  # a fault or kill run rerun for its image (CRASH-COV-5)
+            lines.append("no bundle: the run did not fail again when rerun for its image")
             continue
         request.node.user_properties.append(("scopecheck_bundle", str(bundle)))
         lines.append(f"bundle: {bundle} (python {bundle}/reproduce.py)")

@@ -159,7 +159,8 @@ def _readme(failure: CrashFailure, story: Story, found_by: str, status: int, out
         "",
         "It needs only Python's standard library and the backend's own command "
         f"(`{_shown(_backend_command(failure)[0])}`, run where it was found -- "
-        "`bundle.json` says where -- or give `--cwd`). A fix in how the backend *reads* "
+        "`bundle.json` says where -- or give `--cwd`; a Python backend runs under the Python "
+        "that made the bundle, or the one `--python` gives). A fix in how the backend *reads* "
         "shows here; a fix in how it *writes* leaves this image as it is, and shows in a new "
         "run of the command that found it.",
         "",
@@ -267,8 +268,8 @@ def _fill_crash(
     (work / "trace.txt").write_text(trace_text(story))
     expected = _expected(failure, story)
     (work / "expected.json").write_bytes(orjson.dumps(expected, option=orjson.OPT_INDENT_2))
-    _script(work, {"format": FORMAT, "command": command, "cwd": cwd, "session": SESSION,
-                   "probe": True, "backend": failure.backend})  # fmt: skip
+    _script(work, {"format": FORMAT, "command": command, "cwd": cwd, "python": sys.executable,
+                   "session": SESSION, "probe": True, "backend": failure.backend})  # fmt: skip
     status, output = _run(work)
     (work / "README.md").write_text(_readme(failure, story, found_by, status, output))
     return status, output
@@ -377,8 +378,8 @@ def _fill_fault(
     expected = _fault_expected(failure, problem)
     (work / "expected.json").write_bytes(orjson.dumps(expected, option=orjson.OPT_INDENT_2))
     bundle: dict[str, Any] = {
-        "format": FORMAT, "command": command, "cwd": cwd, "session": SESSION, "probe": False,
-        "backend": failure.backend,
+        "format": FORMAT, "command": command, "cwd": cwd, "python": sys.executable,
+        "session": SESSION, "probe": False, "backend": failure.backend,
     }  # fmt: skip
     if problem.image is None:
         bundle["unjudged"] = (
@@ -450,8 +451,9 @@ def _fault_readme(
         "```",
         "",
         f"It needs only Python's standard library and the backend's own command "
-        f"(`{_shown(command)}`). A fix in how the backend *reads* shows here; a fix in how "
-        "it handles the fault shows in a new run of the command that found it.",
+        f"(`{_shown(command)}`; a Python backend runs under the Python that made the "
+        "bundle, or the one `--python` gives). A fix in how the backend *reads* shows here; "
+        "a fix in how it handles the fault shows in a new run of the command that found it.",
         "",
         f"When this bundle was made, `reproduce.py` exited {status}:",
         "",

@@ -6,9 +6,11 @@ still there.
     python reproduce.py --command 'node backend.js' --cwd ~/src/store   # another build of it
 
 It needs Python 3.8 or newer and nothing else: it speaks the backend process protocol
-(scopecheck's docs/protocol.md) to the backend's own command, and for a Python factory that
-command is ``python -m scopecheck serve SPEC``, so only then the backend's environment needs
-scopecheck.  Every run reopens a fresh copy of ``image/``: the bundle itself is never changed.
+(scopecheck's docs/protocol.md) to the backend's own command.  For a Python factory that
+command is ``python -m scopecheck serve SPEC``, run by the Python that made the bundle (its
+``bundle.json`` says which; ``--python`` gives another), so only the backend's environment
+needs scopecheck, never the Python running this script.  Every run reopens a fresh copy of
+``image/``: the bundle itself is never changed.
 
 What it checks is what scopecheck's crash checks ask of a reopen (``expected.json`` holds the
 model's states): the backend opens the copy and lists and opens the Session without an error;
@@ -235,17 +237,38 @@ def reopen_copy(bundle: dict[str, Any], image: Path, log: Any) -> dict[str, Any]
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def interpreter(bundle: dict[str, Any], given: str | None) -> str:
+    """The Python that serves a Python backend (``{python}`` in the command): the one given,
+    else the one that made the bundle (it has scopecheck and the backend's packages; this
+    script itself needs neither), else this one."""
+    if given:
+        return given
+    recorded = bundle.get("python")
+    if isinstance(recorded, str) and os.path.exists(recorded):
+        return recorded
+    if recorded and "{python}" in bundle["command"]:
+        print(f"the Python that made this bundle ({recorded}) is not here: the backend runs "
+              f"under this one ({sys.executable}); give --python for another")  # fmt: skip
+    return sys.executable
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--command", help="the backend's command instead of the recorded one")
     parser.add_argument("--cwd", help="where to run it instead of the recorded directory")
+    parser.add_argument(
+        "--python",
+        help="the Python that runs a Python backend (one with "
+        "scopecheck and the backend's packages) instead of the recorded one",
+    )
     parser.add_argument("--write-actual", metavar="FILE", help="write what the reopen gave")
     args = parser.parse_args(argv)
     bundle = json.loads((HERE / "bundle.json").read_text())
     expected = json.loads((HERE / "expected.json").read_text())
     if args.command:
         bundle["command"] = shlex.split(args.command)
-    bundle["command"] = [sys.executable if part == "{python}" else part
+    python = interpreter(bundle, args.python)
+    bundle["command"] = [python if part == "{python}" else part
                          for part in bundle["command"]]  # fmt: skip
     if bundle.get("unjudged"):
         print(f"could not judge: {bundle['unjudged']}")
