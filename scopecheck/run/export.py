@@ -153,7 +153,7 @@ def _readme(failure: CrashFailure, story: Story, found_by: str, status: int, out
         "## Reproduce",
         "",
         "```",
-        "python reproduce.py            # exit 1 while the loss shows, 0 once it does not",
+        "python reproduce.py            # exit 1 while the failure shows, 0 once it does not",
         "python reproduce.py --command 'CMD' --cwd DIR   # the same image, another build",
         "```",
         "",
