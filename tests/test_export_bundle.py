@@ -226,6 +226,11 @@ def test_a_fault_run_s_bundle_holds_the_disk_it_left_and_shows_the_failure(
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert fixed.returncode == 1 and "corrupt" in fixed.stdout, fixed.stdout + fixed.stderr
+    # the fixed build's own run cuts the failed append back: nothing fails, nothing exported
+    record["target"] = {**record["target"], "command": ["node", "examples/node/backend.js"]}
+    gone, output, status = _export(record, tmp_path, "fixed-bundle")
+    assert status == 3 and "nothing exported" in output and "Traceback" not in output, output
+    assert not gone.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 @pytest.mark.rule("INSTALL-24", "CRASH-FS-9", "CRASH-FS-10", "CRASH-SYS-11")

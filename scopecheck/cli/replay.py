@@ -41,7 +41,7 @@ def replay(file: str, export_to: str | None) -> None:
             done = export(record, export_to, f"scopecheck replay {file}")
         except NotReproduced as missed:
             click.echo(str(missed))
-            click.echo("nothing exported: the failure did not happen again, so there is no "
+            click.echo("nothing exported: no rerun was seen failing (above), so there is no "
                        "failing image to bundle")  # fmt: skip
             sys.exit(NOT_REPRODUCED)
         click.echo(f"exported to {export_to} ({done.size:,} bytes)")
