@@ -201,8 +201,9 @@ class CrashFailure:
             where = f"{self.run} at call {self.point} ({self.variant})"
         else:
             where = f"crash before op {self.point}, {self.variant}"
-            if self.shown.get("lost"):  # the files it lost, not the one it is named after
-                where += f" (data lost: {self.shown['lost']})"
+            lost = self.shown.get("lost")  # the files it lost, not the one it is named after
+            if lost and "data lost: " not in self.problem:
+                where += f" (data lost: {lost})"
             if self.recovery is not None:
                 where += f", then during recovery before op {self.recovery[0]}, {self.recovery[1]}"
         return f"{where}: {self.rule} {self.problem}"

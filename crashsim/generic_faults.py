@@ -70,7 +70,7 @@ from scopecheck.crashsim.fault_check import (
 from scopecheck.crashsim.faults import OneFault, faults_for
 from scopecheck.crashsim.fs_recorder import FSYNCS, Op, RecordingFs, SimulatedCrash
 from scopecheck.crashsim.fs_session import EMPTY, ROOT, SESSION, Factory, read_session
-from scopecheck.crashsim.fs_source import file_ops
+from scopecheck.crashsim.fs_source import acknowledged_at, file_ops
 from scopecheck.crashsim.jsonl_workloads import Step, Workload
 from scopecheck.crashsim.persistence import PROFILES, FileOp, Image
 from scopecheck.crashsim.recovery import close, error_text
@@ -172,8 +172,9 @@ class FaultRun:
         self.repo: Any = None
         self.storage: Any = None
         self.index = 0
-        #: The op of the step the fault hit, once it has.
+        #: The op of the step the fault hit, once it has, and the steps that failed on it.
         self.faulted_step: str | None = None
+        self.failed_steps: set[int] = set()
         #: A commit failed on the fault; later, one was acknowledged after it (CRASH-FS-10).
         self.commit_failed = False
         self.acked_after_failure = False
@@ -222,6 +223,7 @@ class FaultRun:
                 why = "after the injected fault had passed" if before else "with no fault"
                 raise _Found(self._blame(rule), f"{what} raised {error_text(exc)} {why}") from exc
             self.faulted_step = self.workload.steps[self.index].op
+            self.failed_steps.add(self.index)
             if not isinstance(exc, ScopecheckError):
                 raise _Found(rule, self._uncoded(what, exc), place=error_place(exc)) from exc
             return None, exc
@@ -768,8 +770,10 @@ def rerun_fault(
     fault: str,
     extra: FaultExtra = FaultExtra(),
 ) -> FaultRerun:
-    """Run one fault reproducer's run again: what it broke, the steps, and the disk it
-    left.  The run is in process and deterministic, so once is enough."""
+    """Run one fault reproducer's run again: what it broke, the steps, the disk it left, its
+    operations and where each step was acknowledged among them (a step that failed on the
+    fault, and the one whose check broke a rule, are not).  The run is in process and
+    deterministic, so once is enough."""
     wl = tr.workload
     if op_index >= len(tr.ops) or fault not in faults_for(tr.ops[op_index].kind):
         return FaultRerun(None, (), None, (
@@ -791,9 +795,14 @@ def rerun_fault(
         ),
         *render_files("files on disk at the end of the run", run.box.tree()),
     )
-    ops = file_ops(run.fs.ops, ROOT, run.initial)
+    ops = tuple(file_ops(run.fs.ops, ROOT, run.initial))
+    done = len(wl.steps) if problem is None else run.index
+    acked_at = tuple(
+        at if step < done and step not in run.failed_steps else None
+        for step, at in enumerate(acknowledged_at(ops, len(wl.steps)))
+    )
     return FaultRerun(problem, lines, run.box.state(), "" if problem else "every check passes",
-                      ops=tuple(ops))  # fmt: skip
+                      ops=ops, acked_at=acked_at)  # fmt: skip
 
 
 def replay_fault(

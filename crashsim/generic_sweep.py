@@ -681,12 +681,16 @@ def rerun_fault_record(failure: CrashFailure, factory: Factory) -> FaultRerun:
     traced again without a fault, then run with the recorded call failing."""
     from scopecheck.crashsim.generic_faults import rerun_fault
 
-    wl = workload_from_json(failure.workload)
+    try:
+        wl = workload_from_json(failure.workload)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError("invalid_payload", f"not a fault reproducer: {exc!r}") from None
+    if failure.point is None or not failure.variant.startswith("fault:"):
+        raise UsageError("invalid_payload", "a fault reproducer without its call and fault")
     try:
         tr = trace(factory, wl)
     except WorkloadFailed as exc:
         return FaultRerun(None, (), None, f"{wl.name}: the workload itself now fails: {exc}")
-    assert failure.point is not None
     return rerun_fault(factory, tr, failure.point, failure.variant.removeprefix("fault:"))
 
 

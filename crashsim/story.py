@@ -21,6 +21,7 @@ from scopecheck.crashsim.failure import ROOT_SHOWN, CrashFailure
 from scopecheck.crashsim.jsonl_workloads import workload_from_json
 from scopecheck.crashsim.persistence import FileOp, Image, power_image
 from scopecheck.crashsim.points import ProcessCrash, parse_variant
+from scopecheck.crashsim.shown import text
 
 
 @attrs.frozen
@@ -54,12 +55,17 @@ class Story:
     recovery_point: int | None = None
     recovery_variant: str = ""
     recovered: Image | None = None
+    #: The files whose contents after the crash were read from the disk, not built from the
+    #: trace (it could not see them, CRASH-SYS-17): no story says they lost anything.
+    blind: frozenset[str] = frozenset()
 
     @property
     def lost(self) -> tuple[str, ...]:
-        """The files whose data or name the power loss took (:func:`lost_names`); none for a
-        process crash."""
-        return lost_names(self.before, self.after) if self.power_loss else ()
+        """The files whose data or name the power loss took (:func:`lost_names`), but those
+        read from the disk; none for a process crash."""
+        if not self.power_loss:
+            return ()
+        return tuple(name for name in lost_names(self.before, self.after) if name not in self.blind)
 
     @property
     def last(self) -> Image:
@@ -106,7 +112,7 @@ def story_of(failure: CrashFailure) -> Story | None:
     )
     story = Story(
         evidence.ops, acks, k, failure.variant, failure.built_under, variant.power_loss,
-        before, after, steps,
+        before, after, steps, blind=frozenset(contents) | removed,
     )  # fmt: skip
     if failure.recovery is not None:
         j, during = failure.recovery
@@ -145,7 +151,7 @@ def with_lost(failure: CrashFailure) -> CrashFailure:
         return failure
     if story is None or not story.power_loss:
         return failure
-    lost = ", ".join(story.lost) or "nothing"
+    lost = lost_text(story.lost)
     named = f"after power loss ({failure.variant})"  # the text of CRASH-FS-6
     problem = failure.problem.replace(named, f"{named[:-1]}; data lost: {lost})", 1)
     return attrs.evolve(failure, problem=problem, shown={**failure.shown, "lost": lost})
@@ -195,10 +201,21 @@ def op_lines(ops: Sequence[FileOp], indices: Sequence[int], story: Story) -> lis
     return lines
 
 
+#: File names a one-line text names before it says how many more there are.
+NAMED = 6
+
+
+def lost_text(names: Sequence[str]) -> str:
+    """``names`` for one line: the first :data:`NAMED`, each cut and escaped, then how many
+    more (a store may change thousands of files at once)."""
+    if not names:
+        return "none"
+    shown = ", ".join(text(name, 120) for name in names[:NAMED])
+    return shown + (f" and {len(names) - NAMED} more" if len(names) > NAMED else "")
+
+
 def _lost_text(story: Story) -> str:
-    if not story.power_loss:
-        return ""
-    return f" (data lost: {', '.join(story.lost) or 'none'})"
+    return f" (data lost: {lost_text(story.lost)})" if story.power_loss else ""
 
 
 def trace_text(story: Story) -> str:

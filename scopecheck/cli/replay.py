@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from scopecheck.cli.common import fail
+
+if TYPE_CHECKING:
+    from scopecheck.run.bundle import Exported
 
 
 @click.command()
@@ -41,17 +45,12 @@ def replay(file: str, export_to: str | None) -> None:
             done = export(record, export_to, f"scopecheck replay {file}")
         except NotReproduced as missed:
             click.echo(str(missed))
-            click.echo("nothing exported: no rerun was seen failing (above), so there is no "
-                       "failing image to bundle")  # fmt: skip
+            click.echo("nothing exported: no rerun failed again (above), so there is nothing "
+                       "failing to bundle")  # fmt: skip
             sys.exit(NOT_REPRODUCED)
         click.echo(f"exported to {export_to} ({done.size:,} bytes)")
         click.echo(done.output.rstrip())
-        if done.status == 2:
-            click.echo(f"its reproduce.py cannot judge it (above); rerun the failure with: "
-                       f"scopecheck replay {file}")  # fmt: skip
-        else:
-            click.echo(f"run it again with: python {export_to}/reproduce.py")
-        sys.exit({1: 1, 0: 0}.get(done.status, NOT_REPRODUCED))
+        sys.exit(_exported_status(done, export_to, file))
     if record["kind"] == "crash":
         from scopecheck.run.crash import replay_command
 
@@ -66,3 +65,27 @@ def replay(file: str, export_to: str | None) -> None:
         sys.exit(1)
     click.echo("Not reproduced: neither confirmed nor fixed.")
     sys.exit(NOT_REPRODUCED)
+
+
+def _exported_status(done: Exported, folder: str, file: str) -> int:
+    """The export's exit status, true to what it saw.  A crash bundle's is its script's: 1
+    while the image fails, 0 once it recovers, 3 when it could not judge.  A fault, kill or
+    machine failure was rerun and seen failing before it was bundled: 1, whatever its script
+    could show -- a script that cannot judge it says why; one that finds it passing makes
+    the export not reproduced (3), never fixed (CRASH-COV-5)."""
+    from scopecheck.run.crash import NOT_REPRODUCED
+
+    rerun = f"scopecheck replay {file}"
+    if done.status == 2:
+        click.echo(f"its reproduce.py cannot judge it (above); rerun the failure with: {rerun}")
+    else:
+        click.echo(f"run it again with: python {folder}/reproduce.py")
+    if not done.failed_again:
+        return {1: 1, 0: 0}.get(done.status, NOT_REPRODUCED)
+    if done.status == 0:
+        click.echo(
+            "the rerun failed, but the bundle's reproduce.py, run once, did not show it: the "
+            f"failure depends on timing or on state the bundle does not hold ({rerun} reruns it)"
+        )
+        return NOT_REPRODUCED
+    return 1

@@ -188,8 +188,9 @@ def _kept(
         except ScopecheckError as exc:
             lines.append(f"no bundle: {exc}")
             continue
-        except NotReproduced:  # a fault or kill run rerun for its image (CRASH-COV-5)
-            lines.append("no bundle: the run did not fail again when rerun for its image")
+        except NotReproduced as missed:  # rerun for its image, it did not fail (CRASH-COV-5)
+            why = str(missed).strip().splitlines()
+            lines.append(f"no bundle: {why[-1] if why else 'no rerun failed again'}")
             continue
         request.node.user_properties.append(("scopecheck_bundle", str(bundle)))
         lines.append(f"bundle: {bundle} (python {bundle}/reproduce.py)")

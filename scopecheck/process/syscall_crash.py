@@ -2070,6 +2070,26 @@ def check_fault_run(
 REPLAY_TRIES = 5
 
 
+def _parsed(record: Mapping[str, Any]) -> tuple[CrashFailure, Workload, tuple[str, ...], str]:
+    """A reproducer of source ``syscall``: the failure, its workload, the backend's command
+    (runnable here) and where to run it (the recorded folder, or here when it is gone); a
+    usage error saying why for anything else."""
+    try:
+        failure = CrashFailure.from_json(record)
+        if failure.source != SOURCE:
+            raise BadReproducer(f"a reproducer of source {failure.source!r}, not {SOURCE!r}")
+        wl = workload_from_json(failure.workload)
+        command = _runnable([str(part) for part in failure.target["command"]])
+        recorded_cwd = str(failure.target["cwd"])
+    except BadReproducer as exc:
+        raise UsageError("invalid_payload", str(exc)) from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(
+            "invalid_payload", f"not a system-call crash reproducer: {exc!r}"
+        ) from None
+    return failure, wl, command, recorded_cwd if os.path.isdir(recorded_cwd) else os.getcwd()
+
+
 def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
     """Check a reproducer of source ``syscall`` again: ``(still failing, report)``.  A crash
     image is rebuilt by name from its recorded operations, byte for byte, and checked by a
@@ -2079,25 +2099,15 @@ def replay(record: Mapping[str, Any]) -> tuple[bool | None, str]:
     until it fails again, at most :data:`REPLAY_TRIES` times; one that never does is
     undecided (``None``): not reproduced, and never called fixed (CRASH-COV-5).  A workload
     failure reruns the workload."""
+    failure, wl, command, cwd = _parsed(record)
+    target = failure.target
+    mode = str(target.get("mode", "crash"))
     try:
-        failure = CrashFailure.from_json(record)
-        if failure.source != SOURCE:
-            raise BadReproducer(f"a reproducer of source {failure.source!r}, not {SOURCE!r}")
-        wl = workload_from_json(failure.workload)
-        target = failure.target
-        command = _runnable([str(part) for part in target["command"]])
-        recorded_cwd = str(target["cwd"])
-        mode = str(target.get("mode", "crash"))
         history = tuple(
             (int(k), parse_variant(str(variant))) for k, variant in target.get("history", ())
         )
-    except BadReproducer as exc:
-        raise UsageError("invalid_payload", str(exc)) from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(
-            "invalid_payload", f"not a system-call crash reproducer: {exc!r}"
-        ) from None
-    cwd = recorded_cwd if os.path.isdir(recorded_cwd) else os.getcwd()
+    except (TypeError, ValueError) as exc:
+        raise UsageError("invalid_payload", f"a reproducer's history: {exc!r}") from None
     if failure.run in ("fault", "kill"):
         rec = Recording(wl, (), (), (), (), (), (0,), model_states(wl))
         return _replay_fault(failure, mode, command, cwd, rec)
@@ -2200,15 +2210,8 @@ def rerun_fault_record(record: Mapping[str, Any]) -> FaultRerun:
     """A fault or kill reproducer of source ``syscall`` run again until it fails, at most
     :data:`REPLAY_TRIES` times, for its bundle: what it broke, what the run did and the disk
     it left (INSTALL-24)."""
-    try:
-        failure = CrashFailure.from_json(record)
-        wl = workload_from_json(failure.workload)
-        command = _runnable([str(part) for part in failure.target["command"]])
-        recorded_cwd = str(failure.target["cwd"])
-        mode = str(failure.target.get("mode", "crash"))
-    except (BadReproducer, KeyError, TypeError, ValueError) as exc:
-        raise UsageError("invalid_payload", f"not a system-call fault reproducer: {exc}") from None
-    cwd = recorded_cwd if os.path.isdir(recorded_cwd) else os.getcwd()
+    failure, wl, command, cwd = _parsed(record)
+    mode = str(failure.target.get("mode", "crash"))
     rec = Recording(wl, (), (), (), (), (), (0,), model_states(wl))
     head, rerun = _rerun_fault(failure, mode, command, cwd, rec)
     return attrs.evolve(rerun, story=(head, *rerun.story))

@@ -45,7 +45,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections import deque
@@ -75,13 +74,18 @@ from scopecheck.models.scope import Scope
 from scopecheck.process.protocol import dumps_line, loads_line
 from scopecheck.process.server import Server, is_integer
 from scopecheck.run import reproduce_requests, wire_tee
+from scopecheck.run.bundle import (
+    FORMAT,
+    Exported,
+    add_script,
+    closing_sections,
+    run_script,
+    shown_command,
+    write_folder,
+)
 from scopecheck.run.replay import REPLAY_TRIES, MachineReplay, replay_machine
 from scopecheck.run.reproduce_requests import HANDLE_OPS, Unjudged, difference, parse_answer
 
-#: The bundle layout's version, in ``bundle.json`` and ``expected.json``.
-FORMAT = 1
-#: Seconds the export gives ``reproduce.py`` to run once.
-REPRODUCE_TIMEOUT = 300
 #: The name the model's server gives itself at ``hello``.
 MODEL_NAME = "reference-model"
 #: Characters of a request or an answer in ``trace.txt``.
@@ -264,10 +268,10 @@ def _check_record(record: Mapping[str, Any]) -> None:
 
 @attrs.frozen
 class Exchange:
-    """One request as a backend process (``pid``, the recorder's) read it, and the line it
-    answered (``None``: no answer)."""
+    """One request as a backend process (``pid``, the recorder's token for it) read it, and
+    the line it answered (``None``: no answer)."""
 
-    pid: int
+    pid: str
     request: bytes
     answer: bytes | None
 
@@ -275,13 +279,13 @@ class Exchange:
 def read_wire_log(path: Path) -> list[Exchange]:
     """The exchanges of a :mod:`~scopecheck.run.wire_tee` log, in the order the requests
     were sent; each answer is paired with its process's oldest unanswered request."""
-    requests: list[tuple[int, bytes]] = []
+    requests: list[tuple[str, bytes]] = []
     answers: dict[int, bytes] = {}
-    waiting: dict[int, deque[int]] = {}
+    waiting: dict[str, deque[int]] = {}
     for raw in path.read_bytes().splitlines():
         item = json.loads(raw)
         line = str(item["line"]).encode("utf-8", "surrogateescape").rstrip(b"\n")
-        pid = int(item["pid"])
+        pid = str(item["pid"])
         if item["dir"] == "request":
             waiting.setdefault(pid, deque()).append(len(requests))
             requests.append((pid, line))
@@ -316,9 +320,9 @@ def recorded(exchanges: list[Exchange]) -> Recorded:
     gave each handle a request names, and read each answer (``None`` in ``compared``: not a
     response to that request).  A request is kept as it will be sent: its id counted from 1
     in its process (the probe's requests are left out), its root a placeholder."""
-    processes: dict[int, int] = {}
+    processes: dict[str, int] = {}
     roots: dict[str, int] = {}
-    givers: dict[int, dict[int, int]] = {}
+    givers: dict[str, dict[int, int]] = {}
     counts: dict[int, int] = {}
     items: list[dict[str, Any]] = []
     actual: list[dict[str, Any]] = []
@@ -469,10 +473,6 @@ def trace_text(
     return "\n".join(lines) + "\n"
 
 
-def _shown(command: list[str]) -> str:
-    return shlex.join(command)
-
-
 def readme(
     record: Mapping[str, Any],
     replayed: MachineReplay,
@@ -516,49 +516,25 @@ def readme(
         "- `trace.txt`: the requests and answers as lines, the first difference marked",
         "- `reproduce.py`, `bundle.json`: send the requests again to the backend's command",
         "",
-        "## Reproduce",
-        "",
+    ]
+    reproduce = [
         "```",
         "python reproduce.py            # exit 1 while an answer differs, 0 once none does",
         "python reproduce.py --command 'CMD' --cwd DIR   # the same requests, another build",
         "```",
         "",
         "It needs only Python's standard library and the backend's own command "
-        f"(`{_shown(bundle['command'])}`, run in `{bundle['cwd']}` -- or give `--cwd`). Each "
-        "process gets a fresh temporary root; exit 2 means the backend could not be asked "
-        "(it did not start, did not answer within 60 s, or broke the protocol).",
+        f"(`{shown_command(bundle['command'])}`, run in `{bundle['cwd']}` -- or give "
+        "`--cwd`). Each process gets a fresh temporary root; exit 2 means the backend could "
+        "not be asked (it did not start, did not answer within 60 s, or broke the protocol).",
         "",
         "It compares what the contract fixes: an error by its code (the message is the "
         "backend's), a result exactly in its JSON form (a cost by value), `hello` by protocol "
         "version, `create` and `open` by `parent_session_id` (the handle's number is the "
         "backend's choice; later requests name the handle this run's backend gave).",
-        "",
-        f"When this bundle was made, `reproduce.py` exited {status}:",
-        "",
-        "```",
-        output.strip(),
-        "```",
-        "",
-        "## Found by",
-        "",
-        "```",
-        found_by,
-        "```",
-        "",
     ]
+    lines += closing_sections(reproduce, status, output, found_by)
     return "\n".join(lines)
-
-
-def run_reproduce(work: Path) -> tuple[int, str]:
-    """Run the bundle's ``reproduce.py`` once, as a user would."""
-    try:
-        done = subprocess.run(
-            [sys.executable, str(work / "reproduce.py")],
-            capture_output=True, text=True, timeout=REPRODUCE_TIMEOUT, cwd=work,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return 2, f"reproduce.py did not finish in {REPRODUCE_TIMEOUT} s"
-    return done.returncode, (done.stdout + done.stderr).replace(str(work), "<bundle>")
 
 
 def record_through_protocol(
@@ -579,6 +555,14 @@ def record_through_protocol(
     return replayed, exchanges
 
 
+def export_machine(record: Mapping[str, Any], target: Path, found_by: str) -> Exported:
+    """Write the bundle of the machine failure ``record`` to the new folder ``target`` (the
+    example replays until it fails again, so the failure is confirmed when it is written)."""
+    return write_folder(
+        target, lambda work: write_machine_bundle(record, work, found_by), failed_again=True
+    )
+
+
 def write_machine_bundle(record: Mapping[str, Any], work: Path, found_by: str) -> tuple[int, str]:
     """Fill the empty folder ``work`` with the bundle of the machine failure ``record`` (see
     the module docstring) and run its ``reproduce.py`` once: its exit status and output.
@@ -592,7 +576,7 @@ def write_machine_bundle(record: Mapping[str, Any], work: Path, found_by: str) -
         served = not str(record.get("spec") or "").startswith(EXEC_PREFIX)
         raise _refused(
             "served through the process protocol the example did not fail again ("
-            f"{replayed.text.splitlines()[-1]})"
+            f"{(replayed.text.splitlines() or ['no output'])[-1]})"
             + (
                 ". Found in-process, it may restart at any step, where a backend process "
                 "restarts at most once per 32 steps (PROC-9) and draws other steps: find it "
@@ -601,7 +585,7 @@ def write_machine_bundle(record: Mapping[str, Any], work: Path, found_by: str) -
                 else ""
             )
         )
-    if "ProtocolError" in replayed.text:
+    if any(line.startswith("ProtocolError: ") for line in replayed.text.splitlines()):
         raise _refused("served through the process protocol the backend broke it (PROC-2)")
     kept = failing_try(exchanges)
     found = recorded(kept)
@@ -615,7 +599,6 @@ def write_machine_bundle(record: Mapping[str, Any], work: Path, found_by: str) -
             "replay shows"
         )
     bundle = {
-        "format": FORMAT,
         "kind": "machine",
         "command": command,
         "cwd": cwd,
@@ -624,7 +607,6 @@ def write_machine_bundle(record: Mapping[str, Any], work: Path, found_by: str) -
         "processes": len({item["process"] for item in found.items}),
         "requests": len(found.items),
     }
-    (work / "bundle.json").write_bytes(_json(bundle))
     (work / "requests.jsonl").write_bytes(b"".join(dumps_line(item) for item in found.items))
     (work / "expected.json").write_bytes(
         _json(
@@ -641,10 +623,8 @@ def write_machine_bundle(record: Mapping[str, Any], work: Path, found_by: str) -
         _json({"first_difference": differs + 1, "answers": found.actual})
     )
     (work / "trace.txt").write_text(trace_text(found.items, found.actual, expected, differs))
-    script = work / "reproduce.py"
-    shutil.copyfile(reproduce_requests.__file__, script)
-    script.chmod(0o755)
-    status, output = run_reproduce(work)
+    add_script(work, reproduce_requests.__file__, bundle)
+    status, output = run_script(work)
     (work / "README.md").write_text(
         readme(record, replayed, bundle, differs, found_by, status, output)
     )

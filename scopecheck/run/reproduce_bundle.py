@@ -264,15 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-actual", metavar="FILE", help="write what the reopen gave")
     args = parser.parse_args(argv)
     bundle = json.loads((HERE / "bundle.json").read_text())
+    if bundle.get("unjudged"):
+        print(f"could not judge: {bundle['unjudged']}")
+        return 2
     expected = json.loads((HERE / "expected.json").read_text())
     if args.command:
         bundle["command"] = shlex.split(args.command)
     python = interpreter(bundle, args.python)
     bundle["command"] = [python if part == "{python}" else part
                          for part in bundle["command"]]  # fmt: skip
-    if bundle.get("unjudged"):
-        print(f"could not judge: {bundle['unjudged']}")
-        return 2
     if args.cwd:
         bundle["cwd"] = args.cwd
     elif not os.path.isdir(bundle["cwd"]):

@@ -5,12 +5,13 @@
 
 The recorder a machine-failure bundle is made with (:mod:`scopecheck.run.export_machine`): the
 client starts this script where it would start the backend, so what the log holds is the
-process protocol exactly as on the wire (docs/protocol.md), each line tagged with this
-process's id.  Every process of a replay -- the probe, each world's, each restart's, PROC-3 --
-appends to the same ``LOG``, one ``os.write`` per record on an ``O_APPEND`` descriptor, and a
-request is logged before the backend gets it and an answer before the client does: the client
-waits for each answer before its next request, so the log's order is the order of the
-exchange across processes.  A backend's bytes that are not UTF-8 are kept as the lone
+process protocol exactly as on the wire (docs/protocol.md), each line tagged with a token of
+this process (its id and a random part: a pid may be reused within one replay).  Every
+process of a replay -- the probe, each world's, each restart's, PROC-3 -- appends to the same
+``LOG``, one ``os.write`` per record on an ``O_APPEND`` descriptor, and a request is logged
+before the backend gets it and an answer before the client does: the client waits for each
+answer before its next request, so the log's order is the order of the exchange across
+processes.  A backend's bytes that are not UTF-8 are kept as the lone
 surrogates of ``surrogateescape``, escaped, so the log is JSON lines whatever it said.
 
 Closing this script's stdin closes the backend's; it exits with the backend's status.  It
@@ -26,17 +27,18 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from typing import IO
 
 
-def log_line(fd: int, pid: int, direction: str, line: bytes) -> None:
+def log_line(fd: int, pid: str, direction: str, line: bytes) -> None:
     """Append one record: ``{"pid", "dir": "request" or "answer", "line"}``."""
     text = line.decode("utf-8", "surrogateescape")
     record = json.dumps({"pid": pid, "dir": direction, "line": text}, ensure_ascii=True)
     os.write(fd, (record + "\n").encode("ascii"))
 
 
-def forward_requests(fd: int, pid: int, source: IO[bytes], child: subprocess.Popen[bytes]) -> None:
+def forward_requests(fd: int, pid: str, source: IO[bytes], child: subprocess.Popen[bytes]) -> None:
     """Pass every line of ``source`` on to the backend, logged first; then close its stdin."""
     assert child.stdin is not None
     for line in source:
@@ -62,7 +64,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"cannot start {command!r} in {cwd}: {exc}\n")
         return 127
     assert child.stdout is not None
-    pid = os.getpid()
+    pid = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"  # a pid may be reused within one replay
     threading.Thread(
         target=forward_requests, args=(fd, pid, sys.stdin.buffer, child), daemon=True
     ).start()
