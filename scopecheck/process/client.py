@@ -43,7 +43,7 @@ import attrs
 from scopecheck.crashsim import shown
 from scopecheck.models import wire
 from scopecheck.models.errors import ProtocolError
-from scopecheck.models.fork import ForkOptions
+from scopecheck.models.fork import ForkOptions, check_fork_options
 from scopecheck.models.records import (
     Committed,
     EntryRecord,
@@ -508,8 +508,12 @@ class ProcessRepository:
         self.process.request("delete", session=session_id)
 
     def fork(self, source_id: str, options: ForkOptions) -> str:
+        """Fork over the protocol.  Options that are no ``ForkOptions`` (``None``, a dict, a
+        scope name) have no wire form: ``invalid_fork_options`` is the Python side's answer,
+        never needed from a process (docs/protocol.md; FORK-1)."""
+        checked = check_fork_options(options)
         found = self.process.request(
-            "fork", source=source_id, options=wire.fork_options_to_json(options)
+            "fork", source=source_id, options=wire.fork_options_to_json(checked)
         )
         if not isinstance(found, str):
             raise self.process.fail(f"the result of fork is {found!r}, not a Session id", "fork")

@@ -33,10 +33,11 @@ What cannot be bundled is refused, saying why, before anything is written: a bac
 has no command of its own (a bundled backend or planted bug, which runs in scopecheck's
 process), a factory without ``root`` (its Sessions live in the Python process, so a restart,
 a new process, could not read them back: PROC-3), a failure of scopecheck's own code
-(INSTALL-19), a backend that broke the protocol (PROC-2: nothing to compare), a fork whose
-destination id the backend chose (later requests name it), an example that did not fail
-again through the protocol, and a failure that shows in no answer (a file left on disk,
-HYGIENE-*).
+(INSTALL-19), a backend that broke the protocol (PROC-2: nothing to compare), an example
+that did not fail again through the protocol, and a failure that shows in no answer (a file
+left on disk, HYGIENE-*).  A fork whose destination the backend chose (FORK-1) is kept: the
+model forks into the id the backend gave, and ``reproduce.py`` follows the ids the backend
+it runs gives instead.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ from scopecheck.run.reproduce_requests import HANDLE_OPS, Unjudged, difference, 
 
 #: The name the model's server gives itself at ``hello``.
 MODEL_NAME = "reference-model"
+#: The destination the model forks into when the backend chose one and refused the fork.
+FORK_PLACEHOLDER = "fork-model"
 #: Characters of a request or an answer in ``trace.txt``.
 TRACE_WIDTH = 400
 
@@ -189,11 +192,9 @@ class ModelRepository:
         self._model.delete(session_id)
 
     def fork(self, source_id: str, options: ForkOptions) -> str:
-        """A fork into the destination the request names (forks whose destination the
-        backend chose are refused before the model is asked)."""
-        if options.id is None:
-            raise _refused("a fork without a destination id reached the model")
-        return self._model.fork(source_id, options, options.id)
+        """A fork into the destination the request names (:func:`model_answers` names the
+        one the backend chose)."""
+        return self._model.fork(source_id, options, options.id or FORK_PLACEHOLDER)
 
     def close(self) -> None:
         for storage in self._given:
@@ -343,10 +344,7 @@ def recorded(exchanges: list[Exchange]) -> Recorded:
         if is_integer(handle):
             item["handle_from"] = givers.get(exchange.pid, {}).get(handle)
         if op == "fork" and (request.get("options") or {}).get("id") is None:
-            raise _refused(
-                "the example forks into a destination id the backend chose, which later "
-                "requests name; a bundle replays requests as they were sent"
-            )
+            item["chooses_id"] = True  # the backend names the destination (FORK-1)
         item["request"] = sent
         items.append(item)
         actual.append(_as_answered(exchange.answer))
@@ -376,9 +374,14 @@ def _as_answered(line: bytes | None) -> dict[str, Any]:
     return {"not_an_object": body}
 
 
-def model_answers(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def model_answers(
+    items: list[dict[str, Any]], compared: list[dict[str, Any] | None]
+) -> list[dict[str, Any]]:
     """The reference model's answer to each request, served the way a Python backend is:
-    one server per recorded process, one model per root, handles the model's own."""
+    one server per recorded process, one model per root, handles the model's own.  A fork
+    whose destination the backend chose forks the model into the id the backend gave (as
+    the fork machine does: which id is the backend's choice), or, refused by the backend,
+    into a placeholder, so the model says whether it should have been refused."""
     models: dict[str, ReferenceRepository] = {}
     servers: dict[int, Server] = {}
     handles: dict[int, Any] = {}
@@ -387,6 +390,10 @@ def model_answers(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         request = dict(item["request"])
         if item["handle_from"] in handles:
             request["handle"] = handles[item["handle_from"]]
+        if item.get("chooses_id") and isinstance(request.get("options"), dict):
+            given = (compared[index] or {}).get("ok")
+            chosen = given if isinstance(given, str) else FORK_PLACEHOLDER
+            request["options"] = {**request["options"], "id": chosen}
         server = servers.get(item["process"])
         if server is None:
             server = servers[item["process"]] = model_server(models)
@@ -589,7 +596,7 @@ def write_machine_bundle(record: Mapping[str, Any], work: Path, found_by: str) -
         raise _refused("served through the process protocol the backend broke it (PROC-2)")
     kept = failing_try(exchanges)
     found = recorded(kept)
-    expected = model_answers(found.items)
+    expected = model_answers(found.items, found.compared)
     differs = first_difference(found.items, expected, found.compared)
     if differs is None:
         raise _refused(

@@ -23,7 +23,11 @@ What is compared is what the contract fixes (``expected.json`` holds the model's
 * ``hello``: the protocol version only; the name and whether it forks are the backend's;
 * ``create`` and ``open``: ``parent_session_id`` exactly and that the handle is an integer --
   which integer is the backend's choice, so a later request naming a handle names the one
-  this run's backend gave for the same ``create`` or ``open``.
+  this run's backend gave for the same ``create`` or ``open``;
+* a ``fork`` without a destination id: the id is the backend's choice (FORK-1), so a later
+  request naming it names the one this run's backend gave, and an answer holding it (a
+  ``list``, a ``parent_session_id``) is compared with it read as the recorded one -- a
+  ``list`` still in code-point order as this backend named its Sessions.
 
 Exit status: 1 an answer differs from the model's (the request, the expected and the actual
 answer are printed), 0 every answer matches, 2 it could not be judged (the backend did not
@@ -177,6 +181,37 @@ def difference(op: str, expected: dict[str, Any], actual: dict[str, Any]) -> str
     return None if same_json(want, got) else "another result"
 
 
+def as_recorded(op: str, answer: dict[str, Any], chosen: dict[str, str]) -> dict[str, Any]:
+    """``answer`` with each Session id this backend chose for a fork as the one recorded
+    (``chosen``: recorded -> this run's), so that it compares with the model's; a ``list``
+    is then in the recorded ids' order, which the model's is."""
+    if not chosen or "ok" not in answer:
+        return answer
+    back = {mine: recorded for recorded, mine in chosen.items()}
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, str):
+            return back.get(value, value)
+        if isinstance(value, list):
+            return [renamed(item) for item in value]
+        if isinstance(value, dict):
+            return {key: renamed(item) for key, item in value.items()}
+        return value
+
+    result = renamed(answer["ok"])
+    if op == "list" and isinstance(result, list) and all(isinstance(i, str) for i in result):
+        result = sorted(result)
+    return {"ok": result}
+
+
+def unordered(op: str, answer: dict[str, Any]) -> str | None:
+    """A ``list`` answer not in code-point order, as this backend named its Sessions."""
+    result = answer.get("ok")
+    if op == "list" and isinstance(result, list) and all(isinstance(i, str) for i in result):
+        return None if result == sorted(result) else "a list not in code-point order"
+    return None
+
+
 def answer_text(answer: dict[str, Any]) -> str:
     """An answer as the comparison sees it: ``ok RESULT`` or ``error CODE``."""
     if "error" in answer:
@@ -256,6 +291,7 @@ def run(
     scratch = tempfile.mkdtemp(prefix="reproduce-")
     processes: dict[int, Backend] = {}
     handles: dict[int, Any] = {}
+    chosen: dict[str, str] = {}
     log_path = os.path.join(scratch, "stderr.txt")
     with open(log_path, "wb") as log:
         try:
@@ -271,13 +307,21 @@ def run(
                     request["root"] = root
                 if item.get("handle_from") in handles:
                     request["handle"] = handles[item["handle_from"]]
+                for key in ("session", "source"):  # a destination this backend named
+                    if isinstance(request.get(key), str) and request[key] in chosen:
+                        request[key] = chosen[request[key]]
                 request_id, line = backend.ask(request)
                 answer = parse_answer(line, request_id)
                 op = str(request.get("op"))
                 result = answer.get("ok")
                 if op in HANDLE_OPS and isinstance(result, dict) and "handle" in result:
                     handles[index] = result["handle"]
-                problem = difference(op, expected[index], answer)
+                want = expected[index].get("ok")
+                if item.get("chooses_id") and isinstance(want, str) and isinstance(result, str):
+                    chosen[want] = result  # which id is the backend's choice (FORK-1)
+                problem = unordered(op, answer) or difference(
+                    op, expected[index], as_recorded(op, answer, chosen)
+                )
                 if problem is not None:
                     print(f"the failure shows: answer {index + 1} of {len(requests)} (process "
                           f"{number}, request id {request_id}) is {problem}:")  # fmt: skip
