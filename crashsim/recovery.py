@@ -392,6 +392,12 @@ def _recreated(
     return Recovered(None, 0)
 
 
+def power_loss_named(variant: str) -> str:
+    """How a CRASH-FS-6 problem names its image: a story that knows which files lost data
+    adds them inside the parentheses (:func:`~scopecheck.crashsim.story.with_lost`)."""
+    return f"after power loss ({variant})"
+
+
 def after_power_loss(broken: Broken, variant: str, power_loss: bool) -> Broken:
     """A lost or partial state after power loss breaks CRASH-FS-6, with what to do about it."""
     if broken.rule != "CRASH-FS-2" or not power_loss:
@@ -399,6 +405,6 @@ def after_power_loss(broken: Broken, variant: str, power_loss: bool) -> Broken:
     return attrs.evolve(
         broken,
         rule="CRASH-FS-6",
-        problem=f"after power loss ({variant}) {broken.problem}: fsync the file's data (and "
+        problem=f"{power_loss_named(variant)} {broken.problem}: fsync the file's data (and "
         "its directory, after a create, rename or unlink) before acknowledging",
     )

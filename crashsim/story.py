@@ -21,6 +21,7 @@ from scopecheck.crashsim.failure import ROOT_SHOWN, CrashFailure
 from scopecheck.crashsim.jsonl_workloads import workload_from_json
 from scopecheck.crashsim.persistence import FileOp, Image, power_image
 from scopecheck.crashsim.points import ProcessCrash, parse_variant
+from scopecheck.crashsim.recovery import power_loss_named
 from scopecheck.crashsim.shown import text
 
 
@@ -152,7 +153,7 @@ def with_lost(failure: CrashFailure) -> CrashFailure:
     if story is None or not story.power_loss:
         return failure
     lost = lost_text(story.lost)
-    named = f"after power loss ({failure.variant})"  # the text of CRASH-FS-6
+    named = power_loss_named(failure.variant)
     problem = failure.problem.replace(named, f"{named[:-1]}; data lost: {lost})", 1)
     return attrs.evolve(failure, problem=problem, shown={**failure.shown, "lost": lost})
 

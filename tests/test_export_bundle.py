@@ -48,6 +48,15 @@ def _export(record: dict[str, object], tmp_path: Path, name: str) -> tuple[Path,
     return bundle, done.stdout + done.stderr, done.returncode
 
 
+def _reproduce(python: str, bundle: Path, *args: str) -> tuple[int, str]:
+    """The bundle's ``reproduce.py`` run by ``python`` as its user runs it: status, output."""
+    done = subprocess.run(
+        [python, str(bundle / "reproduce.py"), *args], capture_output=True, text=True,
+        timeout=120, cwd=bundle.parent,
+    )  # fmt: skip
+    return done.returncode, done.stdout + done.stderr
+
+
 @pytest.mark.rule("INSTALL-24", "CRASH-FS-1", "CRASH-SYS-9")
 @pytest.mark.parametrize("runtime", ["node", "go"])
 def test_a_process_backend_s_bundle_shows_the_loss_with_python_alone_and_not_after_the_fix(
@@ -82,15 +91,11 @@ def test_a_process_backend_s_bundle_shows_the_loss_with_python_alone_and_not_aft
     assert "CRASH-FS-1" in readme and "python reproduce.py" in readme and "replay" in readme
     before = _digest(bundle)
 
-    script = str(bundle / "reproduce.py")
-    still = subprocess.run([bare_python, script], capture_output=True, text=True, timeout=120)
-    assert still.returncode == 1, still.stdout + still.stderr
-    fixed = subprocess.run(
-        [bare_python, script, "--command", shlex.join(command)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert "no longer shows" in fixed.stdout
+    status, said = _reproduce(bare_python, bundle)
+    assert status == 1, said
+    status, said = _reproduce(bare_python, bundle, "--command", shlex.join(command))
+    assert status == 0, said
+    assert "no longer shows" in said
     (bundle / "stderr.txt").unlink()
     assert _digest(bundle) == before, "reproduce.py changed the bundle"
 
@@ -120,17 +125,11 @@ def test_a_planted_python_bug_s_bundle_shows_the_loss(
     if run == "recovery":
         assert "crashed during its recovery" in (bundle / "README.md").read_text()
         assert "then the backend reopened that image" in (bundle / "trace.txt").read_text()
-    again = subprocess.run(
-        [bare_python, str(bundle / "reproduce.py")], capture_output=True, text=True,
-        timeout=120, cwd=tmp_path,
-    )  # fmt: skip
-    assert again.returncode == 1, again.stdout + again.stderr
-    elsewhere = subprocess.run(
-        [bare_python, str(bundle / "reproduce.py"), "--python", bare_python],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
-    assert elsewhere.returncode == 2, elsewhere.stdout  # that Python has no scopecheck
-    assert "could not judge" in elsewhere.stdout, elsewhere.stdout
+    status, said = _reproduce(bare_python, bundle)
+    assert status == 1, said
+    status, said = _reproduce(bare_python, bundle, "--python", bare_python)
+    assert status == 2, said  # that Python has no scopecheck
+    assert "could not judge" in said, said
 
 
 @pytest.mark.rule("INSTALL-24")
@@ -218,14 +217,10 @@ def test_a_fault_run_s_bundle_holds_the_disk_it_left_and_shows_the_failure(
     assert settings["probe"] is False and "unjudged" not in settings
     expected = orjson.loads((bundle / "expected.json").read_bytes())
     assert expected["after"].startswith("the run with fuse=write:ENOSPC"), expected
-    script = str(bundle / "reproduce.py")
-    still = subprocess.run([bare_python, script], capture_output=True, text=True, timeout=120)
-    assert still.returncode == 1, still.stdout + still.stderr
-    fixed = subprocess.run(
-        [bare_python, script, "--command", " ".join(NODE)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert fixed.returncode == 1 and "corrupt" in fixed.stdout, fixed.stdout + fixed.stderr
+    status, said = _reproduce(bare_python, bundle)
+    assert status == 1, said
+    fixed, said = _reproduce(bare_python, bundle, "--command", " ".join(NODE))
+    assert fixed == 1 and "corrupt" in said, said
     # the fixed build's own run cuts the failed append back: nothing fails, nothing exported
     record["target"] = {**record["target"], "command": ["node", "examples/node/backend.js"]}
     gone, output, status = _export(record, tmp_path, "fixed-bundle")
@@ -286,11 +281,7 @@ def test_a_kill_run_s_bundle_shows_its_power_loss_with_python_alone_and_not_afte
     assert "kill run: fsync:signal=SIGKILL:when=3" in trace and "killed by SIGKILL" in trace
     assert "the image is a power loss" in trace and "s.log: " in trace, trace
     assert not (bundle / "image" / "s.log").read_bytes().endswith(b"\n")  # the torn append
-    script = str(bundle / "reproduce.py")
-    still = subprocess.run([bare_python, script], capture_output=True, text=True, timeout=120)
-    assert still.returncode == 1, still.stdout + still.stderr
-    fixed = subprocess.run(
-        [bare_python, script, "--command", " ".join(NODE)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert fixed.returncode == 0 and "no longer shows" in fixed.stdout, fixed.stdout
+    status, said = _reproduce(bare_python, bundle)
+    assert status == 1, said
+    fixed, said = _reproduce(bare_python, bundle, "--command", " ".join(NODE))
+    assert fixed == 0 and "no longer shows" in said, said

@@ -302,52 +302,7 @@ def test_what_the_contract_leaves_to_the_backend_is_not_compared() -> None:
     assert difference("close", MODEL_ANSWERS[4], {"error": "io_error"}) is not None
 
 
-ROOTED_FORKS = """
-import os
-import pickle
-from typing import Any
-
-from scopecheck import ForkOptions, set_value, value
-from scopecheck.impl.memory import MemoryRepository
-
-
-class KeptRepository(MemoryRepository):
-    \"\"\"Memory's Sessions, kept under the root when the repository closes: a restart, a new
-    backend process, reads them back (PROC-3).\"\"\"
-
-    def __init__(self, clock: Any, root: str) -> None:
-        self.kept = os.path.join(root, "sessions.pickle")
-        sessions = {}
-        if os.path.exists(self.kept):
-            with open(self.kept, "rb") as saved:
-                sessions = pickle.load(saved)
-        super().__init__(clock, sessions)
-        self.sessions = sessions
-
-    def close(self) -> None:
-        super().close()
-        with open(self.kept, "wb") as saved:
-            pickle.dump(self.sessions, saved)
-
-
-class LeakyForkRepository(KeptRepository):
-    def fork(self, source_id: str, options: ForkOptions) -> str:
-        dest = super().fork(source_id, options)  # then writes operation state into it
-        handle = self.open(dest)
-        try:
-            handle.commit([set_value(value("pi.op.state", "leaked"), {"carried": True})])
-        finally:
-            handle.close()
-        return dest
-
-
-def make_backend(clock: Any, *, root: str) -> LeakyForkRepository:
-    return LeakyForkRepository(clock, root)
-
-
-def make_correct_backend(clock: Any, *, root: str) -> KeptRepository:
-    return KeptRepository(clock, root)
-"""
+FORKS = ROOT / "tests" / "data" / "fork_backends.py"
 
 
 @pytest.mark.rule("INSTALL-26", "FORK-1", "FORK-7")
@@ -358,8 +313,7 @@ def test_a_fork_machine_failure_bundles_forks_into_ids_the_backend_chose(
     destination (FORK-7), served as a process: its forks name no destination, so the
     backend chooses it, and the bundle's script follows the ids this run's backend gives --
     exit 1 for the leak, 0 for the correct backend, which may name its forks otherwise."""
-    (tmp_path / "forks.py").write_text(ROOTED_FORKS)
-    spec = f"exec:{SERVE} {tmp_path / 'forks.py'}:make_backend"
+    spec = f"exec:{SERVE} {FORKS}:make_rooted_leaky_fork"
     backend = attrs.evolve(load_backend(spec), crash=None)
     try:
         report = fuzz_backend(
@@ -383,6 +337,6 @@ def test_a_fork_machine_failure_bundles_forks_into_ids_the_backend_chose(
     assert reproduce(bare_python, bundle, tmp_path)[0] == 1
     fixed, said = reproduce(
         bare_python, bundle, tmp_path, "--command",
-        f"{SERVE} {tmp_path / 'forks.py'}:make_correct_backend", "--cwd", HERE,
+        f"{SERVE} {FORKS}:make_rooted_backend", "--cwd", HERE,
     )  # fmt: skip
     assert fixed == 0, said

@@ -85,13 +85,10 @@ def _rerun(failure: CrashFailure, record: Mapping[str, Any]) -> FaultRerun:
         from scopecheck.process.syscall_crash import rerun_fault_record
 
         return rerun_fault_record(record)
-    from scopecheck.backends.factory import load_factory, takes_filesystem
     from scopecheck.crashsim.generic_sweep import rerun_fault_record as rerun_fs
+    from scopecheck.run.replay import fs_factory
 
-    _, factory = load_factory(str(failure.target["spec"]))
-    if not callable(factory) or not takes_filesystem(factory):
-        raise UsageError("invalid_payload", f"{failure.target['spec']} no longer takes fs and root")
-    return rerun_fs(failure, factory)
+    return rerun_fs(failure, fs_factory(record))
 
 
 def injected(failure: CrashFailure) -> str:

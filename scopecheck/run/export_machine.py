@@ -61,17 +61,7 @@ from scopecheck.backends.factory import factory_kind, load_factory
 from scopecheck.backends.registry import Backend, is_user_spec
 from scopecheck.models.errors import UsageError
 from scopecheck.models.fork import ForkOptions
-from scopecheck.models.records import (
-    EntryRecord,
-    ListElement,
-    Order,
-    Snapshot,
-    Stats,
-    UsageRecord,
-    ValueRecord,
-)
 from scopecheck.models.reference import ReferenceRepository, ReferenceSession
-from scopecheck.models.scope import Scope
 from scopecheck.process.protocol import dumps_line, loads_line
 from scopecheck.process.server import Server, is_integer
 from scopecheck.run import reproduce_requests, wire_tee
@@ -104,56 +94,19 @@ def _refused(why: str) -> UsageError:
 
 class ModelStorage:
     """One open Session of the reference model as a ``Storage``: a commit is timestamped with
-    the clock of the request being served (the client's ``now``), as a backend's is."""
+    the clock of the request being served (the client's ``now``), as a backend's is; every
+    read is the model's own (``ReferenceSession`` has the ``Storage`` reads already)."""
 
     def __init__(self, model: ReferenceRepository, session: ReferenceSession, clock: Any) -> None:
         self._model = model
         self._session = session
         self._clock = clock
 
-    @property
-    def session_id(self) -> str:
-        return self._session.session_id
-
-    @property
-    def parent_session_id(self) -> str | None:
-        return self._session.parent_session_id
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
 
     def commit(self, writes: Sequence[Any]) -> Any:
         return self._session.commit(writes, self._clock())
-
-    def get_value(self, address: Any) -> ValueRecord | None:
-        return self._session.get_value(address)
-
-    def scan_values(
-        self, namespace: str, prefix: str = "", scope: Scope | None = None
-    ) -> tuple[tuple[str, ValueRecord], ...]:
-        return self._session.scan_values(namespace, prefix, scope)
-
-    def read_list(
-        self,
-        address: Any,
-        *,
-        cursor: int | None = None,
-        order: Order = "asc",
-        limit: int | None = None,
-        stop_at_tag: str | None = None,
-    ) -> tuple[ListElement, ...]:
-        return self._session.read_list(
-            address, cursor=cursor, order=order, limit=limit, stop_at_tag=stop_at_tag
-        )
-
-    def get_entry(self, entry_id: str) -> EntryRecord | None:
-        return self._session.get_entry(entry_id)
-
-    def get_usage(self, usage_id: str) -> UsageRecord | None:
-        return self._session.get_usage(usage_id)
-
-    def stats(self) -> Stats:
-        return self._session.stats()
-
-    def snapshot(self) -> Snapshot:
-        return self._session.snapshot()
 
     def close(self) -> None:
         """Close the handle; the Session may then be opened again (REPO-4), as the machine's

@@ -14,6 +14,7 @@ reruns its seed, without shrinking.  Crash reproducers (crash point, fault) are 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from scopecheck.backends.registry import Backend
 from scopecheck.backends.resolve import resolve_backend
+from scopecheck.crashsim.fs_session import Factory
 from scopecheck.machines.failures import failure_program
 from scopecheck.models.errors import UsageError
 from scopecheck.run.fuzz import WorldRoots, machine_for
@@ -141,6 +143,23 @@ def replay_machine(record: dict[str, Any], *, tries: int = REPLAY_TRIES) -> Mach
     )
 
 
+def fs_factory(record: Mapping[str, Any]) -> Factory:
+    """The factory a crash reproducer of source ``fs`` names (``target.spec``), which must
+    still take ``fs`` and ``root``; a usage error saying why otherwise."""
+    from scopecheck.backends.factory import load_factory, takes_filesystem
+
+    target = record.get("target")
+    spec = target.get("spec") if isinstance(target, Mapping) else None
+    if not isinstance(spec, str):
+        raise UsageError("invalid_payload", "crash reproducer of source fs without a spec")
+    _, factory = load_factory(spec)
+    if not callable(factory) or not takes_filesystem(factory):
+        raise UsageError(
+            "invalid_payload", f"{spec} no longer takes fs and root; cannot replay a crash"
+        )
+    return factory  # type: ignore[no-any-return]
+
+
 def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
     """Re-check a kind ``crash`` reproducer with the crash explorer of its backend (JSONL on
     pyfakefs, a SQLite sweep, a backend process's system calls, or the generic sweep of a
@@ -152,19 +171,9 @@ def replay_crash(record: dict[str, Any]) -> tuple[bool | None, str]:
 
         return replay(record)  # an older format (``engine``) is refused there, saying why
     if record.get("source") == "fs":
-        from scopecheck.backends.factory import load_factory, takes_filesystem
         from scopecheck.crashsim.generic_sweep import replay_record
 
-        target = record.get("target")
-        spec = target.get("spec") if isinstance(target, dict) else None
-        if not isinstance(spec, str):
-            raise UsageError("invalid_payload", "crash reproducer of source fs without a spec")
-        _, factory = load_factory(spec)
-        if not callable(factory) or not takes_filesystem(factory):
-            raise UsageError(
-                "invalid_payload", f"{spec} no longer takes fs and root; cannot replay a crash"
-            )
-        return replay_record(record, factory)
+        return replay_record(record, fs_factory(record))
     backend = resolve_backend(record["backend"])
     explorer = backend.crash
     if record.get("source") == "sqlite":
