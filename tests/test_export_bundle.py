@@ -11,10 +11,13 @@ and fault and kill runs, rerun for the image they leave.
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -285,3 +288,32 @@ def test_a_kill_run_s_bundle_shows_its_power_loss_with_python_alone_and_not_afte
     assert status == 1, said
     fixed, said = _reproduce(bare_python, bundle, "--command", " ".join(NODE))
     assert fixed == 0 and "no longer shows" in said, said
+
+
+@pytest.mark.rule("INSTALL-21", "INSTALL-24")
+def test_an_export_stopped_by_sigterm_leaves_nothing_behind(tmp_path: Path) -> None:
+    """SIGTERM while the export reruns a kill run: the command says it was stopped, and no
+    folder of ours is left -- not the bundle, not its temporary twin, not a scratch folder
+    in TMPDIR.  (The reruns' images go to the RAM disk, which other tests share while this
+    one runs: that it is left clean too was seen by hand.)"""
+    if shutil.which("node") is None:
+        pytest.skip("NO NODE: the Node example cannot run here")
+    record = orjson.loads((ROOT / "tests" / "data" / "node-strict-tail-kill.json").read_bytes())
+    record["target"] = {**record["target"], "cwd": str(ROOT)}
+    saved = tmp_path / "kill.json"
+    saved.write_bytes(orjson.dumps(record))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "scopecheck", "replay", str(saved), "--export",
+         str(tmp_path / "bundle")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )  # fmt: skip
+    time.sleep(0.3)
+    child.send_signal(signal.SIGTERM)
+    output, _ = child.communicate(timeout=60)
+    if child.returncode != 1:  # not finished before the signal came
+        assert child.returncode == 143 and "stopped by SIGTERM" in output, output
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["kill.json", "tmp"]
+    assert list(scratch.iterdir()) == []

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from scopecheck.cli.common import fail
+from scopecheck.cli.common import fail, supervised
 
 if TYPE_CHECKING:
     from scopecheck.run.bundle import Exported
@@ -30,6 +30,14 @@ def replay(file: str, export_to: str | None) -> None:
     With --export DIR, write the failure's bundle instead and run its reproduce.py once: the
     same exit statuses, from what it found (a fault or kill run is rerun for its image first;
     exit 3 and nothing written when it does not fail again)."""
+    from scopecheck.run.stopping import signals_stop_the_run
+
+    supervised()  # a signal stops it with nothing left behind (INSTALL-21)
+    with signals_stop_the_run():
+        _replay(file, export_to)
+
+
+def _replay(file: str, export_to: str | None) -> None:
     from scopecheck.run.crash import NOT_REPRODUCED
     from scopecheck.run.replay import load_reproducer, replay_machine
 
